@@ -1,0 +1,119 @@
+//===- KilnBase.td - Kiln dialect, types and attributes ----*- tablegen -*-===//
+//
+// The `kiln` dialect: transformer building blocks on ranked tensors.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_DIALECT_KILN_IR_KILNBASE_TD
+#define KILN_DIALECT_KILN_IR_KILNBASE_TD
+
+include "mlir/IR/OpBase.td"
+include "mlir/IR/AttrTypeBase.td"
+include "mlir/IR/EnumAttr.td"
+
+//===----------------------------------------------------------------------===//
+// Dialect
+//===----------------------------------------------------------------------===//
+
+def Kiln_Dialect : Dialect {
+  let name = "kiln";
+  let cppNamespace = "::mlir::kiln";
+  let summary = "Transformer building blocks: embeddings, attention, norms, losses";
+  let description = [{
+    The `kiln` dialect describes transformer models at the level of their
+    building blocks (token embeddings, positional encodings, layer norm,
+    multi-head attention, feed-forward blocks, losses) plus the small set of
+    tensor ops needed to glue them together and to express gradients.
+
+    All ops work on ranked tensors. Batch and sequence dimensions may be
+    dynamic (`tensor<?x?x128xf32>`); every shape check treats a dynamic
+    dimension as compatible with any size, and the result types of every op
+    are inferred from its operands. Weight layouts follow PyTorch: a linear
+    weight is `[out, in]`, an embedding table is `[vocab, dim]`.
+  }];
+  let useDefaultAttributePrinterParser = 1;
+  let hasConstantMaterializer = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Type constraints
+//===----------------------------------------------------------------------===//
+
+// The floating-point element types Kiln computes in. Only f32 for now: adding
+// bf16/f16 here admits them in every op at once.
+def Kiln_Float : AnyTypeOf<[F32], "floating-point (f32)">;
+def Kiln_FloatTensor : RankedTensorOf<[Kiln_Float]>;
+
+// Token ids and class targets.
+def Kiln_IndexTensor : RankedTensorOf<[I32, I64]>;
+
+// Key-padding masks: non-zero means "attend", zero means "padding".
+def Kiln_MaskTensor : RankedTensorOf<[I1, I32, I64]>;
+
+// A run-time random seed for dropout (one per training step, say).
+def Kiln_Seed : TypeAlias<I64, "64-bit signless integer seed">;
+
+// A run-time start position (incremental decoding).
+def Kiln_Offset : TypeAlias<I64, "64-bit signless integer position">;
+
+//===----------------------------------------------------------------------===//
+// Enums
+//===----------------------------------------------------------------------===//
+
+def Kiln_PEKind : I32EnumAttr<"PEKind", "positional encoding kind", [
+    I32EnumAttrCase<"sinusoidal", 0>,
+    I32EnumAttrCase<"learned", 1>]> {
+  let cppNamespace = "::mlir::kiln";
+  let genSpecializedAttr = 0;
+}
+def Kiln_PEKindAttr : EnumAttr<Kiln_Dialect, Kiln_PEKind, "pe_kind">;
+
+def Kiln_NormMode : I32EnumAttr<"NormMode", "layer normalization formula", [
+    // (x - mean) / sqrt(biased_var + eps): torch.nn.LayerNorm.
+    I32EnumAttrCase<"standard", 0>,
+    // (x - mean) / (unbiased_std + eps): the from-scratch LayerNorm of seed
+    // document 002 (x.std() then adding eps).
+    I32EnumAttrCase<"std_eps", 1>]> {
+  let cppNamespace = "::mlir::kiln";
+  let genSpecializedAttr = 0;
+}
+def Kiln_NormModeAttr : EnumAttr<Kiln_Dialect, Kiln_NormMode, "norm_mode">;
+
+def Kiln_Activation : I32EnumAttr<"Activation", "feed-forward activation", [
+    I32EnumAttrCase<"relu", 0>,
+    // x * Phi(x) with the exact erf form.
+    I32EnumAttrCase<"gelu", 1>,
+    // The tanh approximation used by GPT-2.
+    I32EnumAttrCase<"gelu_tanh", 2>]> {
+  let cppNamespace = "::mlir::kiln";
+  let genSpecializedAttr = 0;
+}
+def Kiln_ActivationAttr : EnumAttr<Kiln_Dialect, Kiln_Activation, "activation">;
+
+def Kiln_ReduceKind : I32EnumAttr<"ReduceKind", "reduction kind", [
+    I32EnumAttrCase<"sum", 0>,
+    I32EnumAttrCase<"mean", 1>,
+    I32EnumAttrCase<"max", 2>]> {
+  let cppNamespace = "::mlir::kiln";
+  let genSpecializedAttr = 0;
+}
+def Kiln_ReduceKindAttr : EnumAttr<Kiln_Dialect, Kiln_ReduceKind, "reduce_kind">;
+
+def Kiln_LossReduction : I32EnumAttr<"LossReduction", "loss reduction", [
+    I32EnumAttrCase<"mean", 0>,
+    I32EnumAttrCase<"sum", 1>,
+    I32EnumAttrCase<"none", 2>]> {
+  let cppNamespace = "::mlir::kiln";
+  let genSpecializedAttr = 0;
+}
+def Kiln_LossReductionAttr
+    : EnumAttr<Kiln_Dialect, Kiln_LossReduction, "loss_reduction">;
+
+//===----------------------------------------------------------------------===//
+// Base op class
+//===----------------------------------------------------------------------===//
+
+class Kiln_Op<string mnemonic, list<Trait> traits = []>
+    : Op<Kiln_Dialect, mnemonic, traits>;
+
+#endif // KILN_DIALECT_KILN_IR_KILNBASE_TD
