@@ -67,7 +67,7 @@ def Kiln_PositionalEncodingOp
                        Optional<Kiln_Offset>:$offset);
   let results = (outs Kiln_FloatTensor:$result);
   let assemblyFormat = [{
-    $kind $input (`table` $table^)? (`offset` $offset^)? attr-dict `:`
+    `` $kind $input (`table` $table^)? (`offset` $offset^)? attr-dict `:`
     functional-type(operands, results)
   }];
   let hasVerifier = 1;
@@ -185,7 +185,7 @@ def Kiln_FeedForwardOp
                        DefaultValuedAttr<I64Attr, "0">:$stream);
   let results = (outs Kiln_FloatTensor:$result);
   let assemblyFormat = [{
-    $activation $input `,` $w1 `,` $w2 (`biases` `(` $b1^ `,` $b2 `)`)?
+    `` $activation $input `,` $w1 `,` $w2 (`biases` `(` $b1^ `,` $b2 `)`)?
     (`seed` $seed^)? attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
@@ -387,7 +387,7 @@ def Kiln_ReduceOp : Kiln_Op<"reduce", [Pure, InferTypeOpAdaptor]> {
                        DenseI64ArrayAttr:$axes, UnitAttr:$keep_dims);
   let results = (outs Kiln_FloatTensor:$result);
   let assemblyFormat =
-      "$kind $input attr-dict `:` functional-type(operands, results)";
+      "`` $kind $input attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
 }
 
