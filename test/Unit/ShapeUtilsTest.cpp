@@ -79,6 +79,9 @@ TEST(ShapeUtils, ReshapeKeepsAndInfers) {
   EXPECT_EQ(toVector(out), (Shape{6, 4}));
   EXPECT_EQ(shape::reshape({kDynamic, 4}, {-1}, out), "");
   EXPECT_EQ(toVector(out), (Shape{kDynamic}));
+  // Merging heads back: -1 is known although batch and sequence are not.
+  EXPECT_EQ(shape::reshape({kDynamic, kDynamic, 8, 64}, {0, 0, -1}, out), "");
+  EXPECT_EQ(toVector(out), (Shape{kDynamic, kDynamic, 512}));
 }
 
 TEST(ShapeUtils, ReshapeErrors) {
@@ -86,7 +89,12 @@ TEST(ShapeUtils, ReshapeErrors) {
   EXPECT_EQ(shape::reshape({2, 3}, {-1, -1}, out),
             "at most one size may be -1, found -1 at indices 0 and 1");
   EXPECT_EQ(shape::reshape({2, 3}, {5}, out),
-            "cannot reshape [2, 3] (6 elements) into [5] (5 elements)");
+            "cannot reshape [2, 3] into [5]: the element counts differ (6 vs "
+            "5 outside the kept dimensions)");
+  // Kept dynamic sizes cancel, so the rest can still be checked.
+  EXPECT_EQ(shape::reshape({kDynamic, 2, 2, 1}, {0, 0, 4}, out),
+            "cannot reshape [?, 2, 2, 1] into [?, 2, 4]: the element counts "
+            "differ (2 vs 4 outside the kept dimensions)");
   EXPECT_EQ(shape::reshape({2, 3}, {4, -1}, out),
             "cannot infer the size at index 1: 6 elements of [2, 3] are not "
             "a multiple of 4");

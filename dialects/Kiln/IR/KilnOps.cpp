@@ -136,8 +136,7 @@ LogicalResult EmbeddingOp::verify() {
     int64_t vocab = table.getDimSize(0);
     if (*pad < 0 || (!ShapedType::isDynamic(vocab) && *pad >= vocab)) {
       return emitOpError("expects 'padding_idx' (")
-             << *pad << ") to be a row of the table, in [0, "
-             << shape::format({vocab}).substr(1) << ")";
+             << *pad << ") to be a row of the table " << shapeOf(table);
     }
   }
   return success();

@@ -77,8 +77,6 @@ std::string shape::reshape(llvm::ArrayRef<int64_t> input,
                            llvm::SmallVectorImpl<int64_t> &result) {
   result.assign(spec.size(), kDynamic);
   std::optional<size_t> inferred;
-  bool knownProduct = true;
-  int64_t product = 1;
   for (auto [i, size] : llvm::enumerate(spec)) {
     if (size == -1) {
       if (inferred) {
@@ -86,9 +84,7 @@ std::string shape::reshape(llvm::ArrayRef<int64_t> input,
                std::to_string(*inferred) + " and " + std::to_string(i);
       }
       inferred = i;
-      continue;
-    }
-    if (size == 0) {
+    } else if (size == 0) {
       if (i >= input.size()) {
         return "size 0 at index " + std::to_string(i) +
                " keeps an input dimension, but the input has rank " +
@@ -101,34 +97,43 @@ std::string shape::reshape(llvm::ArrayRef<int64_t> input,
     } else {
       result[i] = size;
     }
-    if (isDynamic(result[i])) {
-      knownProduct = false;
-    } else {
-      product *= result[i];
-    }
   }
 
-  bool inputStatic = llvm::none_of(input, isDynamic);
-  int64_t count = 1;
-  for (int64_t size : input) {
-    count = isDynamic(size) ? count : count * size;
+  // A kept size is the same on both sides, even when dynamic: cancel it and
+  // compare the element counts of what is left.
+  auto product = [&](llvm::ArrayRef<int64_t> shape,
+                     bool isResult) -> std::optional<int64_t> {
+    int64_t count = 1;
+    for (auto [i, size] : llvm::enumerate(shape)) {
+      bool kept = i < spec.size() && spec[i] == 0;
+      if (kept || (isResult && inferred && i == *inferred)) {
+        continue;
+      }
+      if (isDynamic(size)) {
+        return std::nullopt;
+      }
+      count *= size;
+    }
+    return count;
+  };
+  std::optional<int64_t> in = product(input, false);
+  std::optional<int64_t> out = product(result, true);
+  if (!in || !out) {
+    return {}; // Known only at run time.
   }
   if (inferred) {
-    if (!inputStatic || !knownProduct) {
-      return {}; // Known only at run time.
-    }
-    if (product == 0 || count % product != 0) {
+    if (*out == 0 || *in % *out != 0) {
       return "cannot infer the size at index " + std::to_string(*inferred) +
-             ": " + std::to_string(count) + " elements of " + format(input) +
-             " are not a multiple of " + std::to_string(product);
+             ": " + std::to_string(*in) + " elements of " + format(input) +
+             " are not a multiple of " + std::to_string(*out);
     }
-    result[*inferred] = count / product;
+    result[*inferred] = *in / *out;
     return {};
   }
-  if (inputStatic && knownProduct && count != product) {
-    return "cannot reshape " + format(input) + " (" + std::to_string(count) +
-           " elements) into " + format(result) + " (" +
-           std::to_string(product) + " elements)";
+  if (*in != *out) {
+    return "cannot reshape " + format(input) + " into " + format(result) +
+           ": the element counts differ (" + std::to_string(*in) + " vs " +
+           std::to_string(*out) + " outside the kept dimensions)";
   }
   return {};
 }

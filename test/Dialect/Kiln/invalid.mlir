@@ -1,0 +1,672 @@
+// Every verifier error of the kiln dialect, one per split.
+// RUN: kiln-opt %s -split-input-file -verify-diagnostics
+
+// Embedding table of the wrong rank.
+func.func @embedding_table_rank(%ids: tensor<4xi64>, %t: tensor<10xf32>) {
+  // expected-error @+1 {{'kiln.embedding' op expects 'table' to be [vocab, dim], got [10]}}
+  %0 = kiln.embedding %ids, %t : (tensor<4xi64>, tensor<10xf32>) -> tensor<4x?xf32>
+  return
+}
+
+// -----
+
+// padding_idx past the last row.
+func.func @embedding_padding_idx(%ids: tensor<4xi64>, %t: tensor<10x3xf32>) {
+  // expected-error @+1 {{'kiln.embedding' op expects 'padding_idx' (10) to be a row of the table [10, 3]}}
+  %0 = kiln.embedding %ids, %t {padding_idx = 10 : i64} : (tensor<4xi64>, tensor<10x3xf32>) -> tensor<4x3xf32>
+  return
+}
+
+// -----
+
+// Negative padding_idx.
+func.func @embedding_negative_padding_idx(%ids: tensor<4xi64>, %t: tensor<?x3xf32>) {
+  // expected-error @+1 {{'kiln.embedding' op expects 'padding_idx' (-1) to be a row of the table [?, 3]}}
+  %0 = kiln.embedding %ids, %t {padding_idx = -1 : i64} : (tensor<4xi64>, tensor<?x3xf32>) -> tensor<4x3xf32>
+  return
+}
+
+// -----
+
+// Float ids are rejected by the type constraint.
+func.func @embedding_float_ids(%ids: tensor<4xf32>, %t: tensor<10x3xf32>) {
+  // expected-error @+1 {{'kiln.embedding' op operand #0 must be ranked tensor of 32-bit signless integer or 64-bit signless integer values}}
+  %0 = kiln.embedding %ids, %t : (tensor<4xf32>, tensor<10x3xf32>) -> tensor<4x3xf32>
+  return
+}
+
+// -----
+
+// A result type that is not the inferred one (MLIR's own message).
+func.func @wrong_result_type(%ids: tensor<4xi64>, %t: tensor<10x3xf32>) {
+  // expected-error @+2 {{'kiln.embedding' op inferred type(s) 'tensor<4x3xf32>' are incompatible with return type(s) of operation 'tensor<4x5xf32>'}}
+  // expected-error @+1 {{'kiln.embedding' op failed to infer returned types}}
+  %0 = kiln.embedding %ids, %t : (tensor<4xi64>, tensor<10x3xf32>) -> tensor<4x5xf32>
+  return
+}
+
+// -----
+
+// f16 is not admitted (yet).
+func.func @f16_not_admitted(%x: tensor<4xf16>) {
+  // expected-error @+1 {{'kiln.relu' op operand #0 must be ranked tensor of floating-point (f32) values}}
+  %0 = kiln.relu %x : (tensor<4xf16>) -> tensor<4xf16>
+  return
+}
+
+// -----
+
+// Positional encodings need a sequence and a model dimension.
+func.func @pe_rank(%x: tensor<8xf32>) {
+  // expected-error @+1 {{'kiln.pe' op expects 'input' to be [..., seq, dim], got [8]}}
+  %0 = kiln.pe sinusoidal %x : (tensor<8xf32>) -> tensor<8xf32>
+  return
+}
+
+// -----
+
+// The sinusoidal encoding has no parameters.
+func.func @pe_sinusoidal_table(%x: tensor<2x4x8xf32>, %t: tensor<16x8xf32>) {
+  // expected-error @+1 {{'kiln.pe' op expects no 'table' for the sinusoidal encoding, which has no parameters}}
+  %0 = kiln.pe sinusoidal %x table %t : (tensor<2x4x8xf32>, tensor<16x8xf32>) -> tensor<2x4x8xf32>
+  return
+}
+
+// -----
+
+// The learned encoding needs its table.
+func.func @pe_learned_without_table(%x: tensor<2x4x8xf32>) {
+  // expected-error @+1 {{'kiln.pe' op expects a 'table' [max_len, dim] for the learned encoding}}
+  %0 = kiln.pe learned %x : (tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  return
+}
+
+// -----
+
+// Learned table of another width.
+func.func @pe_table_width(%x: tensor<2x4x8xf32>, %t: tensor<16x6xf32>) {
+  // expected-error @+1 {{'kiln.pe' op expects 'table' to be [max_len, dim] = [?, 8], got [16, 6]}}
+  %0 = kiln.pe learned %x table %t : (tensor<2x4x8xf32>, tensor<16x6xf32>) -> tensor<2x4x8xf32>
+  return
+}
+
+// -----
+
+// A static sequence longer than the learned table.
+func.func @pe_too_long(%x: tensor<2x20x8xf32>, %t: tensor<16x8xf32>) {
+  // expected-error @+1 {{'kiln.pe' op expects the sequence length (20) to be at most the learned table's max_len (16)}}
+  %0 = kiln.pe learned %x table %t : (tensor<2x20x8xf32>, tensor<16x8xf32>) -> tensor<2x20x8xf32>
+  return
+}
+
+// -----
+
+// LayerNorm of a scalar.
+func.func @layernorm_rank(%x: tensor<f32>, %g: tensor<1xf32>) {
+  // expected-error @+1 {{'kiln.layernorm' op expects 'input' to have rank >= 1, got []}}
+  %0 = kiln.layernorm %x, %g, %g : (tensor<f32>, tensor<1xf32>, tensor<1xf32>) -> tensor<f32>
+  return
+}
+
+// -----
+
+// gamma of the wrong size.
+func.func @layernorm_gamma(%x: tensor<?x8xf32>, %g: tensor<6xf32>, %b: tensor<8xf32>) {
+  // expected-error @+1 {{'kiln.layernorm' op expects 'gamma' to be [dim] = [8], got [6]}}
+  %0 = kiln.layernorm %x, %g, %b : (tensor<?x8xf32>, tensor<6xf32>, tensor<8xf32>) -> tensor<?x8xf32>
+  return
+}
+
+// -----
+
+// beta of the wrong rank.
+func.func @layernorm_beta(%x: tensor<?x8xf32>, %g: tensor<8xf32>, %b: tensor<1x8xf32>) {
+  // expected-error @+1 {{'kiln.layernorm' op expects 'beta' to be [dim] = [8], got [1, 8]}}
+  %0 = kiln.layernorm %x, %g, %b : (tensor<?x8xf32>, tensor<8xf32>, tensor<1x8xf32>) -> tensor<?x8xf32>
+  return
+}
+
+// -----
+
+// Negative eps.
+func.func @layernorm_eps(%x: tensor<?x8xf32>, %g: tensor<8xf32>) {
+  // expected-error @+1 {{'kiln.layernorm' op expects 'eps' to be finite and >= 0, got -1.000000e-05}}
+  %0 = kiln.layernorm %x, %g, %g {eps = -1.0e-5 : f64} : (tensor<?x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<?x8xf32>
+  return
+}
+
+// -----
+
+// The unbiased standard deviation of one feature is undefined.
+func.func @layernorm_std_eps_one_feature(%x: tensor<?x1xf32>, %g: tensor<1xf32>) {
+  // expected-error @+1 {{'kiln.layernorm' op expects at least 2 features for the unbiased standard deviation of mode std_eps, got 1}}
+  %0 = kiln.layernorm %x, %g, %g {mode = #kiln<norm_mode std_eps>} : (tensor<?x1xf32>, tensor<1xf32>, tensor<1xf32>) -> tensor<?x1xf32>
+  return
+}
+
+// -----
+
+// Attention needs [batch, seq, dim] queries.
+func.func @mha_query_rank(%x: tensor<4x8xf32>, %w: tensor<8x8xf32>) {
+  // expected-error @+1 {{'kiln.mha' op expects 'query' to be [batch, seq, dim], got [4, 8]}}
+  %0 = kiln.mha %x, %x weights(%w, %w, %w, %w) {num_heads = 2 : i64}
+      : (tensor<4x8xf32>, tensor<4x8xf32>, tensor<8x8xf32>, tensor<8x8xf32>, tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32>
+  return
+}
+
+// -----
+
+// ... and [batch, seq, dim] keys/values.
+func.func @mha_kv_rank(%x: tensor<2x4x8xf32>, %kv: tensor<4x8xf32>, %w: tensor<8x8xf32>) {
+  // expected-error @+1 {{'kiln.mha' op expects 'key_value' to be [batch, seq, dim], got [4, 8]}}
+  %0 = kiln.mha %x, %kv weights(%w, %w, %w, %w) {num_heads = 2 : i64}
+      : (tensor<2x4x8xf32>, tensor<4x8xf32>, tensor<8x8xf32>, tensor<8x8xf32>, tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<2x4x8xf32>
+  return
+}
+
+// -----
+
+// Cross-attention over another batch.
+func.func @mha_batch(%x: tensor<2x4x8xf32>, %kv: tensor<3x5x8xf32>, %w: tensor<8x8xf32>) {
+  // expected-error @+1 {{'kiln.mha' op expects 'query' [2, 4, 8] and 'key_value' [3, 5, 8] to have the same batch size}}
+  %0 = kiln.mha %x, %kv weights(%w, %w, %w, %w) {num_heads = 2 : i64}
+      : (tensor<2x4x8xf32>, tensor<3x5x8xf32>, tensor<8x8xf32>, tensor<8x8xf32>, tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<2x4x8xf32>
+  return
+}
+
+// -----
+
+// Zero heads.
+func.func @mha_zero_heads(%x: tensor<2x4x8xf32>, %w: tensor<8x8xf32>) {
+  // expected-error @+1 {{'kiln.mha' op expects 'num_heads' to be positive, got 0}}
+  %0 = kiln.mha %x, %x weights(%w, %w, %w, %w) {num_heads = 0 : i64}
+      : (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<8x8xf32>, tensor<8x8xf32>, tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<2x4x8xf32>
+  return
+}
+
+// -----
+
+// The model width must be static to split it into heads.
+func.func @mha_dynamic_width(%x: tensor<2x4x?xf32>, %w: tensor<8x8xf32>) {
+  // expected-error @+1 {{'kiln.mha' op expects a static model dimension, got 'query' [2, 4, ?]}}
+  %0 = kiln.mha %x, %x weights(%w, %w, %w, %w) {num_heads = 2 : i64}
+      : (tensor<2x4x?xf32>, tensor<2x4x?xf32>, tensor<8x8xf32>, tensor<8x8xf32>, tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<2x4x?xf32>
+  return
+}
+
+// -----
+
+// Heads that do not divide the width.
+func.func @mha_heads_divide(%x: tensor<?x?x128xf32>, %w: tensor<128x128xf32>) {
+  // expected-error @+1 {{'kiln.mha' op expects 'num_heads' (6) to divide the model dimension (128)}}
+  %0 = kiln.mha %x, %x weights(%w, %w, %w, %w) {num_heads = 6 : i64}
+      : (tensor<?x?x128xf32>, tensor<?x?x128xf32>, tensor<128x128xf32>, tensor<128x128xf32>, tensor<128x128xf32>, tensor<128x128xf32>) -> tensor<?x?x128xf32>
+  return
+}
+
+// -----
+
+// wq of the wrong shape.
+func.func @mha_wq(%x: tensor<2x4x8xf32>, %w: tensor<8x8xf32>, %bad: tensor<8x6xf32>) {
+  // expected-error @+1 {{'kiln.mha' op expects 'wq' to be [dim, dim] = [8, 8], got [8, 6]}}
+  %0 = kiln.mha %x, %x weights(%bad, %w, %w, %w) {num_heads = 2 : i64}
+      : (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<8x6xf32>, tensor<8x8xf32>, tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<2x4x8xf32>
+  return
+}
+
+// -----
+
+// wk must read the key/value width.
+func.func @mha_wk(%x: tensor<2x4x8xf32>, %kv: tensor<2x5x6xf32>, %w: tensor<8x8xf32>, %wkv: tensor<8x6xf32>) {
+  // expected-error @+1 {{'kiln.mha' op expects 'wk' to be [dim, kv_dim] = [8, 6], got [8, 8]}}
+  %0 = kiln.mha %x, %kv weights(%w, %w, %wkv, %w) {num_heads = 2 : i64}
+      : (tensor<2x4x8xf32>, tensor<2x5x6xf32>, tensor<8x8xf32>, tensor<8x8xf32>, tensor<8x6xf32>, tensor<8x8xf32>) -> tensor<2x4x8xf32>
+  return
+}
+
+// -----
+
+// wv likewise.
+func.func @mha_wv(%x: tensor<2x4x8xf32>, %kv: tensor<2x5x6xf32>, %w: tensor<8x8xf32>, %wkv: tensor<8x6xf32>) {
+  // expected-error @+1 {{'kiln.mha' op expects 'wv' to be [dim, kv_dim] = [8, 6], got [8, 8]}}
+  %0 = kiln.mha %x, %kv weights(%w, %wkv, %w, %w) {num_heads = 2 : i64}
+      : (tensor<2x4x8xf32>, tensor<2x5x6xf32>, tensor<8x8xf32>, tensor<8x6xf32>, tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<2x4x8xf32>
+  return
+}
+
+// -----
+
+// wo of the wrong shape.
+func.func @mha_wo(%x: tensor<2x4x8xf32>, %w: tensor<8x8xf32>, %bad: tensor<4x8xf32>) {
+  // expected-error @+1 {{'kiln.mha' op expects 'wo' to be [dim, dim] = [8, 8], got [4, 8]}}
+  %0 = kiln.mha %x, %x weights(%w, %w, %w, %bad) {num_heads = 2 : i64}
+      : (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<8x8xf32>, tensor<8x8xf32>, tensor<8x8xf32>, tensor<4x8xf32>) -> tensor<2x4x8xf32>
+  return
+}
+
+// -----
+
+// Only some of the biases (generic form: the custom form cannot say it).
+func.func @mha_some_biases(%x: tensor<2x4x8xf32>, %w: tensor<8x8xf32>, %b: tensor<8xf32>) {
+  // expected-error @+1 {{'kiln.mha' op expects all four biases (bq, bk, bv, bo) or none, got 1}}
+  %0 = "kiln.mha"(%x, %x, %w, %w, %w, %w, %b) <{num_heads = 2 : i64,
+      operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0>}>
+      : (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<8x8xf32>, tensor<8x8xf32>, tensor<8x8xf32>, tensor<8x8xf32>, tensor<8xf32>) -> tensor<2x4x8xf32>
+  return
+}
+
+// -----
+
+// A bias of the wrong size.
+func.func @mha_bias(%x: tensor<2x4x8xf32>, %w: tensor<8x8xf32>, %b: tensor<8xf32>, %bad: tensor<6xf32>) {
+  // expected-error @+1 {{'kiln.mha' op expects 'bv' to be [dim] = [8], got [6]}}
+  %0 = kiln.mha %x, %x weights(%w, %w, %w, %w) biases(%b, %b, %bad, %b) {num_heads = 2 : i64}
+      : (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<8x8xf32>, tensor<8x8xf32>, tensor<8x8xf32>, tensor<8x8xf32>,
+         tensor<8xf32>, tensor<8xf32>, tensor<6xf32>, tensor<8xf32>) -> tensor<2x4x8xf32>
+  return
+}
+
+// -----
+
+// A padding mask over the queries instead of the keys.
+func.func @mha_mask(%x: tensor<2x4x8xf32>, %kv: tensor<2x5x8xf32>, %w: tensor<8x8xf32>, %m: tensor<2x4xi1>) {
+  // expected-error @+1 {{'kiln.mha' op expects 'key_padding_mask' to be [batch, key_seq] = [2, 5], got [2, 4]}}
+  %0 = kiln.mha %x, %kv weights(%w, %w, %w, %w) mask %m {num_heads = 2 : i64}
+      : (tensor<2x4x8xf32>, tensor<2x5x8xf32>, tensor<8x8xf32>, tensor<8x8xf32>, tensor<8x8xf32>, tensor<8x8xf32>, tensor<2x4xi1>) -> tensor<2x4x8xf32>
+  return
+}
+
+// -----
+
+// A float mask is rejected by the type constraint.
+func.func @mha_float_mask(%x: tensor<2x4x8xf32>, %w: tensor<8x8xf32>, %m: tensor<2x4xf32>) {
+  // expected-error @+1 {{'kiln.mha' op operand #6 must be ranked tensor of 1-bit signless integer or 32-bit signless integer or 64-bit signless integer values}}
+  %0 = kiln.mha %x, %x weights(%w, %w, %w, %w) mask %m {num_heads = 2 : i64}
+      : (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<8x8xf32>, tensor<8x8xf32>, tensor<8x8xf32>, tensor<8x8xf32>, tensor<2x4xf32>) -> tensor<2x4x8xf32>
+  return
+}
+
+// -----
+
+// Causal attention with more queries than keys leaves rows with nothing.
+func.func @mha_causal(%x: tensor<2x6x8xf32>, %kv: tensor<2x4x8xf32>, %w: tensor<8x8xf32>) {
+  // expected-error @+1 {{'kiln.mha' op expects causal attention to have no more queries (6) than keys (4)}}
+  %0 = kiln.mha %x, %kv weights(%w, %w, %w, %w) {num_heads = 2 : i64, causal}
+      : (tensor<2x6x8xf32>, tensor<2x4x8xf32>, tensor<8x8xf32>, tensor<8x8xf32>, tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<2x6x8xf32>
+  return
+}
+
+// -----
+
+// Attention dropout needs a seed.
+func.func @mha_dropout_seed(%x: tensor<2x4x8xf32>, %w: tensor<8x8xf32>) {
+  // expected-error @+1 {{'kiln.mha' op expects a 'seed' operand when 'dropout' (1.000000e-01) is non-zero}}
+  %0 = kiln.mha %x, %x weights(%w, %w, %w, %w) {num_heads = 2 : i64, dropout = 0.1 : f64}
+      : (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<8x8xf32>, tensor<8x8xf32>, tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<2x4x8xf32>
+  return
+}
+
+// -----
+
+// ... and a probability below 1.
+func.func @mha_dropout_range(%x: tensor<2x4x8xf32>, %w: tensor<8x8xf32>, %s: i64) {
+  // expected-error @+1 {{'kiln.mha' op expects 'dropout' to be a probability in [0, 1), got 1.000000e+00}}
+  %0 = kiln.mha %x, %x weights(%w, %w, %w, %w) seed %s {num_heads = 2 : i64, dropout = 1.0 : f64}
+      : (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<8x8xf32>, tensor<8x8xf32>, tensor<8x8xf32>, tensor<8x8xf32>, i64) -> tensor<2x4x8xf32>
+  return
+}
+
+// -----
+
+// Feed-forward of a scalar.
+func.func @ffn_rank(%x: tensor<f32>, %w: tensor<4x1xf32>, %w2: tensor<1x4xf32>) {
+  // expected-error @+1 {{'kiln.ffn' op expects 'input' to have rank >= 1, got []}}
+  %0 = kiln.ffn relu %x, %w, %w2 : (tensor<f32>, tensor<4x1xf32>, tensor<1x4xf32>) -> tensor<f32>
+  return
+}
+
+// -----
+
+// w1 reading another width.
+func.func @ffn_w1(%x: tensor<?x8xf32>, %w1: tensor<32x6xf32>, %w2: tensor<8x32xf32>) {
+  // expected-error @+1 {{'kiln.ffn' op expects 'w1' to be [ffn_dim, dim] = [32, 8], got [32, 6]}}
+  %0 = kiln.ffn relu %x, %w1, %w2 : (tensor<?x8xf32>, tensor<32x6xf32>, tensor<8x32xf32>) -> tensor<?x8xf32>
+  return
+}
+
+// -----
+
+// w2 not the transpose shape of w1.
+func.func @ffn_w2(%x: tensor<?x8xf32>, %w1: tensor<32x8xf32>, %w2: tensor<32x8xf32>) {
+  // expected-error @+1 {{'kiln.ffn' op expects 'w2' to be [dim, ffn_dim] = [8, 32], got [32, 8]}}
+  %0 = kiln.ffn relu %x, %w1, %w2 : (tensor<?x8xf32>, tensor<32x8xf32>, tensor<32x8xf32>) -> tensor<?x8xf32>
+  return
+}
+
+// -----
+
+// One bias only (generic form).
+func.func @ffn_one_bias(%x: tensor<?x8xf32>, %w1: tensor<32x8xf32>, %w2: tensor<8x32xf32>, %b1: tensor<32xf32>) {
+  // expected-error @+1 {{'kiln.ffn' op expects both biases (b1, b2) or none}}
+  %0 = "kiln.ffn"(%x, %w1, %w2, %b1) <{activation = #kiln<activation relu>,
+      operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 0>}>
+      : (tensor<?x8xf32>, tensor<32x8xf32>, tensor<8x32xf32>, tensor<32xf32>) -> tensor<?x8xf32>
+  return
+}
+
+// -----
+
+// b1 of the model width instead of the hidden width.
+func.func @ffn_b1(%x: tensor<?x8xf32>, %w1: tensor<32x8xf32>, %w2: tensor<8x32xf32>, %b: tensor<8xf32>) {
+  // expected-error @+1 {{'kiln.ffn' op expects 'b1' to be [ffn_dim] = [32], got [8]}}
+  %0 = kiln.ffn gelu %x, %w1, %w2 biases(%b, %b)
+      : (tensor<?x8xf32>, tensor<32x8xf32>, tensor<8x32xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<?x8xf32>
+  return
+}
+
+// -----
+
+// b2 of the hidden width instead of the model width.
+func.func @ffn_b2(%x: tensor<?x8xf32>, %w1: tensor<32x8xf32>, %w2: tensor<8x32xf32>, %b: tensor<32xf32>) {
+  // expected-error @+1 {{'kiln.ffn' op expects 'b2' to be [dim] = [8], got [32]}}
+  %0 = kiln.ffn gelu %x, %w1, %w2 biases(%b, %b)
+      : (tensor<?x8xf32>, tensor<32x8xf32>, tensor<8x32xf32>, tensor<32xf32>, tensor<32xf32>) -> tensor<?x8xf32>
+  return
+}
+
+// -----
+
+// Feed-forward dropout needs a seed.
+func.func @ffn_dropout_seed(%x: tensor<?x8xf32>, %w1: tensor<32x8xf32>, %w2: tensor<8x32xf32>) {
+  // expected-error @+1 {{'kiln.ffn' op expects a 'seed' operand when 'dropout' (2.000000e-01) is non-zero}}
+  %0 = kiln.ffn relu %x, %w1, %w2 {dropout = 0.2 : f64} : (tensor<?x8xf32>, tensor<32x8xf32>, tensor<8x32xf32>) -> tensor<?x8xf32>
+  return
+}
+
+// -----
+
+// Linear of a scalar.
+func.func @linear_rank(%x: tensor<f32>, %w: tensor<4x1xf32>) {
+  // expected-error @+1 {{'kiln.linear' op expects 'input' to have rank >= 1, got []}}
+  %0 = kiln.linear %x, %w : (tensor<f32>, tensor<4x1xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+// A weight in [in, out] layout instead of PyTorch's [out, in].
+func.func @linear_weight(%x: tensor<?x?x128xf32>, %w: tensor<128x384xf32>) {
+  // expected-error @+1 {{'kiln.linear' op expects 'weight' to be [out_features, in_features] = [128, 128], got [128, 384]}}
+  %0 = kiln.linear %x, %w : (tensor<?x?x128xf32>, tensor<128x384xf32>) -> tensor<?x?x128xf32>
+  return
+}
+
+// -----
+
+// A bias of the input width.
+func.func @linear_bias(%x: tensor<?x8xf32>, %w: tensor<4x8xf32>, %b: tensor<8xf32>) {
+  // expected-error @+1 {{'kiln.linear' op expects 'bias' to be [out_features] = [4], got [8]}}
+  %0 = kiln.linear %x, %w, %b : (tensor<?x8xf32>, tensor<4x8xf32>, tensor<8xf32>) -> tensor<?x4xf32>
+  return
+}
+
+// -----
+
+// Matmul of different ranks.
+func.func @matmul_rank(%a: tensor<2x3x4xf32>, %b: tensor<4x5xf32>) {
+  // expected-error @+1 {{'kiln.matmul' op expects operands of the same rank >= 2, got 'lhs' [2, 3, 4] and 'rhs' [4, 5]}}
+  %0 = kiln.matmul %a, %b : (tensor<2x3x4xf32>, tensor<4x5xf32>) -> tensor<2x3x5xf32>
+  return
+}
+
+// -----
+
+// Different batches.
+func.func @matmul_batch(%a: tensor<2x3x4xf32>, %b: tensor<3x4x5xf32>) {
+  // expected-error @+1 {{'kiln.matmul' op expects equal batch dimensions, got 'lhs' [2, 3, 4] and 'rhs' [3, 4, 5]}}
+  %0 = kiln.matmul %a, %b : (tensor<2x3x4xf32>, tensor<3x4x5xf32>) -> tensor<2x3x5xf32>
+  return
+}
+
+// -----
+
+// Contracted sizes that differ once rhs is transposed.
+func.func @matmul_contraction(%a: tensor<3x4xf32>, %b: tensor<4x5xf32>) {
+  // expected-error @+1 {{'kiln.matmul' op expects the contracted sizes to match, got [4] from 'lhs' [3, 4] and [5] from 'rhs' [4, 5]}}
+  %0 = kiln.matmul %a, %b {transpose_rhs} : (tensor<3x4xf32>, tensor<4x5xf32>) -> tensor<3x4xf32>
+  return
+}
+
+// -----
+
+// Shapes that do not broadcast.
+func.func @add_broadcast(%a: tensor<2x3xf32>, %b: tensor<4xf32>) {
+  // expected-error @+1 {{'kiln.add' op expects broadcast-compatible operands: shapes [2, 3] and [4] do not broadcast: size 3 vs 4 at dimension 1 of the result}}
+  %0 = kiln.add %a, %b : (tensor<2x3xf32>, tensor<4xf32>) -> tensor<2x?xf32>
+  return
+}
+
+// -----
+
+// Dropout probability 1 would divide by zero.
+func.func @dropout_p(%x: tensor<4xf32>, %s: i64) {
+  // expected-error @+1 {{'kiln.dropout' op expects 'p' to be a probability in [0, 1), got 1.000000e+00}}
+  %0 = kiln.dropout %x, %s {p = 1.0 : f64} : (tensor<4xf32>, i64) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+// Softmax over an axis the input does not have.
+func.func @softmax_axis(%x: tensor<2x3xf32>) {
+  // expected-error @+1 {{'kiln.softmax' op expects 'axis' (2) to be in [-2, 2) for an input of rank 2}}
+  %0 = kiln.softmax %x {axis = 2 : i64} : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+// Likewise for log_softmax, counting from the end.
+func.func @log_softmax_axis(%x: tensor<2x3xf32>) {
+  // expected-error @+1 {{'kiln.log_softmax' op expects 'axis' (-3) to be in [-2, 2) for an input of rank 2}}
+  %0 = kiln.log_softmax %x {axis = -3 : i64} : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+// A reduction over nothing.
+func.func @reduce_no_axes(%x: tensor<2x3xf32>) {
+  // expected-error @+1 {{'kiln.reduce' op expects at least one axis to reduce}}
+  %0 = kiln.reduce sum %x {axes = array<i64>} : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+// The same axis twice.
+func.func @reduce_duplicate_axes(%x: tensor<2x3xf32>) {
+  // expected-error @+1 {{'kiln.reduce' op expects distinct axes, axis 1 is named twice}}
+  %0 = kiln.reduce max %x {axes = array<i64: 1, -1>} : (tensor<2x3xf32>) -> tensor<2xf32>
+  return
+}
+
+// -----
+
+// An axis out of range.
+func.func @reduce_axis(%x: tensor<2x3xf32>) {
+  // expected-error @+1 {{'kiln.reduce' op expects 'axis' (5) to be in [-2, 2) for an input of rank 2}}
+  %0 = kiln.reduce mean %x {axes = array<i64: 5>} : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+// A reshape that changes the element count.
+func.func @reshape_count(%x: tensor<2x3xf32>) {
+  // expected-error @+1 {{'kiln.reshape' op has an invalid shape [5]: cannot reshape [2, 3] into [5]: the element counts differ (6 vs 5 outside the kept dimensions)}}
+  %0 = kiln.reshape %x [5] : (tensor<2x3xf32>) -> tensor<5xf32>
+  return
+}
+
+// -----
+
+// A reshape whose rows change size, with dynamic rows.
+func.func @reshape_count_dynamic(%x: tensor<?x2x2xf32>) {
+  // expected-error @+1 {{'kiln.reshape' op has an invalid shape [0, 0, 4]: cannot reshape [?, 2, 2] into [?, 2, 4]: the element counts differ (2 vs 4 outside the kept dimensions)}}
+  %0 = kiln.reshape %x [0, 0, 4] : (tensor<?x2x2xf32>) -> tensor<?x2x4xf32>
+  return
+}
+
+// -----
+
+// Two inferred sizes.
+func.func @reshape_two_inferred(%x: tensor<?x8xf32>) {
+  // expected-error @+1 {{'kiln.reshape' op has an invalid shape [-1, -1]: at most one size may be -1, found -1 at indices 0 and 1}}
+  %0 = kiln.reshape %x [-1, -1] : (tensor<?x8xf32>) -> tensor<?x?xf32>
+  return
+}
+
+// -----
+
+// An inferred size that does not divide.
+func.func @reshape_not_divisible(%x: tensor<2x3xf32>) {
+  // expected-error @+1 {{'kiln.reshape' op has an invalid shape [4, -1]: cannot infer the size at index 1: 6 elements of [2, 3] are not a multiple of 4}}
+  %0 = kiln.reshape %x [4, -1] : (tensor<2x3xf32>) -> tensor<4x?xf32>
+  return
+}
+
+// -----
+
+// Keeping a dimension the input does not have.
+func.func @reshape_keep_missing(%x: tensor<6xf32>) {
+  // expected-error @+1 {{'kiln.reshape' op has an invalid shape [6, 0]: size 0 at index 1 keeps an input dimension, but the input has rank 1}}
+  %0 = kiln.reshape %x [6, 0] : (tensor<6xf32>) -> tensor<6x?xf32>
+  return
+}
+
+// -----
+
+// A negative size other than -1.
+func.func @reshape_negative(%x: tensor<6xf32>) {
+  // expected-error @+1 {{'kiln.reshape' op has an invalid shape [-6]: sizes must be positive, 0 (keep) or -1 (infer), found -6 at index 0}}
+  %0 = kiln.reshape %x [-6] : (tensor<6xf32>) -> tensor<?xf32>
+  return
+}
+
+// -----
+
+// A permutation that repeats a dimension.
+func.func @transpose_not_permutation(%x: tensor<2x3x4xf32>) {
+  // expected-error @+1 {{'kiln.transpose' op expects 'permutation' [0, 1, 1] to be a permutation of [0, 3)}}
+  %0 = kiln.transpose %x [0, 1, 1] : (tensor<2x3x4xf32>) -> tensor<2x3x3xf32>
+  return
+}
+
+// -----
+
+// A permutation of the wrong length.
+func.func @transpose_length(%x: tensor<2x3x4xf32>) {
+  // expected-error @+1 {{'kiln.transpose' op expects 'permutation' [1, 0] to be a permutation of [0, 3)}}
+  %0 = kiln.transpose %x [1, 0] : (tensor<2x3x4xf32>) -> tensor<3x2xf32>
+  return
+}
+
+// -----
+
+// A slice past the end.
+func.func @slice_bounds(%x: tensor<2x8xf32>) {
+  // expected-error @+1 {{'kiln.slice' op expects a non-empty slice along axis 1 of [2, 8]: slice [4:12] selects nothing valid in a dimension of size 8}}
+  %0 = kiln.slice %x {axis = 1 : i64, start = 4 : i64, end = 12 : i64} : (tensor<2x8xf32>) -> tensor<2x?xf32>
+  return
+}
+
+// -----
+
+// An empty slice of a dynamic dimension.
+func.func @slice_empty(%x: tensor<2x?xf32>) {
+  // expected-error @+1 {{'kiln.slice' op expects a non-empty slice along axis 1 of [2, ?]: slice [3:3] is empty}}
+  %0 = kiln.slice %x {axis = 1 : i64, start = 3 : i64, end = 3 : i64} : (tensor<2x?xf32>) -> tensor<2x?xf32>
+  return
+}
+
+// -----
+
+// A slice axis out of range.
+func.func @slice_axis(%x: tensor<2x8xf32>) {
+  // expected-error @+1 {{'kiln.slice' op expects 'axis' (2) to be in [-2, 2) for an input of rank 2}}
+  %0 = kiln.slice %x {axis = 2 : i64, start = 0 : i64} : (tensor<2x8xf32>) -> tensor<2x8xf32>
+  return
+}
+
+// -----
+
+// Concatenating tensors that differ outside the axis.
+func.func @concat_mismatch(%a: tensor<2x3xf32>, %b: tensor<4x3xf32>) {
+  // expected-error @+1 {{'kiln.concat' op expects every input to match input #0 [2, 3] outside axis 1, input #1 is [4, 3]}}
+  %0 = kiln.concat %a, %b {axis = 1 : i64} : (tensor<2x3xf32>, tensor<4x3xf32>) -> tensor<2x6xf32>
+  return
+}
+
+// -----
+
+// Concatenating tensors of different ranks.
+func.func @concat_rank(%a: tensor<2x3xf32>, %b: tensor<3xf32>) {
+  // expected-error @+1 {{'kiln.concat' op expects every input to match input #0 [2, 3] outside axis 0, input #1 is [3]}}
+  %0 = kiln.concat %a, %b {axis = 0 : i64} : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<?x3xf32>
+  return
+}
+
+// -----
+
+// Concatenation along an axis out of range.
+func.func @concat_axis(%a: tensor<2x3xf32>) {
+  // expected-error @+1 {{'kiln.concat' op expects 'axis' (-3) to be in [-2, 2) for an input of rank 2}}
+  %0 = kiln.concat %a, %a {axis = -3 : i64} : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+// Concatenation of nothing (fails while inferring the result type).
+func.func @concat_empty() {
+  // expected-error @+1 {{'kiln.concat' op expects at least one input}}
+  %0 = kiln.concat {axis = 0 : i64} : () -> tensor<2xf32>
+  return
+}
+
+// -----
+
+// Integer constants are not kiln tensors.
+func.func @constant_int() {
+  // expected-error @+1 {{'kiln.constant' op result #0 must be ranked tensor of floating-point (f32) values}}
+  %0 = kiln.constant dense<1> : tensor<2xi32>
+  return
+}
+
+// -----
+
+// Targets that keep the class dimension.
+func.func @loss_targets(%l: tensor<?x?x10xf32>, %t: tensor<?x?x10xi64>) {
+  // expected-error @+1 {{'kiln.cross_entropy' op expects 'targets' to be the shape of 'input' without its last (class) dimension: 'input' is [?, ?, 10], 'targets' is [?, ?, 10]}}
+  %0 = kiln.cross_entropy %l, %t : (tensor<?x?x10xf32>, tensor<?x?x10xi64>) -> tensor<f32>
+  return
+}
+
+// -----
+
+// Targets of another batch.
+func.func @loss_batch(%l: tensor<4x10xf32>, %t: tensor<3xi64>) {
+  // expected-error @+1 {{'kiln.nll_loss' op expects 'targets' to be the shape of 'input' without its last (class) dimension: 'input' is [4, 10], 'targets' is [3]}}
+  %0 = kiln.nll_loss %l, %t : (tensor<4x10xf32>, tensor<3xi64>) -> tensor<f32>
+  return
+}
+
+// -----
+
+// Label smoothing above 1.
+func.func @loss_smoothing(%l: tensor<4x10xf32>, %t: tensor<4xi64>) {
+  // expected-error @+1 {{'kiln.cross_entropy' op expects 'label_smoothing' to be in [0, 1], got 1.500000e+00}}
+  %0 = kiln.cross_entropy %l, %t {label_smoothing = 1.5 : f64} : (tensor<4x10xf32>, tensor<4xi64>) -> tensor<f32>
+  return
+}
