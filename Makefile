@@ -7,7 +7,7 @@ BUILD_DIR ?= build
 LLVM_DIR  ?= /usr/lib/llvm-22
 CMAKE_FLAGS ?=
 
-.PHONY: run test deps configure build clean
+.PHONY: run test deps configure build clean format
 
 run: build
 	@bash examples/run-main.sh $(BUILD_DIR)
@@ -33,3 +33,7 @@ build: configure
 
 clean:
 	rm -rf $(BUILD_DIR)
+
+# Reformat the C++ sources (needs Debian's clang-format-22).
+format:
+	@$(LLVM_DIR)/bin/clang-format -i $$(git ls-files '*.cpp' '*.h')

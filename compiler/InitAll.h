@@ -1,4 +1,5 @@
-//===- InitAll.h - Registration of everything Kiln provides ------*- C++ -*-===//
+//===- InitAll.h - Registration of everything Kiln provides ------*- C++
+//-*-===//
 //
 // The one entry point every Kiln tool uses to register dialects, passes and
 // pipelines.

@@ -72,16 +72,16 @@ protected:
 
 TEST_F(OpBuildersTest, LinearInfersOutputWidthWithDynamicBatch) {
   auto args = arguments({f32({kDyn, kDyn, 128}), f32({384, 128}), f32({384})});
-  auto op = LinearOp::create(builder, builder.getUnknownLoc(), args[0],
-                             args[1], args[2]);
+  auto op = LinearOp::create(builder, builder.getUnknownLoc(), args[0], args[1],
+                             args[2]);
   EXPECT_EQ(op.getType(), f32({kDyn, kDyn, 384}));
   EXPECT_EQ(verifyMessage(op), "");
 }
 
 TEST_F(OpBuildersTest, LinearReportsWidthMismatch) {
   auto args = arguments({f32({kDyn, 100}), f32({384, 128})});
-  auto op = LinearOp::create(builder, builder.getUnknownLoc(), args[0],
-                             args[1], Value());
+  auto op = LinearOp::create(builder, builder.getUnknownLoc(), args[0], args[1],
+                             Value());
   EXPECT_EQ(verifyMessage(op),
             "'kiln.linear' op expects 'weight' to be [out_features, "
             "in_features] = [384, 100], got [384, 128]");
@@ -125,17 +125,16 @@ TEST_F(OpBuildersTest, LossReductionDecidesResultRank) {
                                      args[1], IntegerAttr(), llvm::APFloat(0.0),
                                      LossReduction::mean);
   EXPECT_EQ(mean.getType(), f32({}));
-  auto none = NLLLossOp::create(builder, builder.getUnknownLoc(), args[0],
-                                args[1], IntegerAttr(), llvm::APFloat(0.1),
-                                LossReduction::none);
+  auto none =
+      NLLLossOp::create(builder, builder.getUnknownLoc(), args[0], args[1],
+                        IntegerAttr(), llvm::APFloat(0.1), LossReduction::none);
   EXPECT_EQ(none.getType(), f32({kDyn, kDyn}));
   EXPECT_EQ(verifyMessage(none), "");
 }
 
 TEST_F(OpBuildersTest, BroadcastClashIsAVerifierError) {
   auto args = arguments({f32({2, 3}), f32({4})});
-  auto op =
-      AddOp::create(builder, builder.getUnknownLoc(), args[0], args[1]);
+  auto op = AddOp::create(builder, builder.getUnknownLoc(), args[0], args[1]);
   EXPECT_EQ(op.getType(), f32({2, kDyn}));
   EXPECT_EQ(verifyMessage(op),
             "'kiln.add' op expects broadcast-compatible operands: shapes "

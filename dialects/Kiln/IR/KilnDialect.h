@@ -1,4 +1,5 @@
-//===- KilnDialect.h - The kiln dialect --------------------------*- C++ -*-===//
+//===- KilnDialect.h - The kiln dialect --------------------------*- C++
+//-*-===//
 //
 // Declares the kiln dialect and its attributes.
 //

@@ -28,10 +28,10 @@ static_assert(shape::kDynamic == ShapedType::kDynamic,
 
 /// The operand's type as a ranked tensor, or a diagnostic (only reachable
 /// while parsing ill-typed IR, before the ODS type constraints run).
-static FailureOr<RankedTensorType>
-getRanked(std::optional<Location> loc, Value value, StringRef name) {
-  if (auto type = dyn_cast_if_present<RankedTensorType>(
-          value ? value.getType() : Type())) {
+static FailureOr<RankedTensorType> getRanked(std::optional<Location> loc,
+                                             Value value, StringRef name) {
+  if (auto type = dyn_cast_if_present<RankedTensorType>(value ? value.getType()
+                                                              : Type())) {
     return type;
   }
   return emitOptionalError(loc, "expects '", name, "' to be a ranked tensor");
@@ -56,8 +56,8 @@ static LogicalResult verifyVector(Operation *op, Value value, StringRef name,
   auto type = tensorType(value);
   if (type.getRank() != 1 || !shape::compatible(type.getDimSize(0), size)) {
     return op->emitOpError("expects '")
-           << name << "' to be [" << sizeName << "] = "
-           << shape::format({size}) << ", got " << shapeOf(type);
+           << name << "' to be [" << sizeName << "] = " << shape::format({size})
+           << ", got " << shapeOf(type);
   }
   return success();
 }
@@ -112,9 +112,10 @@ static LogicalResult verifyDropout(Operation *op, double p, bool hasSeed,
 // EmbeddingOp
 //===----------------------------------------------------------------------===//
 
-LogicalResult EmbeddingOp::inferReturnTypes(
-    MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
-    SmallVectorImpl<Type> &inferred) {
+LogicalResult EmbeddingOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location> loc,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &inferred) {
   auto ids = getRanked(loc, adaptor.getIds(), "ids");
   auto table = getRanked(loc, adaptor.getTable(), "table");
   if (failed(ids) || failed(table)) {
@@ -177,8 +178,8 @@ LogicalResult PositionalEncodingOp::verify() {
                        "encoding");
   }
   auto table = tensorType(getTable());
-  if (failed(verifyMatrix(*this, getTable(), "table", ShapedType::kDynamic,
-                          dim, "[max_len, dim]"))) {
+  if (failed(verifyMatrix(*this, getTable(), "table", ShapedType::kDynamic, dim,
+                          "[max_len, dim]"))) {
     return failure();
   }
   int64_t maxLen = table.getDimSize(0);
@@ -343,8 +344,10 @@ LogicalResult FeedForwardOp::verify() {
   int64_t dim = input.getDimSize(input.getRank() - 1);
   auto w1 = tensorType(getW1());
   int64_t hidden = w1.getRank() == 2 ? w1.getDimSize(0) : ShapedType::kDynamic;
-  if (failed(verifyMatrix(*this, getW1(), "w1", hidden, dim, "[ffn_dim, dim]")) ||
-      failed(verifyMatrix(*this, getW2(), "w2", dim, hidden, "[dim, ffn_dim]"))) {
+  if (failed(
+          verifyMatrix(*this, getW1(), "w1", hidden, dim, "[ffn_dim, dim]")) ||
+      failed(
+          verifyMatrix(*this, getW2(), "w2", dim, hidden, "[dim, ffn_dim]"))) {
     return failure();
   }
   if (bool(getB1()) != bool(getB2())) {
@@ -472,7 +475,8 @@ LogicalResult MatmulOp::verify() {
 //===----------------------------------------------------------------------===//
 
 static LogicalResult inferBroadcast(std::optional<Location> loc, Value lhs,
-                                    Value rhs, SmallVectorImpl<Type> &inferred) {
+                                    Value rhs,
+                                    SmallVectorImpl<Type> &inferred) {
   auto a = getRanked(loc, lhs, "lhs");
   auto b = getRanked(loc, rhs, "rhs");
   if (failed(a) || failed(b)) {
@@ -815,10 +819,9 @@ LogicalResult SliceOp::verify() {
     return failure();
   }
   int64_t length;
-  std::string error =
-      shape::slice(input.getDimSize(*shape::normalizeAxis(getAxis(),
-                                                          input.getRank())),
-                   getStart(), getEnd(), length);
+  std::string error = shape::slice(
+      input.getDimSize(*shape::normalizeAxis(getAxis(), input.getRank())),
+      getStart(), getEnd(), length);
   if (!error.empty()) {
     return emitOpError("expects a non-empty slice along axis ")
            << getAxis() << " of " << shapeOf(input) << ": " << error;
@@ -835,7 +838,8 @@ LogicalResult ConcatOp::inferReturnTypes(MLIRContext *,
                                          Adaptor adaptor,
                                          SmallVectorImpl<Type> &inferred) {
   if (adaptor.getInputs().empty()) {
-    return emitOptionalError(loc, "'kiln.concat' op expects at least one input");
+    return emitOptionalError(loc,
+                             "'kiln.concat' op expects at least one input");
   }
   auto first = getRanked(loc, adaptor.getInputs().front(), "inputs");
   if (failed(first)) {
@@ -851,9 +855,10 @@ LogicalResult ConcatOp::inferReturnTypes(MLIRContext *,
     for (int64_t i = 0; i < static_cast<int64_t>(shape.size()); ++i) {
       int64_t size = dimOr(*type, i);
       if (axis && i == *axis) {
-        shape[i] = ShapedType::isDynamic(shape[i]) || ShapedType::isDynamic(size)
-                       ? ShapedType::kDynamic
-                       : shape[i] + size;
+        shape[i] =
+            ShapedType::isDynamic(shape[i]) || ShapedType::isDynamic(size)
+                ? ShapedType::kDynamic
+                : shape[i] + size;
       } else {
         shape[i] = shape::merge(shape[i], size);
       }
@@ -881,8 +886,8 @@ LogicalResult ConcatOp::verify() {
     }
     if (!ok) {
       return emitOpError("expects every input to match input #0 ")
-             << shapeOf(first) << " outside axis " << axis << ", input #" << index
-             << " is " << shapeOf(type);
+             << shapeOf(first) << " outside axis " << axis << ", input #"
+             << index << " is " << shapeOf(type);
     }
   }
   return verifySameFloatElements(*this);
@@ -923,8 +928,7 @@ static LogicalResult inferLoss(std::optional<Location> loc, Value input,
   if (reduction == LossReduction::none) {
     shape = targetType->getShape();
   }
-  inferred.push_back(
-      RankedTensorType::get(shape, inputType->getElementType()));
+  inferred.push_back(RankedTensorType::get(shape, inputType->getElementType()));
   return success();
 }
 

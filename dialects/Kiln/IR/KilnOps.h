@@ -1,4 +1,5 @@
-//===- KilnOps.h - The kiln dialect's operations -----------------*- C++ -*-===//
+//===- KilnOps.h - The kiln dialect's operations -----------------*- C++
+//-*-===//
 //
 // Declares the ODS-generated kiln operations.
 //

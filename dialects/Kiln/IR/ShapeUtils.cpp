@@ -138,8 +138,8 @@ std::string shape::reshape(llvm::ArrayRef<int64_t> input,
   return {};
 }
 
-std::string shape::slice(int64_t size, int64_t start, std::optional<int64_t> end,
-                         int64_t &length) {
+std::string shape::slice(int64_t size, int64_t start,
+                         std::optional<int64_t> end, int64_t &length) {
   length = kDynamic;
   auto bounds = [&] {
     return "[" + std::to_string(start) + ":" +
@@ -149,7 +149,8 @@ std::string shape::slice(int64_t size, int64_t start, std::optional<int64_t> end
     int64_t first = start < 0 ? start + size : start;
     int64_t last = !end ? size : (*end < 0 ? *end + size : *end);
     if (first < 0 || last > size || first >= last) {
-      return "slice " + bounds() + " selects nothing valid in a dimension of size " +
+      return "slice " + bounds() +
+             " selects nothing valid in a dimension of size " +
              std::to_string(size);
     }
     length = last - first;

@@ -1,4 +1,5 @@
-//===- ShapeUtils.h - Shape arithmetic shared by verifiers and the DSL -*- C++ -*-===//
+//===- ShapeUtils.h - Shape arithmetic shared by verifiers and the DSL -*- C++
+//-*-===//
 //
 // Pure functions over shapes (vectors of sizes where kDynamic marks a size
 // known only at run time). They never fail hard: on bad input they return an

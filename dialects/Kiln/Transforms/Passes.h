@@ -1,4 +1,5 @@
-//===- Passes.h - Kiln dialect passes ----------------------------*- C++ -*-===//
+//===- Passes.h - Kiln dialect passes ----------------------------*- C++
+//-*-===//
 //
 // Declarations and registration of the passes on kiln IR.
 //
