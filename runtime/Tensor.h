@@ -1,0 +1,106 @@
+//===- Tensor.h - Host tensors -----------------------------------*- C++ -*-===//
+//
+// A dense, contiguous, row-major host tensor with 64-byte aligned storage.
+// Copies share storage (like torch::Tensor); clone() makes a deep copy. The
+// JIT passes the storage to compiled code without copying.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_RUNTIME_TENSOR_H
+#define KILN_RUNTIME_TENSOR_H
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace kiln {
+
+/// Element types. f32 computes; i32/i64 hold token ids and targets; i1 (one
+/// byte per element) holds masks.
+enum class DType { f32, i32, i64, i1 };
+
+/// Bytes per element.
+size_t sizeOf(DType dtype);
+/// "f32", "i32", "i64", "i1".
+const char *name(DType dtype);
+
+/// Maps a C++ element type to its DType.
+template <typename T>
+constexpr DType dtypeOf();
+template <>
+constexpr DType dtypeOf<float>() {
+  return DType::f32;
+}
+template <>
+constexpr DType dtypeOf<int32_t>() {
+  return DType::i32;
+}
+template <>
+constexpr DType dtypeOf<int64_t>() {
+  return DType::i64;
+}
+template <>
+constexpr DType dtypeOf<bool>() {
+  return DType::i1;
+}
+
+/// Formats a shape as "[2, 3]".
+std::string formatShape(const std::vector<int64_t> &shape);
+
+class Tensor {
+public:
+  /// An empty (null) tensor: defined() is false.
+  Tensor() = default;
+
+  /// Uninitialized storage of the given shape (all sizes >= 0).
+  static Tensor empty(std::vector<int64_t> shape, DType dtype);
+  /// Zero-filled.
+  static Tensor zeros(std::vector<int64_t> shape, DType dtype);
+  /// Filled with one value.
+  static Tensor full(std::vector<int64_t> shape, float value);
+  /// Copies `values` (whose size must be the element count).
+  template <typename T>
+  static Tensor fromVector(std::vector<int64_t> shape,
+                           const std::vector<T> &values);
+  /// Takes ownership of memory allocated elsewhere (by compiled code):
+  /// `release` is called once when the last Tensor sharing it goes away.
+  static Tensor adopt(void *data, std::vector<int64_t> shape, DType dtype,
+                      std::function<void()> release);
+
+  bool defined() const { return storage_ != nullptr; }
+  DType dtype() const { return dtype_; }
+  const std::vector<int64_t> &shape() const { return shape_; }
+  int64_t rank() const { return static_cast<int64_t>(shape_.size()); }
+  /// Size of dimension `dim` (negative counts from the end).
+  int64_t dim(int64_t dim) const;
+  int64_t numel() const;
+  size_t nbytes() const { return numel() * sizeOf(dtype_); }
+  /// Row-major strides in elements.
+  std::vector<int64_t> strides() const;
+
+  void *raw() const { return data_; }
+  /// Typed access; throws kiln::Error when T does not match dtype().
+  template <typename T>
+  T *data() const;
+
+  /// A deep copy.
+  Tensor clone() const;
+  /// The same storage seen with another shape of equal element count.
+  Tensor reshape(std::vector<int64_t> shape) const;
+  /// Copies the elements into a std::vector (T must match dtype()).
+  template <typename T>
+  std::vector<T> toVector() const;
+
+private:
+  std::shared_ptr<void> storage_;
+  void *data_ = nullptr;
+  std::vector<int64_t> shape_;
+  DType dtype_ = DType::f32;
+};
+
+} // namespace kiln
+
+#endif // KILN_RUNTIME_TENSOR_H
