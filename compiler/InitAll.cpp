@@ -1,29 +1,42 @@
 //===- InitAll.cpp - Registration of everything Kiln provides -------------===//
 //
-// Dialects, passes and pipelines, registered once for all tools.
+// Dialects, passes and pipelines, registered once for all tools. Kiln's
+// pipelines run a long chain of upstream passes (bufferization, conversions to
+// LLVM) whose dialects and interface models must all be present, so the
+// upstream registration entry points are used as a whole rather than a
+// hand-kept list that would break silently when a pipeline grows.
 //
 //===----------------------------------------------------------------------===//
 
 #include "compiler/InitAll.h"
 
+#include "compiler/Conversion/KilnToLinalg/KilnToLinalg.h"
+#include "compiler/Pipelines/Pipelines.h"
 #include "dialects/Kiln/IR/KilnDialect.h"
 #include "dialects/Kiln/Transforms/Passes.h"
 
-#include "mlir/Dialect/Arith/IR/Arith.h"
-#include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "mlir/Dialect/Linalg/IR/Linalg.h"
-#include "mlir/Dialect/Math/IR/Math.h"
-#include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/DialectRegistry.h"
-#include "mlir/Transforms/Passes.h"
+#include "mlir/InitAllDialects.h"
+#include "mlir/InitAllExtensions.h"
+#include "mlir/InitAllPasses.h"
+#include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
 
 void kiln::registerAllDialects(mlir::DialectRegistry &registry) {
-  registry.insert<mlir::kiln::KilnDialect, mlir::func::FuncDialect,
-                  mlir::arith::ArithDialect, mlir::math::MathDialect,
-                  mlir::tensor::TensorDialect, mlir::linalg::LinalgDialect>();
+  registry.insert<mlir::kiln::KilnDialect>();
+  mlir::registerAllDialects(registry);
+  mlir::registerAllExtensions(registry);
+  mlir::registerBuiltinDialectTranslation(registry);
+  mlir::registerLLVMDialectTranslation(registry);
 }
 
 void kiln::registerAllPasses() {
-  mlir::kiln::registerKilnPasses();
-  mlir::registerTransformsPasses();
+  static bool registered = [] {
+    mlir::registerAllPasses();
+    mlir::kiln::registerKilnPasses();
+    mlir::kiln::registerKilnToLinalgPasses();
+    mlir::kiln::registerKilnPipelines();
+    return true;
+  }();
+  (void)registered;
 }

@@ -824,7 +824,8 @@ LogicalResult SliceOp::verify() {
       getStart(), getEnd(), length);
   if (!error.empty()) {
     return emitOpError("expects a non-empty slice along axis ")
-           << getAxis() << " of " << shapeOf(input) << ": " << error;
+           << static_cast<int64_t>(getAxis()) << " of " << shapeOf(input)
+           << ": " << error;
   }
   return success();
 }

@@ -1,0 +1,1385 @@
+//===- KilnToLinalg.cpp - Lower kiln ops to linalg on tensors -------------===//
+//
+// Every kiln op becomes linalg.generic ops (plus tensor/arith/math) on
+// tensors whose dynamic sizes stay dynamic. Big ops (attention, layer norm,
+// losses) become a handful of fused loops rather than one loop per formula
+// term. Indices read from data (token ids, targets, positions) are clamped
+// into range, so no input can make compiled code read out of bounds; the
+// runtime reports such inputs as errors before calling.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/Conversion/KilnToLinalg/KilnToLinalg.h"
+
+#include "dialects/Kiln/IR/KilnOps.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Arith/Utils/Utils.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Transforms/DialectConversion.h"
+
+#include <cmath>
+
+namespace mlir::kiln {
+#define GEN_PASS_DEF_CONVERTKILNTOLINALGPASS
+#include "compiler/Conversion/KilnToLinalg/Passes.h.inc"
+} // namespace mlir::kiln
+
+using namespace mlir;
+using namespace mlir::kiln;
+
+using utils::IteratorType;
+
+namespace {
+
+/// Value used for masked attention scores (the seed documents' masked_fill):
+/// a fully masked row attends uniformly instead of producing NaN.
+constexpr double kMaskedScore = -1e9;
+
+//===----------------------------------------------------------------------===//
+// Emitter: shared helpers for building linalg on tensors
+//===----------------------------------------------------------------------===//
+
+using BodyFn =
+    function_ref<Value(OpBuilder &, Location, ValueRange /*block args*/)>;
+
+struct Emitter {
+  OpBuilder &b;
+  Location loc;
+
+  Type f32() { return b.getF32Type(); }
+  Value f32c(double v) {
+    return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(v));
+  }
+  Value index(int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); }
+
+  static RankedTensorType type(Value v) {
+    return cast<RankedTensorType>(v.getType());
+  }
+
+  SmallVector<OpFoldResult> sizes(Value t) {
+    return tensor::getMixedSizes(b, loc, t);
+  }
+  OpFoldResult size(Value t, int64_t dim) {
+    return tensor::getMixedSize(b, loc, t, dim);
+  }
+  Value sizeValue(Value t, int64_t dim) {
+    return getValueOrCreateConstantIndexOp(b, loc, size(t, dim));
+  }
+
+  Value empty(ArrayRef<OpFoldResult> shape, Type elem) {
+    return tensor::EmptyOp::create(b, loc, shape, elem);
+  }
+  Value filled(ArrayRef<OpFoldResult> shape, double value) {
+    Value init = empty(shape, f32());
+    return linalg::FillOp::create(b, loc, ValueRange{f32c(value)},
+                                  ValueRange{init})
+        .getResult(0);
+  }
+
+  /// The identity map over `rank` loops.
+  AffineMap identity(int64_t rank) {
+    return AffineMap::getMultiDimIdentityMap(rank, b.getContext());
+  }
+  /// A map over `rank` loops selecting `dims`.
+  AffineMap select(int64_t rank, ArrayRef<int64_t> dims) {
+    SmallVector<AffineExpr> exprs;
+    for (int64_t d : dims) {
+      exprs.push_back(b.getAffineDimExpr(d));
+    }
+    return AffineMap::get(rank, 0, exprs, b.getContext());
+  }
+  /// A map over `rank` loops that drops loop `drop`.
+  AffineMap dropping(int64_t rank, int64_t drop) {
+    SmallVector<int64_t> dims;
+    for (int64_t d = 0; d < rank; ++d) {
+      if (d != drop) {
+        dims.push_back(d);
+      }
+    }
+    return select(rank, dims);
+  }
+
+  Value generic(TypeRange results, ValueRange inputs, ValueRange outputs,
+                ArrayRef<AffineMap> maps, ArrayRef<IteratorType> iterators,
+                BodyFn body) {
+    auto op = linalg::GenericOp::create(
+        b, loc, results, inputs, outputs, maps, iterators,
+        [&](OpBuilder &nb, Location nl, ValueRange args) {
+          Value result = body(nb, nl, args);
+          linalg::YieldOp::create(nb, nl, result);
+        });
+    return op.getResult(0);
+  }
+
+  /// An elementwise op over `shape` (dims of `resultType`), with NumPy
+  /// broadcasting of inputs of lower rank or with static unit dims.
+  Value elementwise(RankedTensorType resultType, ArrayRef<OpFoldResult> shape,
+                    ValueRange inputs, BodyFn body) {
+    int64_t rank = resultType.getRank();
+    SmallVector<Value> operands;
+    SmallVector<AffineMap> maps;
+    for (Value input : inputs) {
+      auto [operand, map] = broadcastOperand(input, resultType);
+      operands.push_back(operand);
+      maps.push_back(map);
+    }
+    maps.push_back(identity(rank));
+    Value init = empty(shape, resultType.getElementType());
+    SmallVector<IteratorType> iterators(rank, IteratorType::parallel);
+    return generic(resultType, operands, init, maps, iterators, body);
+  }
+
+  /// The result sizes of a broadcasting elementwise op.
+  SmallVector<OpFoldResult> broadcastShape(RankedTensorType resultType,
+                                           ValueRange inputs) {
+    int64_t rank = resultType.getRank();
+    SmallVector<OpFoldResult> shape;
+    for (int64_t d = 0; d < rank; ++d) {
+      if (!resultType.isDynamicDim(d)) {
+        shape.push_back(b.getIndexAttr(resultType.getDimSize(d)));
+        continue;
+      }
+      // A dynamic result size comes from an input whose aligned size is
+      // dynamic (dynamic sizes broadcast only when they are statically 1).
+      for (Value input : inputs) {
+        auto t = type(input);
+        int64_t k = d - (rank - t.getRank());
+        if (k >= 0 && t.isDynamicDim(k)) {
+          shape.push_back(size(input, k));
+          break;
+        }
+      }
+    }
+    return shape;
+  }
+
+  /// Collapses the broadcast (unit) dims of `input` away and returns it with
+  /// its indexing map into the loops of `resultType`.
+  std::pair<Value, AffineMap> broadcastOperand(Value input,
+                                               RankedTensorType resultType) {
+    auto t = type(input);
+    int64_t rank = resultType.getRank();
+    int64_t offset = rank - t.getRank();
+    SmallVector<int64_t> kept;
+    for (int64_t k = 0; k < t.getRank(); ++k) {
+      bool unit = t.getDimSize(k) == 1;
+      if (!unit || resultType.getDimSize(offset + k) == 1) {
+        kept.push_back(k);
+      }
+    }
+    SmallVector<int64_t> loops;
+    for (int64_t k : kept) {
+      loops.push_back(offset + k);
+    }
+    if (static_cast<int64_t>(kept.size()) == t.getRank()) {
+      return {input, select(rank, loops)};
+    }
+    // Group every dropped unit dim with the next kept dim (or the last).
+    SmallVector<ReassociationIndices> groups;
+    ReassociationIndices group;
+    for (int64_t k = 0; k < t.getRank(); ++k) {
+      group.push_back(k);
+      if (llvm::is_contained(kept, k)) {
+        groups.push_back(group);
+        group.clear();
+      }
+    }
+    if (!group.empty() && !groups.empty()) {
+      groups.back().append(group.begin(), group.end());
+    }
+    Value collapsed = tensor::CollapseShapeOp::create(b, loc, input, groups);
+    return {collapsed, select(rank, loops)};
+  }
+
+  /// Reduces `input` along `axis` with `combine`, starting from `init`.
+  Value reduce(Value input, int64_t axis, double init,
+               function_ref<Value(OpBuilder &, Location, Value, Value)>
+                   combine) {
+    auto t = type(input);
+    int64_t rank = t.getRank();
+    SmallVector<OpFoldResult> shape = sizes(input);
+    shape.erase(shape.begin() + axis);
+    Value acc = filled(shape, init);
+    SmallVector<IteratorType> iterators(rank, IteratorType::parallel);
+    iterators[axis] = IteratorType::reduction;
+    return generic(acc.getType(), input, acc,
+                   {identity(rank), dropping(rank, axis)}, iterators,
+                   [&](OpBuilder &nb, Location nl, ValueRange args) {
+                     return combine(nb, nl, args[0], args[1]);
+                   });
+  }
+
+  /// The size of dimension `dim` of `t` as an f32.
+  Value sizeAsFloat(Value t, int64_t dim) {
+    Value i64 = arith::IndexCastOp::create(b, loc, b.getI64Type(),
+                                           sizeValue(t, dim));
+    return arith::SIToFPOp::create(b, loc, f32(), i64);
+  }
+
+  /// Clamps an integer index value (any integer type) into [0, bound) and
+  /// returns it as an index.
+  static Value clampIndex(OpBuilder &nb, Location nl, Value value,
+                          Value bound) {
+    Value idx = value.getType().isIndex()
+                    ? value
+                    : arith::IndexCastOp::create(nb, nl, nb.getIndexType(),
+                                                 value);
+    Value zero = arith::ConstantIndexOp::create(nb, nl, 0);
+    Value one = arith::ConstantIndexOp::create(nb, nl, 1);
+    Value last = arith::SubIOp::create(nb, nl, bound, one);
+    Value low = arith::MaxSIOp::create(nb, nl, idx, zero);
+    return arith::MinSIOp::create(nb, nl, low, last);
+  }
+
+  /// x·wᵀ (+ bias) over the last dimension: x [..., K], w [N, K]. One
+  /// contraction over all leading dims (no reshapes: memref expand_shape of
+  /// several dynamic dims is not supported by upstream strided-metadata
+  /// expansion).
+  Value linear(Value x, Value w, Value bias, RankedTensorType resultType) {
+    int64_t rank = type(x).getRank();
+    // Loops: leading dims..., n, k.
+    int64_t loops = rank + 1;
+    int64_t n = rank - 1, k = rank;
+    SmallVector<int64_t> xDims, outDims;
+    for (int64_t d = 0; d + 1 < rank; ++d) {
+      xDims.push_back(d);
+      outDims.push_back(d);
+    }
+    xDims.push_back(k);
+    outDims.push_back(n);
+    SmallVector<OpFoldResult> shape = sizes(x);
+    shape.back() = size(w, 0);
+    Value acc;
+    if (bias) {
+      acc = generic(resultType, bias, empty(shape, f32()),
+                    {select(rank, {rank - 1}), identity(rank)},
+                    SmallVector<IteratorType>(rank, IteratorType::parallel),
+                    [](OpBuilder &, Location, ValueRange args) {
+                      return args[0];
+                    });
+    } else {
+      acc = filled(shape, 0.0);
+    }
+    SmallVector<IteratorType> iterators(loops, IteratorType::parallel);
+    iterators[k] = IteratorType::reduction;
+    return generic(resultType, ValueRange{x, w}, acc,
+                   {select(loops, xDims), select(loops, {n, k}),
+                    select(loops, outDims)},
+                   iterators, [](OpBuilder &nb, Location nl, ValueRange args) {
+                     Value p = arith::MulFOp::create(nb, nl, args[0], args[1]);
+                     return arith::AddFOp::create(nb, nl, args[2], p);
+                   });
+  }
+
+  /// The dropout keep-decision of an element: a pure function of (seed,
+  /// stream, linear index), returned as the scale to multiply by (0 or
+  /// 1/(1-p)). The linear index is over `dims` (loop ids), row-major.
+  static Value dropoutScale(OpBuilder &nb, Location nl, Value seed,
+                            int64_t stream, double p,
+                            ArrayRef<int64_t> loopDims,
+                            ArrayRef<Value> loopSizes);
+
+  /// One softmax (or log-softmax) along `axis`.
+  Value softmax(Value x, int64_t axis, bool log);
+};
+
+/// splitmix64's finalizer on i64 values.
+static Value mix64(OpBuilder &b, Location loc, Value z) {
+  auto c = [&](uint64_t v) {
+    return arith::ConstantOp::create(b, loc,
+                                     b.getI64IntegerAttr(int64_t(v)));
+  };
+  z = arith::AddIOp::create(b, loc, z, c(0x9E3779B97F4A7C15ull));
+  Value s30 = arith::ShRUIOp::create(b, loc, z, c(30));
+  z = arith::MulIOp::create(b, loc, arith::XOrIOp::create(b, loc, z, s30),
+                            c(0xBF58476D1CE4E5B9ull));
+  Value s27 = arith::ShRUIOp::create(b, loc, z, c(27));
+  z = arith::MulIOp::create(b, loc, arith::XOrIOp::create(b, loc, z, s27),
+                            c(0x94D049BB133111EBull));
+  Value s31 = arith::ShRUIOp::create(b, loc, z, c(31));
+  return arith::XOrIOp::create(b, loc, z, s31);
+}
+
+Value Emitter::dropoutScale(OpBuilder &nb, Location nl, Value seed,
+                            int64_t stream, double p,
+                            ArrayRef<int64_t> loopDims,
+                            ArrayRef<Value> loopSizes) {
+  // Linear index, row-major over the given loops.
+  Value linear = arith::ConstantIndexOp::create(nb, nl, 0);
+  for (auto [dim, size] : llvm::zip(loopDims, loopSizes)) {
+    Value i = linalg::IndexOp::create(nb, nl, dim);
+    linear = arith::AddIOp::create(
+        nb, nl, arith::MulIOp::create(nb, nl, linear, size), i);
+  }
+  Value index64 =
+      arith::IndexCastOp::create(nb, nl, nb.getI64Type(), linear);
+  // key = mix(seed + stream·golden), bits = mix(key ^ index).
+  Value streamConst = arith::ConstantOp::create(
+      nb, nl, nb.getI64IntegerAttr(int64_t(uint64_t(stream) *
+                                           0x9E3779B97F4A7C15ull)));
+  Value key = mix64(nb, nl, arith::AddIOp::create(nb, nl, seed, streamConst));
+  Value bits = mix64(nb, nl, arith::XOrIOp::create(nb, nl, key, index64));
+  // The top 24 bits as a uniform integer in [0, 2^24).
+  Value top = arith::ShRUIOp::create(
+      nb, nl, bits,
+      arith::ConstantOp::create(nb, nl, nb.getI64IntegerAttr(40)));
+  Value threshold = arith::ConstantOp::create(
+      nb, nl, nb.getI64IntegerAttr(int64_t(std::llround(p * 16777216.0))));
+  Value keep = arith::CmpIOp::create(nb, nl, arith::CmpIPredicate::uge, top,
+                                     threshold);
+  Value scale = arith::ConstantOp::create(
+      nb, nl, nb.getF32FloatAttr(float(1.0 / (1.0 - p))));
+  Value zero = arith::ConstantOp::create(nb, nl, nb.getF32FloatAttr(0.0f));
+  return arith::SelectOp::create(nb, nl, keep, scale, zero);
+}
+
+Value Emitter::softmax(Value x, int64_t axis, bool log) {
+  auto t = type(x);
+  int64_t rank = t.getRank();
+  Value max = reduce(x, axis, -INFINITY,
+                     [](OpBuilder &nb, Location nl, Value v, Value acc) {
+                       return arith::MaximumFOp::create(nb, nl, v, acc);
+                     });
+  SmallVector<OpFoldResult> reducedShape = sizes(max);
+  Value sum0 = filled(reducedShape, 0.0);
+  SmallVector<IteratorType> iterators(rank, IteratorType::parallel);
+  iterators[axis] = IteratorType::reduction;
+  AffineMap reduced = dropping(rank, axis);
+  Value sum = generic(sum0.getType(), ValueRange{x, max}, sum0,
+                      {identity(rank), reduced, reduced}, iterators,
+                      [](OpBuilder &nb, Location nl, ValueRange args) {
+                        Value d = arith::SubFOp::create(nb, nl, args[0],
+                                                        args[1]);
+                        Value e = math::ExpOp::create(nb, nl, d);
+                        return arith::AddFOp::create(nb, nl, e, args[2]);
+                      });
+  SmallVector<IteratorType> parallel(rank, IteratorType::parallel);
+  return generic(t, ValueRange{x, max, sum}, empty(sizes(x), f32()),
+                 {identity(rank), reduced, reduced, identity(rank)}, parallel,
+                 [&](OpBuilder &nb, Location nl, ValueRange args) -> Value {
+                   Value d = arith::SubFOp::create(nb, nl, args[0], args[1]);
+                   if (log) {
+                     Value l = math::LogOp::create(nb, nl, args[2]);
+                     return arith::SubFOp::create(nb, nl, d, l);
+                   }
+                   Value e = math::ExpOp::create(nb, nl, d);
+                   return arith::DivFOp::create(nb, nl, e, args[2]);
+                 });
+}
+
+//===----------------------------------------------------------------------===//
+// Patterns
+//===----------------------------------------------------------------------===//
+
+/// An axis attribute (I64Attr getters return uint64_t) mapped into [0, rank);
+/// the verifier has checked the range.
+static int64_t normalizedAxis(uint64_t axis, int64_t rank) {
+  auto signedAxis = static_cast<int64_t>(axis);
+  return signedAxis < 0 ? signedAxis + rank : signedAxis;
+}
+
+template <typename Op>
+struct KilnPattern : OpConversionPattern<Op> {
+  using OpConversionPattern<Op>::OpConversionPattern;
+  using OpAdaptor = typename Op::Adaptor;
+
+  RankedTensorType resultType(Op op) const {
+    return cast<RankedTensorType>(op.getResult().getType());
+  }
+};
+
+/// Elementwise arithmetic on one or two broadcast operands.
+template <typename Op>
+struct ElementwisePattern : KilnPattern<Op> {
+  using KilnPattern<Op>::KilnPattern;
+  using OpAdaptor = typename Op::Adaptor;
+
+  LogicalResult
+  matchAndRewrite(Op op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Emitter e{rewriter, op.getLoc()};
+    auto type = this->resultType(op);
+    ValueRange inputs = adaptor.getOperands();
+    SmallVector<Value> tensors;
+    for (Value v : inputs) {
+      if (isa<RankedTensorType>(v.getType())) {
+        tensors.push_back(v);
+      }
+    }
+    Value result = e.elementwise(
+        type, e.broadcastShape(type, tensors), tensors,
+        [&](OpBuilder &b, Location loc, ValueRange args) {
+          return body(op, b, loc, args);
+        });
+    rewriter.replaceOp(op, result);
+    return success();
+  }
+
+  static Value body(Op op, OpBuilder &b, Location loc, ValueRange args);
+};
+
+template <>
+Value ElementwisePattern<AddOp>::body(AddOp, OpBuilder &b, Location loc,
+                                      ValueRange args) {
+  return arith::AddFOp::create(b, loc, args[0], args[1]);
+}
+template <>
+Value ElementwisePattern<SubOp>::body(SubOp, OpBuilder &b, Location loc,
+                                      ValueRange args) {
+  return arith::SubFOp::create(b, loc, args[0], args[1]);
+}
+template <>
+Value ElementwisePattern<MulOp>::body(MulOp, OpBuilder &b, Location loc,
+                                      ValueRange args) {
+  return arith::MulFOp::create(b, loc, args[0], args[1]);
+}
+template <>
+Value ElementwisePattern<DivOp>::body(DivOp, OpBuilder &b, Location loc,
+                                      ValueRange args) {
+  return arith::DivFOp::create(b, loc, args[0], args[1]);
+}
+template <>
+Value ElementwisePattern<ReluOp>::body(ReluOp, OpBuilder &b, Location loc,
+                                       ValueRange args) {
+  Value zero = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0.0f));
+  return arith::MaximumFOp::create(b, loc, args[0], zero);
+}
+template <>
+Value ElementwisePattern<TanhOp>::body(TanhOp, OpBuilder &b, Location loc,
+                                       ValueRange args) {
+  return math::TanhOp::create(b, loc, args[0]);
+}
+template <>
+Value ElementwisePattern<ExpOp>::body(ExpOp, OpBuilder &b, Location loc,
+                                      ValueRange args) {
+  return math::ExpOp::create(b, loc, args[0]);
+}
+template <>
+Value ElementwisePattern<LogOp>::body(LogOp, OpBuilder &b, Location loc,
+                                      ValueRange args) {
+  return math::LogOp::create(b, loc, args[0]);
+}
+template <>
+Value ElementwisePattern<ScaleOp>::body(ScaleOp op, OpBuilder &b, Location loc,
+                                        ValueRange args) {
+  Value factor = arith::ConstantOp::create(
+      b, loc, b.getF32FloatAttr(float(op.getFactor().convertToDouble())));
+  return arith::MulFOp::create(b, loc, args[0], factor);
+}
+
+/// GELU, exact (erf) or tanh-approximated.
+static Value gelu(OpBuilder &b, Location loc, Value x, bool tanhApprox) {
+  auto c = [&](double v) {
+    return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(float(v)));
+  };
+  Value inner;
+  if (tanhApprox) {
+    // tanh(sqrt(2/pi) * (x + 0.044715 x^3))
+    Value x3 = arith::MulFOp::create(
+        b, loc, x, arith::MulFOp::create(b, loc, x, x));
+    Value poly = arith::AddFOp::create(
+        b, loc, x, arith::MulFOp::create(b, loc, c(0.044715), x3));
+    inner = math::TanhOp::create(
+        b, loc, arith::MulFOp::create(b, loc, c(std::sqrt(2.0 / M_PI)), poly));
+  } else {
+    inner = math::ErfOp::create(b, loc,
+                                arith::MulFOp::create(b, loc, x, c(M_SQRT1_2)));
+  }
+  Value onePlus = arith::AddFOp::create(b, loc, c(1.0), inner);
+  return arith::MulFOp::create(
+      b, loc, arith::MulFOp::create(b, loc, c(0.5), x), onePlus);
+}
+
+template <>
+Value ElementwisePattern<GeluOp>::body(GeluOp op, OpBuilder &b, Location loc,
+                                       ValueRange args) {
+  return gelu(b, loc, args[0], op.getApproximateTanh());
+}
+
+struct DropoutPattern : KilnPattern<DropoutOp> {
+  using KilnPattern::KilnPattern;
+  LogicalResult
+  matchAndRewrite(DropoutOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Emitter e{rewriter, op.getLoc()};
+    auto type = resultType(op);
+    int64_t rank = type.getRank();
+    SmallVector<int64_t> dims;
+    SmallVector<Value> sizes;
+    for (int64_t d = 0; d < rank; ++d) {
+      dims.push_back(d);
+      sizes.push_back(e.sizeValue(adaptor.getInput(), d));
+    }
+    double p = op.getP().convertToDouble();
+    Value seed = adaptor.getSeed();
+    int64_t stream = op.getStream();
+    Value result = e.elementwise(
+        type, e.sizes(adaptor.getInput()), adaptor.getInput(),
+        [&](OpBuilder &b, Location loc, ValueRange args) {
+          Value scale =
+              Emitter::dropoutScale(b, loc, seed, stream, p, dims, sizes);
+          return arith::MulFOp::create(b, loc, args[0], scale);
+        });
+    rewriter.replaceOp(op, result);
+    return success();
+  }
+};
+
+struct EmbeddingPattern : KilnPattern<EmbeddingOp> {
+  using KilnPattern::KilnPattern;
+  LogicalResult
+  matchAndRewrite(EmbeddingOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Emitter e{rewriter, op.getLoc()};
+    auto type = resultType(op);
+    int64_t rank = type.getRank();
+    Value ids = adaptor.getIds();
+    Value table = adaptor.getTable();
+    SmallVector<OpFoldResult> shape = e.sizes(ids);
+    shape.push_back(e.size(table, 1));
+    Value vocab = e.sizeValue(table, 0);
+    SmallVector<IteratorType> iterators(rank, IteratorType::parallel);
+    Value result = e.generic(
+        type, ids, e.empty(shape, e.f32()),
+        {e.dropping(rank, rank - 1), e.identity(rank)}, iterators,
+        [&](OpBuilder &b, Location loc, ValueRange args) -> Value {
+          Value row = Emitter::clampIndex(b, loc, args[0], vocab);
+          Value col = linalg::IndexOp::create(b, loc, rank - 1);
+          return tensor::ExtractOp::create(b, loc, table,
+                                           ValueRange{row, col});
+        });
+    rewriter.replaceOp(op, result);
+    return success();
+  }
+};
+
+struct PositionalEncodingPattern : KilnPattern<PositionalEncodingOp> {
+  using KilnPattern::KilnPattern;
+  LogicalResult
+  matchAndRewrite(PositionalEncodingOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Emitter e{rewriter, op.getLoc()};
+    auto type = resultType(op);
+    int64_t rank = type.getRank();
+    Value input = adaptor.getInput();
+    Value offset;
+    if (adaptor.getOffset()) {
+      offset = arith::IndexCastOp::create(rewriter, op.getLoc(),
+                                          rewriter.getIndexType(),
+                                          adaptor.getOffset());
+    } else {
+      offset = e.index(0);
+    }
+    bool learned = op.getKind() == PEKind::learned;
+    Value table = adaptor.getTable();
+    Value maxLen = learned ? e.sizeValue(table, 0) : Value();
+    Value width = e.sizeAsFloat(input, rank - 1);
+    Value result = e.elementwise(
+        type, e.sizes(input), input,
+        [&](OpBuilder &b, Location loc, ValueRange args) -> Value {
+          Value t = linalg::IndexOp::create(b, loc, rank - 2);
+          Value i = linalg::IndexOp::create(b, loc, rank - 1);
+          Value pos = arith::AddIOp::create(b, loc, t, offset);
+          if (learned) {
+            Value row = Emitter::clampIndex(b, loc, pos, maxLen);
+            Value pe =
+                tensor::ExtractOp::create(b, loc, table, ValueRange{row, i});
+            return arith::AddFOp::create(b, loc, args[0], pe);
+          }
+          // div = exp(2·floor(i/2) · (-ln(10000) / D)), as torch computes it.
+          auto c = [&](double v) {
+            return arith::ConstantOp::create(b, loc,
+                                             b.getF32FloatAttr(float(v)));
+          };
+          auto toFloat = [&](Value index) -> Value {
+            Value i64 = arith::IndexCastOp::create(b, loc, b.getI64Type(),
+                                                   index);
+            return arith::SIToFPOp::create(b, loc, b.getF32Type(), i64);
+          };
+          Value two = arith::ConstantIndexOp::create(b, loc, 2);
+          Value pair = arith::MulIOp::create(
+              b, loc, arith::DivUIOp::create(b, loc, i, two), two);
+          Value rate = arith::DivFOp::create(b, loc, c(-std::log(10000.0)),
+                                             width);
+          Value div = math::ExpOp::create(
+              b, loc, arith::MulFOp::create(b, loc, toFloat(pair), rate));
+          Value angle = arith::MulFOp::create(b, loc, toFloat(pos), div);
+          Value odd = arith::CmpIOp::create(
+              b, loc, arith::CmpIPredicate::ne,
+              arith::RemUIOp::create(b, loc, i, two),
+              arith::ConstantIndexOp::create(b, loc, 0));
+          Value pe = arith::SelectOp::create(
+              b, loc, odd, math::CosOp::create(b, loc, angle),
+              math::SinOp::create(b, loc, angle));
+          return arith::AddFOp::create(b, loc, args[0], pe);
+        });
+    rewriter.replaceOp(op, result);
+    return success();
+  }
+};
+
+struct LayerNormPattern : KilnPattern<LayerNormOp> {
+  using KilnPattern::KilnPattern;
+  LogicalResult
+  matchAndRewrite(LayerNormOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Emitter e{rewriter, op.getLoc()};
+    auto type = resultType(op);
+    int64_t rank = type.getRank();
+    int64_t axis = rank - 1;
+    Value x = adaptor.getInput();
+    bool stdEps = op.getMode() == NormMode::std_eps;
+    Value width = e.sizeAsFloat(x, axis);
+    auto add = [](OpBuilder &b, Location loc, Value v, Value acc) -> Value {
+      return arith::AddFOp::create(b, loc, v, acc);
+    };
+    Value sum = e.reduce(x, axis, 0.0, add);
+    SmallVector<OpFoldResult> rows = e.sizes(sum);
+    AffineMap reduced = e.dropping(rank, axis);
+    int64_t rowRank = rank - 1;
+    SmallVector<IteratorType> rowIterators(rowRank, IteratorType::parallel);
+    Value mean = e.generic(sum.getType(), sum, e.empty(rows, e.f32()),
+                           {e.identity(rowRank), e.identity(rowRank)},
+                           rowIterators,
+                           [&](OpBuilder &b, Location loc, ValueRange args) {
+                             return arith::DivFOp::create(b, loc, args[0],
+                                                          width);
+                           });
+    SmallVector<IteratorType> iterators(rank, IteratorType::parallel);
+    iterators[axis] = IteratorType::reduction;
+    Value sq0 = e.filled(rows, 0.0);
+    Value sq = e.generic(sq0.getType(), ValueRange{x, mean}, sq0,
+                         {e.identity(rank), reduced, reduced}, iterators,
+                         [](OpBuilder &b, Location loc, ValueRange args) {
+                           Value d = arith::SubFOp::create(b, loc, args[0],
+                                                           args[1]);
+                           Value d2 = arith::MulFOp::create(b, loc, d, d);
+                           return arith::AddFOp::create(b, loc, d2, args[2]);
+                         });
+    // Per row: the factor that multiplies (x - mean).
+    float eps = float(op.getEps().convertToDouble());
+    Value count = width;
+    if (stdEps) {
+      count = arith::SubFOp::create(rewriter, op.getLoc(), width, e.f32c(1.0));
+    }
+    Value inv = e.generic(
+        sq.getType(), sq, e.empty(rows, e.f32()),
+        {e.identity(rowRank), e.identity(rowRank)}, rowIterators,
+        [&](OpBuilder &b, Location loc, ValueRange args) -> Value {
+          Value var = arith::DivFOp::create(b, loc, args[0], count);
+          Value epsC = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(eps));
+          Value one = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(1.0f));
+          if (stdEps) {
+            Value sd = math::SqrtOp::create(b, loc, var);
+            return arith::DivFOp::create(
+                b, loc, one, arith::AddFOp::create(b, loc, sd, epsC));
+          }
+          return math::RsqrtOp::create(b, loc,
+                                       arith::AddFOp::create(b, loc, var, epsC));
+        });
+    AffineMap feature = e.select(rank, {axis});
+    SmallVector<IteratorType> parallel(rank, IteratorType::parallel);
+    Value result = e.generic(
+        type, ValueRange{x, mean, inv, adaptor.getGamma(), adaptor.getBeta()},
+        e.empty(e.sizes(x), e.f32()),
+        {e.identity(rank), reduced, reduced, feature, feature,
+         e.identity(rank)},
+        parallel, [](OpBuilder &b, Location loc, ValueRange args) {
+          Value centered = arith::SubFOp::create(b, loc, args[0], args[1]);
+          Value norm = arith::MulFOp::create(b, loc, centered, args[2]);
+          Value scaled = arith::MulFOp::create(b, loc, norm, args[3]);
+          return arith::AddFOp::create(b, loc, scaled, args[4]);
+        });
+    rewriter.replaceOp(op, result);
+    return success();
+  }
+};
+
+struct LinearPattern : KilnPattern<LinearOp> {
+  using KilnPattern::KilnPattern;
+  LogicalResult
+  matchAndRewrite(LinearOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Emitter e{rewriter, op.getLoc()};
+    rewriter.replaceOp(op, e.linear(adaptor.getInput(), adaptor.getWeight(),
+                                    adaptor.getBias(), resultType(op)));
+    return success();
+  }
+};
+
+struct MatmulPattern : KilnPattern<MatmulOp> {
+  using KilnPattern::KilnPattern;
+  LogicalResult
+  matchAndRewrite(MatmulOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Emitter e{rewriter, op.getLoc()};
+    auto type = resultType(op);
+    int64_t rank = type.getRank();
+    int64_t batch = rank - 2;
+    // Loops: batch..., m, n, k.
+    int64_t loops = rank + 1;
+    int64_t m = batch, n = batch + 1, k = batch + 2;
+    SmallVector<int64_t> lhsDims, rhsDims, outDims;
+    for (int64_t d = 0; d < batch; ++d) {
+      lhsDims.push_back(d);
+      rhsDims.push_back(d);
+      outDims.push_back(d);
+    }
+    lhsDims.append(op.getTransposeLhs() ? SmallVector<int64_t>{k, m}
+                                        : SmallVector<int64_t>{m, k});
+    rhsDims.append(op.getTransposeRhs() ? SmallVector<int64_t>{n, k}
+                                        : SmallVector<int64_t>{k, n});
+    outDims.append({m, n});
+    Value lhs = adaptor.getLhs(), rhs = adaptor.getRhs();
+    SmallVector<OpFoldResult> shape;
+    for (int64_t d = 0; d < batch; ++d) {
+      shape.push_back(e.size(lhs, d));
+    }
+    shape.push_back(e.size(lhs, op.getTransposeLhs() ? rank - 1 : rank - 2));
+    shape.push_back(e.size(rhs, op.getTransposeRhs() ? rank - 2 : rank - 1));
+    SmallVector<IteratorType> iterators(loops, IteratorType::parallel);
+    iterators[k] = IteratorType::reduction;
+    Value result = e.generic(
+        type, ValueRange{lhs, rhs}, e.filled(shape, 0.0),
+        {e.select(loops, lhsDims), e.select(loops, rhsDims),
+         e.select(loops, outDims)},
+        iterators, [](OpBuilder &b, Location loc, ValueRange args) {
+          Value p = arith::MulFOp::create(b, loc, args[0], args[1]);
+          return arith::AddFOp::create(b, loc, args[2], p);
+        });
+    rewriter.replaceOp(op, result);
+    return success();
+  }
+};
+
+struct SoftmaxPattern : KilnPattern<SoftmaxOp> {
+  using KilnPattern::KilnPattern;
+  LogicalResult
+  matchAndRewrite(SoftmaxOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Emitter e{rewriter, op.getLoc()};
+    int64_t axis = normalizedAxis(op.getAxis(), resultType(op).getRank());
+    rewriter.replaceOp(op, e.softmax(adaptor.getInput(), axis, false));
+    return success();
+  }
+};
+
+struct LogSoftmaxPattern : KilnPattern<LogSoftmaxOp> {
+  using KilnPattern::KilnPattern;
+  LogicalResult
+  matchAndRewrite(LogSoftmaxOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Emitter e{rewriter, op.getLoc()};
+    int64_t axis = normalizedAxis(op.getAxis(), resultType(op).getRank());
+    rewriter.replaceOp(op, e.softmax(adaptor.getInput(), axis, true));
+    return success();
+  }
+};
+
+struct ReducePattern : KilnPattern<ReduceOp> {
+  using KilnPattern::KilnPattern;
+  LogicalResult
+  matchAndRewrite(ReduceOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Emitter e{rewriter, op.getLoc()};
+    Value x = adaptor.getInput();
+    auto inType = Emitter::type(x);
+    int64_t rank = inType.getRank();
+    SmallVector<bool> reduced(rank, false);
+    for (int64_t axis : op.getAxes()) {
+      reduced[axis < 0 ? axis + rank : axis] = true;
+    }
+    SmallVector<OpFoldResult> shape;
+    SmallVector<int64_t> keptDims;
+    SmallVector<IteratorType> iterators;
+    SmallVector<int64_t> compactShape;
+    for (int64_t d = 0; d < rank; ++d) {
+      iterators.push_back(reduced[d] ? IteratorType::reduction
+                                     : IteratorType::parallel);
+      if (!reduced[d]) {
+        shape.push_back(e.size(x, d));
+        keptDims.push_back(d);
+        compactShape.push_back(inType.getDimSize(d));
+      }
+    }
+    bool isMax = op.getKind() == ReduceKind::max;
+    Value acc = e.filled(shape, isMax ? -INFINITY : 0.0);
+    Value result = e.generic(
+        acc.getType(), x, acc, {e.identity(rank), e.select(rank, keptDims)},
+        iterators, [&](OpBuilder &b, Location loc, ValueRange args) -> Value {
+          if (isMax) {
+            return arith::MaximumFOp::create(b, loc, args[0], args[1]);
+          }
+          return arith::AddFOp::create(b, loc, args[0], args[1]);
+        });
+    if (op.getKind() == ReduceKind::mean) {
+      Value count = e.f32c(1.0);
+      for (int64_t d = 0; d < rank; ++d) {
+        if (reduced[d]) {
+          count = arith::MulFOp::create(rewriter, op.getLoc(), count,
+                                        e.sizeAsFloat(x, d));
+        }
+      }
+      auto compact = cast<RankedTensorType>(result.getType());
+      result = e.elementwise(compact, shape, result,
+                             [&](OpBuilder &b, Location loc, ValueRange args) {
+                               return arith::DivFOp::create(b, loc, args[0],
+                                                            count);
+                             });
+    }
+    if (op.getKeepDims()) {
+      SmallVector<ReassociationIndices> groups;
+      SmallVector<OpFoldResult> outShape;
+      ReassociationIndices group;
+      for (int64_t d = 0; d < rank; ++d) {
+        group.push_back(d);
+        outShape.push_back(reduced[d] ? rewriter.getIndexAttr(1)
+                                      : e.size(x, d));
+        if (!reduced[d]) {
+          groups.push_back(group);
+          group.clear();
+        }
+      }
+      if (!group.empty() && !groups.empty()) {
+        groups.back().append(group.begin(), group.end());
+      }
+      result = tensor::ExpandShapeOp::create(rewriter, op.getLoc(),
+                                             resultType(op), result, groups,
+                                             outShape);
+    }
+    rewriter.replaceOp(op, result);
+    return success();
+  }
+};
+
+struct ReshapePattern : KilnPattern<ReshapeOp> {
+  using KilnPattern::KilnPattern;
+  LogicalResult
+  matchAndRewrite(ReshapeOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Emitter e{rewriter, op.getLoc()};
+    Location loc = op.getLoc();
+    Value x = adaptor.getInput();
+    auto type = resultType(op);
+    int64_t inRank = Emitter::type(x).getRank();
+    // numel of the input, and the product of the non-inferred sizes.
+    Value numel = e.index(1);
+    for (int64_t d = 0; d < inRank; ++d) {
+      numel = arith::MulIOp::create(rewriter, loc, numel, e.sizeValue(x, d));
+    }
+    SmallVector<Value> sizes;
+    std::optional<size_t> inferred;
+    Value known = e.index(1);
+    for (auto [i, entry] : llvm::enumerate(op.getShape())) {
+      Value size;
+      if (entry == -1) {
+        inferred = i;
+        sizes.push_back(Value());
+        continue;
+      }
+      size = entry == 0 ? e.sizeValue(x, i) : e.index(entry);
+      known = arith::MulIOp::create(rewriter, loc, known, size);
+      sizes.push_back(size);
+    }
+    if (inferred) {
+      sizes[*inferred] = arith::DivUIOp::create(rewriter, loc, numel, known);
+    }
+    SmallVector<Value> asI64;
+    for (Value s : sizes) {
+      asI64.push_back(arith::IndexCastOp::create(rewriter, loc,
+                                                 rewriter.getI64Type(), s));
+    }
+    Value shape = tensor::FromElementsOp::create(rewriter, loc, asI64);
+    Value result =
+        tensor::ReshapeOp::create(rewriter, loc, type, x, shape);
+    rewriter.replaceOp(op, result);
+    return success();
+  }
+};
+
+struct TransposePattern : KilnPattern<TransposeOp> {
+  using KilnPattern::KilnPattern;
+  LogicalResult
+  matchAndRewrite(TransposeOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Emitter e{rewriter, op.getLoc()};
+    Value x = adaptor.getInput();
+    SmallVector<OpFoldResult> shape;
+    for (int64_t p : op.getPermutation()) {
+      shape.push_back(e.size(x, p));
+    }
+    Value init = e.empty(shape, e.f32());
+    auto transposed = linalg::TransposeOp::create(
+        rewriter, op.getLoc(), x, init, op.getPermutation());
+    rewriter.replaceOp(op, transposed.getResult());
+    return success();
+  }
+};
+
+struct SlicePattern : KilnPattern<SliceOp> {
+  using KilnPattern::KilnPattern;
+  LogicalResult
+  matchAndRewrite(SliceOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Emitter e{rewriter, op.getLoc()};
+    Location loc = op.getLoc();
+    Value x = adaptor.getInput();
+    auto type = resultType(op);
+    int64_t rank = type.getRank();
+    int64_t axis = normalizedAxis(op.getAxis(), rank);
+    Value dim = e.sizeValue(x, axis);
+    auto bound = [&](int64_t v) -> Value {
+      return v < 0 ? arith::AddIOp::create(rewriter, loc, dim, e.index(v))
+                         .getResult()
+                   : e.index(v);
+    };
+    // Clamp into [0, dim] so that no run-time size reads out of bounds.
+    auto clamp = [&](Value v) -> Value {
+      Value low = arith::MaxSIOp::create(rewriter, loc, v, e.index(0));
+      return arith::MinSIOp::create(rewriter, loc, low, dim);
+    };
+    Value start = clamp(bound(op.getStart()));
+    OpFoldResult length;
+    if (!type.isDynamicDim(axis)) {
+      length = rewriter.getIndexAttr(type.getDimSize(axis));
+    } else {
+      Value end = op.getEnd() ? clamp(bound(*op.getEnd())) : dim;
+      Value diff = arith::SubIOp::create(rewriter, loc, end, start);
+      length = arith::MaxSIOp::create(rewriter, loc, diff, e.index(0))
+                   .getResult();
+    }
+    SmallVector<OpFoldResult> offsets(rank, rewriter.getIndexAttr(0));
+    SmallVector<OpFoldResult> sizes = e.sizes(x);
+    SmallVector<OpFoldResult> strides(rank, rewriter.getIndexAttr(1));
+    offsets[axis] = start;
+    sizes[axis] = length;
+    Value result = tensor::ExtractSliceOp::create(rewriter, loc, type, x,
+                                                  offsets, sizes, strides);
+    rewriter.replaceOp(op, result);
+    return success();
+  }
+};
+
+struct ConcatPattern : KilnPattern<ConcatOp> {
+  using KilnPattern::KilnPattern;
+  LogicalResult
+  matchAndRewrite(ConcatOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Emitter e{rewriter, op.getLoc()};
+    Location loc = op.getLoc();
+    auto type = resultType(op);
+    int64_t rank = type.getRank();
+    int64_t axis = normalizedAxis(op.getAxis(), rank);
+    ValueRange inputs = adaptor.getInputs();
+    SmallVector<OpFoldResult> shape = e.sizes(inputs.front());
+    Value total = e.index(0);
+    for (Value input : inputs) {
+      total = arith::AddIOp::create(rewriter, loc, total,
+                                    e.sizeValue(input, axis));
+    }
+    shape[axis] = total;
+    Value result = e.empty(shape, e.f32());
+    Value offset = e.index(0);
+    for (Value input : inputs) {
+      SmallVector<OpFoldResult> offsets(rank, rewriter.getIndexAttr(0));
+      SmallVector<OpFoldResult> strides(rank, rewriter.getIndexAttr(1));
+      offsets[axis] = offset;
+      result = tensor::InsertSliceOp::create(rewriter, loc, input, result,
+                                             offsets, e.sizes(input), strides);
+      offset = arith::AddIOp::create(rewriter, loc, offset,
+                                     e.sizeValue(input, axis));
+    }
+    if (result.getType() != type) {
+      result = tensor::CastOp::create(rewriter, loc, type, result);
+    }
+    rewriter.replaceOp(op, result);
+    return success();
+  }
+};
+
+struct ConstantPattern : KilnPattern<ConstantOp> {
+  using KilnPattern::KilnPattern;
+  LogicalResult
+  matchAndRewrite(ConstantOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    auto value = dyn_cast<DenseElementsAttr>(op.getValue());
+    if (!value) {
+      return rewriter.notifyMatchFailure(op, "only dense constants lower");
+    }
+    rewriter.replaceOpWithNewOp<arith::ConstantOp>(op, value);
+    return success();
+  }
+};
+
+/// Multi-head attention as four fused loops: projections (linear), scores
+/// with scale and masks, softmax (with dropout), the weighted sum of values,
+/// and the output projection.
+struct MultiHeadAttentionPattern : KilnPattern<MultiHeadAttentionOp> {
+  using KilnPattern::KilnPattern;
+  LogicalResult
+  matchAndRewrite(MultiHeadAttentionOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Emitter e{rewriter, op.getLoc()};
+    Location loc = op.getLoc();
+    auto type = resultType(op);
+    int64_t dim = type.getDimSize(2);
+    int64_t heads = op.getNumHeads();
+    int64_t headDim = dim / heads;
+    Value query = adaptor.getQuery(), kv = adaptor.getKeyValue();
+    auto projType = [&](Value x) {
+      auto t = Emitter::type(x);
+      return RankedTensorType::get({t.getDimSize(0), t.getDimSize(1), dim},
+                                   e.f32());
+    };
+    Value q = e.linear(query, adaptor.getWq(), adaptor.getBq(),
+                       projType(query));
+    Value k = e.linear(kv, adaptor.getWk(), adaptor.getBk(), projType(kv));
+    Value v = e.linear(kv, adaptor.getWv(), adaptor.getBv(), projType(kv));
+    // [B, T, D] -> [B, T, H, dh]
+    auto split = [&](Value x) -> Value {
+      auto t = Emitter::type(x);
+      auto splitType = RankedTensorType::get(
+          {t.getDimSize(0), t.getDimSize(1), heads, headDim}, e.f32());
+      SmallVector<OpFoldResult> shape = {e.size(x, 0), e.size(x, 1),
+                                         rewriter.getIndexAttr(heads),
+                                         rewriter.getIndexAttr(headDim)};
+      return tensor::ExpandShapeOp::create(
+          rewriter, loc, splitType, x,
+          ArrayRef<ReassociationIndices>{{0}, {1}, {2, 3}}, shape);
+    };
+    Value qh = split(q), kh = split(k), vh = split(v);
+    Value batch = e.sizeValue(query, 0);
+    Value querySeq = e.sizeValue(query, 1);
+    Value keySeq = e.sizeValue(kv, 1);
+    auto q4 = Emitter::type(qh);
+    auto k4 = Emitter::type(kh);
+    // Scores [B, H, Tq, Tk] over loops (b, h, i, j, d).
+    auto scoreType = RankedTensorType::get(
+        {q4.getDimSize(0), heads, q4.getDimSize(1), k4.getDimSize(1)},
+        e.f32());
+    SmallVector<OpFoldResult> scoreShape = {
+        e.size(query, 0), rewriter.getIndexAttr(heads), e.size(query, 1),
+        e.size(kv, 1)};
+    Value raw = e.generic(
+        scoreType, ValueRange{qh, kh}, e.filled(scoreShape, 0.0),
+        {e.select(5, {0, 2, 1, 4}), e.select(5, {0, 3, 1, 4}),
+         e.select(5, {0, 1, 2, 3})},
+        {IteratorType::parallel, IteratorType::parallel,
+         IteratorType::parallel, IteratorType::parallel,
+         IteratorType::reduction},
+        [](OpBuilder &b, Location l, ValueRange args) {
+          Value p = arith::MulFOp::create(b, l, args[0], args[1]);
+          return arith::AddFOp::create(b, l, args[2], p);
+        });
+    // Scale and mask.
+    float scale = float(1.0 / std::sqrt(double(headDim)));
+    bool causal = op.getCausal();
+    Value mask = adaptor.getKeyPaddingMask();
+    SmallVector<Value> scoreInputs = {raw};
+    SmallVector<AffineMap> scoreMaps = {e.identity(4)};
+    if (mask) {
+      scoreInputs.push_back(mask);
+      scoreMaps.push_back(e.select(4, {0, 3}));
+    }
+    scoreMaps.push_back(e.identity(4));
+    Value shift = arith::SubIOp::create(rewriter, loc, keySeq, querySeq);
+    SmallVector<IteratorType> par4(4, IteratorType::parallel);
+    Value scores = e.generic(
+        scoreType, scoreInputs, e.empty(scoreShape, e.f32()), scoreMaps,
+        par4, [&](OpBuilder &b, Location l, ValueRange args) -> Value {
+          Value s = arith::MulFOp::create(
+              b, l, args[0],
+              arith::ConstantOp::create(b, l, b.getF32FloatAttr(scale)));
+          Value keep;
+          if (mask) {
+            Value m = args[1];
+            Value zero = arith::ConstantOp::create(
+                b, l, b.getIntegerAttr(m.getType(), 0));
+            keep = arith::CmpIOp::create(b, l, arith::CmpIPredicate::ne, m,
+                                         zero);
+          }
+          if (causal) {
+            Value i = linalg::IndexOp::create(b, l, 2);
+            Value j = linalg::IndexOp::create(b, l, 3);
+            Value limit = arith::AddIOp::create(b, l, i, shift);
+            Value visible = arith::CmpIOp::create(
+                b, l, arith::CmpIPredicate::sle, j, limit);
+            keep = keep ? arith::AndIOp::create(b, l, keep, visible)
+                              .getResult()
+                        : visible;
+          }
+          if (!keep) {
+            return s;
+          }
+          Value masked = arith::ConstantOp::create(
+              b, l, b.getF32FloatAttr(float(kMaskedScore)));
+          return arith::SelectOp::create(b, l, keep, s, masked);
+        });
+    Value probs = e.softmax(scores, 3, /*log=*/false);
+    double p = op.getDropout().convertToDouble();
+    if (p > 0.0) {
+      Value seed = adaptor.getSeed();
+      int64_t stream = op.getStream();
+      SmallVector<Value> sizes = {batch, e.index(heads), querySeq, keySeq};
+      probs = e.elementwise(
+          scoreType, scoreShape, probs,
+          [&](OpBuilder &b, Location l, ValueRange args) {
+            Value keepScale = Emitter::dropoutScale(b, l, seed, stream, p,
+                                                    {0, 1, 2, 3}, sizes);
+            return arith::MulFOp::create(b, l, args[0], keepScale);
+          });
+    }
+    // Weighted values [B, Tq, H, dh] over loops (b, i, h, d, j).
+    SmallVector<OpFoldResult> outShape = {
+        e.size(query, 0), e.size(query, 1), rewriter.getIndexAttr(heads),
+        rewriter.getIndexAttr(headDim)};
+    Value attended = e.generic(
+        q4, ValueRange{probs, vh}, e.filled(outShape, 0.0),
+        {e.select(5, {0, 2, 1, 4}), e.select(5, {0, 4, 2, 3}),
+         e.select(5, {0, 1, 2, 3})},
+        {IteratorType::parallel, IteratorType::parallel,
+         IteratorType::parallel, IteratorType::parallel,
+         IteratorType::reduction},
+        [](OpBuilder &b, Location l, ValueRange args) {
+          Value prod = arith::MulFOp::create(b, l, args[0], args[1]);
+          return arith::AddFOp::create(b, l, args[2], prod);
+        });
+    Value merged = tensor::CollapseShapeOp::create(
+        rewriter, loc, attended,
+        ArrayRef<ReassociationIndices>{{0}, {1}, {2, 3}});
+    Value result = e.linear(merged, adaptor.getWo(), adaptor.getBo(), type);
+    rewriter.replaceOp(op, result);
+    return success();
+  }
+};
+
+struct FeedForwardPattern : KilnPattern<FeedForwardOp> {
+  using KilnPattern::KilnPattern;
+  LogicalResult
+  matchAndRewrite(FeedForwardOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Emitter e{rewriter, op.getLoc()};
+    auto type = resultType(op);
+    Value x = adaptor.getInput();
+    auto w1 = Emitter::type(adaptor.getW1());
+    SmallVector<int64_t> hiddenShape(type.getShape());
+    hiddenShape.back() = w1.getDimSize(0);
+    auto hiddenType = RankedTensorType::get(hiddenShape, e.f32());
+    Value hidden = e.linear(x, adaptor.getW1(), adaptor.getB1(), hiddenType);
+    Activation act = op.getActivation();
+    double p = op.getDropout().convertToDouble();
+    int64_t rank = hiddenType.getRank();
+    SmallVector<int64_t> dims;
+    SmallVector<Value> sizes;
+    for (int64_t d = 0; d < rank; ++d) {
+      dims.push_back(d);
+      sizes.push_back(e.sizeValue(hidden, d));
+    }
+    Value seed = adaptor.getSeed();
+    int64_t stream = op.getStream();
+    Value activated = e.elementwise(
+        hiddenType, e.sizes(hidden), hidden,
+        [&](OpBuilder &b, Location l, ValueRange args) -> Value {
+          Value h;
+          if (act == Activation::relu) {
+            Value zero =
+                arith::ConstantOp::create(b, l, b.getF32FloatAttr(0.0f));
+            h = arith::MaximumFOp::create(b, l, args[0], zero);
+          } else {
+            h = gelu(b, l, args[0], act == Activation::gelu_tanh);
+          }
+          if (p > 0.0) {
+            Value s = Emitter::dropoutScale(b, l, seed, stream, p, dims,
+                                            sizes);
+            h = arith::MulFOp::create(b, l, h, s);
+          }
+          return h;
+        });
+    rewriter.replaceOp(
+        op, e.linear(activated, adaptor.getW2(), adaptor.getB2(), type));
+    return success();
+  }
+};
+
+/// Cross-entropy over logits and NLL over log-probabilities.
+template <typename Op>
+struct LossPattern : KilnPattern<Op> {
+  using KilnPattern<Op>::KilnPattern;
+  using OpAdaptor = typename Op::Adaptor;
+  static constexpr bool fromLogits = std::is_same_v<Op, CrossEntropyOp>;
+
+  LogicalResult
+  matchAndRewrite(Op op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Emitter e{rewriter, op.getLoc()};
+    Location loc = op.getLoc();
+    Value x = adaptor.getInput();
+    Value targets = adaptor.getTargets();
+    auto xType = Emitter::type(x);
+    int64_t rank = xType.getRank();
+    int64_t axis = rank - 1;
+    int64_t rowRank = rank - 1;
+    double smoothing = op.getLabelSmoothing().convertToDouble();
+    std::optional<int64_t> ignore = op.getIgnoreIndex();
+    Value classes = e.sizeValue(x, axis);
+    Value classesF = e.sizeAsFloat(x, axis);
+    auto add = [](OpBuilder &b, Location l, Value v, Value acc) -> Value {
+      return arith::AddFOp::create(b, l, v, acc);
+    };
+    // Per row: lse (cross-entropy only) and the mean over classes.
+    Value lse;
+    if (fromLogits) {
+      Value max = e.reduce(x, axis, -INFINITY,
+                           [](OpBuilder &b, Location l, Value v, Value acc) {
+                             return arith::MaximumFOp::create(b, l, v, acc);
+                           });
+      AffineMap reduced = e.dropping(rank, axis);
+      SmallVector<IteratorType> iterators(rank, IteratorType::parallel);
+      iterators[axis] = IteratorType::reduction;
+      Value sum0 = e.filled(e.sizes(max), 0.0);
+      Value sum = e.generic(sum0.getType(), ValueRange{x, max}, sum0,
+                            {e.identity(rank), reduced, reduced}, iterators,
+                            [](OpBuilder &b, Location l, ValueRange args) {
+                              Value d = arith::SubFOp::create(b, l, args[0],
+                                                              args[1]);
+                              Value ex = math::ExpOp::create(b, l, d);
+                              return arith::AddFOp::create(b, l, ex, args[2]);
+                            });
+      SmallVector<IteratorType> rowPar(rowRank, IteratorType::parallel);
+      lse = e.generic(sum.getType(), ValueRange{max, sum},
+                      e.empty(e.sizes(max), e.f32()),
+                      {e.identity(rowRank), e.identity(rowRank),
+                       e.identity(rowRank)},
+                      rowPar, [](OpBuilder &b, Location l, ValueRange args) {
+                        Value lg = math::LogOp::create(b, l, args[1]);
+                        return arith::AddFOp::create(b, l, args[0], lg);
+                      });
+    }
+    Value classSum = smoothing > 0.0 ? e.reduce(x, axis, 0.0, add) : Value();
+    // Per position: (loss, weight).
+    auto rowType = RankedTensorType::get(
+        Emitter::type(targets).getShape(), e.f32());
+    SmallVector<OpFoldResult> rowShape = e.sizes(targets);
+    SmallVector<Value> inputs = {targets};
+    if (lse) {
+      inputs.push_back(lse);
+    }
+    if (classSum) {
+      inputs.push_back(classSum);
+    }
+    SmallVector<AffineMap> maps(inputs.size() + 2, e.identity(rowRank));
+    SmallVector<IteratorType> rowPar(rowRank, IteratorType::parallel);
+    auto generic = linalg::GenericOp::create(
+        rewriter, loc, TypeRange{rowType, rowType}, inputs,
+        ValueRange{e.empty(rowShape, e.f32()), e.empty(rowShape, e.f32())},
+        maps, rowPar, [&](OpBuilder &b, Location l, ValueRange args) {
+          auto c = [&](double v) {
+            return arith::ConstantOp::create(b, l,
+                                             b.getF32FloatAttr(float(v)));
+          };
+          Value target = args[0];
+          SmallVector<Value> indices;
+          for (int64_t d = 0; d < rowRank; ++d) {
+            indices.push_back(linalg::IndexOp::create(b, l, d));
+          }
+          indices.push_back(Emitter::clampIndex(b, l, target, classes));
+          Value picked = tensor::ExtractOp::create(b, l, x, indices);
+          // loss = lse - (1-s)·x[t] - s·mean(x)   (lse = 0 for log-probs)
+          Value loss = arith::MulFOp::create(b, l, c(-(1.0 - smoothing)),
+                                             picked);
+          size_t next = 1;
+          if (lse) {
+            loss = arith::AddFOp::create(b, l, loss, args[next++]);
+          }
+          if (classSum) {
+            Value mean = arith::DivFOp::create(b, l, args[next++], classesF);
+            loss = arith::SubFOp::create(
+                b, l, loss, arith::MulFOp::create(b, l, c(smoothing), mean));
+          }
+          Value weight = c(1.0);
+          if (ignore) {
+            Value ignored = arith::CmpIOp::create(
+                b, l, arith::CmpIPredicate::eq, target,
+                arith::ConstantOp::create(
+                    b, l, b.getIntegerAttr(target.getType(), *ignore)));
+            weight = arith::SelectOp::create(b, l, ignored, c(0.0), c(1.0));
+            loss = arith::SelectOp::create(b, l, ignored, c(0.0), loss);
+          }
+          linalg::YieldOp::create(b, l, ValueRange{loss, weight});
+        });
+    Value losses = generic.getResult(0);
+    Value weights = generic.getResult(1);
+    LossReduction reduction = op.getReduction();
+    if (reduction == LossReduction::none) {
+      rewriter.replaceOp(op, losses);
+      return success();
+    }
+    // Sum of losses (and of weights for the mean) over every position.
+    auto scalarType = RankedTensorType::get({}, e.f32());
+    SmallVector<IteratorType> all(rowRank, IteratorType::reduction);
+    AffineMap toScalar = AffineMap::get(rowRank, 0, {}, rewriter.getContext());
+    auto total = [&](Value t) {
+      return e.generic(scalarType, t, e.filled({}, 0.0),
+                       {e.identity(rowRank), toScalar}, all,
+                       [](OpBuilder &b, Location l, ValueRange args) {
+                         return arith::AddFOp::create(b, l, args[0], args[1]);
+                       });
+    };
+    Value sum = total(losses);
+    if (reduction == LossReduction::mean) {
+      Value count = total(weights);
+      AffineMap scalar = AffineMap::get(0, 0, {}, rewriter.getContext());
+      sum = e.generic(scalarType, ValueRange{sum, count}, e.empty({}, e.f32()),
+                      {scalar, scalar, scalar}, {},
+                      [](OpBuilder &b, Location l, ValueRange args) {
+                        return arith::DivFOp::create(b, l, args[0], args[1]);
+                      });
+    }
+    rewriter.replaceOp(op, sum);
+    return success();
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// Pass
+//===----------------------------------------------------------------------===//
+
+struct ConvertKilnToLinalgPass
+    : kiln::impl::ConvertKilnToLinalgPassBase<ConvertKilnToLinalgPass> {
+  void runOnOperation() override {
+    MLIRContext *context = &getContext();
+    ConversionTarget target(*context);
+    target.addIllegalDialect<KilnDialect>();
+    target.addLegalDialect<linalg::LinalgDialect, tensor::TensorDialect,
+                           arith::ArithDialect, math::MathDialect,
+                           func::FuncDialect>();
+    RewritePatternSet patterns(context);
+    populateKilnToLinalgPatterns(patterns);
+    if (failed(applyPartialConversion(getOperation(), target,
+                                      std::move(patterns)))) {
+      signalPassFailure();
+    }
+  }
+};
+
+} // namespace
+
+void mlir::kiln::populateKilnToLinalgPatterns(RewritePatternSet &patterns) {
+  MLIRContext *context = patterns.getContext();
+  patterns.add<
+      ElementwisePattern<AddOp>, ElementwisePattern<SubOp>,
+      ElementwisePattern<MulOp>, ElementwisePattern<DivOp>,
+      ElementwisePattern<ReluOp>, ElementwisePattern<TanhOp>,
+      ElementwisePattern<ExpOp>, ElementwisePattern<LogOp>,
+      ElementwisePattern<GeluOp>, ElementwisePattern<ScaleOp>, DropoutPattern,
+      EmbeddingPattern, PositionalEncodingPattern, LayerNormPattern,
+      LinearPattern, MatmulPattern, SoftmaxPattern, LogSoftmaxPattern,
+      ReducePattern, ReshapePattern, TransposePattern, SlicePattern,
+      ConcatPattern, ConstantPattern, MultiHeadAttentionPattern,
+      FeedForwardPattern, LossPattern<CrossEntropyOp>, LossPattern<NLLLossOp>>(
+      context);
+}

@@ -1,0 +1,330 @@
+//===- Models.cpp - The reference models, written in the DSL --------------===//
+//
+// GPT-2 style decoder, BERT embeddings and the encoder-decoder Transformer,
+// each as a module plus the entry points ("forward", "loss") a runtime
+// compiles.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/DSL/Models.h"
+
+namespace kiln::dsl::models {
+
+using nn::join;
+
+//===----------------------------------------------------------------------===//
+// GPT-2 style decoder
+//===----------------------------------------------------------------------===//
+
+GptConfig gptTiny() {
+  GptConfig config;
+  config.vocabSize = 65;
+  config.dModel = 128;
+  config.numHeads = 4;
+  config.numLayers = 4;
+  config.dFF = 512;
+  config.maxSeqLen = 128;
+  return config;
+}
+
+GptConfig gptSmall() {
+  GptConfig config;
+  config.vocabSize = 4096;
+  config.dModel = 384;
+  config.numHeads = 6;
+  config.numLayers = 6;
+  config.dFF = 1536;
+  config.maxSeqLen = 256;
+  return config;
+}
+
+static nn::LinearConfig gptLinear(const GptConfig &config, int64_t in,
+                                  int64_t out) {
+  return {in, out, /*bias=*/true, Init::normal(0.0, config.initStd),
+          Init::zeros()};
+}
+
+static nn::LayerNormConfig gptNorm(const GptConfig &config) {
+  return {config.dModel, config.layerNormEps, NormMode::standard};
+}
+
+GptBlock::GptBlock(Graph &graph, const std::string &name,
+                   const GptConfig &config, SourceLoc loc)
+    : config(config), ln1(graph, join(name, "ln_1"), gptNorm(config), loc),
+      qkv(graph, join(name, "attn.c_attn"),
+          gptLinear(config, config.dModel, 3 * config.dModel), loc),
+      proj(graph, join(name, "attn.c_proj"),
+           gptLinear(config, config.dModel, config.dModel), loc),
+      ln2(graph, join(name, "ln_2"), gptNorm(config), loc),
+      fc(graph, join(name, "mlp.c_fc"),
+         gptLinear(config, config.dModel, config.dFF), loc),
+      fcProj(graph, join(name, "mlp.c_proj"),
+             gptLinear(config, config.dFF, config.dModel), loc) {}
+
+Var GptBlock::operator()(Var x, SourceLoc loc) const {
+  int64_t d = config.dModel;
+  // The fused [3d, d] projection and its [3d] bias, split q | k | v.
+  auto third = [&](const Var &fused, int64_t i) {
+    return slice(fused, 0, i * d, (i + 1) * d, loc);
+  };
+  AttentionWeights weights{third(qkv.weight, 0), third(qkv.weight, 1),
+                           third(qkv.weight, 2), proj.weight,
+                           third(qkv.bias, 0),   third(qkv.bias, 1),
+                           third(qkv.bias, 2),   proj.bias};
+  AttentionOptions attention;
+  attention.numHeads = config.numHeads;
+  attention.causal = true;
+  attention.dropout = config.dropout;
+  Var h = ln1(x, loc);
+  x = add(x,
+          dropout(multiHeadAttention(h, h, weights, attention, loc),
+                  config.dropout, loc),
+          loc);
+  Var m = feedForward(ln2(x, loc),
+                      {fc.weight, fcProj.weight, fc.bias, fcProj.bias},
+                      {config.activation, 0.0}, loc);
+  return add(x, dropout(m, config.dropout, loc), loc);
+}
+
+static nn::EmbeddingConfig gptEmbedding(const GptConfig &config) {
+  nn::EmbeddingConfig embedding;
+  embedding.numEmbeddings = config.vocabSize;
+  embedding.dim = config.dModel;
+  embedding.init = Init::normal(0.0, config.initStd);
+  return embedding;
+}
+
+static nn::PositionalEncodingConfig gptPositions(const GptConfig &config) {
+  nn::PositionalEncodingConfig pe;
+  pe.kind = nn::PEKind::learned;
+  pe.dim = config.dModel;
+  pe.maxLen = config.maxSeqLen;
+  pe.dropout = config.dropout;
+  pe.init = Init::normal(0.0, config.initStd);
+  return pe;
+}
+
+static std::vector<GptBlock> gptBlocks(Graph &graph, const GptConfig &config,
+                                       const SourceLoc &loc) {
+  std::vector<GptBlock> blocks;
+  for (int64_t i = 0; i < config.numLayers; ++i) {
+    blocks.emplace_back(graph, "h." + std::to_string(i), config, loc);
+  }
+  return blocks;
+}
+
+Gpt::Gpt(Graph &graph, const GptConfig &config, SourceLoc loc)
+    : config(config), wte(graph, "wte", gptEmbedding(config), loc),
+      wpe(graph, "wpe", gptPositions(config), loc),
+      h(gptBlocks(graph, config, loc)),
+      lnF(graph, "ln_f", gptNorm(config), loc) {}
+
+Var Gpt::operator()(Var idx, SourceLoc loc) const {
+  // x = wte[idx] + wpe[0:T] (then embedding dropout).
+  Var x = wpe(wte(idx, loc), {}, loc);
+  for (const GptBlock &block : h) {
+    x = block(x, loc);
+  }
+  return linear(lnF(x, loc), wte.weight, {}, loc);
+}
+
+Graph &addGptForward(Module &module, const GptConfig &config,
+                     GraphOptions options, std::string name, SourceLoc loc) {
+  Graph &graph = module.addGraph(std::move(name), options, loc);
+  Var idx = graph.input("idx", {kDynamic, kDynamic}, DType::i64, loc);
+  Gpt gpt(graph, config, loc);
+  graph.finish({gpt(idx, loc)}, loc);
+  return graph;
+}
+
+Graph &addGptLoss(Module &module, const GptConfig &config,
+                  GraphOptions options, std::string name, SourceLoc loc) {
+  Graph &graph = module.addGraph(std::move(name), options, loc);
+  Var idx = graph.input("idx", {kDynamic, kDynamic}, DType::i64, loc);
+  Var targets = graph.input("targets", {kDynamic, kDynamic}, DType::i64, loc);
+  Gpt gpt(graph, config, loc);
+  graph.finish({crossEntropy(gpt(idx, loc), targets, {}, loc)}, loc);
+  return graph;
+}
+
+//===----------------------------------------------------------------------===//
+// BERT embeddings
+//===----------------------------------------------------------------------===//
+
+BertEmbeddingsConfig bertSeedEmbeddings() {
+  BertEmbeddingsConfig config;
+  config.vocabSize = 120;
+  config.hiddenSize = 16;
+  config.maxPositionEmbeddings = 50;
+  config.typeVocabSize = 2;
+  config.hiddenDropout = 0.0;
+  return config;
+}
+
+static nn::EmbeddingConfig bertTable(const BertEmbeddingsConfig &config,
+                                     int64_t rows,
+                                     std::optional<int64_t> paddingIdx) {
+  nn::EmbeddingConfig embedding;
+  embedding.numEmbeddings = rows;
+  embedding.dim = config.hiddenSize;
+  embedding.paddingIdx = paddingIdx;
+  embedding.init = Init::normal(0.0, config.initStd);
+  return embedding;
+}
+
+static nn::PositionalEncodingConfig
+bertPositions(const BertEmbeddingsConfig &config) {
+  nn::PositionalEncodingConfig pe;
+  pe.kind = nn::PEKind::learned;
+  pe.dim = config.hiddenSize;
+  pe.maxLen = config.maxPositionEmbeddings;
+  pe.init = Init::normal(0.0, config.initStd);
+  return pe;
+}
+
+BertEmbeddings::BertEmbeddings(Graph &graph, const std::string &name,
+                               const BertEmbeddingsConfig &config,
+                               SourceLoc loc)
+    : config(config),
+      wordEmbeddings(graph, join(name, "word_embeddings"),
+                     bertTable(config, config.vocabSize, config.padTokenId),
+                     loc),
+      positionEmbeddings(graph, join(name, "position_embeddings"),
+                         bertPositions(config), loc),
+      tokenTypeEmbeddings(graph, join(name, "token_type_embeddings"),
+                          bertTable(config, config.typeVocabSize, std::nullopt),
+                          loc),
+      layerNorm(graph, join(name, "LayerNorm"),
+                {config.hiddenSize, config.layerNormEps, NormMode::standard},
+                loc) {}
+
+Var BertEmbeddings::operator()(Var inputIds, Var tokenTypeIds,
+                               SourceLoc loc) const {
+  // Token types default to 0: row 0 of the table, broadcast over [B, T].
+  Var types = tokenTypeIds
+                  ? tokenTypeEmbeddings(tokenTypeIds, loc)
+                  : slice(tokenTypeEmbeddings.weight, 0, 0, 1, loc);
+  Var x = add(wordEmbeddings(inputIds, loc), types, loc);
+  x = positionEmbeddings(x, {}, loc);
+  return dropout(layerNorm(x, loc), config.hiddenDropout, loc);
+}
+
+Graph &addBertEmbeddingsForward(Module &module,
+                                const BertEmbeddingsConfig &config,
+                                GraphOptions options, std::string name,
+                                SourceLoc loc) {
+  Graph &graph = module.addGraph(std::move(name), options, loc);
+  Var ids = graph.input("input_ids", {kDynamic, kDynamic}, DType::i64, loc);
+  Var types =
+      graph.input("token_type_ids", {kDynamic, kDynamic}, DType::i64, loc);
+  BertEmbeddings embeddings(graph, "", config, loc);
+  graph.finish({embeddings(ids, types, loc)}, loc);
+  return graph;
+}
+
+//===----------------------------------------------------------------------===//
+// Encoder-decoder Transformer
+//===----------------------------------------------------------------------===//
+
+nn::TransformerConfig encdecBase() {
+  nn::TransformerConfig config;
+  config.srcVocab = 8000;
+  config.tgtVocab = 8000;
+  config.numEncoderLayers = 6;
+  config.numDecoderLayers = 6;
+  config.block.dModel = 512;
+  config.block.numHeads = 8;
+  config.block.dFF = 2048;
+  config.block.dropout = 0.0;
+  config.block.activation = Activation::relu;
+  config.block.placement = nn::NormPlacement::post;
+  config.block.normMode = NormMode::standard;
+  config.block.eps = 1e-5;
+  config.positional = nn::PEKind::sinusoidal;
+  config.scaleEmbeddings = true;
+  config.shareEmbeddings = true;
+  config.tiedProjection = true;
+  config.logSoftmax = false;
+  config.xavierInit = true;
+  return config;
+}
+
+nn::TransformerConfig encdecTiny() {
+  nn::TransformerConfig config = encdecBase();
+  config.srcVocab = 97;
+  config.tgtVocab = 97;
+  config.numEncoderLayers = 2;
+  config.numDecoderLayers = 2;
+  config.block.dModel = 32;
+  config.block.numHeads = 4;
+  config.block.dFF = 64;
+  return config;
+}
+
+nn::TransformerConfig seed002Transformer(int64_t srcVocab, int64_t tgtVocab) {
+  nn::TransformerConfig config;
+  config.srcVocab = srcVocab;
+  config.tgtVocab = tgtVocab;
+  config.numEncoderLayers = 6;
+  config.numDecoderLayers = 6;
+  config.block.dModel = 512;
+  config.block.numHeads = 8;
+  config.block.dFF = 2048;
+  config.block.dropout = 0.1;
+  config.block.activation = Activation::relu;
+  config.block.placement = nn::NormPlacement::pre;
+  config.block.normMode = NormMode::stdEps;
+  config.block.eps = 1e-6;
+  config.block.attentionBias = false;
+  config.positional = nn::PEKind::sinusoidal;
+  config.scaleEmbeddings = true;
+  config.shareEmbeddings = false;
+  config.tiedProjection = false;
+  config.logSoftmax = true;
+  config.xavierInit = true;
+  return config;
+}
+
+namespace {
+/// The inputs shared by the forward and loss graphs.
+struct EncDecInputs {
+  Var src, tgt, srcMask;
+};
+} // namespace
+
+static EncDecInputs encdecInputs(Graph &graph, const SourceLoc &loc) {
+  Shape ids{kDynamic, kDynamic};
+  return {graph.input("src", ids, DType::i64, loc),
+          graph.input("tgt", ids, DType::i64, loc),
+          graph.input("src_mask", ids, DType::i1, loc)};
+}
+
+static Var encdecOutput(Graph &graph, const nn::TransformerConfig &config,
+                        const EncDecInputs &in, const SourceLoc &loc) {
+  nn::Transformer model(graph, "", config, loc);
+  Var memory = model.encode(in.src, in.srcMask, loc);
+  return model.project(model.decode(memory, in.srcMask, in.tgt, {}, loc), loc);
+}
+
+Graph &addEncDecForward(Module &module, const nn::TransformerConfig &config,
+                        GraphOptions options, std::string name,
+                        SourceLoc loc) {
+  Graph &graph = module.addGraph(std::move(name), options, loc);
+  EncDecInputs in = encdecInputs(graph, loc);
+  graph.finish({encdecOutput(graph, config, in, loc)}, loc);
+  return graph;
+}
+
+Graph &addEncDecLoss(Module &module, const nn::TransformerConfig &config,
+                     GraphOptions options, std::string name, SourceLoc loc) {
+  Graph &graph = module.addGraph(std::move(name), options, loc);
+  EncDecInputs in = encdecInputs(graph, loc);
+  Var targets = graph.input("targets", {kDynamic, kDynamic}, DType::i64, loc);
+  Var out = encdecOutput(graph, config, in, loc);
+  Var loss = config.logSoftmax ? nllLoss(out, targets, {}, loc)
+                               : crossEntropy(out, targets, {}, loc);
+  graph.finish({loss}, loc);
+  return graph;
+}
+
+} // namespace kiln::dsl::models

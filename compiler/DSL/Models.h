@@ -1,0 +1,166 @@
+//===- Models.h - The reference models, written in the DSL -------*- C++ -*-===//
+//
+// Ready-made builders for the models of docs/BENCHMARKS.md and the seed
+// documents: the GPT-2 style decoder (gpt-tiny, gpt-small), BERT's embeddings
+// (seed 003) and the encoder-decoder Transformer ("Attention is all you
+// need", post-LN, as benchmarked; seed 002's pre-LN variant as a preset).
+// Every entry point takes dynamic batch and sequence sizes.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_COMPILER_DSL_MODELS_H
+#define KILN_COMPILER_DSL_MODELS_H
+
+#include "compiler/DSL/NN.h"
+
+namespace kiln::dsl::models {
+
+//===----------------------------------------------------------------------===//
+// GPT-2 style decoder
+//===----------------------------------------------------------------------===//
+
+struct GptConfig {
+  int64_t vocabSize = 0;
+  int64_t dModel = 0;
+  int64_t numHeads = 0;
+  int64_t numLayers = 0;
+  int64_t dFF = 0;
+  /// The learned position table's length (the longest sequence).
+  int64_t maxSeqLen = 0;
+  double layerNormEps = 1e-5;
+  /// The feed-forward activation (BENCHMARKS.md: exact, erf GELU).
+  Activation activation = Activation::gelu;
+  /// Embedding, attention and residual dropout (nanoGPT's places); the
+  /// benchmarks use none.
+  double dropout = 0.0;
+  /// N(0, initStd) for Linear weights and both embeddings.
+  double initStd = 0.02;
+};
+
+/// gpt-tiny: V 65, d 128, H 4, L 4, d_ff 512, T 128 (818,048 parameters).
+GptConfig gptTiny();
+/// gpt-small: V 4096, d 384, H 6, L 6, d_ff 1536, T 256 (12,318,720).
+GptConfig gptSmall();
+
+/// One pre-LN block "h.{i}": x += c_proj(causalMHA(ln_1(x))) with the fused
+/// QKV projection "attn.c_attn" [3d, d] sliced into q|k|v; x +=
+/// mlp.c_proj(GELU(mlp.c_fc(ln_2(x)))) as one kiln.ffn.
+struct GptBlock {
+  GptBlock(Graph &graph, const std::string &name, const GptConfig &config,
+           SourceLoc loc = SourceLoc::current());
+  Var operator()(Var x, SourceLoc loc = SourceLoc::current()) const;
+
+  GptConfig config;
+  nn::LayerNorm ln1;
+  nn::Linear qkv, proj;
+  nn::LayerNorm ln2;
+  nn::Linear fc, fcProj;
+};
+
+/// The decoder (nanoGPT's names without "transformer."): "wte", "wpe",
+/// "h.{i}", "ln_f"; logits = ln_f(x)·wteᵀ (tied head, no bias).
+struct Gpt {
+  Gpt(Graph &graph, const GptConfig &config,
+      SourceLoc loc = SourceLoc::current());
+  /// Token ids [B, T] (i32/i64) -> logits [B, T, V].
+  Var operator()(Var idx, SourceLoc loc = SourceLoc::current()) const;
+
+  GptConfig config;
+  nn::Embedding wte;
+  nn::PositionalEncoding wpe;
+  std::vector<GptBlock> h;
+  nn::LayerNorm lnF;
+};
+
+/// Adds graph `name`: input "idx" [?, ?] i64 -> logits [?, ?, V].
+Graph &addGptForward(Module &module, const GptConfig &config,
+                     GraphOptions options = {}, std::string name = "forward",
+                     SourceLoc loc = SourceLoc::current());
+/// Adds graph `name`: inputs "idx", "targets" [?, ?] i64 -> the mean
+/// cross-entropy over all positions (rank 0).
+Graph &addGptLoss(Module &module, const GptConfig &config,
+                  GraphOptions options = {}, std::string name = "loss",
+                  SourceLoc loc = SourceLoc::current());
+
+//===----------------------------------------------------------------------===//
+// BERT embeddings (seed 003)
+//===----------------------------------------------------------------------===//
+
+struct BertEmbeddingsConfig {
+  int64_t vocabSize = 30522;
+  int64_t hiddenSize = 768;
+  int64_t maxPositionEmbeddings = 512;
+  int64_t typeVocabSize = 2;
+  /// The [PAD] id: its word embedding gets no gradient.
+  int64_t padTokenId = 0;
+  double layerNormEps = 1e-12;
+  double hiddenDropout = 0.1;
+  /// N(0, initStd) for the three tables (Hugging Face's initialization).
+  double initStd = 0.02;
+};
+
+/// The settings of seed 003's notebook: vocab 120, hidden 16, 50
+/// positions, 2 token types, no dropout.
+BertEmbeddingsConfig bertSeedEmbeddings();
+
+/// LayerNorm(word[ids] + position[0:T] + token_type[types]) then dropout,
+/// with seed 003's names "word_embeddings", "position_embeddings",
+/// "token_type_embeddings", "LayerNorm".
+struct BertEmbeddings {
+  BertEmbeddings(Graph &graph, const std::string &name,
+                 const BertEmbeddingsConfig &config,
+                 SourceLoc loc = SourceLoc::current());
+  /// ids [B, T] (i32/i64); without token types every token is type 0.
+  Var operator()(Var inputIds, Var tokenTypeIds = {},
+                 SourceLoc loc = SourceLoc::current()) const;
+
+  BertEmbeddingsConfig config;
+  nn::Embedding wordEmbeddings;
+  nn::PositionalEncoding positionEmbeddings;
+  nn::Embedding tokenTypeEmbeddings;
+  nn::LayerNorm layerNorm;
+};
+
+/// Adds graph `name`: inputs "input_ids", "token_type_ids" [?, ?] i64 ->
+/// [?, ?, hidden].
+Graph &addBertEmbeddingsForward(Module &module,
+                                const BertEmbeddingsConfig &config,
+                                GraphOptions options = {},
+                                std::string name = "forward",
+                                SourceLoc loc = SourceLoc::current());
+
+//===----------------------------------------------------------------------===//
+// Encoder-decoder Transformer
+//===----------------------------------------------------------------------===//
+
+/// BENCHMARKS.md's "Attention is all you need" base model: post-LN, V 8000,
+/// d 512, H 8, d_ff 2048, 6 + 6 layers, ReLU, one shared embedding scaled by
+/// √d plus sinusoidal PE, logits = y·embᵀ, xavier-uniform 2-D weights, no
+/// dropout (48,234,496 parameters).
+nn::TransformerConfig encdecBase();
+/// The same architecture, small enough for tests: V 97, d 32, H 4,
+/// d_ff 64, 2 + 2 layers.
+nn::TransformerConfig encdecTiny();
+/// Seed 002's build_transformer: pre-LN with its std_eps LayerNormalization
+/// (eps 1e-6) and final norms, separate source and target embeddings,
+/// attention without biases, dropout 0.1, a ProjectionLayer with
+/// log_softmax.
+nn::TransformerConfig seed002Transformer(int64_t srcVocab, int64_t tgtVocab);
+
+/// Adds graph `name`: inputs "src" [?, ?] i64, "tgt" [?, ?] i64 and
+/// "src_mask" [?, ?] i1 (non-zero = a real token) -> [?, ?, tgtVocab]
+/// logits (log-probabilities when config.logSoftmax). Target padding needs
+/// no mask: with the causal mask a real token never sees a later pad.
+Graph &addEncDecForward(Module &module, const nn::TransformerConfig &config,
+                        GraphOptions options = {},
+                        std::string name = "forward",
+                        SourceLoc loc = SourceLoc::current());
+/// Adds graph `name`: the forward inputs plus "targets" [?, ?] i64 -> the
+/// mean cross-entropy (NLL of the log-probabilities when config.logSoftmax).
+Graph &addEncDecLoss(Module &module, const nn::TransformerConfig &config,
+                     GraphOptions options = {}, std::string name = "loss",
+                     SourceLoc loc = SourceLoc::current());
+
+} // namespace kiln::dsl::models
+
+#endif // KILN_COMPILER_DSL_MODELS_H

@@ -1,0 +1,494 @@
+//===- Ops.cpp - One DSL function per kiln op -----------------------------===//
+//
+// Each function checks what the verifiers cannot see (null Vars, Vars of
+// another graph, scalars where tensors belong, id and mask element types,
+// dropout probabilities), creates the op with its result type inferred, and
+// verifies it, so that a shape error names the user's line.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/DSL/Ops.h"
+#include "compiler/DSL/Internal.h"
+
+#include "dialects/Kiln/IR/KilnOps.h"
+
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/BuiltinTypes.h"
+
+#include <cmath>
+
+namespace kiln::dsl {
+
+namespace mk = mlir::kiln;
+using detail::Access;
+using detail::checkOperands;
+using detail::emit;
+using detail::fail;
+using detail::Operand;
+using detail::Role;
+
+//===----------------------------------------------------------------------===//
+// Helpers
+//===----------------------------------------------------------------------===//
+
+static mlir::OpBuilder &builderOf(Graph &graph) {
+  return Access::impl(graph).builder;
+}
+
+static const char *dtypeName(DType dtype) {
+  switch (dtype) {
+  case DType::f32:
+    return "f32";
+  case DType::i32:
+    return "i32";
+  case DType::i64:
+    return "i64";
+  case DType::i1:
+    return "i1";
+  }
+  return "?";
+}
+
+/// Checks that the elements of `var` have one of the `allowed` types.
+static void checkDType(const Var &var, std::initializer_list<DType> allowed,
+                       const char *op, const char *name, const char *what,
+                       const SourceLoc &loc) {
+  DType dtype = var.dtype();
+  for (DType ok : allowed) {
+    if (dtype == ok) {
+      return;
+    }
+  }
+  std::string names;
+  for (DType ok : allowed) {
+    names += names.empty() ? "" : "/";
+    names += dtypeName(ok);
+  }
+  fail(loc, std::string(op) + ": expects '" + name + "' to be " + what + " (" +
+                names + "), got " + var.typeString());
+}
+
+/// Checks a dropout probability, whatever the mode, so that a model that
+/// builds in evaluation also builds in training.
+static void checkProbability(double p, const char *op, const SourceLoc &loc) {
+  if (!(p >= 0.0 && p < 1.0)) {
+    fail(loc, std::string(op) + ": expects the dropout probability to be in "
+                                "[0, 1), got " +
+                  std::to_string(p));
+  }
+}
+
+namespace {
+/// The seed operand and stream of one dropout site: none in evaluation mode
+/// or for p = 0.
+struct DropoutSite {
+  double p = 0.0;
+  mlir::Value seed;
+  int64_t stream = 0;
+};
+} // namespace
+
+static DropoutSite dropoutSite(Graph &graph, double p, const char *op,
+                               const SourceLoc &loc) {
+  checkProbability(p, op, loc);
+  if (!graph.training() || p == 0.0) {
+    return {};
+  }
+  return {p, graph.seed(loc).value(), graph.nextDropoutStream()};
+}
+
+static mlir::IntegerAttr i64Attr(Graph &graph, int64_t value) {
+  return builderOf(graph).getI64IntegerAttr(value);
+}
+
+static mlir::IntegerAttr optionalI64Attr(Graph &graph,
+                                         std::optional<int64_t> value) {
+  return value ? i64Attr(graph, *value) : mlir::IntegerAttr();
+}
+
+static mk::Activation toKiln(Activation activation) {
+  switch (activation) {
+  case Activation::relu:
+    return mk::Activation::relu;
+  case Activation::gelu:
+    return mk::Activation::gelu;
+  case Activation::geluTanh:
+    return mk::Activation::gelu_tanh;
+  }
+  return mk::Activation::relu;
+}
+
+static mk::NormMode toKiln(NormMode mode) {
+  return mode == NormMode::stdEps ? mk::NormMode::std_eps
+                                  : mk::NormMode::standard;
+}
+
+static mk::ReduceKind toKiln(Reduction kind) {
+  switch (kind) {
+  case Reduction::sum:
+    return mk::ReduceKind::sum;
+  case Reduction::mean:
+    return mk::ReduceKind::mean;
+  case Reduction::max:
+    return mk::ReduceKind::max;
+  }
+  return mk::ReduceKind::sum;
+}
+
+static mk::LossReduction toKiln(LossReduction reduction) {
+  switch (reduction) {
+  case LossReduction::mean:
+    return mk::LossReduction::mean;
+  case LossReduction::sum:
+    return mk::LossReduction::sum;
+  case LossReduction::none:
+    return mk::LossReduction::none;
+  }
+  return mk::LossReduction::mean;
+}
+
+//===----------------------------------------------------------------------===//
+// Building blocks
+//===----------------------------------------------------------------------===//
+
+Var embedding(Var ids, Var table, std::optional<int64_t> paddingIdx,
+              SourceLoc loc) {
+  Graph &graph =
+      checkOperands(loc, "embedding", {{ids, "ids"}, {table, "table"}});
+  checkDType(ids, {DType::i32, DType::i64}, "embedding", "ids", "token ids",
+             loc);
+  return emit<mk::EmbeddingOp>(graph, loc, ids.value(), table.value(),
+                               optionalI64Attr(graph, paddingIdx));
+}
+
+Var sinusoidalPositionalEncoding(Var x, Var offset, SourceLoc loc) {
+  Graph &graph = checkOperands(
+      loc, "sinusoidalPositionalEncoding",
+      {{x, "input"}, {offset, "offset", Role::optionalScalar}});
+  return emit<mk::PositionalEncodingOp>(graph, loc, mk::PEKind::sinusoidal,
+                                        x.value(), mlir::Value(),
+                                        offset.value());
+}
+
+Var learnedPositionalEncoding(Var x, Var table, Var offset, SourceLoc loc) {
+  Graph &graph = checkOperands(
+      loc, "learnedPositionalEncoding",
+      {{x, "input"}, {table, "table"}, {offset, "offset", Role::optionalScalar}});
+  return emit<mk::PositionalEncodingOp>(graph, loc, mk::PEKind::learned,
+                                        x.value(), table.value(),
+                                        offset.value());
+}
+
+Var layerNorm(Var x, Var gamma, Var beta, LayerNormOptions options,
+              SourceLoc loc) {
+  Graph &graph = checkOperands(
+      loc, "layerNorm", {{x, "input"}, {gamma, "gamma"}, {beta, "beta"}});
+  return emit<mk::LayerNormOp>(graph, loc, x.value(), gamma.value(),
+                               beta.value(), llvm::APFloat(options.eps),
+                               toKiln(options.mode));
+}
+
+Var multiHeadAttention(Var query, Var keyValue, const AttentionWeights &weights,
+                       const AttentionOptions &options, SourceLoc loc) {
+  const char *op = "multiHeadAttention";
+  Graph &graph = checkOperands(
+      loc, op,
+      {{query, "query"},
+       {keyValue, "key_value"},
+       {weights.wq, "wq"},
+       {weights.wk, "wk"},
+       {weights.wv, "wv"},
+       {weights.wo, "wo"},
+       {weights.bq, "bq", Role::optionalTensor},
+       {weights.bk, "bk", Role::optionalTensor},
+       {weights.bv, "bv", Role::optionalTensor},
+       {weights.bo, "bo", Role::optionalTensor},
+       {options.keyPaddingMask, "key_padding_mask", Role::optionalTensor}});
+  if (options.keyPaddingMask) {
+    checkDType(options.keyPaddingMask, {DType::i1, DType::i32, DType::i64}, op,
+               "key_padding_mask", "a mask, non-zero = attend", loc);
+  }
+  DropoutSite site = dropoutSite(graph, options.dropout, op, loc);
+  mlir::OpBuilder &b = builderOf(graph);
+  return emit<mk::MultiHeadAttentionOp>(
+      graph, loc, query.value(), keyValue.value(), weights.wq.value(),
+      weights.wk.value(), weights.wv.value(), weights.wo.value(),
+      weights.bq.value(), weights.bk.value(), weights.bv.value(),
+      weights.bo.value(), options.keyPaddingMask.value(), site.seed,
+      b.getI64IntegerAttr(options.numHeads),
+      options.causal ? b.getUnitAttr() : mlir::UnitAttr(),
+      b.getF64FloatAttr(site.p),
+      site.seed ? b.getI64IntegerAttr(site.stream) : mlir::IntegerAttr());
+}
+
+Var feedForward(Var x, const FeedForwardWeights &weights,
+                FeedForwardOptions options, SourceLoc loc) {
+  const char *op = "feedForward";
+  Graph &graph = checkOperands(loc, op,
+                               {{x, "input"},
+                                {weights.w1, "w1"},
+                                {weights.w2, "w2"},
+                                {weights.b1, "b1", Role::optionalTensor},
+                                {weights.b2, "b2", Role::optionalTensor}});
+  DropoutSite site = dropoutSite(graph, options.dropout, op, loc);
+  mlir::OpBuilder &b = builderOf(graph);
+  return emit<mk::FeedForwardOp>(
+      graph, loc,
+      mk::ActivationAttr::get(b.getContext(), toKiln(options.activation)),
+      x.value(), weights.w1.value(), weights.w2.value(), weights.b1.value(),
+      weights.b2.value(), site.seed, b.getF64FloatAttr(site.p),
+      site.seed ? b.getI64IntegerAttr(site.stream) : mlir::IntegerAttr());
+}
+
+//===----------------------------------------------------------------------===//
+// Linear algebra and elementwise
+//===----------------------------------------------------------------------===//
+
+Var linear(Var x, Var weight, Var bias, SourceLoc loc) {
+  Graph &graph =
+      checkOperands(loc, "linear",
+                    {{x, "input"},
+                     {weight, "weight"},
+                     {bias, "bias", Role::optionalTensor}});
+  return emit<mk::LinearOp>(graph, loc, x.value(), weight.value(),
+                            bias.value());
+}
+
+Var matmul(Var lhs, Var rhs, bool transposeLhs, bool transposeRhs,
+           SourceLoc loc) {
+  Graph &graph = checkOperands(loc, "matmul", {{lhs, "lhs"}, {rhs, "rhs"}});
+  return emit<mk::MatmulOp>(graph, loc, lhs.value(), rhs.value(), transposeLhs,
+                            transposeRhs);
+}
+
+template <typename OpTy>
+static Var binary(const char *op, Var lhs, Var rhs, const SourceLoc &loc) {
+  Graph &graph = checkOperands(loc, op, {{lhs, "lhs"}, {rhs, "rhs"}});
+  return emit<OpTy>(graph, loc, lhs.value(), rhs.value());
+}
+
+Var add(Var lhs, Var rhs, SourceLoc loc) {
+  return binary<mk::AddOp>("add", lhs, rhs, loc);
+}
+Var sub(Var lhs, Var rhs, SourceLoc loc) {
+  return binary<mk::SubOp>("sub", lhs, rhs, loc);
+}
+Var mul(Var lhs, Var rhs, SourceLoc loc) {
+  return binary<mk::MulOp>("mul", lhs, rhs, loc);
+}
+Var div(Var lhs, Var rhs, SourceLoc loc) {
+  return binary<mk::DivOp>("div", lhs, rhs, loc);
+}
+
+Var scale(Var x, double factor, SourceLoc loc) {
+  Graph &graph = checkOperands(loc, "scale", {{x, "input"}});
+  if (!std::isfinite(factor)) {
+    fail(loc, "scale: expects a finite factor, got " + std::to_string(factor));
+  }
+  return emit<mk::ScaleOp>(graph, loc, x.value(), llvm::APFloat(factor));
+}
+
+template <typename OpTy>
+static Var unary(const char *op, Var x, const SourceLoc &loc) {
+  Graph &graph = checkOperands(loc, op, {{x, "input"}});
+  return emit<OpTy>(graph, loc, x.value());
+}
+
+Var relu(Var x, SourceLoc loc) { return unary<mk::ReluOp>("relu", x, loc); }
+Var tanh(Var x, SourceLoc loc) { return unary<mk::TanhOp>("tanh", x, loc); }
+Var exp(Var x, SourceLoc loc) { return unary<mk::ExpOp>("exp", x, loc); }
+Var log(Var x, SourceLoc loc) { return unary<mk::LogOp>("log", x, loc); }
+
+Var gelu(Var x, bool approximateTanh, SourceLoc loc) {
+  Graph &graph = checkOperands(loc, "gelu", {{x, "input"}});
+  return emit<mk::GeluOp>(graph, loc, x.value(), approximateTanh);
+}
+
+Var dropout(Var x, double p, SourceLoc loc) {
+  Graph &graph = checkOperands(loc, "dropout", {{x, "input"}});
+  DropoutSite site = dropoutSite(graph, p, "dropout", loc);
+  if (!site.seed) {
+    return x;
+  }
+  return emit<mk::DropoutOp>(graph, loc, x.value(), site.seed,
+                             llvm::APFloat(site.p),
+                             static_cast<uint64_t>(site.stream));
+}
+
+Var softmax(Var x, int64_t axis, SourceLoc loc) {
+  Graph &graph = checkOperands(loc, "softmax", {{x, "input"}});
+  return emit<mk::SoftmaxOp>(graph, loc, x.value(), i64Attr(graph, axis));
+}
+
+Var logSoftmax(Var x, int64_t axis, SourceLoc loc) {
+  Graph &graph = checkOperands(loc, "logSoftmax", {{x, "input"}});
+  return emit<mk::LogSoftmaxOp>(graph, loc, x.value(), i64Attr(graph, axis));
+}
+
+Var reduce(Var x, Reduction kind, std::vector<int64_t> axes, bool keepDims,
+           SourceLoc loc) {
+  Graph &graph = checkOperands(loc, "reduce", {{x, "input"}});
+  return emit<mk::ReduceOp>(graph, loc, toKiln(kind), x.value(),
+                            llvm::ArrayRef<int64_t>(axes), keepDims);
+}
+
+//===----------------------------------------------------------------------===//
+// Shapes and constants
+//===----------------------------------------------------------------------===//
+
+Var reshape(Var x, std::vector<int64_t> shape, SourceLoc loc) {
+  Graph &graph = checkOperands(loc, "reshape", {{x, "input"}});
+  return emit<mk::ReshapeOp>(graph, loc, x.value(),
+                             llvm::ArrayRef<int64_t>(shape));
+}
+
+Var transpose(Var x, std::vector<int64_t> permutation, SourceLoc loc) {
+  Graph &graph = checkOperands(loc, "transpose", {{x, "input"}});
+  return emit<mk::TransposeOp>(graph, loc, x.value(),
+                               llvm::ArrayRef<int64_t>(permutation));
+}
+
+Var slice(Var x, int64_t axis, int64_t start, std::optional<int64_t> end,
+          SourceLoc loc) {
+  Graph &graph = checkOperands(loc, "slice", {{x, "input"}});
+  return emit<mk::SliceOp>(graph, loc, x.value(), i64Attr(graph, axis),
+                           i64Attr(graph, start), optionalI64Attr(graph, end));
+}
+
+Var concat(const std::vector<Var> &inputs, int64_t axis, SourceLoc loc) {
+  if (inputs.empty()) {
+    fail(loc, "concat: expects at least one input");
+  }
+  Graph *graph = nullptr;
+  llvm::SmallVector<mlir::Value> values;
+  for (const Var &input : inputs) {
+    graph = &checkOperands(loc, "concat", {{inputs.front(), "inputs"},
+                                           {input, "inputs"}});
+    values.push_back(input.value());
+  }
+  return emit<mk::ConcatOp>(*graph, loc, mlir::ValueRange(values),
+                            i64Attr(*graph, axis));
+}
+
+Var constant(Graph &graph, Shape shape, std::vector<float> values,
+             SourceLoc loc) {
+  detail::checkOpen(graph, loc);
+  int64_t count = 1;
+  for (int64_t size : shape) {
+    if (size < 0) {
+      fail(loc, "constant: expects a static shape, got " + shapeString(shape));
+    }
+    count *= size;
+  }
+  if (count != static_cast<int64_t>(values.size())) {
+    fail(loc, "constant: shape " + shapeString(shape) + " has " +
+                  std::to_string(count) + " elements but " +
+                  std::to_string(values.size()) + " values were given");
+  }
+  auto type = mlir::RankedTensorType::get(
+      shape, mlir::Float32Type::get(&graph.module().context()));
+  auto dense =
+      mlir::DenseElementsAttr::get(type, llvm::ArrayRef<float>(values));
+  return emit<mk::ConstantOp>(graph, loc, mlir::cast<mlir::ElementsAttr>(dense));
+}
+
+Var constant(Graph &graph, double value, SourceLoc loc) {
+  return constant(graph, Shape{}, {static_cast<float>(value)}, loc);
+}
+
+//===----------------------------------------------------------------------===//
+// Losses
+//===----------------------------------------------------------------------===//
+
+template <typename OpTy>
+static Var loss(const char *op, Var input, Var targets,
+                const LossOptions &options, const SourceLoc &loc) {
+  Graph &graph =
+      checkOperands(loc, op, {{input, "input"}, {targets, "targets"}});
+  checkDType(targets, {DType::i32, DType::i64}, op, "targets", "class ids",
+             loc);
+  return emit<OpTy>(graph, loc, input.value(), targets.value(),
+                    optionalI64Attr(graph, options.ignoreIndex),
+                    llvm::APFloat(options.labelSmoothing),
+                    toKiln(options.reduction));
+}
+
+Var crossEntropy(Var logits, Var targets, LossOptions options, SourceLoc loc) {
+  return loss<mk::CrossEntropyOp>("crossEntropy", logits, targets, options,
+                                  loc);
+}
+
+Var nllLoss(Var logProbs, Var targets, LossOptions options, SourceLoc loc) {
+  return loss<mk::NLLLossOp>("nllLoss", logProbs, targets, options, loc);
+}
+
+//===----------------------------------------------------------------------===//
+// Operators
+//===----------------------------------------------------------------------===//
+
+/// The graph of the left operand of `op` with a number.
+static Graph &graphOf(const Var &var, const char *op, const SourceLoc &loc) {
+  if (!var.defined()) {
+    fail(loc, std::string("operator") + op + ": operand is a null Var");
+  }
+  return var.graph();
+}
+
+Var operator+(const Var &lhs, Located<Var> rhs) {
+  return add(lhs, rhs.value, rhs.loc);
+}
+Var operator-(const Var &lhs, Located<Var> rhs) {
+  return sub(lhs, rhs.value, rhs.loc);
+}
+Var operator*(const Var &lhs, Located<Var> rhs) {
+  return mul(lhs, rhs.value, rhs.loc);
+}
+Var operator/(const Var &lhs, Located<Var> rhs) {
+  return div(lhs, rhs.value, rhs.loc);
+}
+
+Var operator+(const Var &lhs, Located<double> rhs) {
+  Graph &graph = graphOf(lhs, "+", rhs.loc);
+  return add(lhs, constant(graph, rhs.value, rhs.loc), rhs.loc);
+}
+Var operator-(const Var &lhs, Located<double> rhs) {
+  Graph &graph = graphOf(lhs, "-", rhs.loc);
+  return sub(lhs, constant(graph, rhs.value, rhs.loc), rhs.loc);
+}
+Var operator*(const Var &lhs, Located<double> rhs) {
+  return scale(lhs, rhs.value, rhs.loc);
+}
+Var operator/(const Var &lhs, Located<double> rhs) {
+  if (rhs.value == 0.0) {
+    fail(rhs.loc, "operator/: division by the constant 0");
+  }
+  return scale(lhs, 1.0 / rhs.value, rhs.loc);
+}
+Var operator+(double lhs, Located<Var> rhs) {
+  Graph &graph = graphOf(rhs.value, "+", rhs.loc);
+  return add(constant(graph, lhs, rhs.loc), rhs.value, rhs.loc);
+}
+Var operator-(double lhs, Located<Var> rhs) {
+  Graph &graph = graphOf(rhs.value, "-", rhs.loc);
+  return sub(constant(graph, lhs, rhs.loc), rhs.value, rhs.loc);
+}
+Var operator*(double lhs, Located<Var> rhs) {
+  return scale(rhs.value, lhs, rhs.loc);
+}
+Var operator/(double lhs, Located<Var> rhs) {
+  Graph &graph = graphOf(rhs.value, "/", rhs.loc);
+  return div(constant(graph, lhs, rhs.loc), rhs.value, rhs.loc);
+}
+
+Var operator-(Located<Var> x) { return scale(x.value, -1.0, x.loc); }
+
+Var &operator+=(Var &lhs, Located<Var> rhs) { return lhs = lhs + rhs; }
+Var &operator-=(Var &lhs, Located<Var> rhs) { return lhs = lhs - rhs; }
+Var &operator*=(Var &lhs, Located<Var> rhs) { return lhs = lhs * rhs; }
+Var &operator/=(Var &lhs, Located<Var> rhs) { return lhs = lhs / rhs; }
+Var &operator+=(Var &lhs, Located<double> rhs) { return lhs = lhs + rhs; }
+Var &operator-=(Var &lhs, Located<double> rhs) { return lhs = lhs - rhs; }
+Var &operator*=(Var &lhs, Located<double> rhs) { return lhs = lhs * rhs; }
+Var &operator/=(Var &lhs, Located<double> rhs) { return lhs = lhs / rhs; }
+
+} // namespace kiln::dsl

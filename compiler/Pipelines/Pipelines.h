@@ -1,0 +1,41 @@
+//===- Pipelines.h - Kiln's named compilation pipelines ----------*- C++ -*-===//
+//
+// kiln-to-linalg and kiln-to-llvm, usable from kiln-opt and from C++.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_COMPILER_PIPELINES_PIPELINES_H
+#define KILN_COMPILER_PIPELINES_PIPELINES_H
+
+#include "mlir/Pass/Pass.h"
+
+#include <string>
+
+namespace mlir {
+class OpPassManager;
+
+namespace kiln {
+
+#define GEN_PASS_DECL
+#include "compiler/Pipelines/Passes.h.inc"
+
+#define GEN_PASS_REGISTRATION
+#include "compiler/Pipelines/Passes.h.inc"
+
+/// The textual pass pipeline (without the `builtin.module(...)` wrapper)
+/// from kiln to linalg on tensors.
+std::string kilnToLinalgPipeline();
+/// The textual pass pipeline from kiln to the LLVM dialect.
+std::string kilnToLLVMPipeline();
+
+/// Adds a textual pipeline to `pm`; fails with a diagnostic if it does not
+/// parse (every pass it names must be registered).
+LogicalResult addPipeline(OpPassManager &pm, const std::string &pipeline);
+
+/// Registers the kiln-to-linalg and kiln-to-llvm pipelines and their passes.
+void registerKilnPipelines();
+
+} // namespace kiln
+} // namespace mlir
+
+#endif // KILN_COMPILER_PIPELINES_PIPELINES_H
