@@ -1,0 +1,65 @@
+//===- Safetensors.h - Checkpoints in the safetensors format ----*- C++ -*-===//
+//
+// Reads and writes https://huggingface.co/docs/safetensors: an 8-byte
+// little-endian header length N, N bytes of JSON header
+//   {"__metadata__": {"key": "value"},
+//    "name": {"dtype": "F32", "shape": [2, 3], "data_offsets": [0, 24]}, ...}
+// padded with spaces to a multiple of 8, then the data buffer, which the
+// tensors' [begin, end) byte ranges cover exactly. Kiln's dtypes map to F32,
+// I32, I64 and BOOL. Files written here load in PyTorch, and back.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_RUNTIME_SAFETENSORS_H
+#define KILN_RUNTIME_SAFETENSORS_H
+
+#include "runtime/ParameterStore.h"
+#include "runtime/Tensor.h"
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+namespace kiln {
+
+/// The largest JSON header loadSafetensors accepts (as the reference
+/// implementation: 100 MiB).
+inline constexpr uint64_t kMaxSafetensorsHeaderBytes = 100ull << 20;
+
+/// A loaded safetensors file.
+struct SafetensorsFile {
+  /// The tensors, in the order of the file's header.
+  NamedTensors tensors;
+  /// The "__metadata__" entries (empty when the file has none).
+  std::map<std::string, std::string> metadata;
+
+  /// The tensor called `name`, or nullptr.
+  const Tensor *find(const std::string &name) const;
+};
+
+/// Writes `tensors` (data in the given order) and `metadata` to `path`.
+/// Atomic: the file is written to a temporary file next to `path`, synced,
+/// then renamed over `path`, so a failure leaves any existing file intact.
+/// Throws kiln::Error naming `path` for a duplicate, reserved
+/// ("__metadata__") or non-UTF-8 name, an undefined tensor, or an I/O error.
+void saveSafetensors(const std::string &path, const NamedTensors &tensors,
+                     const std::map<std::string, std::string> &metadata = {});
+
+/// Reads `path`, treating it as untrusted: any file that does not follow the
+/// format exactly (header length, JSON, dtypes, shapes, offsets that cover
+/// the data buffer exactly without overlap, BOOL bytes that are 0 or 1) is
+/// refused with a kiln::Error naming the file and the problem.
+SafetensorsFile loadSafetensors(const std::string &path);
+
+/// Saves every parameter of `store`, in insertion order.
+void saveParameters(const std::string &path, const ParameterStore &store,
+                    const std::map<std::string, std::string> &metadata = {});
+
+/// Loads `path` into `store` (ParameterStore::setFrom: every parameter with
+/// its shape and dtype, nothing else) and returns the file's metadata.
+std::map<std::string, std::string> loadParameters(const std::string &path,
+                                                  ParameterStore &store);
+
+} // namespace kiln
+
+#endif // KILN_RUNTIME_SAFETENSORS_H
