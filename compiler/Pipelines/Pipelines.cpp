@@ -23,9 +23,11 @@ std::string kiln::kilnToLinalgPipeline() {
 }
 
 std::string kiln::kilnToLLVMPipeline() {
-  return kilnToLinalgPipeline() +
-         ","
-         "one-shot-bufferize{bufferize-function-boundaries "
+  return kilnToLinalgPipeline() + "," + linalgToLLVMPipeline();
+}
+
+std::string kiln::linalgToLLVMPipeline() {
+  return "one-shot-bufferize{bufferize-function-boundaries "
          "function-boundary-type-conversion=identity-layout-map},"
          "buffer-deallocation-pipeline,"
          "convert-bufferization-to-memref,"

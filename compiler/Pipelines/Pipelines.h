@@ -25,7 +25,10 @@ namespace kiln {
 /// The textual pass pipeline (without the `builtin.module(...)` wrapper)
 /// from kiln to linalg on tensors.
 std::string kilnToLinalgPipeline();
-/// The textual pass pipeline from kiln to the LLVM dialect.
+/// The textual pass pipeline from linalg on tensors (the output of
+/// kiln-to-linalg) to the LLVM dialect: bufferization, loops, LLVM.
+std::string linalgToLLVMPipeline();
+/// kiln-to-linalg followed by linalg-to-LLVM.
 std::string kilnToLLVMPipeline();
 
 /// Adds a textual pipeline to `pm`; fails with a diagnostic if it does not
