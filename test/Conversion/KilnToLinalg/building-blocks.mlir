@@ -1,0 +1,128 @@
+// Transformer building blocks lower to a few fused linalg loops.
+// RUN: kiln-opt %s -convert-kiln-to-linalg -split-input-file | FileCheck %s
+
+// Embedding: a gather whose row index is clamped into the table.
+// CHECK-LABEL: func.func @embedding
+// CHECK-SAME: (%[[IDS:.+]]: tensor<?x?xi64>, %[[T:.+]]: tensor<10x4xf32>)
+// CHECK: linalg.generic
+// CHECK-SAME: ins(%[[IDS]] : tensor<?x?xi64>)
+// CHECK: %[[I:.+]] = arith.index_cast
+// CHECK: %[[LO:.+]] = arith.maxsi %[[I]]
+// CHECK: %[[ROW:.+]] = arith.minsi %[[LO]]
+// CHECK: %[[COL:.+]] = linalg.index 2
+// CHECK: tensor.extract %[[T]][%[[ROW]], %[[COL]]]
+func.func @embedding(%ids: tensor<?x?xi64>, %t: tensor<10x4xf32>) -> tensor<?x?x4xf32> {
+  %0 = kiln.embedding %ids, %t : (tensor<?x?xi64>, tensor<10x4xf32>) -> tensor<?x?x4xf32>
+  return %0 : tensor<?x?x4xf32>
+}
+
+// -----
+
+// Sinusoidal encoding: sin on even, cos on odd columns, from the offset.
+// CHECK-LABEL: func.func @pe_sinusoidal
+// CHECK: linalg.index 1
+// CHECK: linalg.index 2
+// CHECK: math.exp
+// CHECK: math.cos
+// CHECK: math.sin
+// CHECK: arith.select
+func.func @pe_sinusoidal(%x: tensor<?x?x6xf32>, %off: i64) -> tensor<?x?x6xf32> {
+  %0 = kiln.pe sinusoidal %x offset %off : (tensor<?x?x6xf32>, i64) -> tensor<?x?x6xf32>
+  return %0 : tensor<?x?x6xf32>
+}
+
+// -----
+
+// Learned encoding: a clamped read of the table row offset + t.
+// CHECK-LABEL: func.func @pe_learned
+// CHECK-SAME: %[[T:[a-z0-9_]+]]: tensor<16x6xf32>
+// CHECK: arith.minsi
+// CHECK: tensor.extract %[[T]]
+func.func @pe_learned(%x: tensor<?x?x6xf32>, %t: tensor<16x6xf32>) -> tensor<?x?x6xf32> {
+  %0 = kiln.pe learned %x table %t : (tensor<?x?x6xf32>, tensor<16x6xf32>) -> tensor<?x?x6xf32>
+  return %0 : tensor<?x?x6xf32>
+}
+
+// -----
+
+// LayerNorm: sum, then a fused squared-deviation reduction, then one
+// normalize-scale-shift loop (rsqrt for the standard mode).
+// CHECK-LABEL: func.func @layernorm
+// CHECK: linalg.generic {{.*}}iterator_types = ["parallel", "reduction"]
+// CHECK: linalg.generic {{.*}}iterator_types = ["parallel", "reduction"]
+// CHECK: math.rsqrt
+// CHECK: linalg.generic {{.*}}iterator_types = ["parallel", "parallel"]
+// CHECK-NOT: linalg.generic
+// CHECK: return
+func.func @layernorm(%x: tensor<?x8xf32>, %g: tensor<8xf32>, %b: tensor<8xf32>) -> tensor<?x8xf32> {
+  %0 = kiln.layernorm %x, %g, %b : (tensor<?x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<?x8xf32>
+  return %0 : tensor<?x8xf32>
+}
+
+// -----
+
+// The std_eps mode divides by (sqrt(var) + eps) with the unbiased count.
+// CHECK-LABEL: func.func @layernorm_std_eps
+// CHECK: arith.subf %{{.+}}, %{{.+}} : f32
+// CHECK: math.sqrt
+// CHECK-NOT: math.rsqrt
+func.func @layernorm_std_eps(%x: tensor<?x8xf32>, %g: tensor<8xf32>, %b: tensor<8xf32>) -> tensor<?x8xf32> {
+  %0 = kiln.layernorm %x, %g, %b {mode = #kiln<norm_mode std_eps>} : (tensor<?x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<?x8xf32>
+  return %0 : tensor<?x8xf32>
+}
+
+// -----
+
+// Linear: the bias broadcast into the accumulator, then a contraction over
+// every leading dimension at once (no reshapes).
+// CHECK-DAG: #[[X:.+]] = affine_map<(d0, d1, d2, d3) -> (d0, d1, d3)>
+// CHECK-DAG: #[[W:.+]] = affine_map<(d0, d1, d2, d3) -> (d2, d3)>
+// CHECK-DAG: #[[O:.+]] = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2)>
+// CHECK-LABEL: func.func @linear
+// CHECK: %[[ACC:.+]] = linalg.generic
+// CHECK: linalg.generic {indexing_maps = [#[[X]], #[[W]], #[[O]]], iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
+// CHECK-SAME: outs(%[[ACC]] : tensor<?x?x4xf32>)
+// CHECK-NOT: tensor.collapse_shape
+func.func @linear(%x: tensor<?x?x8xf32>, %w: tensor<4x8xf32>, %b: tensor<4xf32>) -> tensor<?x?x4xf32> {
+  %0 = kiln.linear %x, %w, %b : (tensor<?x?x8xf32>, tensor<4x8xf32>, tensor<4xf32>) -> tensor<?x?x4xf32>
+  return %0 : tensor<?x?x4xf32>
+}
+
+// -----
+
+// Attention: q/k/v projections, heads split by expand_shape, a score
+// contraction over (b, h, i, j, d), masking, softmax, the weighted sum,
+// heads merged by collapse_shape, and the output projection.
+// CHECK-LABEL: func.func @mha
+// CHECK-COUNT-3: iterator_types = ["parallel", "parallel", "parallel", "reduction"]
+// CHECK: tensor.expand_shape {{.*}} {{\[\[}}0], [1], [2, 3]]
+// CHECK: iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]
+// CHECK: arith.cmpi ne
+// CHECK: arith.cmpi sle
+// CHECK: arith.constant -1.000000e+09 : f32
+// CHECK: math.exp
+// CHECK: iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]
+// CHECK: tensor.collapse_shape {{.*}} {{\[\[}}0], [1], [2, 3]]
+// CHECK: iterator_types = ["parallel", "parallel", "parallel", "reduction"]
+// CHECK-NOT: kiln.
+func.func @mha(%x: tensor<?x?x8xf32>, %w: tensor<8x8xf32>, %m: tensor<?x?xi1>) -> tensor<?x?x8xf32> {
+  %0 = kiln.mha %x, %x weights(%w, %w, %w, %w) mask %m {num_heads = 2 : i64, causal}
+      : (tensor<?x?x8xf32>, tensor<?x?x8xf32>, tensor<8x8xf32>, tensor<8x8xf32>,
+         tensor<8x8xf32>, tensor<8x8xf32>, tensor<?x?xi1>) -> tensor<?x?x8xf32>
+  return %0 : tensor<?x?x8xf32>
+}
+
+// -----
+
+// Feed-forward: two contractions with the activation (and dropout) fused in
+// between.
+// CHECK-LABEL: func.func @ffn
+// CHECK: iterator_types = ["parallel", "parallel", "reduction"]
+// CHECK: math.erf
+// CHECK: arith.cmpi uge
+// CHECK: iterator_types = ["parallel", "parallel", "reduction"]
+func.func @ffn(%x: tensor<?x8xf32>, %w1: tensor<16x8xf32>, %w2: tensor<8x16xf32>, %s: i64) -> tensor<?x8xf32> {
+  %0 = kiln.ffn gelu %x, %w1, %w2 seed %s {dropout = 0.1 : f64}
+      : (tensor<?x8xf32>, tensor<16x8xf32>, tensor<8x16xf32>, i64) -> tensor<?x8xf32>
+  return %0 : tensor<?x8xf32>
+}

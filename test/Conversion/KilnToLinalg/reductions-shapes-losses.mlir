@@ -1,0 +1,131 @@
+// Softmax, reductions, shape ops, constants and losses.
+// RUN: kiln-opt %s -convert-kiln-to-linalg -split-input-file | FileCheck %s
+
+// Softmax: max, sum of exp(x - max), then exp / sum.
+// CHECK-LABEL: func.func @softmax
+// CHECK: arith.constant 0xFF800000 : f32
+// CHECK: arith.maximumf
+// CHECK: math.exp
+// CHECK: arith.addf
+// CHECK: math.exp
+// CHECK: arith.divf
+func.func @softmax(%x: tensor<?x8xf32>) -> tensor<?x8xf32> {
+  %0 = kiln.softmax %x : (tensor<?x8xf32>) -> tensor<?x8xf32>
+  return %0 : tensor<?x8xf32>
+}
+
+// -----
+
+// log_softmax on axis 0: x - max - log(sum).
+// CHECK-LABEL: func.func @log_softmax
+// CHECK: iterator_types = ["reduction", "parallel"]
+// CHECK: math.log
+// CHECK: arith.subf
+func.func @log_softmax(%x: tensor<?x8xf32>) -> tensor<?x8xf32> {
+  %0 = kiln.log_softmax %x {axis = 0 : i64} : (tensor<?x8xf32>) -> tensor<?x8xf32>
+  return %0 : tensor<?x8xf32>
+}
+
+// -----
+
+// mean with keep_dims: a sum, a division by the count, an expand_shape.
+// CHECK-LABEL: func.func @reduce_mean
+// CHECK: iterator_types = ["parallel", "reduction"]
+// CHECK: arith.divf
+// CHECK: tensor.expand_shape {{.*}} {{\[\[}}0, 1]]
+func.func @reduce_mean(%x: tensor<?x8xf32>) -> tensor<?x1xf32> {
+  %0 = kiln.reduce mean %x {axes = array<i64: 1>, keep_dims} : (tensor<?x8xf32>) -> tensor<?x1xf32>
+  return %0 : tensor<?x1xf32>
+}
+
+// -----
+
+// Reshape computes its sizes (0 keeps, -1 divides) and uses tensor.reshape.
+// CHECK-LABEL: func.func @reshape
+// CHECK: arith.divui
+// CHECK: %[[S:.+]] = tensor.from_elements
+// CHECK: tensor.reshape %{{.+}}(%[[S]])
+func.func @reshape(%x: tensor<?x?x6xf32>) -> tensor<?x?x2x3xf32> {
+  %0 = kiln.reshape %x [0, 0, 2, -1] : (tensor<?x?x6xf32>) -> tensor<?x?x2x3xf32>
+  return %0 : tensor<?x?x2x3xf32>
+}
+
+// -----
+
+// Transpose is linalg.transpose.
+// CHECK-LABEL: func.func @transpose
+// CHECK: linalg.transpose ins(%{{.+}} : tensor<?x?x2xf32>) outs(%{{.+}} : tensor<2x?x?xf32>) permutation = [2, 0, 1]
+func.func @transpose(%x: tensor<?x?x2xf32>) -> tensor<2x?x?xf32> {
+  %0 = kiln.transpose %x [2, 0, 1] : (tensor<?x?x2xf32>) -> tensor<2x?x?xf32>
+  return %0 : tensor<2x?x?xf32>
+}
+
+// -----
+
+// A slice from the end of a dynamic dimension: offset dim - 1, clamped.
+// CHECK-LABEL: func.func @slice_last
+// CHECK: %[[D:.+]] = tensor.dim
+// CHECK: arith.addi %[[D]]
+// CHECK: arith.maxsi
+// CHECK: arith.minsi
+// CHECK: tensor.extract_slice {{.*}} [1, 1, 1] : tensor<?x?x4xf32> to tensor<?x1x4xf32>
+func.func @slice_last(%x: tensor<?x?x4xf32>) -> tensor<?x1x4xf32> {
+  %0 = kiln.slice %x {axis = 1 : i64, start = -1 : i64} : (tensor<?x?x4xf32>) -> tensor<?x1x4xf32>
+  return %0 : tensor<?x1x4xf32>
+}
+
+// -----
+
+// Concatenation inserts each input at its running offset.
+// CHECK-LABEL: func.func @concat
+// CHECK: tensor.empty
+// CHECK: tensor.insert_slice
+// CHECK: tensor.insert_slice
+func.func @concat(%a: tensor<?x3xf32>, %b: tensor<?x5xf32>) -> tensor<?x8xf32> {
+  %0 = kiln.concat %a, %b {axis = 1 : i64} : (tensor<?x3xf32>, tensor<?x5xf32>) -> tensor<?x8xf32>
+  return %0 : tensor<?x8xf32>
+}
+
+// -----
+
+// A constant becomes arith.constant.
+// CHECK-LABEL: func.func @constant
+// CHECK: arith.constant dense<[1.000000e+00, 2.000000e+00]> : tensor<2xf32>
+func.func @constant() -> tensor<2xf32> {
+  %0 = kiln.constant dense<[1.0, 2.0]> : tensor<2xf32>
+  return %0 : tensor<2xf32>
+}
+
+// -----
+
+// Cross-entropy: log-sum-exp per row, a per-position (loss, weight) loop
+// with the clamped target read and the ignore_index test, then sums and the
+// mean over non-ignored positions.
+// CHECK-LABEL: func.func @cross_entropy
+// CHECK: math.log
+// CHECK: %{{.+}}:2 = linalg.generic
+// CHECK: arith.minsi
+// CHECK: tensor.extract
+// CHECK: arith.cmpi eq
+// CHECK: linalg.generic {{.*}}iterator_types = ["reduction", "reduction"]
+// CHECK: linalg.generic {{.*}}iterator_types = ["reduction", "reduction"]
+// CHECK: arith.divf
+func.func @cross_entropy(%x: tensor<?x?x7xf32>, %t: tensor<?x?xi64>) -> tensor<f32> {
+  %0 = kiln.cross_entropy %x, %t {ignore_index = 0 : i64, label_smoothing = 0.1 : f64}
+      : (tensor<?x?x7xf32>, tensor<?x?xi64>) -> tensor<f32>
+  return %0 : tensor<f32>
+}
+
+// -----
+
+// NLL with reduction none: no log-sum-exp and no final sum.
+// CHECK-LABEL: func.func @nll_none
+// CHECK-NOT: math.log
+// CHECK: tensor.extract
+// CHECK-NOT: iterator_types = ["reduction"
+// CHECK: return
+func.func @nll_none(%x: tensor<?x7xf32>, %t: tensor<?xi32>) -> tensor<?xf32> {
+  %0 = kiln.nll_loss %x, %t {reduction = #kiln<loss_reduction none>}
+      : (tensor<?x7xf32>, tensor<?xi32>) -> tensor<?xf32>
+  return %0 : tensor<?xf32>
+}
