@@ -1,4 +1,5 @@
-//===- DSL.h - The C++ model DSL: everything a model file needs --*- C++ -*-===//
+//===- DSL.h - The C++ model DSL: everything a model file needs --*- C++
+//-*-===//
 //
 // Include this to write a transformer model as plain C++: Module, Graph and
 // Var (Graph.h), one function per kiln op and the arithmetic operators

@@ -83,8 +83,8 @@ static std::string verifyMessage(mlir::Operation *op, bool withLocation) {
       op->getContext(), [&](mlir::Diagnostic &diag) {
         if (message.empty() &&
             diag.getSeverity() == mlir::DiagnosticSeverity::Error) {
-          if (auto file = mlir::dyn_cast<mlir::FileLineColLoc>(
-                  diag.getLocation());
+          if (auto file =
+                  mlir::dyn_cast<mlir::FileLineColLoc>(diag.getLocation());
               file && withLocation) {
             message = file.getFilename().str() + ":" +
                       std::to_string(file.getLine()) + ":" +
@@ -105,8 +105,8 @@ static std::string verifyMessage(mlir::Operation *op, bool withLocation) {
 namespace detail {
 
 std::string where(const SourceLoc &loc) {
-  return std::string(loc.file_name()) + ":" + std::to_string(loc.line()) +
-         ":" + std::to_string(loc.column());
+  return std::string(loc.file_name()) + ":" + std::to_string(loc.line()) + ":" +
+         std::to_string(loc.column());
 }
 
 void fail(const SourceLoc &loc, const std::string &message) {
@@ -148,8 +148,8 @@ Graph &checkOperands(const SourceLoc &loc, const char *op,
       if (optional) {
         continue;
       }
-      fail(loc, std::string(op) + ": operand '" + operand.name +
-                    "' is a null Var");
+      fail(loc,
+           std::string(op) + ": operand '" + operand.name + "' is a null Var");
     }
     Graph *owner = Access::graphOf(operand.var);
     if (!graph) {
@@ -157,9 +157,9 @@ Graph &checkOperands(const SourceLoc &loc, const char *op,
       graphOperand = operand.name;
     } else if (owner != graph) {
       fail(loc, std::string(op) + ": operand '" + operand.name +
-                    "' belongs to graph '" + owner->name() +
-                    "' but operand '" + graphOperand + "' to graph '" +
-                    graph->name() + "'; Vars cannot cross graphs");
+                    "' belongs to graph '" + owner->name() + "' but operand '" +
+                    graphOperand + "' to graph '" + graph->name() +
+                    "'; Vars cannot cross graphs");
     }
     bool wantTensor =
         operand.role == Role::tensor || operand.role == Role::optionalTensor;
@@ -260,9 +260,9 @@ static Var addArgument(Graph &graph, unsigned index, Argument argument,
   Graph::Impl &impl = Access::impl(graph);
   mlir::Builder b(type.getContext());
   mlir::NamedAttribute attrs[] = {
-      b.getNamedAttr("kiln.kind",
-                     b.getStringAttr(argument.kind == ArgKind::input ? "input"
-                                                                     : "param")),
+      b.getNamedAttr(
+          "kiln.kind",
+          b.getStringAttr(argument.kind == ArgKind::input ? "input" : "param")),
       b.getNamedAttr("kiln.name", b.getStringAttr(argument.name))};
   if (failed(impl.func.insertArgument(index, type, b.getDictionaryAttr(attrs),
                                       detail::location(graph, loc)))) {
@@ -284,8 +284,8 @@ static void checkNewName(Graph &graph, const std::string &name,
     fail(loc, std::string(what) + " names must not be empty");
   }
   if (Access::impl(graph).arguments.count(name)) {
-    fail(loc, std::string(what) + " '" + name + "' is already declared in graph '" +
-                  graph.name() + "'");
+    fail(loc, std::string(what) + " '" + name +
+                  "' is already declared in graph '" + graph.name() + "'");
   }
 }
 
@@ -308,8 +308,8 @@ Var Graph::scalarInput(std::string name, SourceLoc loc) {
   checkNewName(*this, name, "input", loc);
   auto type = mlir::IntegerType::get(&module().context(), 64);
   auto index = static_cast<unsigned>(impl_->inputs.size());
-  return addArgument(*this, index, {name, ArgKind::input, {}, DType::i64, false},
-                     type, loc);
+  return addArgument(*this, index,
+                     {name, ArgKind::input, {}, DType::i64, false}, type, loc);
 }
 
 Var Graph::param(std::string name, Shape shape, Init init, SourceLoc loc) {
@@ -320,8 +320,9 @@ Var Graph::param(std::string name, Shape shape, Init init, SourceLoc loc) {
   checkNewName(*this, fullName, "parameter", loc);
   for (int64_t size : shape) {
     if (size < 0) {
-      fail(loc, "parameter '" + fullName + "' must have a static shape of "
-                                            "sizes >= 0, got " +
+      fail(loc, "parameter '" + fullName +
+                    "' must have a static shape of "
+                    "sizes >= 0, got " +
                     shapeString(shape));
     }
   }
@@ -379,7 +380,10 @@ std::string Graph::qualify(std::string_view name) const {
 
 Var Graph::seed(SourceLoc loc) {
   if (!impl_->seed) {
-    impl_->seed = scalarInput("seed", loc);
+    // A scalar input the user declared as "seed" is the seed.
+    Var declared = lookup("seed");
+    impl_->seed =
+        declared && !declared.isTensor() ? declared : scalarInput("seed", loc);
   }
   return impl_->seed;
 }
@@ -410,8 +414,8 @@ void Graph::finish(const std::vector<Var> &outputs, SourceLoc loc) {
   auto oldType = impl_->func.getFunctionType();
   auto ret = mlir::func::ReturnOp::create(impl_->builder,
                                           detail::location(*this, loc), values);
-  impl_->func.setFunctionType(mlir::FunctionType::get(
-      &module().context(), oldType.getInputs(), types));
+  impl_->func.setFunctionType(
+      mlir::FunctionType::get(&module().context(), oldType.getInputs(), types));
   std::string message = verifyMessage(impl_->func, /*withLocation=*/false);
   if (!message.empty()) {
     ret->erase();
@@ -452,7 +456,8 @@ Module::Module() : impl_(std::make_unique<Impl>()) {
   ::kiln::registerAllDialects(registry);
   impl_->context.appendDialectRegistry(registry);
   impl_->context.loadAllAvailableDialects();
-  impl_->module = mlir::ModuleOp::create(mlir::UnknownLoc::get(&impl_->context));
+  impl_->module =
+      mlir::ModuleOp::create(mlir::UnknownLoc::get(&impl_->context));
 }
 
 Module::~Module() = default;
@@ -470,9 +475,9 @@ Graph &Module::addGraph(std::string name, GraphOptions options, SourceLoc loc) {
   impl->options = options;
   mlir::OpBuilder b(&impl_->context);
   b.setInsertionPointToEnd(impl_->module->getBody());
-  impl->func = mlir::func::FuncOp::create(
-      b, detail::location(&impl_->context, loc), name,
-      b.getFunctionType({}, {}));
+  impl->func =
+      mlir::func::FuncOp::create(b, detail::location(&impl_->context, loc),
+                                 name, b.getFunctionType({}, {}));
   impl->builder.setInsertionPointToEnd(impl->func.addEntryBlock());
   impl_->graphs.push_back(std::unique_ptr<Graph>(new Graph(std::move(impl))));
   return *impl_->graphs.back();
@@ -520,7 +525,11 @@ void Module::verify() const {
 std::string Module::str(bool withLocations) const {
   std::string text;
   llvm::raw_string_ostream os(text);
+  // Every op was verified when it was created; only an unfinished graph's
+  // missing terminator may fail the module verifier, and that must not make
+  // the printer fall back to the generic form.
   mlir::OpPrintingFlags flags;
+  flags.assumeVerified();
   if (withLocations) {
     flags.enableDebugInfo();
   }

@@ -1,4 +1,5 @@
-//===- Graph.h - Modules, graphs and values of the C++ model DSL -*- C++ -*-===//
+//===- Graph.h - Modules, graphs and values of the C++ model DSL -*- C++
+//-*-===//
 //
 // The core of the model DSL: a Module owns the MLIR context and module; a
 // Graph builds one func.func (an entry point such as "forward" or "loss")
@@ -45,6 +46,11 @@ inline constexpr int64_t kDynamic = std::numeric_limits<int64_t>::min();
 
 /// A tensor shape; entries are sizes >= 0 or kDynamic.
 using Shape = std::vector<int64_t>;
+
+/// The runtime's element types and initializers, usable unqualified by a
+/// model file that says `using namespace kiln::dsl;`.
+using kiln::DType;
+using kiln::Init;
 
 /// Formats a shape as "[?, ?, 128]".
 std::string shapeString(const Shape &shape);
@@ -114,11 +120,12 @@ enum class ArgKind { input, param };
 
 /// One argument of a graph's function, in argument order.
 struct Argument {
-  /// Full name: "idx", "seed", "encoder.layers.0.self_attention_block.w_q.weight".
-  std::string name;
-  ArgKind kind;
-  Shape shape;
-  DType dtype;
+  /// Full name: "idx", "seed",
+  /// "encoder.layers.0.self_attention_block.w_q.weight".
+  std::string name = {};
+  ArgKind kind = ArgKind::input;
+  Shape shape = {};
+  DType dtype = DType::f32;
   /// False for i64 scalar inputs (seed, offsets).
   bool isTensor = true;
 };
@@ -139,7 +146,8 @@ public:
   bool training() const;
   Module &module() const;
 
-  /// Declares a tensor input (`shape` may hold kDynamic sizes).
+  /// Declares a tensor input (`shape` may hold kDynamic sizes). Input names
+  /// are global: scopes do not prefix them.
   Var input(std::string name, Shape shape, DType dtype,
             SourceLoc loc = SourceLoc::current());
   /// Declares an i64 scalar input (a start position for incremental
@@ -161,10 +169,10 @@ public:
   /// `name` under the current scope: "encoder.layers.0." + name.
   std::string qualify(std::string_view name) const;
 
-  /// The i64 dropout seed, an input named "seed" created on first use
-  /// (training mode only).
+  /// The i64 dropout seed: the scalar input named "seed", declared on first
+  /// use unless the user declared it with scalarInput("seed").
   Var seed(SourceLoc loc = SourceLoc::current());
-  /// A fresh `stream` number for the next dropout site (0, 1, 2, ...).
+  /// A fresh `stream` number for the next dropout site (1, 2, 3, ...).
   int64_t nextDropoutStream();
 
   /// Adds the return of `outputs` and verifies the function. A graph is
@@ -249,7 +257,7 @@ public:
   /// Verifies the whole module; throws kiln::Error with the first message.
   void verify() const;
   /// The module's IR in the custom assembly form (with `loc(...)` when
-  /// `withLocations`).
+  /// `withLocations`), unfinished graphs included.
   std::string str(bool withLocations = false) const;
 
   mlir::MLIRContext &context() const;

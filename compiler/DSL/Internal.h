@@ -1,4 +1,5 @@
-//===- Internal.h - Shared internals of the model DSL ------------*- C++ -*-===//
+//===- Internal.h - Shared internals of the model DSL ------------*- C++
+//-*-===//
 //
 // Not part of the public API: the state behind Module and Graph, and the
 // helpers every DSL source file uses to check operands, stamp locations,
@@ -44,7 +45,9 @@ struct Graph::Impl {
   /// Every argument by full name.
   llvm::StringMap<Var> arguments;
   Var seed;
-  int64_t nextStream = 0;
+  /// Dropout streams start at 1: stream 0 is the op's default, left to
+  /// hand-written IR.
+  int64_t nextStream = 1;
   bool finished = false;
 
   explicit Impl(mlir::MLIRContext *context) : builder(context) {}

@@ -80,9 +80,9 @@ Var GptBlock::operator()(Var x, SourceLoc loc) const {
           dropout(multiHeadAttention(h, h, weights, attention, loc),
                   config.dropout, loc),
           loc);
-  Var m = feedForward(ln2(x, loc),
-                      {fc.weight, fcProj.weight, fc.bias, fcProj.bias},
-                      {config.activation, 0.0}, loc);
+  Var m =
+      feedForward(ln2(x, loc), {fc.weight, fcProj.weight, fc.bias, fcProj.bias},
+                  {config.activation, 0.0}, loc);
   return add(x, dropout(m, config.dropout, loc), loc);
 }
 
@@ -137,8 +137,8 @@ Graph &addGptForward(Module &module, const GptConfig &config,
   return graph;
 }
 
-Graph &addGptLoss(Module &module, const GptConfig &config,
-                  GraphOptions options, std::string name, SourceLoc loc) {
+Graph &addGptLoss(Module &module, const GptConfig &config, GraphOptions options,
+                  std::string name, SourceLoc loc) {
   Graph &graph = module.addGraph(std::move(name), options, loc);
   Var idx = graph.input("idx", {kDynamic, kDynamic}, DType::i64, loc);
   Var targets = graph.input("targets", {kDynamic, kDynamic}, DType::i64, loc);
@@ -201,9 +201,8 @@ BertEmbeddings::BertEmbeddings(Graph &graph, const std::string &name,
 Var BertEmbeddings::operator()(Var inputIds, Var tokenTypeIds,
                                SourceLoc loc) const {
   // Token types default to 0: row 0 of the table, broadcast over [B, T].
-  Var types = tokenTypeIds
-                  ? tokenTypeEmbeddings(tokenTypeIds, loc)
-                  : slice(tokenTypeEmbeddings.weight, 0, 0, 1, loc);
+  Var types = tokenTypeIds ? tokenTypeEmbeddings(tokenTypeIds, loc)
+                           : slice(tokenTypeEmbeddings.weight, 0, 0, 1, loc);
   Var x = add(wordEmbeddings(inputIds, loc), types, loc);
   x = positionEmbeddings(x, {}, loc);
   return dropout(layerNorm(x, loc), config.hiddenDropout, loc);
@@ -307,8 +306,7 @@ static Var encdecOutput(Graph &graph, const nn::TransformerConfig &config,
 }
 
 Graph &addEncDecForward(Module &module, const nn::TransformerConfig &config,
-                        GraphOptions options, std::string name,
-                        SourceLoc loc) {
+                        GraphOptions options, std::string name, SourceLoc loc) {
   Graph &graph = module.addGraph(std::move(name), options, loc);
   EncDecInputs in = encdecInputs(graph, loc);
   graph.finish({encdecOutput(graph, config, in, loc)}, loc);

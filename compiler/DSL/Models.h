@@ -1,4 +1,5 @@
-//===- Models.h - The reference models, written in the DSL -------*- C++ -*-===//
+//===- Models.h - The reference models, written in the DSL -------*- C++
+//-*-===//
 //
 // Ready-made builders for the models of docs/BENCHMARKS.md and the seed
 // documents: the GPT-2 style decoder (gpt-tiny, gpt-small), BERT's embeddings
@@ -152,8 +153,7 @@ nn::TransformerConfig seed002Transformer(int64_t srcVocab, int64_t tgtVocab);
 /// logits (log-probabilities when config.logSoftmax). Target padding needs
 /// no mask: with the causal mask a real token never sees a later pad.
 Graph &addEncDecForward(Module &module, const nn::TransformerConfig &config,
-                        GraphOptions options = {},
-                        std::string name = "forward",
+                        GraphOptions options = {}, std::string name = "forward",
                         SourceLoc loc = SourceLoc::current());
 /// Adds graph `name`: the forward inputs plus "targets" [?, ?] i64 -> the
 /// mean cross-entropy (NLL of the log-probabilities when config.logSoftmax).

@@ -49,9 +49,9 @@ Linear::Linear(Graph &graph, const std::string &name, LinearConfig config,
   checkPositive(config.inFeatures, "Linear", "inFeatures", loc);
   checkPositive(config.outFeatures, "Linear", "outFeatures", loc);
   Init init = linearDefaultInit(config.inFeatures);
-  weight = graph.param(join(name, "weight"),
-                       {config.outFeatures, config.inFeatures},
-                       config.weightInit.value_or(init), loc);
+  weight =
+      graph.param(join(name, "weight"), {config.outFeatures, config.inFeatures},
+                  config.weightInit.value_or(init), loc);
   if (config.bias) {
     bias = graph.param(join(name, "bias"), {config.outFeatures},
                        config.biasInit.value_or(init), loc);
@@ -187,26 +187,29 @@ Var ResidualConnection::operator()(Var x,
 //===----------------------------------------------------------------------===//
 
 static MultiHeadAttentionConfig attentionConfig(const BlockConfig &config) {
-  return {config.dModel, config.numHeads,     0,
-          config.attentionBias, config.dropout, config.weightInit,
-          std::nullopt};
+  return {.dModel = config.dModel,
+          .numHeads = config.numHeads,
+          .bias = config.attentionBias,
+          .dropout = config.dropout,
+          .weightInit = config.weightInit};
 }
 
 static FeedForwardConfig feedForwardConfig(const BlockConfig &config) {
-  return {config.dModel,          config.dFF,        config.activation,
-          config.dropout,         config.feedForwardBias, config.weightInit,
-          std::nullopt};
+  return {.dModel = config.dModel,
+          .dFF = config.dFF,
+          .activation = config.activation,
+          .dropout = config.dropout,
+          .bias = config.feedForwardBias,
+          .weightInit = config.weightInit};
 }
 
-static std::vector<ResidualConnection> makeResiduals(Graph &graph,
-                                                 const std::string &name,
-                                                 const BlockConfig &config,
-                                                 int count,
-                                                 const SourceLoc &loc) {
+static std::vector<ResidualConnection>
+makeResiduals(Graph &graph, const std::string &name, const BlockConfig &config,
+              int count, const SourceLoc &loc) {
   std::vector<ResidualConnection> all;
-  ResidualConfig residual{{config.dModel, config.eps, config.normMode},
-                          config.dropout,
-                          config.placement};
+  ResidualConfig residual{.norm = {config.dModel, config.eps, config.normMode},
+                          .dropout = config.dropout,
+                          .placement = config.placement};
   for (int i = 0; i < count; ++i) {
     all.emplace_back(graph,
                      join(name, "residual_connections." + std::to_string(i)),
@@ -217,17 +220,16 @@ static std::vector<ResidualConnection> makeResiduals(Graph &graph,
 
 EncoderBlock::EncoderBlock(Graph &graph, const std::string &name,
                            const BlockConfig &config, SourceLoc loc)
-    : config(config),
-      selfAttention(graph, join(name, "self_attention_block"),
-                    attentionConfig(config), loc),
+    : config(config), selfAttention(graph, join(name, "self_attention_block"),
+                                    attentionConfig(config), loc),
       feedForward(graph, join(name, "feed_forward_block"),
                   feedForwardConfig(config), loc),
       residuals(makeResiduals(graph, name, config, 2, loc)) {}
 
 Var EncoderBlock::operator()(Var x, Var srcMask, SourceLoc loc) const {
   x = residuals[0](
-      x,
-      [&](Var h) { return selfAttention(h, h, {srcMask, false}, loc); }, loc);
+      x, [&](Var h) { return selfAttention(h, h, {srcMask, false}, loc); },
+      loc);
   return residuals[1](x, [&](Var h) { return feedForward(h, loc); }, loc);
 }
 
@@ -261,9 +263,8 @@ Var Encoder::operator()(Var x, Var srcMask, SourceLoc loc) const {
 
 DecoderBlock::DecoderBlock(Graph &graph, const std::string &name,
                            const BlockConfig &config, SourceLoc loc)
-    : config(config),
-      selfAttention(graph, join(name, "self_attention_block"),
-                    attentionConfig(config), loc),
+    : config(config), selfAttention(graph, join(name, "self_attention_block"),
+                                    attentionConfig(config), loc),
       crossAttention(graph, join(name, "cross_attention_block"),
                      attentionConfig(config), loc),
       feedForward(graph, join(name, "feed_forward_block"),
@@ -273,8 +274,7 @@ DecoderBlock::DecoderBlock(Graph &graph, const std::string &name,
 Var DecoderBlock::operator()(Var x, Var memory, Var srcMask, Var tgtMask,
                              SourceLoc loc) const {
   x = residuals[0](
-      x, [&](Var h) { return selfAttention(h, h, {tgtMask, true}, loc); },
-      loc);
+      x, [&](Var h) { return selfAttention(h, h, {tgtMask, true}, loc); }, loc);
   x = residuals[1](
       x,
       [&](Var h) { return crossAttention(h, memory, {srcMask, false}, loc); },
@@ -302,11 +302,10 @@ Var Decoder::operator()(Var x, Var memory, Var srcMask, Var tgtMask,
 
 ProjectionLayer::ProjectionLayer(Graph &graph, const std::string &name,
                                  ProjectionConfig config, SourceLoc loc)
-    : config(config),
-      proj(graph, join(name, "proj"),
-           {config.dModel, config.vocabSize, config.bias, config.weightInit,
-            std::nullopt},
-           loc) {}
+    : config(config), proj(graph, join(name, "proj"),
+                           {config.dModel, config.vocabSize, config.bias,
+                            config.weightInit, std::nullopt},
+                           loc) {}
 
 Var ProjectionLayer::operator()(Var x, SourceLoc loc) const {
   Var logits = proj(x, loc);

@@ -1,4 +1,5 @@
-//===- NN.h - PyTorch-style modules of the model DSL -------------*- C++ -*-===//
+//===- NN.h - PyTorch-style modules of the model DSL -------------*- C++
+//-*-===//
 //
 // Modules in the manner of torch.nn: constructing one declares its parameters
 // in a graph (named "<name>.<child>...", the names of the PyTorch
@@ -41,8 +42,8 @@ struct LinearConfig {
   int64_t outFeatures = 0;
   bool bias = true;
   /// Unset: PyTorch's default (linearDefaultInit).
-  std::optional<Init> weightInit;
-  std::optional<Init> biasInit;
+  std::optional<Init> weightInit = std::nullopt;
+  std::optional<Init> biasInit = std::nullopt;
 };
 
 /// torch.nn.Linear: "weight" [out, in], "bias" [out].
@@ -59,7 +60,7 @@ struct EmbeddingConfig {
   int64_t numEmbeddings = 0;
   int64_t dim = 0;
   /// A row that reads normally and receives no gradient.
-  std::optional<int64_t> paddingIdx;
+  std::optional<int64_t> paddingIdx = std::nullopt;
   /// Multiply the result by √dim (seed 002's InputEmbeddings).
   bool scaleBySqrtDim = false;
   /// nn.Embedding's default N(0, 1).
@@ -132,14 +133,14 @@ struct MultiHeadAttentionConfig {
   bool bias = true;
   /// Dropout on the attention probabilities.
   double dropout = 0.0;
-  std::optional<Init> weightInit;
-  std::optional<Init> biasInit;
+  std::optional<Init> weightInit = std::nullopt;
+  std::optional<Init> biasInit = std::nullopt;
 };
 
 /// Which keys a query may see.
 struct AttentionMask {
   /// [B, Tk] i1/i32/i64, non-zero = attend.
-  Var keyPadding;
+  Var keyPadding = {};
   bool causal = false;
 };
 
@@ -164,8 +165,8 @@ struct FeedForwardConfig {
   /// Between the activation and the second projection.
   double dropout = 0.0;
   bool bias = true;
-  std::optional<Init> weightInit;
-  std::optional<Init> biasInit;
+  std::optional<Init> weightInit = std::nullopt;
+  std::optional<Init> biasInit = std::nullopt;
 };
 
 /// linear_2(dropout(act(linear_1(x)))) as one kiln.ffn: "linear_1" [dFF,
@@ -189,7 +190,7 @@ enum class NormPlacement {
 };
 
 struct ResidualConfig {
-  LayerNormConfig norm;
+  LayerNormConfig norm = {};
   double dropout = 0.0;
   NormPlacement placement = NormPlacement::pre;
 };
@@ -224,7 +225,7 @@ struct BlockConfig {
   bool attentionBias = true;
   bool feedForwardBias = true;
   /// Every 2-D weight; unset: PyTorch's defaults.
-  std::optional<Init> weightInit;
+  std::optional<Init> weightInit = std::nullopt;
 };
 
 /// Self-attention then feed-forward, each in a ResidualConnection:
@@ -290,7 +291,7 @@ struct ProjectionConfig {
   bool bias = true;
   /// Return log_softmax(logits) (seed 002's ProjectionLayer) or the logits.
   bool logSoftmax = true;
-  std::optional<Init> weightInit;
+  std::optional<Init> weightInit = std::nullopt;
 };
 
 /// Seed 002's ProjectionLayer: "proj" Linear(dModel, vocabSize).
@@ -309,7 +310,7 @@ struct TransformerConfig {
   int64_t tgtVocab = 0;
   int64_t numEncoderLayers = 6;
   int64_t numDecoderLayers = 6;
-  BlockConfig block;
+  BlockConfig block = {};
   PEKind positional = PEKind::sinusoidal;
   /// Learned positional encodings only.
   int64_t maxLen = 0;

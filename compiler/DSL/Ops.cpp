@@ -72,8 +72,9 @@ static void checkDType(const Var &var, std::initializer_list<DType> allowed,
 /// builds in evaluation also builds in training.
 static void checkProbability(double p, const char *op, const SourceLoc &loc) {
   if (!(p >= 0.0 && p < 1.0)) {
-    fail(loc, std::string(op) + ": expects the dropout probability to be in "
-                                "[0, 1), got " +
+    fail(loc, std::string(op) +
+                  ": expects the dropout probability to be in "
+                  "[0, 1), got " +
                   std::to_string(p));
   }
 }
@@ -162,18 +163,19 @@ Var embedding(Var ids, Var table, std::optional<int64_t> paddingIdx,
 }
 
 Var sinusoidalPositionalEncoding(Var x, Var offset, SourceLoc loc) {
-  Graph &graph = checkOperands(
-      loc, "sinusoidalPositionalEncoding",
-      {{x, "input"}, {offset, "offset", Role::optionalScalar}});
+  Graph &graph =
+      checkOperands(loc, "sinusoidalPositionalEncoding",
+                    {{x, "input"}, {offset, "offset", Role::optionalScalar}});
   return emit<mk::PositionalEncodingOp>(graph, loc, mk::PEKind::sinusoidal,
                                         x.value(), mlir::Value(),
                                         offset.value());
 }
 
 Var learnedPositionalEncoding(Var x, Var table, Var offset, SourceLoc loc) {
-  Graph &graph = checkOperands(
-      loc, "learnedPositionalEncoding",
-      {{x, "input"}, {table, "table"}, {offset, "offset", Role::optionalScalar}});
+  Graph &graph = checkOperands(loc, "learnedPositionalEncoding",
+                               {{x, "input"},
+                                {table, "table"},
+                                {offset, "offset", Role::optionalScalar}});
   return emit<mk::PositionalEncodingOp>(graph, loc, mk::PEKind::learned,
                                         x.value(), table.value(),
                                         offset.value());
@@ -245,11 +247,9 @@ Var feedForward(Var x, const FeedForwardWeights &weights,
 //===----------------------------------------------------------------------===//
 
 Var linear(Var x, Var weight, Var bias, SourceLoc loc) {
-  Graph &graph =
-      checkOperands(loc, "linear",
-                    {{x, "input"},
-                     {weight, "weight"},
-                     {bias, "bias", Role::optionalTensor}});
+  Graph &graph = checkOperands(
+      loc, "linear",
+      {{x, "input"}, {weight, "weight"}, {bias, "bias", Role::optionalTensor}});
   return emit<mk::LinearOp>(graph, loc, x.value(), weight.value(),
                             bias.value());
 }
@@ -362,8 +362,8 @@ Var concat(const std::vector<Var> &inputs, int64_t axis, SourceLoc loc) {
   Graph *graph = nullptr;
   llvm::SmallVector<mlir::Value> values;
   for (const Var &input : inputs) {
-    graph = &checkOperands(loc, "concat", {{inputs.front(), "inputs"},
-                                           {input, "inputs"}});
+    graph = &checkOperands(loc, "concat",
+                           {{inputs.front(), "inputs"}, {input, "inputs"}});
     values.push_back(input.value());
   }
   return emit<mk::ConcatOp>(*graph, loc, mlir::ValueRange(values),
@@ -389,7 +389,8 @@ Var constant(Graph &graph, Shape shape, std::vector<float> values,
       shape, mlir::Float32Type::get(&graph.module().context()));
   auto dense =
       mlir::DenseElementsAttr::get(type, llvm::ArrayRef<float>(values));
-  return emit<mk::ConstantOp>(graph, loc, mlir::cast<mlir::ElementsAttr>(dense));
+  return emit<mk::ConstantOp>(graph, loc,
+                              mlir::cast<mlir::ElementsAttr>(dense));
 }
 
 Var constant(Graph &graph, double value, SourceLoc loc) {

@@ -1,4 +1,5 @@
-//===- Ops.h - One DSL function per kiln op ----------------------*- C++ -*-===//
+//===- Ops.h - One DSL function per kiln op ----------------------*- C++
+//-*-===//
 //
 // Free functions that add one kiln op each to the graph of their operands and
 // return its result. Result shapes are inferred (dynamic sizes carry through);
@@ -64,8 +65,8 @@ struct LayerNormOptions {
 /// PyTorch-layout ([out, in]) projections of multi-head attention; the biases
 /// are all four or none.
 struct AttentionWeights {
-  Var wq, wk, wv, wo;
-  Var bq, bk, bv, bo;
+  Var wq{}, wk{}, wv{}, wo{};
+  Var bq{}, bk{}, bv{}, bo{};
 };
 
 struct AttentionOptions {
@@ -73,15 +74,15 @@ struct AttentionOptions {
   /// Query i sees key j only when j <= i + (Tk − Tq).
   bool causal = false;
   /// [B, Tk] of i1/i32/i64: non-zero = attend, zero = padding.
-  Var keyPaddingMask;
+  Var keyPaddingMask = {};
   /// Attention-probability dropout (training graphs only).
   double dropout = 0.0;
 };
 
 /// w1 [F, D], w2 [D, F]; the biases b1 [F], b2 [D] are both or none.
 struct FeedForwardWeights {
-  Var w1, w2;
-  Var b1, b2;
+  Var w1{}, w2{};
+  Var b1{}, b2{};
 };
 
 struct FeedForwardOptions {
@@ -92,7 +93,7 @@ struct FeedForwardOptions {
 
 struct LossOptions {
   /// Targets equal to this class contribute nothing.
-  std::optional<int64_t> ignoreIndex;
+  std::optional<int64_t> ignoreIndex = std::nullopt;
   double labelSmoothing = 0.0;
   LossReduction reduction = LossReduction::mean;
 };
