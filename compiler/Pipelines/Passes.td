@@ -43,4 +43,47 @@ def KilnApproximateMathPass : Pass<"kiln-approximate-math"> {
   ];
 }
 
+def KilnTileAndVectorizePass
+    : Pass<"kiln-tile-and-vectorize", "::mlir::func::FuncOp"> {
+  let summary = "Tile linalg ops on buffers into register tiles and vectorize them";
+  let description = [{
+    CPU code generation for the linalg ops that kiln-to-linalg produces:
+
+    - contractions (matrix products, attention scores) are tiled into
+      `m x n x 1` register tiles (`m = 8` rows of `n = 32` columns: 16
+      AVX-512 accumulators) and vectorized into `vector.contract`, which
+      later becomes one broadcast-FMA outer product per reduction step;
+    - every other op is tiled along its innermost loop by the vector width
+      (16 f32) and vectorized.
+
+    Tiles of dynamic sizes are vectorized with masks. An op the vectorizer
+    cannot handle stays a scalar loop nest (correct, slower).
+  }];
+  let options = [
+    Option<"tileM", "tile-m", "int64_t", /*default=*/"8",
+           "Rows of a contraction register tile">,
+    Option<"tileN", "tile-n", "int64_t", /*default=*/"32",
+           "Columns of a contraction register tile">,
+    Option<"vectorWidth", "vector-width", "int64_t", /*default=*/"16",
+           "Elements per vector for elementwise ops and reductions">
+  ];
+  let dependentDialects = [
+    "::mlir::scf::SCFDialect", "::mlir::vector::VectorDialect",
+    "::mlir::tensor::TensorDialect", "::mlir::arith::ArithDialect"
+  ];
+}
+
+def KilnHoistVectorTransfersPass
+    : Pass<"kiln-hoist-vector-transfers", "::mlir::func::FuncOp"> {
+  let summary = "Keep loop-invariant vector tiles in registers across loops";
+  let description = [{
+    After bufferization, moves each `vector.transfer_read`/`transfer_write`
+    pair of a loop-invariant buffer tile (the accumulator of a contraction
+    tile) out of the loop, carrying the vector through the loop instead, so
+    that the reduction loop of a register tile neither loads nor stores its
+    accumulators.
+  }];
+  let dependentDialects = ["::mlir::vector::VectorDialect"];
+}
+
 #endif // KILN_COMPILER_PIPELINES_PASSES_TD

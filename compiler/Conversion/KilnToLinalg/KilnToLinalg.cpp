@@ -264,10 +264,17 @@ struct Emitter {
     } else {
       acc = filled(shape, 0.0);
     }
+    // The weight transposed to [K, N] (once per call, K·N copies against
+    // M·N·K multiply-adds), so that a row of N outputs reads contiguous
+    // weights.
+    SmallVector<OpFoldResult> wtShape = {size(w, 1), size(w, 0)};
+    Value wt = linalg::TransposeOp::create(b, loc, w, empty(wtShape, f32()),
+                                           ArrayRef<int64_t>{1, 0})
+                   .getResult()[0];
     SmallVector<IteratorType> iterators(loops, IteratorType::parallel);
     iterators[k] = IteratorType::reduction;
-    return generic(resultType, ValueRange{x, w}, acc,
-                   {select(loops, xDims), select(loops, {n, k}),
+    return generic(resultType, ValueRange{x, wt}, acc,
+                   {select(loops, xDims), select(loops, {k, n}),
                     select(loops, outDims)},
                    iterators, [](OpBuilder &nb, Location nl, ValueRange args) {
                      Value p = arith::MulFOp::create(nb, nl, args[0], args[1]);

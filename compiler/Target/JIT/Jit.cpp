@@ -505,6 +505,8 @@ std::shared_ptr<JitModule> JitModule::compile(ModuleOp source,
   machineBuilder->setCodeGenOptLevel(options.optLevel >= 3
                                          ? llvm::CodeGenOptLevel::Aggressive
                                          : llvm::CodeGenOptLevel::Default);
+  // Fuse multiply-adds into FMAs (as every BLAS does).
+  machineBuilder->getOptions().AllowFPOpFusion = llvm::FPOpFusion::Fast;
   auto machine = machineBuilder->createTargetMachine();
   if (!machine) {
     throw Error("kiln: cannot create a target machine: " +

@@ -1,0 +1,242 @@
+//===- TileAndVectorize.cpp - Register tiles and vectors for the CPU ------===//
+//
+// Implements kiln-tile-and-vectorize.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/Pipelines/Pipelines.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Linalg/IR/LinalgInterfaces.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Interfaces/ViewLikeInterface.h"
+#include "mlir/Dialect/Linalg/Transforms/Transforms.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/SCF/Transforms/TileUsingInterface.h"
+#include "mlir/Dialect/SCF/Transforms/Transforms.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/IR/PatternMatch.h"
+
+namespace mlir::kiln {
+#define GEN_PASS_DEF_KILNHOISTVECTORTRANSFERSPASS
+#define GEN_PASS_DEF_KILNTILEANDVECTORIZEPASS
+#include "compiler/Pipelines/Passes.h.inc"
+} // namespace mlir::kiln
+
+using namespace mlir;
+
+namespace {
+
+/// Tile sizes for one linalg op: a register tile for contractions, a vector
+/// along the innermost loop for everything else.
+SmallVector<int64_t> chooseTileSizes(linalg::LinalgOp op, int64_t tileM,
+                                     int64_t tileN, int64_t width) {
+  int64_t loops = op.getNumLoops();
+  SmallVector<int64_t> sizes(loops, 1);
+  SmallVector<int64_t> ranges = op.getStaticLoopRanges();
+  auto clampTo = [&](int64_t dim, int64_t size) {
+    int64_t range = ranges[dim];
+    sizes[dim] = ShapedType::isDynamic(range) ? size : std::min(size, range);
+  };
+  if (linalg::isaContractionOpInterface(op)) {
+    SmallVector<unsigned> parallel;
+    op.getParallelDims(parallel);
+    if (!parallel.empty()) {
+      clampTo(parallel.back(), tileN);
+    }
+    if (parallel.size() >= 2) {
+      clampTo(parallel[parallel.size() - 2], tileM);
+    }
+    return sizes;
+  }
+  if (loops > 0) {
+    clampTo(loops - 1, width);
+  }
+  return sizes;
+}
+
+/// Marks ops created by tiling with the vector sizes they were tiled for.
+constexpr llvm::StringLiteral kTileAttr = "kiln.tile";
+constexpr llvm::StringLiteral kLoopAttr = "kiln.tile_loop";
+
+struct KilnTileAndVectorizePass
+    : kiln::impl::KilnTileAndVectorizePassBase<KilnTileAndVectorizePass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    MLIRContext *context = &getContext();
+    IRRewriter rewriter(context);
+
+    // 1. Tile every linalg op (on buffers).
+    SmallVector<linalg::LinalgOp> ops;
+    getOperation().walk([&](linalg::LinalgOp op) {
+      if (op.getNumLoops() > 0) {
+        ops.push_back(op);
+      }
+    });
+    for (linalg::LinalgOp op : ops) {
+      SmallVector<int64_t> sizes =
+          chooseTileSizes(op, tileM, tileN, vectorWidth);
+      rewriter.setInsertionPoint(op);
+      scf::SCFTilingOptions options;
+      SmallVector<OpFoldResult> tileSizes;
+      for (int64_t s : sizes) {
+        tileSizes.push_back(rewriter.getIndexAttr(s));
+      }
+      options.setTileSizes(tileSizes);
+      FailureOr<scf::SCFTilingResult> tiled = scf::tileUsingSCF(
+          rewriter, cast<TilingInterface>(op.getOperation()), options);
+      if (failed(tiled)) {
+        continue; // Keep the op whole: it still lowers to loops.
+      }
+      rewriter.replaceOp(op, tiled->replacements);
+      for (Operation *tiledOp : tiled->tiledOps) {
+        tiledOp->setAttr(kTileAttr, rewriter.getDenseI64ArrayAttr(sizes));
+      }
+      for (LoopLikeOpInterface loop : tiled->loops) {
+        loop->setAttr(kLoopAttr, rewriter.getUnitAttr());
+      }
+    }
+
+    // 2. Peel the partial last tile off every tiled loop, so that the main
+    //    loops see full tiles of static size.
+    SmallVector<scf::ForOp> loops;
+    getOperation().walk<WalkOrder::PreOrder>([&](scf::ForOp loop) {
+      if (loop->hasAttr(kLoopAttr)) {
+        loops.push_back(loop);
+      }
+    });
+    for (scf::ForOp loop : loops) {
+      scf::ForOp partial;
+      rewriter.setInsertionPoint(loop);
+      (void)scf::peelForLoopAndSimplifyBounds(rewriter, loop, partial);
+    }
+    {
+      RewritePatternSet patterns(context);
+      for (Dialect *dialect : context->getLoadedDialects()) {
+        dialect->getCanonicalizationPatterns(patterns);
+      }
+      for (RegisteredOperationName op : context->getRegisteredOperations()) {
+        op.getCanonicalizationPatterns(patterns, context);
+      }
+      (void)applyPatternsGreedily(getOperation(), std::move(patterns));
+    }
+
+    // 3. Vectorize the tiles: full tiles have static shapes; partial ones
+    //    stay scalar loops.
+    SmallVector<linalg::LinalgOp> tiles;
+    getOperation().walk([&](linalg::LinalgOp op) {
+      if (op->hasAttr(kTileAttr)) {
+        tiles.push_back(op);
+      }
+    });
+    for (linalg::LinalgOp op : tiles) {
+      op->removeAttr(kTileAttr);
+      if (llvm::any_of(op.getStaticLoopRanges(), ShapedType::isDynamic)) {
+        continue;
+      }
+      rewriter.setInsertionPoint(op);
+      FailureOr<linalg::VectorizationResult> vectorized =
+          linalg::vectorize(rewriter, op);
+      if (succeeded(vectorized)) {
+        rewriter.replaceOp(op, vectorized->replacements);
+      }
+    }
+    getOperation().walk([&](scf::ForOp loop) { loop->removeAttr(kLoopAttr); });
+  }
+};
+} // namespace
+
+namespace {
+
+/// The allocation (or argument) a memref view is carved from.
+Value baseOf(Value memref) {
+  while (auto view = memref.getDefiningOp<ViewLikeOpInterface>()) {
+    memref = view.getViewSource();
+  }
+  return memref;
+}
+
+/// Moves a transfer_read/transfer_write pair of a loop-invariant tile of a
+/// fresh allocation out of `loop`, carrying the vector as an iteration
+/// argument. The allocation must not be touched by anything else in the
+/// loop, and, being fresh, cannot alias the loop's other memrefs.
+void hoistTransferPairs(RewriterBase &rewriter, scf::ForOp loop) {
+  bool changed = true;
+  while (changed) {
+    changed = false;
+    for (auto read : loop.getBody()->getOps<vector::TransferReadOp>()) {
+      Value source = read.getBase();
+      if (read.getMask() || !loop.isDefinedOutsideOfLoop(source) ||
+          !llvm::all_of(read.getIndices(), [&](Value v) {
+            return loop.isDefinedOutsideOfLoop(v);
+          })) {
+        continue;
+      }
+      Value base = baseOf(source);
+      if (!base.getDefiningOp<memref::AllocOp>()) {
+        continue;
+      }
+      vector::TransferWriteOp write;
+      for (auto candidate : loop.getBody()->getOps<vector::TransferWriteOp>()) {
+        if (candidate.getBase() == source && !candidate.getMask() &&
+            candidate.getIndices() == read.getIndices() &&
+            candidate.getVector().getType() == read.getType() &&
+            candidate.getPermutationMap() == read.getPermutationMap()) {
+          write = candidate;
+          break;
+        }
+      }
+      if (!write || !read->isBeforeInBlock(write)) {
+        continue;
+      }
+      bool conflict = false;
+      loop.getBody()->walk([&](Operation *op) {
+        if (op == read.getOperation() || op == write.getOperation()) {
+          return;
+        }
+        for (Value operand : op->getOperands()) {
+          if (isa<MemRefType>(operand.getType()) && baseOf(operand) == base) {
+            conflict = true;
+          }
+        }
+      });
+      if (conflict) {
+        continue;
+      }
+      read->moveBefore(loop);
+      auto yieldWrite = [&](OpBuilder &, Location, ArrayRef<BlockArgument>) {
+        return SmallVector<Value>{write.getVector()};
+      };
+      FailureOr<LoopLikeOpInterface> grown = loop.replaceWithAdditionalYields(
+          rewriter, ValueRange{read.getResult()},
+          /*replaceInitOperandUsesInLoop=*/true, yieldWrite);
+      if (failed(grown)) {
+        return;
+      }
+      loop = cast<scf::ForOp>(grown->getOperation());
+      write->moveAfter(loop);
+      write.getValueToStoreMutable().assign(loop.getResults().back());
+      changed = true;
+      break;
+    }
+  }
+}
+
+struct KilnHoistVectorTransfersPass
+    : kiln::impl::KilnHoistVectorTransfersPassBase<
+          KilnHoistVectorTransfersPass> {
+  void runOnOperation() override {
+    IRRewriter rewriter(&getContext());
+    SmallVector<scf::ForOp> loops;
+    getOperation().walk([&](scf::ForOp loop) { loops.push_back(loop); });
+    for (scf::ForOp loop : loops) { // innermost first (post-order)
+      hoistTransferPairs(rewriter, loop);
+    }
+  }
+};
+} // namespace
