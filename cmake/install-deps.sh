@@ -5,6 +5,7 @@ set -euo pipefail
 packages=(
   cmake ninja-build ccache g++ python3
   llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools clang-22 lld-22
+  libomp-22-dev
   libzstd-dev libfmt-dev libgtest-dev nlohmann-json3-dev
 )
 

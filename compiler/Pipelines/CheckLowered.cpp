@@ -8,6 +8,7 @@
 
 #include "dialects/Kiln/IR/KilnDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/OpenMP/OpenMPDialect.h"
 #include "mlir/IR/BuiltinOps.h"
 
 namespace mlir::kiln {
@@ -35,7 +36,9 @@ struct KilnCheckLoweredPass
         return;
       }
       Dialect *dialect = op->getDialect();
-      bool leftover = toLLVM ? !isa_and_nonnull<LLVM::LLVMDialect>(dialect)
+      // OpenMP regions are translated to LLVM IR alongside the LLVM dialect.
+      bool leftover = toLLVM ? !isa_and_nonnull<LLVM::LLVMDialect,
+                                                omp::OpenMPDialect>(dialect)
                              : isa_and_nonnull<kiln::KilnDialect>(dialect);
       if (leftover) {
         op->emitOpError("was not lowered to ") << stage;

@@ -14,7 +14,8 @@ def KilnCheckLoweredPass : Pass<"kiln-check-lowered", "::mlir::ModuleOp"> {
   let description = [{
     The last pass of every Kiln pipeline. With `stage=linalg` it rejects any
     remaining `kiln` op; with `stage=llvm` it rejects any op outside the
-    `llvm` dialect (besides the module). Each leftover op gets an error
+    `llvm` dialect (besides the module and OpenMP regions, which are translated
+    to LLVM IR with it). Each leftover op gets an error
     naming it, so a missing lowering is a diagnostic, never a crash later.
 
     ```mlir
@@ -84,6 +85,31 @@ def KilnHoistVectorTransfersPass
     accumulators.
   }];
   let dependentDialects = ["::mlir::vector::VectorDialect"];
+}
+
+def KilnParallelizeLoopsPass
+    : Pass<"kiln-parallelize-loops", "::mlir::func::FuncOp"> {
+  let summary = "Run the chosen tile loop of each op on all cores";
+  let description = [{
+    Rewrites the tile loop that kiln-tile-and-vectorize chose for threading
+    (the row-tile loop of a contraction, the outermost non-trivial parallel
+    loop otherwise) into `scf.parallel`, which convert-scf-to-openmp then
+    turns into an OpenMP work-sharing loop. Loops that carry values (the
+    reduction loops of register tiles) and loops nested in a parallel loop
+    stay serial.
+  }];
+  let dependentDialects = ["::mlir::scf::SCFDialect"];
+}
+
+def KilnInlineAllocaScopesPass : Pass<"kiln-inline-alloca-scopes"> {
+  let summary = "Inline memref.alloca_scope regions that allocate nothing";
+  let description = [{
+    convert-scf-to-openmp wraps every parallel loop body in a
+    `memref.alloca_scope`; when the body allocates nothing on the stack (Kiln
+    unrolls vector transfers fully, so it never does), the scope is
+    inlined, so that lowering the loops inside to basic blocks stays valid.
+  }];
+  let dependentDialects = ["::mlir::memref::MemRefDialect"];
 }
 
 #endif // KILN_COMPILER_PIPELINES_PASSES_TD

@@ -23,6 +23,8 @@
 
 namespace mlir::kiln {
 #define GEN_PASS_DEF_KILNHOISTVECTORTRANSFERSPASS
+#define GEN_PASS_DEF_KILNPARALLELIZELOOPSPASS
+#define GEN_PASS_DEF_KILNINLINEALLOCASCOPESPASS
 #define GEN_PASS_DEF_KILNTILEANDVECTORIZEPASS
 #include "compiler/Pipelines/Passes.h.inc"
 } // namespace mlir::kiln
@@ -62,6 +64,29 @@ SmallVector<int64_t> chooseTileSizes(linalg::LinalgOp op, int64_t tileM,
 /// Marks ops created by tiling with the vector sizes they were tiled for.
 constexpr llvm::StringLiteral kTileAttr = "kiln.tile";
 constexpr llvm::StringLiteral kLoopAttr = "kiln.tile_loop";
+/// Marks the tiled loop whose iterations run on all cores.
+constexpr llvm::StringLiteral kParallelAttr = "kiln.parallel";
+
+/// The loop of an op to spread across threads: the row loop of a
+/// contraction, else the outermost parallel loop that is not statically
+/// tiny.
+std::optional<unsigned> chooseParallelDim(linalg::LinalgOp op) {
+  SmallVector<unsigned> parallel;
+  op.getParallelDims(parallel);
+  if (parallel.empty()) {
+    return std::nullopt;
+  }
+  if (linalg::isaContractionOpInterface(op) && parallel.size() >= 2) {
+    return parallel[parallel.size() - 2];
+  }
+  SmallVector<int64_t> ranges = op.getStaticLoopRanges();
+  for (unsigned dim : parallel) {
+    if (ShapedType::isDynamic(ranges[dim]) || ranges[dim] >= 4) {
+      return dim;
+    }
+  }
+  return std::nullopt;
+}
 
 struct KilnTileAndVectorizePass
     : kiln::impl::KilnTileAndVectorizePassBase<KilnTileAndVectorizePass> {
@@ -81,6 +106,7 @@ struct KilnTileAndVectorizePass
     for (linalg::LinalgOp op : ops) {
       SmallVector<int64_t> sizes =
           chooseTileSizes(op, tileM, tileN, vectorWidth);
+      std::optional<unsigned> parallelDim = chooseParallelDim(op);
       rewriter.setInsertionPoint(op);
       scf::SCFTilingOptions options;
       SmallVector<OpFoldResult> tileSizes;
@@ -97,8 +123,11 @@ struct KilnTileAndVectorizePass
       for (Operation *tiledOp : tiled->tiledOps) {
         tiledOp->setAttr(kTileAttr, rewriter.getDenseI64ArrayAttr(sizes));
       }
-      for (LoopLikeOpInterface loop : tiled->loops) {
+      for (auto [dim, loop] : llvm::enumerate(tiled->loops)) {
         loop->setAttr(kLoopAttr, rewriter.getUnitAttr());
+        if (parallelDim && dim == *parallelDim) {
+          loop->setAttr(kParallelAttr, rewriter.getUnitAttr());
+        }
       }
     }
 
@@ -113,7 +142,11 @@ struct KilnTileAndVectorizePass
     for (scf::ForOp loop : loops) {
       scf::ForOp partial;
       rewriter.setInsertionPoint(loop);
-      (void)scf::peelForLoopAndSimplifyBounds(rewriter, loop, partial);
+      if (succeeded(
+              scf::peelForLoopAndSimplifyBounds(rewriter, loop, partial)) &&
+          partial) {
+        partial->removeAttr(kParallelAttr); // one iteration: nothing to share
+      }
     }
     {
       RewritePatternSet patterns(context);
@@ -236,6 +269,72 @@ struct KilnHoistVectorTransfersPass
     getOperation().walk([&](scf::ForOp loop) { loops.push_back(loop); });
     for (scf::ForOp loop : loops) { // innermost first (post-order)
       hoistTransferPairs(rewriter, loop);
+    }
+  }
+};
+} // namespace
+
+namespace {
+/// Turns the loops that kiln-tile-and-vectorize marked into scf.parallel
+/// (outermost marked loop of each nest, when it carries no values).
+struct KilnParallelizeLoopsPass
+    : kiln::impl::KilnParallelizeLoopsPassBase<KilnParallelizeLoopsPass> {
+  void runOnOperation() override {
+    IRRewriter rewriter(&getContext());
+    SmallVector<scf::ForOp> marked;
+    getOperation().walk<WalkOrder::PreOrder>([&](scf::ForOp loop) {
+      if (!loop->hasAttr(kParallelAttr)) {
+        return WalkResult::advance();
+      }
+      loop->removeAttr(kParallelAttr);
+      if (loop.getNumResults() == 0 &&
+          !loop->getParentOfType<scf::ParallelOp>()) {
+        marked.push_back(loop);
+        return WalkResult::skip(); // nested marks stay serial
+      }
+      return WalkResult::advance();
+    });
+    getOperation().walk([&](scf::ForOp loop) { loop->removeAttr(kParallelAttr); });
+    for (scf::ForOp loop : marked) {
+      rewriter.setInsertionPoint(loop);
+      auto parallel = scf::ParallelOp::create(
+          rewriter, loop.getLoc(), ValueRange{loop.getLowerBound()},
+          ValueRange{loop.getUpperBound()}, ValueRange{loop.getStep()});
+      Block *body = parallel.getBody();
+      rewriter.eraseOp(body->getTerminator());
+      rewriter.mergeBlocks(loop.getBody(), body,
+                           body->getArguments().take_front(1));
+      // The scf.yield of the for loop becomes the scf.reduce terminator.
+      Operation *yield = body->getTerminator();
+      rewriter.setInsertionPoint(yield);
+      scf::ReduceOp::create(rewriter, yield->getLoc());
+      rewriter.eraseOp(yield);
+      rewriter.eraseOp(loop);
+    }
+  }
+};
+} // namespace
+
+namespace {
+struct KilnInlineAllocaScopesPass
+    : kiln::impl::KilnInlineAllocaScopesPassBase<KilnInlineAllocaScopesPass> {
+  void runOnOperation() override {
+    IRRewriter rewriter(&getContext());
+    SmallVector<memref::AllocaScopeOp> scopes;
+    getOperation()->walk([&](memref::AllocaScopeOp scope) {
+      bool allocates = false;
+      scope.getBodyRegion().walk([&](memref::AllocaOp) { allocates = true; });
+      if (!allocates && scope.getBodyRegion().hasOneBlock()) {
+        scopes.push_back(scope);
+      }
+    });
+    for (memref::AllocaScopeOp scope : scopes) {
+      Block *body = &scope.getBodyRegion().front();
+      auto terminator = cast<memref::AllocaScopeReturnOp>(body->getTerminator());
+      SmallVector<Value> results(terminator.getResults());
+      rewriter.eraseOp(terminator);
+      rewriter.inlineBlockBefore(body, scope);
+      rewriter.replaceOp(scope, results);
     }
   }
 };

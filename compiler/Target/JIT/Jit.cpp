@@ -523,6 +523,10 @@ std::shared_ptr<JitModule> JitModule::compile(ModuleOp source,
     return llvm::Error::success();
   };
   ExecutionEngineOptions engineOptions;
+  // Threaded loops call the LLVM OpenMP runtime.
+  static const std::string openmp = KILN_OPENMP_LIBRARY;
+  llvm::StringRef libraries[] = {openmp};
+  engineOptions.sharedLibPaths = libraries;
   engineOptions.transformer = optimizeAndDump;
   engineOptions.jitCodeGenOptLevel = options.optLevel >= 3
                                          ? llvm::CodeGenOptLevel::Aggressive
