@@ -438,6 +438,8 @@ std::shared_ptr<JitModule> JitModule::compile(ModuleOp source,
       ArgSpec arg;
       auto name = func.getArgAttrOfType<StringAttr>(i, "kiln.name");
       arg.name = name ? name.str() : "arg" + std::to_string(i);
+      auto kind = func.getArgAttrOfType<StringAttr>(i, "kiln.kind");
+      arg.isParam = kind && kind.getValue() == "param";
       if (auto tensor = dyn_cast<RankedTensorType>(type)) {
         arg.dtype = dtypeOf(tensor.getElementType());
         for (int64_t size : tensor.getShape()) {

@@ -36,6 +36,7 @@ struct Arg {
 /// What a function argument must be.
 struct ArgSpec {
   std::string name;            ///< kiln.name if the IR has one, else "arg<i>".
+  bool isParam = false;        ///< kiln.kind = "param": bound from a store.
   bool isScalar = false;       ///< An i64 scalar rather than a tensor.
   DType dtype = DType::f32;    ///< Element type of a tensor argument.
   std::vector<int64_t> shape;  ///< -1 for a dynamic size.

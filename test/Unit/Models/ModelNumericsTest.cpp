@@ -1,0 +1,230 @@
+//===- ModelNumericsTest.cpp - Whole models against naive references ------===//
+//
+// The reference models of the DSL (BERT embeddings of seed 003, a GPT-2
+// style decoder, the encoder-decoder with padding and causal masks) built,
+// JIT-compiled and run for several (B, T) through one compiled function, and
+// compared with naive C++ loops over the same parameters.
+//
+//===----------------------------------------------------------------------===//
+
+#include "../JIT/Reference.h"
+
+#include "compiler/DSL/DSL.h"
+#include "compiler/DSL/Models.h"
+#include "compiler/Target/JIT/CompiledModel.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+using namespace kiln;
+
+namespace {
+
+/// Gives every parameter random values (LayerNorm ones/zeros and zero
+/// biases would hide a mix-up of weight and bias).
+void randomizeParameters(CompiledModel &model, uint32_t seed) {
+  for (const std::string &name : model.parameters().names()) {
+    Tensor &t = model.parameters().get(name);
+    Tensor r = ref::randomTensor(t.shape(), seed++, -0.5f, 0.5f);
+    std::copy(r.data<float>(), r.data<float>() + r.numel(), t.data<float>());
+  }
+}
+
+Tensor add(const Tensor &a, const Tensor &b) {
+  Tensor y = a.clone();
+  for (int64_t i = 0; i < y.numel(); ++i) {
+    y.data<float>()[i] += b.data<float>()[i];
+  }
+  return y;
+}
+
+Tensor gelu(const Tensor &x) {
+  Tensor y = x.clone();
+  for (int64_t i = 0; i < y.numel(); ++i) {
+    y.data<float>()[i] = float(ref::gelu(y.data<float>()[i], false));
+  }
+  return y;
+}
+
+Tensor relu(const Tensor &x) {
+  Tensor y = x.clone();
+  for (int64_t i = 0; i < y.numel(); ++i) {
+    y.data<float>()[i] = std::max(0.0f, y.data<float>()[i]);
+  }
+  return y;
+}
+
+/// Rows [begin, end) of a [R, C] weight or elements of a vector.
+Tensor rows(const Tensor &t, int64_t begin, int64_t end) {
+  int64_t width = t.rank() == 2 ? t.shape()[1] : 1;
+  std::vector<int64_t> shape = t.shape();
+  shape[0] = end - begin;
+  Tensor r = Tensor::empty(shape, DType::f32);
+  std::copy(t.data<float>() + begin * width, t.data<float>() + end * width,
+            r.data<float>());
+  return r;
+}
+
+Tensor embed(const Tensor &ids, const Tensor &table) {
+  int64_t d = table.shape()[1];
+  std::vector<int64_t> shape = ids.shape();
+  shape.push_back(d);
+  Tensor y = Tensor::empty(shape, DType::f32);
+  for (int64_t i = 0; i < ids.numel(); ++i) {
+    std::copy(table.data<float>() + ids.data<int64_t>()[i] * d,
+              table.data<float>() + (ids.data<int64_t>()[i] + 1) * d,
+              y.data<float>() + i * d);
+  }
+  return y;
+}
+
+} // namespace
+
+TEST(ModelNumerics, GptDecoderMatchesReference) {
+  dsl::Module module;
+  dsl::models::GptConfig config = dsl::models::gptTiny();
+  config.numLayers = 2;
+  dsl::models::addGptForward(module, config);
+  CompiledModel model(module, 7);
+  randomizeParameters(model, 100);
+  const ParameterStore &p = model.parameters();
+  int64_t d = config.dModel;
+  for (auto [b, t] : {std::pair<int64_t, int64_t>{1, 1}, {2, 7}, {3, 12}}) {
+    Tensor idx = ref::randomIds({b, t}, config.vocabSize, 5);
+    Tensor got = model.run("forward", {{"idx", idx}})[0];
+
+    Tensor x = embed(idx, p.get("wte.weight"));
+    const Tensor &wpe = p.get("wpe.weight");
+    for (int64_t i = 0; i < b * t; ++i) {
+      for (int64_t c = 0; c < d; ++c) {
+        x.data<float>()[i * d + c] += wpe.data<float>()[(i % t) * d + c];
+      }
+    }
+    for (int64_t l = 0; l < config.numLayers; ++l) {
+      std::string h = "h." + std::to_string(l) + ".";
+      Tensor n1 = ref::layerNorm(x, p.get(h + "ln_1.weight"),
+                                 p.get(h + "ln_1.bias"), 1e-5, false);
+      const Tensor &w = p.get(h + "attn.c_attn.weight");
+      const Tensor &bias = p.get(h + "attn.c_attn.bias");
+      Tensor wq = rows(w, 0, d), wk = rows(w, d, 2 * d), wv = rows(w, 2 * d, 3 * d);
+      Tensor bq = rows(bias, 0, d), bk = rows(bias, d, 2 * d),
+             bv = rows(bias, 2 * d, 3 * d);
+      Tensor att = ref::attention(n1, n1, wq, wk, wv, p.get(h + "attn.c_proj.weight"),
+                                  &bq, &bk, &bv, &p.get(h + "attn.c_proj.bias"),
+                                  nullptr, config.numHeads, true);
+      x = add(x, att);
+      Tensor n2 = ref::layerNorm(x, p.get(h + "ln_2.weight"),
+                                 p.get(h + "ln_2.bias"), 1e-5, false);
+      Tensor hidden = gelu(ref::linear(n2, p.get(h + "mlp.c_fc.weight"),
+                                       &p.get(h + "mlp.c_fc.bias")));
+      x = add(x, ref::linear(hidden, p.get(h + "mlp.c_proj.weight"),
+                             &p.get(h + "mlp.c_proj.bias")));
+    }
+    Tensor nf = ref::layerNorm(x, p.get("ln_f.weight"), p.get("ln_f.bias"), 1e-5,
+                               false);
+    Tensor expected = ref::linear(nf, p.get("wte.weight"), nullptr);
+    ref::expectClose(got, expected, 2e-4, 2e-4);
+  }
+}
+
+TEST(ModelNumerics, BertEmbeddingsOfSeed003) {
+  dsl::Module module;
+  dsl::models::BertEmbeddingsConfig config = dsl::models::bertSeedEmbeddings();
+  dsl::models::addBertEmbeddingsForward(module, config);
+  CompiledModel model(module, 3);
+  randomizeParameters(model, 200);
+  const ParameterStore &p = model.parameters();
+  const Tensor &word = p.get("word_embeddings.weight");
+  int64_t d = word.shape()[1];
+  for (auto [b, t] : {std::pair<int64_t, int64_t>{1, 4}, {2, 9}}) {
+    Tensor ids = ref::randomIds({b, t}, word.shape()[0], 6);
+    ids.data<int64_t>()[t - 1] = 0; // [PAD] reads its row normally
+    Tensor types = ref::randomIds({b, t}, 2, 7);
+    Tensor got =
+        model.run("forward", {{"input_ids", ids}, {"token_type_ids", types}})[0];
+    Tensor x = add(embed(ids, word), embed(types, p.get("token_type_embeddings.weight")));
+    const Tensor &pos = p.get("position_embeddings.weight");
+    for (int64_t i = 0; i < b * t; ++i) {
+      for (int64_t c = 0; c < d; ++c) {
+        x.data<float>()[i * d + c] += pos.data<float>()[(i % t) * d + c];
+      }
+    }
+    Tensor expected = ref::layerNorm(x, p.get("LayerNorm.weight"),
+                                     p.get("LayerNorm.bias"), 1e-12, false);
+    ref::expectClose(got, expected, 1e-4, 1e-4);
+  }
+}
+
+TEST(ModelNumerics, EncoderDecoderWithPaddingAndCausalMasks) {
+  dsl::Module module;
+  auto config = dsl::models::encdecTiny();
+  dsl::models::addEncDecForward(module, config);
+  CompiledModel model(module, 11);
+  randomizeParameters(model, 300);
+  const ParameterStore &p = model.parameters();
+  int64_t d = config.block.dModel;
+  int64_t heads = config.block.numHeads;
+  const Tensor &emb = p.get("src_embed.embedding.weight");
+  auto embedWithPositions = [&](const Tensor &ids) {
+    Tensor x = embed(ids, emb);
+    int64_t t = ids.shape()[1];
+    for (int64_t i = 0; i < x.numel(); ++i) {
+      int64_t c = i % d, pos = (i / d) % t;
+      double div = std::exp((c / 2 * 2) * -(std::log(10000.0) / double(d)));
+      double pe = c % 2 ? std::cos(pos * div) : std::sin(pos * div);
+      x.data<float>()[i] = float(x.data<float>()[i] * std::sqrt(double(d)) + pe);
+    }
+    return x;
+  };
+  auto norm = [&](const Tensor &x, const std::string &prefix) {
+    return ref::layerNorm(x, p.get(prefix + ".norm.weight"),
+                          p.get(prefix + ".norm.bias"), 1e-5, false);
+  };
+  auto attention = [&](const Tensor &q, const Tensor &kv, const std::string &prefix,
+                       const Tensor *mask, bool causal) {
+    return ref::attention(q, kv, p.get(prefix + ".w_q.weight"),
+                          p.get(prefix + ".w_k.weight"), p.get(prefix + ".w_v.weight"),
+                          p.get(prefix + ".w_o.weight"), &p.get(prefix + ".w_q.bias"),
+                          &p.get(prefix + ".w_k.bias"), &p.get(prefix + ".w_v.bias"),
+                          &p.get(prefix + ".w_o.bias"), mask, heads, causal);
+  };
+  auto ffn = [&](const Tensor &x, const std::string &prefix) {
+    Tensor h = relu(ref::linear(x, p.get(prefix + ".linear_1.weight"),
+                                &p.get(prefix + ".linear_1.bias")));
+    return ref::linear(h, p.get(prefix + ".linear_2.weight"),
+                       &p.get(prefix + ".linear_2.bias"));
+  };
+  for (auto [b, s, t] : {std::tuple<int64_t, int64_t, int64_t>{1, 3, 2}, {2, 6, 5}}) {
+    Tensor src = ref::randomIds({b, s}, config.srcVocab, 8);
+    Tensor tgt = ref::randomIds({b, t}, config.tgtVocab, 9);
+    // The second sentence is padded after 2 tokens.
+    Tensor mask = Tensor::zeros({b, s}, DType::i1);
+    Tensor mask64 = Tensor::zeros({b, s}, DType::i64);
+    for (int64_t i = 0; i < b * s; ++i) {
+      bool keep = i / s == 0 || i % s < 2;
+      mask.data<bool>()[i] = keep;
+      mask64.data<int64_t>()[i] = keep;
+    }
+    Tensor got = model.run("forward", {{"src", src}, {"tgt", tgt}, {"src_mask", mask}})[0];
+
+    Tensor x = embedWithPositions(src);
+    for (int64_t l = 0; l < config.numEncoderLayers; ++l) {
+      std::string e = "encoder.layers." + std::to_string(l);
+      x = norm(add(x, attention(x, x, e + ".self_attention_block", &mask64, false)),
+               e + ".residual_connections.0");
+      x = norm(add(x, ffn(x, e + ".feed_forward_block")), e + ".residual_connections.1");
+    }
+    Tensor y = embedWithPositions(tgt);
+    for (int64_t l = 0; l < config.numDecoderLayers; ++l) {
+      std::string e = "decoder.layers." + std::to_string(l);
+      y = norm(add(y, attention(y, y, e + ".self_attention_block", nullptr, true)),
+               e + ".residual_connections.0");
+      y = norm(add(y, attention(y, x, e + ".cross_attention_block", &mask64, false)),
+               e + ".residual_connections.1");
+      y = norm(add(y, ffn(y, e + ".feed_forward_block")), e + ".residual_connections.2");
+    }
+    Tensor expected = ref::linear(y, emb, nullptr);
+    ref::expectClose(got, expected, 3e-4, 3e-4);
+  }
+}
