@@ -112,4 +112,15 @@ def KilnInlineAllocaScopesPass : Pass<"kiln-inline-alloca-scopes"> {
   let dependentDialects = ["::mlir::memref::MemRefDialect"];
 }
 
+def KilnFuseElementwisePass : Pass<"kiln-fuse-elementwise"> {
+  let summary = "Fuse elementwise producers into elementwise consumers";
+  let description = [{
+    linalg's elementwise fusion, restricted to consumers whose loops are all
+    parallel: an activation fuses with the bias add or the residual add that
+    follows it, but is never fused into a contraction or a reduction, where
+    it would be recomputed once per reduction step.
+  }];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect"];
+}
+
 #endif // KILN_COMPILER_PIPELINES_PASSES_TD

@@ -16,7 +16,7 @@ using namespace mlir;
 std::string kiln::kilnToLinalgPipeline() {
   return "convert-kiln-to-linalg,"
          "canonicalize,"
-         "linalg-fuse-elementwise-ops,"
+         "kiln-fuse-elementwise,"
          "canonicalize,"
          "cse,"
          "kiln-check-lowered{stage=linalg}";

@@ -19,11 +19,13 @@
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/Dialect/Vector/Transforms/VectorRewritePatterns.h"
 #include "mlir/IR/PatternMatch.h"
 
 namespace mlir::kiln {
 #define GEN_PASS_DEF_KILNHOISTVECTORTRANSFERSPASS
 #define GEN_PASS_DEF_KILNPARALLELIZELOOPSPASS
+#define GEN_PASS_DEF_KILNFUSEELEMENTWISEPASS
 #define GEN_PASS_DEF_KILNINLINEALLOCASCOPESPASS
 #define GEN_PASS_DEF_KILNTILEANDVECTORIZEPASS
 #include "compiler/Pipelines/Passes.h.inc"
@@ -180,6 +182,19 @@ struct KilnTileAndVectorizePass
       }
     }
     getOperation().walk([&](scf::ForOp loop) { loop->removeAttr(kLoopAttr); });
+
+    // 4. Drop the unit dimensions of the tiles' vectors (leading batch and
+    //    head dims), so that they lower to plain 1-D vector registers.
+    RewritePatternSet patterns(context);
+    vector::populateCastAwayVectorLeadingOneDimPatterns(patterns);
+    vector::populateVectorTransferDropUnitDimsPatterns(patterns);
+    vector::populateDropUnitDimWithShapeCastPatterns(patterns);
+    vector::TransferReadOp::getCanonicalizationPatterns(patterns, context);
+    vector::TransferWriteOp::getCanonicalizationPatterns(patterns, context);
+    vector::BroadcastOp::getCanonicalizationPatterns(patterns, context);
+    vector::ShapeCastOp::getCanonicalizationPatterns(patterns, context);
+    vector::ExtractOp::getCanonicalizationPatterns(patterns, context);
+    (void)applyPatternsGreedily(getOperation(), std::move(patterns));
   }
 };
 } // namespace
@@ -335,6 +350,24 @@ struct KilnInlineAllocaScopesPass
       rewriter.eraseOp(terminator);
       rewriter.inlineBlockBefore(body, scope);
       rewriter.replaceOp(scope, results);
+    }
+  }
+};
+} // namespace
+
+namespace {
+struct KilnFuseElementwisePass
+    : kiln::impl::KilnFuseElementwisePassBase<KilnFuseElementwisePass> {
+  void runOnOperation() override {
+    RewritePatternSet patterns(&getContext());
+    linalg::populateElementwiseOpsFusionPatterns(
+        patterns, [](OpOperand *operand) {
+          auto consumer = dyn_cast<linalg::LinalgOp>(operand->getOwner());
+          return consumer &&
+                 consumer.getNumLoops() == consumer.getNumParallelLoops();
+        });
+    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns)))) {
+      signalPassFailure();
     }
   }
 };

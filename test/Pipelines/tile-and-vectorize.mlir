@@ -52,8 +52,8 @@ func.func @contraction_dynamic(%a: memref<?x64xf32>, %b: memref<64x96xf32>, %c: 
 // CHECK-LABEL: func.func @elementwise
 // CHECK: scf.for
 // CHECK: scf.for {{.*}} step %c16
-// CHECK: vector.transfer_read {{.*}} vector<1x16xf32>
-// CHECK: arith.maximumf {{.*}} : vector<1x16xf32>
+// CHECK: vector.transfer_read {{.*}} vector<16xf32>
+// CHECK: arith.maximumf {{.*}} : vector<16xf32>
 // CHECK: vector.transfer_write
 func.func @elementwise(%x: memref<?x64xf32>, %y: memref<?x64xf32>) {
   linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i, j)>],

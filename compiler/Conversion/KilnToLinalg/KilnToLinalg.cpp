@@ -1071,9 +1071,21 @@ struct MultiHeadAttentionPattern : KilnPattern<MultiHeadAttentionOp> {
     SmallVector<OpFoldResult> scoreShape = {
         e.size(query, 0), rewriter.getIndexAttr(heads), e.size(query, 1),
         e.size(kv, 1)};
+    // Keys as [B, H, dh, Tk], so that a row of scores reads contiguous keys.
+    auto k4t = RankedTensorType::get(
+        {k4.getDimSize(0), heads, headDim, k4.getDimSize(1)}, e.f32());
+    SmallVector<OpFoldResult> ktShape = {e.size(kv, 0),
+                                         rewriter.getIndexAttr(heads),
+                                         rewriter.getIndexAttr(headDim),
+                                         e.size(kv, 1)};
+    Value kt = linalg::TransposeOp::create(rewriter, loc, kh,
+                                           e.empty(ktShape, e.f32()),
+                                           ArrayRef<int64_t>{0, 2, 3, 1})
+                   .getResult()[0];
+    (void)k4t;
     Value raw = e.generic(
-        scoreType, ValueRange{qh, kh}, e.filled(scoreShape, 0.0),
-        {e.select(5, {0, 2, 1, 4}), e.select(5, {0, 3, 1, 4}),
+        scoreType, ValueRange{qh, kt}, e.filled(scoreShape, 0.0),
+        {e.select(5, {0, 2, 1, 4}), e.select(5, {0, 1, 4, 3}),
          e.select(5, {0, 1, 2, 3})},
         {IteratorType::parallel, IteratorType::parallel,
          IteratorType::parallel, IteratorType::parallel,
@@ -1140,14 +1152,15 @@ struct MultiHeadAttentionPattern : KilnPattern<MultiHeadAttentionOp> {
             return arith::MulFOp::create(b, l, args[0], keepScale);
           });
     }
-    // Weighted values [B, Tq, H, dh] over loops (b, i, h, d, j).
+    // Weighted values [B, Tq, H, dh] over loops (b, h, i, d, j): rows of
+    // queries times contiguous rows of values.
     SmallVector<OpFoldResult> outShape = {
         e.size(query, 0), e.size(query, 1), rewriter.getIndexAttr(heads),
         rewriter.getIndexAttr(headDim)};
     Value attended = e.generic(
         q4, ValueRange{probs, vh}, e.filled(outShape, 0.0),
-        {e.select(5, {0, 2, 1, 4}), e.select(5, {0, 4, 2, 3}),
-         e.select(5, {0, 1, 2, 3})},
+        {e.select(5, {0, 1, 2, 4}), e.select(5, {0, 4, 1, 3}),
+         e.select(5, {0, 2, 1, 3})},
         {IteratorType::parallel, IteratorType::parallel,
          IteratorType::parallel, IteratorType::parallel,
          IteratorType::reduction},

@@ -1,0 +1,190 @@
+//===- kiln_bench.cpp - Kiln's side of the benchmark ----------------------===//
+//
+// The forward pass (eval, mean cross-entropy over every target, reading the
+// loss) of the BENCHMARKS.md models, compiled by Kiln: 3 warm-up steps, then
+// the median and minimum of the timed steps. Prints a table and one
+// `RESULT peer=kiln ...` line per measurement (the libtorch peer prints the
+// same lines; run.sh puts them side by side).
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/DSL/DSL.h"
+#include "compiler/DSL/Models.h"
+#include "compiler/Target/JIT/CompiledModel.h"
+#include "runtime/Error.h"
+
+#include <fmt/format.h>
+
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+using namespace kiln;
+
+namespace {
+
+struct Shape {
+  int64_t vocab, d, heads, layers, dff, t, b;
+};
+
+// Matmul FLOPs of one forward pass (BENCHMARKS.md: dense T x T attention).
+double gptFlops(const Shape &c) {
+  double t = c.t, d = c.d;
+  return c.b * (c.layers * (24 * t * d * d + 4 * t * t * d) + 2 * t * d * c.vocab);
+}
+// Encoder layer 24·S·d² + 4·S²·d; decoder layer 28·T·d² + 4·S·d² (cross
+// K|V) + 4·T²·d + 4·T·S·d; head 2·T·d·V (50.50 GFLOP for the doc's model).
+double encdecFlops(const Shape &c) {
+  double s = c.t, t = c.t, d = c.d;
+  double enc = 24 * s * d * d + 4 * s * s * d;
+  double dec = 28 * t * d * d + 4 * s * d * d + 4 * t * t * d + 4 * t * s * d;
+  return c.b * (c.layers * (enc + dec) + 2 * t * d * c.vocab);
+}
+
+Tensor randomIds(int64_t b, int64_t t, int64_t vocab, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::uniform_int_distribution<int64_t> dist(0, vocab - 1);
+  Tensor ids = Tensor::empty({b, t}, DType::i64);
+  for (int64_t i = 0; i < b * t; ++i) {
+    ids.data<int64_t>()[i] = dist(gen);
+  }
+  return ids;
+}
+
+struct Options {
+  std::vector<std::string> models = {"gpt-tiny", "gpt-small", "encdec"};
+  int steps = 10;
+  bool batch1 = true;
+};
+
+void measure(const std::string &name, const std::string &mode, const Shape &c,
+             double flops, const Options &options,
+             const std::function<float()> &step) {
+  std::vector<double> ms;
+  float first = 0, last = 0;
+  for (int i = 0; i < 3 + options.steps; ++i) {
+    auto t0 = std::chrono::steady_clock::now();
+    last = step();
+    auto t1 = std::chrono::steady_clock::now();
+    if (i == 0) {
+      first = last;
+    }
+    if (i >= 3) {
+      ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+    }
+  }
+  std::sort(ms.begin(), ms.end());
+  double median = ms.size() % 2 ? ms[ms.size() / 2]
+                                : (ms[ms.size() / 2 - 1] + ms[ms.size() / 2]) / 2;
+  double gflops = flops * 1e-9 / (median * 1e-3);
+  struct rusage usage;
+  getrusage(RUSAGE_SELF, &usage);
+  fmt::print("{:<10} {:<11} {:>9.2f} ms  {:>9.0f} tok/s  {:>6.1f} GFLOP/s  "
+             "{:>5.1f}% of peak  RSS {:>5.0f} MiB\n",
+             name, mode, median, c.b * c.t / (median * 1e-3), gflops,
+             100 * gflops / 387.0, usage.ru_maxrss / 1024.0);
+  fmt::print("RESULT peer=kiln model={} mode={} median_ms={:.2f} min_ms={:.2f} "
+             "tokens_per_s={:.0f} gflops={:.1f} peak_pct={:.1f} rss_mib={:.0f} "
+             "loss_first={:.4f} loss_last={:.4f}\n",
+             name, mode, median, ms.front(), c.b * c.t / (median * 1e-3), gflops,
+             100 * gflops / 387.0, usage.ru_maxrss / 1024.0, first, last);
+  std::fflush(stdout);
+}
+
+void benchGpt(const std::string &name, dsl::models::GptConfig config,
+              const Shape &shape, const Options &options, bool batch1) {
+  dsl::Module module;
+  dsl::models::addGptLoss(module, config);
+  auto start = std::chrono::steady_clock::now();
+  CompiledModel model(module, 1);
+  fmt::print("{}: compiled in {:.1f} s\n", name,
+             std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+                 .count());
+  Tensor idx = randomIds(shape.b, shape.t, shape.vocab, 1);
+  Tensor targets = randomIds(shape.b, shape.t, shape.vocab, 2);
+  measure(name, "forward", shape, gptFlops(shape), options, [&] {
+    return model.run("loss", {{"idx", idx}, {"targets", targets}})[0].data<float>()[0];
+  });
+  if (batch1) {
+    Shape one = shape;
+    one.b = 1;
+    Tensor idx1 = randomIds(1, shape.t, shape.vocab, 3);
+    Tensor targets1 = randomIds(1, shape.t, shape.vocab, 4);
+    measure(name, "forward-b1", one, gptFlops(one), options, [&] {
+      return model.run("loss", {{"idx", idx1}, {"targets", targets1}})[0].data<float>()[0];
+    });
+  }
+}
+
+void benchEncDec(const Options &options) {
+  Shape shape{8000, 512, 8, 6, 2048, 64, 8};
+  dsl::Module module;
+  dsl::models::addEncDecLoss(module, dsl::models::encdecBase());
+  auto start = std::chrono::steady_clock::now();
+  CompiledModel model(module, 1);
+  fmt::print("encdec: compiled in {:.1f} s\n",
+             std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+                 .count());
+  Tensor src = randomIds(shape.b, shape.t, shape.vocab, 5);
+  Tensor tgt = randomIds(shape.b, shape.t, shape.vocab, 6);
+  Tensor targets = randomIds(shape.b, shape.t, shape.vocab, 7);
+  Tensor mask = Tensor::full({shape.b, shape.t}, 1.0f);
+  Tensor srcMask = Tensor::zeros({shape.b, shape.t}, DType::i1);
+  std::fill(srcMask.data<bool>(), srcMask.data<bool>() + srcMask.numel(), true);
+  measure("encdec", "forward", shape, encdecFlops(shape), options, [&] {
+    return model
+        .run("loss", {{"src", src}, {"tgt", tgt}, {"src_mask", srcMask},
+                      {"targets", targets}})[0]
+        .data<float>()[0];
+  });
+}
+
+} // namespace
+
+int main(int argc, char **argv) try {
+  Options options;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--steps" && i + 1 < argc) {
+      options.steps = std::max(1, std::atoi(argv[++i]));
+    } else if (arg == "--models" && i + 1 < argc) {
+      options.models.clear();
+      std::string list = argv[++i];
+      for (size_t start = 0; start <= list.size();) {
+        size_t comma = list.find(',', start);
+        options.models.push_back(list.substr(start, comma - start));
+        start = comma == std::string::npos ? list.size() + 1 : comma + 1;
+      }
+    } else {
+      fmt::print(stderr, "usage: kiln-bench [--models gpt-tiny,gpt-small,encdec] "
+                         "[--steps N]\n");
+      return 2;
+    }
+  }
+  fmt::print("Kiln forward pass (+ mean cross-entropy), 2 threads, peak 387.0 "
+             "GFLOP/s\n");
+  for (const std::string &m : options.models) {
+    if (m == "gpt-tiny") {
+      benchGpt(m, dsl::models::gptTiny(), {65, 128, 4, 4, 512, 128, 16}, options,
+               false);
+    } else if (m == "gpt-small") {
+      benchGpt(m, dsl::models::gptSmall(), {4096, 384, 6, 6, 1536, 256, 8},
+               options, true);
+    } else if (m == "encdec") {
+      benchEncDec(options);
+    } else {
+      fmt::print(stderr, "unknown model '{}'\n", m);
+      return 2;
+    }
+  }
+  return 0;
+} catch (const kiln::Error &e) {
+  fmt::print(stderr, "error: {}\n", e.what());
+  return 1;
+}
