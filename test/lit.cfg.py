@@ -18,3 +18,12 @@ llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 llvm_config.add_tool_substitutions(
     ["kiln-opt"], [config.kiln_tools_dir, config.llvm_tools_dir]
 )
+llvm_config.add_tool_substitutions(
+    [
+        "kiln-example-gpt",
+        "kiln-example-bert-embeddings",
+        "kiln-example-transformer",
+        "kiln-example-tiny-lm",
+    ],
+    [os.path.join(config.kiln_obj_root, "examples")],
+)

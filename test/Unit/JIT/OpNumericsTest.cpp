@@ -14,6 +14,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 
 using namespace kiln;
@@ -610,4 +612,26 @@ TEST(OpNumerics, CallChecksArgumentsBeforeRunning) {
   Tensor before = a.clone();
   jit->call("f", {a, a});
   EXPECT_EQ(a.toVector<float>(), before.toVector<float>());
+}
+
+TEST(Jit, DumpsTheIROfEveryStage) {
+  std::string dir = ::testing::TempDir() + "kiln-dump";
+  std::filesystem::create_directories(dir);
+  JitOptions options;
+  options.dumpDirectory = dir;
+  options.dumpStem = "relu";
+  auto jit = JitModule::compileSource(R"(
+    func.func @f(%x: tensor<?xf32>) -> tensor<?xf32> {
+      %0 = kiln.relu %x : (tensor<?xf32>) -> tensor<?xf32>
+      return %0 : tensor<?xf32>
+    })", options);
+  auto read = [&](const std::string &suffix) {
+    std::ifstream in(dir + "/relu." + suffix);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  EXPECT_NE(read("kiln.mlir").find("kiln.relu"), std::string::npos);
+  EXPECT_NE(read("linalg.mlir").find("linalg.generic"), std::string::npos);
+  EXPECT_EQ(read("linalg.mlir").find("kiln."), std::string::npos);
+  EXPECT_NE(read("llvm.mlir").find("llvm.func @f"), std::string::npos);
+  EXPECT_NE(read("ll").find("define"), std::string::npos);
 }

@@ -12,6 +12,7 @@
 #include "compiler/DSL/DSL.h"
 #include "compiler/DSL/Models.h"
 #include "compiler/Target/JIT/CompiledModel.h"
+#include "runtime/Error.h"
 
 #include <gtest/gtest.h>
 
@@ -226,5 +227,32 @@ TEST(ModelNumerics, EncoderDecoderWithPaddingAndCausalMasks) {
     }
     Tensor expected = ref::linear(y, emb, nullptr);
     ref::expectClose(got, expected, 3e-4, 3e-4);
+  }
+}
+
+TEST(ModelNumerics, AModelCompilesOncePerProcess) {
+  auto build = [](dsl::Module &module) {
+    dsl::models::GptConfig config = dsl::models::gptTiny();
+    config.numLayers = 1;
+    dsl::models::addGptForward(module, config);
+  };
+  dsl::Module first, second;
+  build(first);
+  build(second);
+  CompiledModel a(first, 1), b(second, 2);
+  EXPECT_EQ(&a.jit(), &b.jit());
+  // Unknown and missing inputs are named.
+  Tensor idx = Tensor::zeros({1, 3}, DType::i64);
+  try {
+    a.run("forward", {{"idx", idx}, {"targets", idx}});
+    ADD_FAILURE() << "expected an error";
+  } catch (const kiln::Error &e) {
+    EXPECT_NE(std::string(e.what()).find("has no input 'targets'"), std::string::npos);
+  }
+  try {
+    a.run("forward", {});
+    ADD_FAILURE() << "expected an error";
+  } catch (const kiln::Error &e) {
+    EXPECT_NE(std::string(e.what()).find("needs the input 'idx'"), std::string::npos);
   }
 }
