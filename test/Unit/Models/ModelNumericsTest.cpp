@@ -256,3 +256,94 @@ TEST(ModelNumerics, AModelCompilesOncePerProcess) {
     EXPECT_NE(std::string(e.what()).find("needs the input 'idx'"), std::string::npos);
   }
 }
+
+TEST(ModelNumerics, Seed002TransformerPreNormWithLogSoftmax) {
+  // build_transformer of seed 002: pre-LN residuals with the from-scratch
+  // LayerNorm (unbiased std, eps added to the std), final norms, separate
+  // embeddings, attention without biases, projection + log_softmax.
+  auto config = dsl::models::seed002Transformer(23, 29);
+  config.numEncoderLayers = 2;
+  config.numDecoderLayers = 2;
+  config.block.dModel = 16;
+  config.block.numHeads = 4;
+  config.block.dFF = 24;
+  dsl::Module module;
+  dsl::models::addEncDecForward(module, config);
+  CompiledModel model(module, 5);
+  randomizeParameters(model, 400);
+  const ParameterStore &p = model.parameters();
+  int64_t d = config.block.dModel;
+  double eps = config.block.eps;
+  auto embedWithPositions = [&](const Tensor &ids, const std::string &table) {
+    Tensor x = embed(ids, p.get(table));
+    int64_t t = ids.shape()[1];
+    for (int64_t i = 0; i < x.numel(); ++i) {
+      int64_t c = i % d, pos = (i / d) % t;
+      double div = std::exp((c / 2 * 2) * -(std::log(10000.0) / double(d)));
+      double pe = c % 2 ? std::cos(pos * div) : std::sin(pos * div);
+      x.data<float>()[i] = float(x.data<float>()[i] * std::sqrt(double(d)) + pe);
+    }
+    return x;
+  };
+  auto norm = [&](const Tensor &x, const std::string &prefix) {
+    return ref::layerNorm(x, p.get(prefix + ".alpha"), p.get(prefix + ".bias"), eps,
+                          /*stdEps=*/true);
+  };
+  auto attention = [&](const Tensor &q, const Tensor &kv, const std::string &prefix,
+                       const Tensor *mask, bool causal) {
+    return ref::attention(q, kv, p.get(prefix + ".w_q.weight"),
+                          p.get(prefix + ".w_k.weight"), p.get(prefix + ".w_v.weight"),
+                          p.get(prefix + ".w_o.weight"), nullptr, nullptr, nullptr,
+                          nullptr, mask, config.block.numHeads, causal);
+  };
+  auto ffn = [&](const Tensor &x, const std::string &prefix) {
+    Tensor h = relu(ref::linear(x, p.get(prefix + ".linear_1.weight"),
+                                &p.get(prefix + ".linear_1.bias")));
+    return ref::linear(h, p.get(prefix + ".linear_2.weight"),
+                       &p.get(prefix + ".linear_2.bias"));
+  };
+  int64_t b = 2, s = 5, t = 4;
+  Tensor src = ref::randomIds({b, s}, 23, 10);
+  Tensor tgt = ref::randomIds({b, t}, 29, 11);
+  Tensor mask = Tensor::zeros({b, s}, DType::i1);
+  Tensor mask64 = Tensor::zeros({b, s}, DType::i64);
+  for (int64_t i = 0; i < b * s; ++i) {
+    bool keep = i / s == 0 || i % s < 3;
+    mask.data<bool>()[i] = keep;
+    mask64.data<int64_t>()[i] = keep;
+  }
+  Tensor got = model.run("forward", {{"src", src}, {"tgt", tgt}, {"src_mask", mask}})[0];
+
+  Tensor x = embedWithPositions(src, "src_embed.embedding.weight");
+  for (int64_t l = 0; l < config.numEncoderLayers; ++l) {
+    std::string e = "encoder.layers." + std::to_string(l);
+    Tensor h = norm(x, e + ".residual_connections.0.norm");
+    x = add(x, attention(h, h, e + ".self_attention_block", &mask64, false));
+    x = add(x, ffn(norm(x, e + ".residual_connections.1.norm"), e + ".feed_forward_block"));
+  }
+  x = norm(x, "encoder.norm");
+  Tensor y = embedWithPositions(tgt, "tgt_embed.embedding.weight");
+  for (int64_t l = 0; l < config.numDecoderLayers; ++l) {
+    std::string e = "decoder.layers." + std::to_string(l);
+    Tensor h = norm(y, e + ".residual_connections.0.norm");
+    y = add(y, attention(h, h, e + ".self_attention_block", nullptr, true));
+    h = norm(y, e + ".residual_connections.1.norm");
+    y = add(y, attention(h, x, e + ".cross_attention_block", &mask64, false));
+    y = add(y, ffn(norm(y, e + ".residual_connections.2.norm"), e + ".feed_forward_block"));
+  }
+  y = norm(y, "decoder.norm");
+  Tensor logits = ref::linear(y, p.get("projection_layer.proj.weight"),
+                              &p.get("projection_layer.proj.bias"));
+  int64_t v = logits.shape().back();
+  for (int64_t r = 0; r < logits.numel() / v; ++r) {
+    float *row = logits.data<float>() + r * v;
+    double mx = *std::max_element(row, row + v), sum = 0;
+    for (int64_t k = 0; k < v; ++k) {
+      sum += std::exp(row[k] - mx);
+    }
+    for (int64_t k = 0; k < v; ++k) {
+      row[k] = float(row[k] - mx - std::log(sum));
+    }
+  }
+  ref::expectClose(got, logits, 3e-4, 3e-4);
+}
