@@ -1,4 +1,5 @@
-//===- Error.h - Kiln's user-facing error type -------------------*- C++ -*-===//
+//===- Error.h - Kiln's user-facing error type -------------------*- C++
+//-*-===//
 //
 // Every error Kiln reports to a user (bad shapes in a model, malformed files,
 // out-of-range inputs) is a kiln::Error with a message that names the values.

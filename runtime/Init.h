@@ -1,4 +1,5 @@
-//===- Init.h - Parameter initializers ---------------------------*- C++ -*-===//
+//===- Init.h - Parameter initializers ---------------------------*- C++
+//-*-===//
 //
 // How a parameter is initialized, and the seeded generator that does it, so
 // that a run is reproducible from its seed on any machine.
@@ -23,7 +24,8 @@ struct Init {
     ones,
     constant,        // value
     normal,          // N(mean, std)
-    truncatedNormal, // N(mean, std) redrawn outside mean ± 2·std (trunc_normal_)
+    truncatedNormal, // N(mean, std) redrawn outside mean ± 2·std
+                     // (trunc_normal_)
     uniform,         // U(low, high)
     xavierUniform,   // U(±gain·sqrt(6 / (fan_in + fan_out)))
     xavierNormal,    // N(0, gain·sqrt(2 / (fan_in + fan_out)))

@@ -1,4 +1,5 @@
-//===- MemrefCopy.h - Strided copies for compiled code -----------*- C++ -*-===//
+//===- MemrefCopy.h - Strided copies for compiled code -----------*- C++
+//-*-===//
 //
 // The C entry points that compiled Kiln code calls into.
 //

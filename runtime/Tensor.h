@@ -1,4 +1,5 @@
-//===- Tensor.h - Host tensors -----------------------------------*- C++ -*-===//
+//===- Tensor.h - Host tensors -----------------------------------*- C++
+//-*-===//
 //
 // A dense, contiguous, row-major host tensor with 64-byte aligned storage.
 // Copies share storage (like torch::Tensor); clone() makes a deep copy. The

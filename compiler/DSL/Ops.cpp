@@ -35,20 +35,6 @@ static mlir::OpBuilder &builderOf(Graph &graph) {
   return Access::impl(graph).builder;
 }
 
-static const char *dtypeName(DType dtype) {
-  switch (dtype) {
-  case DType::f32:
-    return "f32";
-  case DType::i32:
-    return "i32";
-  case DType::i64:
-    return "i64";
-  case DType::i1:
-    return "i1";
-  }
-  return "?";
-}
-
 /// Checks that the elements of `var` have one of the `allowed` types.
 static void checkDType(const Var &var, std::initializer_list<DType> allowed,
                        const char *op, const char *name, const char *what,
@@ -62,7 +48,7 @@ static void checkDType(const Var &var, std::initializer_list<DType> allowed,
   std::string names;
   for (DType ok : allowed) {
     names += names.empty() ? "" : "/";
-    names += dtypeName(ok);
+    names += kiln::name(ok);
   }
   fail(loc, std::string(op) + ": expects '" + name + "' to be " + what + " (" +
                 names + "), got " + var.typeString());

@@ -37,9 +37,10 @@ struct KilnCheckLoweredPass
       }
       Dialect *dialect = op->getDialect();
       // OpenMP regions are translated to LLVM IR alongside the LLVM dialect.
-      bool leftover = toLLVM ? !isa_and_nonnull<LLVM::LLVMDialect,
-                                                omp::OpenMPDialect>(dialect)
-                             : isa_and_nonnull<kiln::KilnDialect>(dialect);
+      bool leftover =
+          toLLVM
+              ? !isa_and_nonnull<LLVM::LLVMDialect, omp::OpenMPDialect>(dialect)
+              : isa_and_nonnull<kiln::KilnDialect>(dialect);
       if (leftover) {
         op->emitOpError("was not lowered to ") << stage;
         failed = true;

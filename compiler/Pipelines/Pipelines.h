@@ -1,4 +1,5 @@
-//===- Pipelines.h - Kiln's named compilation pipelines ----------*- C++ -*-===//
+//===- Pipelines.h - Kiln's named compilation pipelines ----------*- C++
+//-*-===//
 //
 // kiln-to-linalg and kiln-to-llvm, usable from kiln-opt and from C++.
 //

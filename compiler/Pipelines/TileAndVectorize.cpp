@@ -10,17 +10,17 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Linalg/IR/LinalgInterfaces.h"
-#include "mlir/Dialect/MemRef/IR/MemRef.h"
-#include "mlir/Interfaces/ViewLikeInterface.h"
 #include "mlir/Dialect/Linalg/Transforms/Transforms.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/SCF/Transforms/TileUsingInterface.h"
 #include "mlir/Dialect/SCF/Transforms/Transforms.h"
-#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/Dialect/Vector/Transforms/VectorRewritePatterns.h"
 #include "mlir/IR/PatternMatch.h"
+#include "mlir/Interfaces/ViewLikeInterface.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
 namespace mlir::kiln {
 #define GEN_PASS_DEF_KILNHOISTVECTORTRANSFERSPASS
@@ -309,7 +309,8 @@ struct KilnParallelizeLoopsPass
       }
       return WalkResult::advance();
     });
-    getOperation().walk([&](scf::ForOp loop) { loop->removeAttr(kParallelAttr); });
+    getOperation().walk(
+        [&](scf::ForOp loop) { loop->removeAttr(kParallelAttr); });
     for (scf::ForOp loop : marked) {
       rewriter.setInsertionPoint(loop);
       auto parallel = scf::ParallelOp::create(
@@ -345,7 +346,8 @@ struct KilnInlineAllocaScopesPass
     });
     for (memref::AllocaScopeOp scope : scopes) {
       Block *body = &scope.getBodyRegion().front();
-      auto terminator = cast<memref::AllocaScopeReturnOp>(body->getTerminator());
+      auto terminator =
+          cast<memref::AllocaScopeReturnOp>(body->getTerminator());
       SmallVector<Value> results(terminator.getResults());
       rewriter.eraseOp(terminator);
       rewriter.inlineBlockBefore(body, scope);

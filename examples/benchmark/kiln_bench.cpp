@@ -36,7 +36,8 @@ struct Shape {
 // Matmul FLOPs of one forward pass (BENCHMARKS.md: dense T x T attention).
 double gptFlops(const Shape &c) {
   double t = c.t, d = c.d;
-  return c.b * (c.layers * (24 * t * d * d + 4 * t * t * d) + 2 * t * d * c.vocab);
+  return c.b *
+         (c.layers * (24 * t * d * d + 4 * t * t * d) + 2 * t * d * c.vocab);
 }
 // Encoder layer 24·S·d² + 4·S²·d; decoder layer 28·T·d² + 4·S·d² (cross
 // K|V) + 4·T²·d + 4·T·S·d; head 2·T·d·V (50.50 GFLOP for the doc's model).
@@ -80,8 +81,9 @@ void measure(const std::string &name, const std::string &mode, const Shape &c,
     }
   }
   std::sort(ms.begin(), ms.end());
-  double median = ms.size() % 2 ? ms[ms.size() / 2]
-                                : (ms[ms.size() / 2 - 1] + ms[ms.size() / 2]) / 2;
+  double median = ms.size() % 2
+                      ? ms[ms.size() / 2]
+                      : (ms[ms.size() / 2 - 1] + ms[ms.size() / 2]) / 2;
   double gflops = flops * 1e-9 / (median * 1e-3);
   struct rusage usage;
   getrusage(RUSAGE_SELF, &usage);
@@ -92,8 +94,9 @@ void measure(const std::string &name, const std::string &mode, const Shape &c,
   fmt::print("RESULT peer=kiln model={} mode={} median_ms={:.2f} min_ms={:.2f} "
              "tokens_per_s={:.0f} gflops={:.1f} peak_pct={:.1f} rss_mib={:.0f} "
              "loss_first={:.4f} loss_last={:.4f}\n",
-             name, mode, median, ms.front(), c.b * c.t / (median * 1e-3), gflops,
-             100 * gflops / 387.0, usage.ru_maxrss / 1024.0, first, last);
+             name, mode, median, ms.front(), c.b * c.t / (median * 1e-3),
+             gflops, 100 * gflops / 387.0, usage.ru_maxrss / 1024.0, first,
+             last);
   std::fflush(stdout);
 }
 
@@ -103,13 +106,15 @@ void benchGpt(const std::string &name, dsl::models::GptConfig config,
   dsl::models::addGptLoss(module, config);
   auto start = std::chrono::steady_clock::now();
   CompiledModel model(module, 1);
-  fmt::print("{}: compiled in {:.1f} s\n", name,
-             std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-                 .count());
+  fmt::print(
+      "{}: compiled in {:.1f} s\n", name,
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count());
   Tensor idx = randomIds(shape.b, shape.t, shape.vocab, 1);
   Tensor targets = randomIds(shape.b, shape.t, shape.vocab, 2);
   measure(name, "forward", shape, gptFlops(shape), options, [&] {
-    return model.run("loss", {{"idx", idx}, {"targets", targets}})[0].data<float>()[0];
+    return model.run("loss", {{"idx", idx}, {"targets", targets}})[0]
+        .data<float>()[0];
   });
   if (batch1) {
     Shape one = shape;
@@ -117,7 +122,8 @@ void benchGpt(const std::string &name, dsl::models::GptConfig config,
     Tensor idx1 = randomIds(1, shape.t, shape.vocab, 3);
     Tensor targets1 = randomIds(1, shape.t, shape.vocab, 4);
     measure(name, "forward-b1", one, gptFlops(one), options, [&] {
-      return model.run("loss", {{"idx", idx1}, {"targets", targets1}})[0].data<float>()[0];
+      return model.run("loss", {{"idx", idx1}, {"targets", targets1}})[0]
+          .data<float>()[0];
     });
   }
 }
@@ -128,9 +134,10 @@ void benchEncDec(const Options &options) {
   dsl::models::addEncDecLoss(module, dsl::models::encdecBase());
   auto start = std::chrono::steady_clock::now();
   CompiledModel model(module, 1);
-  fmt::print("encdec: compiled in {:.1f} s\n",
-             std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-                 .count());
+  fmt::print(
+      "encdec: compiled in {:.1f} s\n",
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count());
   Tensor src = randomIds(shape.b, shape.t, shape.vocab, 5);
   Tensor tgt = randomIds(shape.b, shape.t, shape.vocab, 6);
   Tensor targets = randomIds(shape.b, shape.t, shape.vocab, 7);
@@ -139,7 +146,9 @@ void benchEncDec(const Options &options) {
   std::fill(srcMask.data<bool>(), srcMask.data<bool>() + srcMask.numel(), true);
   measure("encdec", "forward", shape, encdecFlops(shape), options, [&] {
     return model
-        .run("loss", {{"src", src}, {"tgt", tgt}, {"src_mask", srcMask},
+        .run("loss", {{"src", src},
+                      {"tgt", tgt},
+                      {"src_mask", srcMask},
                       {"targets", targets}})[0]
         .data<float>()[0];
   });
@@ -162,8 +171,9 @@ int main(int argc, char **argv) try {
         start = comma == std::string::npos ? list.size() + 1 : comma + 1;
       }
     } else {
-      fmt::print(stderr, "usage: kiln-bench [--models gpt-tiny,gpt-small,encdec] "
-                         "[--steps N]\n");
+      fmt::print(stderr,
+                 "usage: kiln-bench [--models gpt-tiny,gpt-small,encdec] "
+                 "[--steps N]\n");
       return 2;
     }
   }
@@ -171,8 +181,8 @@ int main(int argc, char **argv) try {
              "GFLOP/s\n");
   for (const std::string &m : options.models) {
     if (m == "gpt-tiny") {
-      benchGpt(m, dsl::models::gptTiny(), {65, 128, 4, 4, 512, 128, 16}, options,
-               false);
+      benchGpt(m, dsl::models::gptTiny(), {65, 128, 4, 4, 512, 128, 16},
+               options, false);
     } else if (m == "gpt-small") {
       benchGpt(m, dsl::models::gptSmall(), {4096, 384, 6, 6, 1536, 256, 8},
                options, true);

@@ -31,9 +31,11 @@ int main() try {
   }
 
   // "[CLS] the cat sat [SEP] [PAD] [PAD]" as ids, one sentence (type 0).
-  Tensor ids = Tensor::fromVector<int64_t>({1, 7}, {101 % 120, 5, 17, 29, 102 % 120, 0, 0});
+  Tensor ids = Tensor::fromVector<int64_t>(
+      {1, 7}, {101 % 120, 5, 17, 29, 102 % 120, 0, 0});
   Tensor types = Tensor::zeros({1, 7}, DType::i64);
-  Tensor out = model.run("forward", {{"input_ids", ids}, {"token_type_ids", types}})[0];
+  Tensor out =
+      model.run("forward", {{"input_ids", ids}, {"token_type_ids", types}})[0];
   fmt::print("input_ids {} -> embeddings {}\n", formatShape(ids.shape()),
              formatShape(out.shape()));
   const float *row = out.data<float>();

@@ -29,8 +29,8 @@ int main(int argc, char **argv) try {
 
   CompiledModel model(module, /*seed=*/1234);
   fmt::print("gpt-tiny: V={} d={} heads={} layers={} d_ff={}, {} parameters\n",
-             config.vocabSize, config.dModel, config.numHeads,
-             config.numLayers, config.dFF, model.parameters().numParameters());
+             config.vocabSize, config.dModel, config.numHeads, config.numLayers,
+             config.dFF, model.parameters().numParameters());
   fmt::print("compiled in {:.2f} s (MLIR pipeline) + {:.2f} s (LLVM)\n",
              model.jit().pipelineSeconds(), model.jit().codegenSeconds());
 

@@ -13,10 +13,12 @@ using namespace kiln::dsl;
 
 Var tinyLM(Graph &g, Var ids, int64_t vocab = 256, int64_t d = 64) {
   nn::Embedding embed(g, "embed", {.numEmbeddings = vocab, .dim = d});
-  nn::PositionalEncoding pos(g, "pos", {.kind = nn::PEKind::learned, .dim = d, .maxLen = 512});
+  nn::PositionalEncoding pos(
+      g, "pos", {.kind = nn::PEKind::learned, .dim = d, .maxLen = 512});
   nn::LayerNorm ln1(g, "ln1", {.dim = d}), ln2(g, "ln2", {.dim = d});
   nn::MultiHeadAttention attn(g, "attn", {.dModel = d, .numHeads = 4});
-  nn::FeedForward mlp(g, "mlp", {.dModel = d, .dFF = 4 * d, .activation = Activation::gelu});
+  nn::FeedForward mlp(
+      g, "mlp", {.dModel = d, .dFF = 4 * d, .activation = Activation::gelu});
   Var x = pos(embed(ids));
   Var h = ln1(x);
   x += attn(h, h, {.causal = true});
@@ -32,7 +34,8 @@ int main() try {
   Tensor ids = Tensor::fromVector<int64_t>({1, 3}, {1, 2, 3});
   Tensor logits = model.run("forward", {{"ids", ids}})[0]; // [1, 3, 256]
   std::cout << formatShape(logits.shape()) << "\n";
-} catch (const kiln::Error &e) { // model.cpp:12:42: error: 'kiln.mha' op expects ...
+} catch (
+    const kiln::Error &e) { // model.cpp:12:42: error: 'kiln.mha' op expects ...
   std::cerr << e.what() << "\n";
   return 1;
 }

@@ -22,7 +22,8 @@
 using namespace kiln;
 
 int main() try {
-  auto config = dsl::models::seed002Transformer(/*srcVocab=*/50, /*tgtVocab=*/60);
+  auto config =
+      dsl::models::seed002Transformer(/*srcVocab=*/50, /*tgtVocab=*/60);
   config.numEncoderLayers = 2;
   config.numDecoderLayers = 2;
   config.block.dModel = 64;
@@ -33,19 +34,22 @@ int main() try {
   CompiledModel model(module, /*seed=*/7);
   fmt::print("seed-002 Transformer (d_model {}, {} heads, {}+{} layers): {} "
              "parameters\n",
-             config.block.dModel, config.block.numHeads, config.numEncoderLayers,
-             config.numDecoderLayers, model.parameters().numParameters());
+             config.block.dModel, config.block.numHeads,
+             config.numEncoderLayers, config.numDecoderLayers,
+             model.parameters().numParameters());
 
   // Two source sentences; the second is padded after 3 tokens.
-  Tensor src = Tensor::fromVector<int64_t>({2, 5}, {3, 14, 15, 9, 26, 5, 35, 8, 0, 0});
+  Tensor src =
+      Tensor::fromVector<int64_t>({2, 5}, {3, 14, 15, 9, 26, 5, 35, 8, 0, 0});
   std::vector<bool> keep = {1, 1, 1, 1, 1, 1, 1, 1, 0, 0};
   Tensor srcMask = Tensor::zeros({2, 5}, DType::i1);
   for (size_t i = 0; i < keep.size(); ++i) {
     srcMask.data<bool>()[i] = keep[i];
   }
-  Tensor tgt = Tensor::fromVector<int64_t>({2, 4}, {1, 7, 12, 40, 1, 22, 5, 33});
-  Tensor logProbs =
-      model.run("forward", {{"src", src}, {"tgt", tgt}, {"src_mask", srcMask}})[0];
+  Tensor tgt =
+      Tensor::fromVector<int64_t>({2, 4}, {1, 7, 12, 40, 1, 22, 5, 33});
+  Tensor logProbs = model.run(
+      "forward", {{"src", src}, {"tgt", tgt}, {"src_mask", srcMask}})[0];
   fmt::print("src {} (+ mask), tgt {} -> log-probabilities {}\n",
              formatShape(src.shape()), formatShape(tgt.shape()),
              formatShape(logProbs.shape()));

@@ -196,9 +196,9 @@ struct Emitter {
   }
 
   /// Reduces `input` along `axis` with `combine`, starting from `init`.
-  Value reduce(Value input, int64_t axis, double init,
-               function_ref<Value(OpBuilder &, Location, Value, Value)>
-                   combine) {
+  Value
+  reduce(Value input, int64_t axis, double init,
+         function_ref<Value(OpBuilder &, Location, Value, Value)> combine) {
     auto t = type(input);
     int64_t rank = t.getRank();
     SmallVector<OpFoldResult> shape = sizes(input);
@@ -215,8 +215,8 @@ struct Emitter {
 
   /// The size of dimension `dim` of `t` as an f32.
   Value sizeAsFloat(Value t, int64_t dim) {
-    Value i64 = arith::IndexCastOp::create(b, loc, b.getI64Type(),
-                                           sizeValue(t, dim));
+    Value i64 =
+        arith::IndexCastOp::create(b, loc, b.getI64Type(), sizeValue(t, dim));
     return arith::SIToFPOp::create(b, loc, f32(), i64);
   }
 
@@ -224,10 +224,10 @@ struct Emitter {
   /// returns it as an index.
   static Value clampIndex(OpBuilder &nb, Location nl, Value value,
                           Value bound) {
-    Value idx = value.getType().isIndex()
-                    ? value
-                    : arith::IndexCastOp::create(nb, nl, nb.getIndexType(),
-                                                 value);
+    Value idx =
+        value.getType().isIndex()
+            ? value
+            : arith::IndexCastOp::create(nb, nl, nb.getIndexType(), value);
     Value zero = arith::ConstantIndexOp::create(nb, nl, 0);
     Value one = arith::ConstantIndexOp::create(nb, nl, 1);
     Value last = arith::SubIOp::create(nb, nl, bound, one);
@@ -255,12 +255,11 @@ struct Emitter {
     shape.back() = size(w, 0);
     Value acc;
     if (bias) {
-      acc = generic(resultType, bias, empty(shape, f32()),
-                    {select(rank, {rank - 1}), identity(rank)},
-                    SmallVector<IteratorType>(rank, IteratorType::parallel),
-                    [](OpBuilder &, Location, ValueRange args) {
-                      return args[0];
-                    });
+      acc = generic(
+          resultType, bias, empty(shape, f32()),
+          {select(rank, {rank - 1}), identity(rank)},
+          SmallVector<IteratorType>(rank, IteratorType::parallel),
+          [](OpBuilder &, Location, ValueRange args) { return args[0]; });
     } else {
       acc = filled(shape, 0.0);
     }
@@ -273,13 +272,13 @@ struct Emitter {
                    .getResult()[0];
     SmallVector<IteratorType> iterators(loops, IteratorType::parallel);
     iterators[k] = IteratorType::reduction;
-    return generic(resultType, ValueRange{x, wt}, acc,
-                   {select(loops, xDims), select(loops, {k, n}),
-                    select(loops, outDims)},
-                   iterators, [](OpBuilder &nb, Location nl, ValueRange args) {
-                     Value p = arith::MulFOp::create(nb, nl, args[0], args[1]);
-                     return arith::AddFOp::create(nb, nl, args[2], p);
-                   });
+    return generic(
+        resultType, ValueRange{x, wt}, acc,
+        {select(loops, xDims), select(loops, {k, n}), select(loops, outDims)},
+        iterators, [](OpBuilder &nb, Location nl, ValueRange args) {
+          Value p = arith::MulFOp::create(nb, nl, args[0], args[1]);
+          return arith::AddFOp::create(nb, nl, args[2], p);
+        });
   }
 
   /// The dropout keep-decision of an element: a pure function of (seed,
@@ -297,8 +296,7 @@ struct Emitter {
 /// splitmix64's finalizer on i64 values.
 static Value mix64(OpBuilder &b, Location loc, Value z) {
   auto c = [&](uint64_t v) {
-    return arith::ConstantOp::create(b, loc,
-                                     b.getI64IntegerAttr(int64_t(v)));
+    return arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(int64_t(v)));
   };
   z = arith::AddIOp::create(b, loc, z, c(0x9E3779B97F4A7C15ull));
   Value s30 = arith::ShRUIOp::create(b, loc, z, c(30));
@@ -322,12 +320,11 @@ Value Emitter::dropoutScale(OpBuilder &nb, Location nl, Value seed,
     linear = arith::AddIOp::create(
         nb, nl, arith::MulIOp::create(nb, nl, linear, size), i);
   }
-  Value index64 =
-      arith::IndexCastOp::create(nb, nl, nb.getI64Type(), linear);
+  Value index64 = arith::IndexCastOp::create(nb, nl, nb.getI64Type(), linear);
   // key = mix(seed + stream·golden), bits = mix(key ^ index).
   Value streamConst = arith::ConstantOp::create(
-      nb, nl, nb.getI64IntegerAttr(int64_t(uint64_t(stream) *
-                                           0x9E3779B97F4A7C15ull)));
+      nb, nl,
+      nb.getI64IntegerAttr(int64_t(uint64_t(stream) * 0x9E3779B97F4A7C15ull)));
   Value key = mix64(nb, nl, arith::AddIOp::create(nb, nl, seed, streamConst));
   Value bits = mix64(nb, nl, arith::XOrIOp::create(nb, nl, key, index64));
   // The top 24 bits as a uniform integer in [0, 2^24).
@@ -336,8 +333,8 @@ Value Emitter::dropoutScale(OpBuilder &nb, Location nl, Value seed,
       arith::ConstantOp::create(nb, nl, nb.getI64IntegerAttr(40)));
   Value threshold = arith::ConstantOp::create(
       nb, nl, nb.getI64IntegerAttr(int64_t(std::llround(p * 16777216.0))));
-  Value keep = arith::CmpIOp::create(nb, nl, arith::CmpIPredicate::uge, top,
-                                     threshold);
+  Value keep =
+      arith::CmpIOp::create(nb, nl, arith::CmpIPredicate::uge, top, threshold);
   Value scale = arith::ConstantOp::create(
       nb, nl, nb.getF32FloatAttr(float(1.0 / (1.0 - p))));
   Value zero = arith::ConstantOp::create(nb, nl, nb.getF32FloatAttr(0.0f));
@@ -359,8 +356,8 @@ Value Emitter::softmax(Value x, int64_t axis, bool log) {
   Value sum = generic(sum0.getType(), ValueRange{x, max}, sum0,
                       {identity(rank), reduced, reduced}, iterators,
                       [](OpBuilder &nb, Location nl, ValueRange args) {
-                        Value d = arith::SubFOp::create(nb, nl, args[0],
-                                                        args[1]);
+                        Value d =
+                            arith::SubFOp::create(nb, nl, args[0], args[1]);
                         Value e = math::ExpOp::create(nb, nl, d);
                         return arith::AddFOp::create(nb, nl, e, args[2]);
                       });
@@ -417,11 +414,11 @@ struct ElementwisePattern : KilnPattern<Op> {
         tensors.push_back(v);
       }
     }
-    Value result = e.elementwise(
-        type, e.broadcastShape(type, tensors), tensors,
-        [&](OpBuilder &b, Location loc, ValueRange args) {
-          return body(op, b, loc, args);
-        });
+    Value result =
+        e.elementwise(type, e.broadcastShape(type, tensors), tensors,
+                      [&](OpBuilder &b, Location loc, ValueRange args) {
+                        return body(op, b, loc, args);
+                      });
     rewriter.replaceOp(op, result);
     return success();
   }
@@ -486,8 +483,8 @@ static Value gelu(OpBuilder &b, Location loc, Value x, bool tanhApprox) {
   Value inner;
   if (tanhApprox) {
     // tanh(sqrt(2/pi) * (x + 0.044715 x^3))
-    Value x3 = arith::MulFOp::create(
-        b, loc, x, arith::MulFOp::create(b, loc, x, x));
+    Value x3 =
+        arith::MulFOp::create(b, loc, x, arith::MulFOp::create(b, loc, x, x));
     Value poly = arith::AddFOp::create(
         b, loc, x, arith::MulFOp::create(b, loc, c(0.044715), x3));
     inner = math::TanhOp::create(
@@ -497,8 +494,8 @@ static Value gelu(OpBuilder &b, Location loc, Value x, bool tanhApprox) {
                                 arith::MulFOp::create(b, loc, x, c(M_SQRT1_2)));
   }
   Value onePlus = arith::AddFOp::create(b, loc, c(1.0), inner);
-  return arith::MulFOp::create(
-      b, loc, arith::MulFOp::create(b, loc, c(0.5), x), onePlus);
+  return arith::MulFOp::create(b, loc, arith::MulFOp::create(b, loc, c(0.5), x),
+                               onePlus);
 }
 
 template <>
@@ -524,13 +521,13 @@ struct DropoutPattern : KilnPattern<DropoutOp> {
     double p = op.getP().convertToDouble();
     Value seed = adaptor.getSeed();
     int64_t stream = op.getStream();
-    Value result = e.elementwise(
-        type, e.sizes(adaptor.getInput()), adaptor.getInput(),
-        [&](OpBuilder &b, Location loc, ValueRange args) {
-          Value scale =
-              Emitter::dropoutScale(b, loc, seed, stream, p, dims, sizes);
-          return arith::MulFOp::create(b, loc, args[0], scale);
-        });
+    Value result =
+        e.elementwise(type, e.sizes(adaptor.getInput()), adaptor.getInput(),
+                      [&](OpBuilder &b, Location loc, ValueRange args) {
+                        Value scale = Emitter::dropoutScale(
+                            b, loc, seed, stream, p, dims, sizes);
+                        return arith::MulFOp::create(b, loc, args[0], scale);
+                      });
     rewriter.replaceOp(op, result);
     return success();
   }
@@ -556,8 +553,7 @@ struct EmbeddingPattern : KilnPattern<EmbeddingOp> {
         [&](OpBuilder &b, Location loc, ValueRange args) -> Value {
           Value row = Emitter::clampIndex(b, loc, args[0], vocab);
           Value col = linalg::IndexOp::create(b, loc, rank - 1);
-          return tensor::ExtractOp::create(b, loc, table,
-                                           ValueRange{row, col});
+          return tensor::ExtractOp::create(b, loc, table, ValueRange{row, col});
         });
     rewriter.replaceOp(op, result);
     return success();
@@ -575,9 +571,8 @@ struct PositionalEncodingPattern : KilnPattern<PositionalEncodingOp> {
     Value input = adaptor.getInput();
     Value offset;
     if (adaptor.getOffset()) {
-      offset = arith::IndexCastOp::create(rewriter, op.getLoc(),
-                                          rewriter.getIndexType(),
-                                          adaptor.getOffset());
+      offset = arith::IndexCastOp::create(
+          rewriter, op.getLoc(), rewriter.getIndexType(), adaptor.getOffset());
     } else {
       offset = e.index(0);
     }
@@ -603,22 +598,22 @@ struct PositionalEncodingPattern : KilnPattern<PositionalEncodingOp> {
                                              b.getF32FloatAttr(float(v)));
           };
           auto toFloat = [&](Value index) -> Value {
-            Value i64 = arith::IndexCastOp::create(b, loc, b.getI64Type(),
-                                                   index);
+            Value i64 =
+                arith::IndexCastOp::create(b, loc, b.getI64Type(), index);
             return arith::SIToFPOp::create(b, loc, b.getF32Type(), i64);
           };
           Value two = arith::ConstantIndexOp::create(b, loc, 2);
           Value pair = arith::MulIOp::create(
               b, loc, arith::DivUIOp::create(b, loc, i, two), two);
-          Value rate = arith::DivFOp::create(b, loc, c(-std::log(10000.0)),
-                                             width);
+          Value rate =
+              arith::DivFOp::create(b, loc, c(-std::log(10000.0)), width);
           Value div = math::ExpOp::create(
               b, loc, arith::MulFOp::create(b, loc, toFloat(pair), rate));
           Value angle = arith::MulFOp::create(b, loc, toFloat(pos), div);
-          Value odd = arith::CmpIOp::create(
-              b, loc, arith::CmpIPredicate::ne,
-              arith::RemUIOp::create(b, loc, i, two),
-              arith::ConstantIndexOp::create(b, loc, 0));
+          Value odd =
+              arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne,
+                                    arith::RemUIOp::create(b, loc, i, two),
+                                    arith::ConstantIndexOp::create(b, loc, 0));
           Value pe = arith::SelectOp::create(
               b, loc, odd, math::CosOp::create(b, loc, angle),
               math::SinOp::create(b, loc, angle));
@@ -649,21 +644,20 @@ struct LayerNormPattern : KilnPattern<LayerNormOp> {
     AffineMap reduced = e.dropping(rank, axis);
     int64_t rowRank = rank - 1;
     SmallVector<IteratorType> rowIterators(rowRank, IteratorType::parallel);
-    Value mean = e.generic(sum.getType(), sum, e.empty(rows, e.f32()),
-                           {e.identity(rowRank), e.identity(rowRank)},
-                           rowIterators,
-                           [&](OpBuilder &b, Location loc, ValueRange args) {
-                             return arith::DivFOp::create(b, loc, args[0],
-                                                          width);
-                           });
+    Value mean =
+        e.generic(sum.getType(), sum, e.empty(rows, e.f32()),
+                  {e.identity(rowRank), e.identity(rowRank)}, rowIterators,
+                  [&](OpBuilder &b, Location loc, ValueRange args) {
+                    return arith::DivFOp::create(b, loc, args[0], width);
+                  });
     SmallVector<IteratorType> iterators(rank, IteratorType::parallel);
     iterators[axis] = IteratorType::reduction;
     Value sq0 = e.filled(rows, 0.0);
     Value sq = e.generic(sq0.getType(), ValueRange{x, mean}, sq0,
                          {e.identity(rank), reduced, reduced}, iterators,
                          [](OpBuilder &b, Location loc, ValueRange args) {
-                           Value d = arith::SubFOp::create(b, loc, args[0],
-                                                           args[1]);
+                           Value d =
+                               arith::SubFOp::create(b, loc, args[0], args[1]);
                            Value d2 = arith::MulFOp::create(b, loc, d, d);
                            return arith::AddFOp::create(b, loc, d2, args[2]);
                          });
@@ -678,15 +672,17 @@ struct LayerNormPattern : KilnPattern<LayerNormOp> {
         {e.identity(rowRank), e.identity(rowRank)}, rowIterators,
         [&](OpBuilder &b, Location loc, ValueRange args) -> Value {
           Value var = arith::DivFOp::create(b, loc, args[0], count);
-          Value epsC = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(eps));
-          Value one = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(1.0f));
+          Value epsC =
+              arith::ConstantOp::create(b, loc, b.getF32FloatAttr(eps));
+          Value one =
+              arith::ConstantOp::create(b, loc, b.getF32FloatAttr(1.0f));
           if (stdEps) {
             Value sd = math::SqrtOp::create(b, loc, var);
             return arith::DivFOp::create(
                 b, loc, one, arith::AddFOp::create(b, loc, sd, epsC));
           }
-          return math::RsqrtOp::create(b, loc,
-                                       arith::AddFOp::create(b, loc, var, epsC));
+          return math::RsqrtOp::create(
+              b, loc, arith::AddFOp::create(b, loc, var, epsC));
         });
     AffineMap feature = e.select(rank, {axis});
     SmallVector<IteratorType> parallel(rank, IteratorType::parallel);
@@ -750,14 +746,14 @@ struct MatmulPattern : KilnPattern<MatmulOp> {
     shape.push_back(e.size(rhs, op.getTransposeRhs() ? rank - 2 : rank - 1));
     SmallVector<IteratorType> iterators(loops, IteratorType::parallel);
     iterators[k] = IteratorType::reduction;
-    Value result = e.generic(
-        type, ValueRange{lhs, rhs}, e.filled(shape, 0.0),
-        {e.select(loops, lhsDims), e.select(loops, rhsDims),
-         e.select(loops, outDims)},
-        iterators, [](OpBuilder &b, Location loc, ValueRange args) {
-          Value p = arith::MulFOp::create(b, loc, args[0], args[1]);
-          return arith::AddFOp::create(b, loc, args[2], p);
-        });
+    Value result =
+        e.generic(type, ValueRange{lhs, rhs}, e.filled(shape, 0.0),
+                  {e.select(loops, lhsDims), e.select(loops, rhsDims),
+                   e.select(loops, outDims)},
+                  iterators, [](OpBuilder &b, Location loc, ValueRange args) {
+                    Value p = arith::MulFOp::create(b, loc, args[0], args[1]);
+                    return arith::AddFOp::create(b, loc, args[2], p);
+                  });
     rewriter.replaceOp(op, result);
     return success();
   }
@@ -832,11 +828,11 @@ struct ReducePattern : KilnPattern<ReduceOp> {
         }
       }
       auto compact = cast<RankedTensorType>(result.getType());
-      result = e.elementwise(compact, shape, result,
-                             [&](OpBuilder &b, Location loc, ValueRange args) {
-                               return arith::DivFOp::create(b, loc, args[0],
-                                                            count);
-                             });
+      result =
+          e.elementwise(compact, shape, result,
+                        [&](OpBuilder &b, Location loc, ValueRange args) {
+                          return arith::DivFOp::create(b, loc, args[0], count);
+                        });
     }
     if (op.getKeepDims()) {
       SmallVector<ReassociationIndices> groups;
@@ -854,9 +850,8 @@ struct ReducePattern : KilnPattern<ReduceOp> {
       if (!group.empty() && !groups.empty()) {
         groups.back().append(group.begin(), group.end());
       }
-      result = tensor::ExpandShapeOp::create(rewriter, op.getLoc(),
-                                             resultType(op), result, groups,
-                                             outShape);
+      result = tensor::ExpandShapeOp::create(
+          rewriter, op.getLoc(), resultType(op), result, groups, outShape);
     }
     rewriter.replaceOp(op, result);
     return success();
@@ -897,12 +892,11 @@ struct ReshapePattern : KilnPattern<ReshapeOp> {
     }
     SmallVector<Value> asI64;
     for (Value s : sizes) {
-      asI64.push_back(arith::IndexCastOp::create(rewriter, loc,
-                                                 rewriter.getI64Type(), s));
+      asI64.push_back(
+          arith::IndexCastOp::create(rewriter, loc, rewriter.getI64Type(), s));
     }
     Value shape = tensor::FromElementsOp::create(rewriter, loc, asI64);
-    Value result =
-        tensor::ReshapeOp::create(rewriter, loc, type, x, shape);
+    Value result = tensor::ReshapeOp::create(rewriter, loc, type, x, shape);
     rewriter.replaceOp(op, result);
     return success();
   }
@@ -920,8 +914,8 @@ struct TransposePattern : KilnPattern<TransposeOp> {
       shape.push_back(e.size(x, p));
     }
     Value init = e.empty(shape, e.f32());
-    auto transposed = linalg::TransposeOp::create(
-        rewriter, op.getLoc(), x, init, op.getPermutation());
+    auto transposed = linalg::TransposeOp::create(rewriter, op.getLoc(), x,
+                                                  init, op.getPermutation());
     rewriter.replaceOp(op, transposed.getResult());
     return success();
   }
@@ -956,8 +950,8 @@ struct SlicePattern : KilnPattern<SliceOp> {
     } else {
       Value end = op.getEnd() ? clamp(bound(*op.getEnd())) : dim;
       Value diff = arith::SubIOp::create(rewriter, loc, end, start);
-      length = arith::MaxSIOp::create(rewriter, loc, diff, e.index(0))
-                   .getResult();
+      length =
+          arith::MaxSIOp::create(rewriter, loc, diff, e.index(0)).getResult();
     }
     SmallVector<OpFoldResult> offsets(rank, rewriter.getIndexAttr(0));
     SmallVector<OpFoldResult> sizes = e.sizes(x);
@@ -985,8 +979,8 @@ struct ConcatPattern : KilnPattern<ConcatOp> {
     SmallVector<OpFoldResult> shape = e.sizes(inputs.front());
     Value total = e.index(0);
     for (Value input : inputs) {
-      total = arith::AddIOp::create(rewriter, loc, total,
-                                    e.sizeValue(input, axis));
+      total =
+          arith::AddIOp::create(rewriter, loc, total, e.sizeValue(input, axis));
     }
     shape[axis] = total;
     Value result = e.empty(shape, e.f32());
@@ -1042,8 +1036,8 @@ struct MultiHeadAttentionPattern : KilnPattern<MultiHeadAttentionOp> {
       return RankedTensorType::get({t.getDimSize(0), t.getDimSize(1), dim},
                                    e.f32());
     };
-    Value q = e.linear(query, adaptor.getWq(), adaptor.getBq(),
-                       projType(query));
+    Value q =
+        e.linear(query, adaptor.getWq(), adaptor.getBq(), projType(query));
     Value k = e.linear(kv, adaptor.getWk(), adaptor.getBk(), projType(kv));
     Value v = e.linear(kv, adaptor.getWv(), adaptor.getBv(), projType(kv));
     // [B, T, D] -> [B, T, H, dh]
@@ -1066,18 +1060,16 @@ struct MultiHeadAttentionPattern : KilnPattern<MultiHeadAttentionOp> {
     auto k4 = Emitter::type(kh);
     // Scores [B, H, Tq, Tk] over loops (b, h, i, j, d).
     auto scoreType = RankedTensorType::get(
-        {q4.getDimSize(0), heads, q4.getDimSize(1), k4.getDimSize(1)},
-        e.f32());
-    SmallVector<OpFoldResult> scoreShape = {
-        e.size(query, 0), rewriter.getIndexAttr(heads), e.size(query, 1),
-        e.size(kv, 1)};
+        {q4.getDimSize(0), heads, q4.getDimSize(1), k4.getDimSize(1)}, e.f32());
+    SmallVector<OpFoldResult> scoreShape = {e.size(query, 0),
+                                            rewriter.getIndexAttr(heads),
+                                            e.size(query, 1), e.size(kv, 1)};
     // Keys as [B, H, dh, Tk], so that a row of scores reads contiguous keys.
     auto k4t = RankedTensorType::get(
         {k4.getDimSize(0), heads, headDim, k4.getDimSize(1)}, e.f32());
-    SmallVector<OpFoldResult> ktShape = {e.size(kv, 0),
-                                         rewriter.getIndexAttr(heads),
-                                         rewriter.getIndexAttr(headDim),
-                                         e.size(kv, 1)};
+    SmallVector<OpFoldResult> ktShape = {
+        e.size(kv, 0), rewriter.getIndexAttr(heads),
+        rewriter.getIndexAttr(headDim), e.size(kv, 1)};
     Value kt = linalg::TransposeOp::create(rewriter, loc, kh,
                                            e.empty(ktShape, e.f32()),
                                            ArrayRef<int64_t>{0, 2, 3, 1})
@@ -1087,9 +1079,8 @@ struct MultiHeadAttentionPattern : KilnPattern<MultiHeadAttentionOp> {
         scoreType, ValueRange{qh, kt}, e.filled(scoreShape, 0.0),
         {e.select(5, {0, 2, 1, 4}), e.select(5, {0, 1, 4, 3}),
          e.select(5, {0, 1, 2, 3})},
-        {IteratorType::parallel, IteratorType::parallel,
-         IteratorType::parallel, IteratorType::parallel,
-         IteratorType::reduction},
+        {IteratorType::parallel, IteratorType::parallel, IteratorType::parallel,
+         IteratorType::parallel, IteratorType::reduction},
         [](OpBuilder &b, Location l, ValueRange args) {
           Value p = arith::MulFOp::create(b, l, args[0], args[1]);
           return arith::AddFOp::create(b, l, args[2], p);
@@ -1108,8 +1099,8 @@ struct MultiHeadAttentionPattern : KilnPattern<MultiHeadAttentionOp> {
     Value shift = arith::SubIOp::create(rewriter, loc, keySeq, querySeq);
     SmallVector<IteratorType> par4(4, IteratorType::parallel);
     Value scores = e.generic(
-        scoreType, scoreInputs, e.empty(scoreShape, e.f32()), scoreMaps,
-        par4, [&](OpBuilder &b, Location l, ValueRange args) -> Value {
+        scoreType, scoreInputs, e.empty(scoreShape, e.f32()), scoreMaps, par4,
+        [&](OpBuilder &b, Location l, ValueRange args) -> Value {
           Value s = arith::MulFOp::create(
               b, l, args[0],
               arith::ConstantOp::create(b, l, b.getF32FloatAttr(scale)));
@@ -1118,8 +1109,8 @@ struct MultiHeadAttentionPattern : KilnPattern<MultiHeadAttentionOp> {
             Value m = args[1];
             Value zero = arith::ConstantOp::create(
                 b, l, b.getIntegerAttr(m.getType(), 0));
-            keep = arith::CmpIOp::create(b, l, arith::CmpIPredicate::ne, m,
-                                         zero);
+            keep =
+                arith::CmpIOp::create(b, l, arith::CmpIPredicate::ne, m, zero);
           }
           if (causal) {
             Value i = linalg::IndexOp::create(b, l, 2);
@@ -1127,8 +1118,7 @@ struct MultiHeadAttentionPattern : KilnPattern<MultiHeadAttentionOp> {
             Value limit = arith::AddIOp::create(b, l, i, shift);
             Value visible = arith::CmpIOp::create(
                 b, l, arith::CmpIPredicate::sle, j, limit);
-            keep = keep ? arith::AndIOp::create(b, l, keep, visible)
-                              .getResult()
+            keep = keep ? arith::AndIOp::create(b, l, keep, visible).getResult()
                         : visible;
           }
           if (!keep) {
@@ -1144,26 +1134,25 @@ struct MultiHeadAttentionPattern : KilnPattern<MultiHeadAttentionOp> {
       Value seed = adaptor.getSeed();
       int64_t stream = op.getStream();
       SmallVector<Value> sizes = {batch, e.index(heads), querySeq, keySeq};
-      probs = e.elementwise(
-          scoreType, scoreShape, probs,
-          [&](OpBuilder &b, Location l, ValueRange args) {
-            Value keepScale = Emitter::dropoutScale(b, l, seed, stream, p,
-                                                    {0, 1, 2, 3}, sizes);
-            return arith::MulFOp::create(b, l, args[0], keepScale);
-          });
+      probs = e.elementwise(scoreType, scoreShape, probs,
+                            [&](OpBuilder &b, Location l, ValueRange args) {
+                              Value keepScale = Emitter::dropoutScale(
+                                  b, l, seed, stream, p, {0, 1, 2, 3}, sizes);
+                              return arith::MulFOp::create(b, l, args[0],
+                                                           keepScale);
+                            });
     }
     // Weighted values [B, Tq, H, dh] over loops (b, h, i, d, j): rows of
     // queries times contiguous rows of values.
-    SmallVector<OpFoldResult> outShape = {
-        e.size(query, 0), e.size(query, 1), rewriter.getIndexAttr(heads),
-        rewriter.getIndexAttr(headDim)};
+    SmallVector<OpFoldResult> outShape = {e.size(query, 0), e.size(query, 1),
+                                          rewriter.getIndexAttr(heads),
+                                          rewriter.getIndexAttr(headDim)};
     Value attended = e.generic(
         q4, ValueRange{probs, vh}, e.filled(outShape, 0.0),
         {e.select(5, {0, 1, 2, 4}), e.select(5, {0, 4, 1, 3}),
          e.select(5, {0, 2, 1, 3})},
-        {IteratorType::parallel, IteratorType::parallel,
-         IteratorType::parallel, IteratorType::parallel,
-         IteratorType::reduction},
+        {IteratorType::parallel, IteratorType::parallel, IteratorType::parallel,
+         IteratorType::parallel, IteratorType::reduction},
         [](OpBuilder &b, Location l, ValueRange args) {
           Value prod = arith::MulFOp::create(b, l, args[0], args[1]);
           return arith::AddFOp::create(b, l, args[2], prod);
@@ -1213,8 +1202,7 @@ struct FeedForwardPattern : KilnPattern<FeedForwardOp> {
             h = gelu(b, l, args[0], act == Activation::gelu_tanh);
           }
           if (p > 0.0) {
-            Value s = Emitter::dropoutScale(b, l, seed, stream, p, dims,
-                                            sizes);
+            Value s = Emitter::dropoutScale(b, l, seed, stream, p, dims, sizes);
             h = arith::MulFOp::create(b, l, h, s);
           }
           return h;
@@ -1264,25 +1252,24 @@ struct LossPattern : KilnPattern<Op> {
       Value sum = e.generic(sum0.getType(), ValueRange{x, max}, sum0,
                             {e.identity(rank), reduced, reduced}, iterators,
                             [](OpBuilder &b, Location l, ValueRange args) {
-                              Value d = arith::SubFOp::create(b, l, args[0],
-                                                              args[1]);
+                              Value d =
+                                  arith::SubFOp::create(b, l, args[0], args[1]);
                               Value ex = math::ExpOp::create(b, l, d);
                               return arith::AddFOp::create(b, l, ex, args[2]);
                             });
       SmallVector<IteratorType> rowPar(rowRank, IteratorType::parallel);
-      lse = e.generic(sum.getType(), ValueRange{max, sum},
-                      e.empty(e.sizes(max), e.f32()),
-                      {e.identity(rowRank), e.identity(rowRank),
-                       e.identity(rowRank)},
-                      rowPar, [](OpBuilder &b, Location l, ValueRange args) {
-                        Value lg = math::LogOp::create(b, l, args[1]);
-                        return arith::AddFOp::create(b, l, args[0], lg);
-                      });
+      lse = e.generic(
+          sum.getType(), ValueRange{max, sum}, e.empty(e.sizes(max), e.f32()),
+          {e.identity(rowRank), e.identity(rowRank), e.identity(rowRank)},
+          rowPar, [](OpBuilder &b, Location l, ValueRange args) {
+            Value lg = math::LogOp::create(b, l, args[1]);
+            return arith::AddFOp::create(b, l, args[0], lg);
+          });
     }
     Value classSum = smoothing > 0.0 ? e.reduce(x, axis, 0.0, add) : Value();
     // Per position: (loss, weight).
-    auto rowType = RankedTensorType::get(
-        Emitter::type(targets).getShape(), e.f32());
+    auto rowType =
+        RankedTensorType::get(Emitter::type(targets).getShape(), e.f32());
     SmallVector<OpFoldResult> rowShape = e.sizes(targets);
     SmallVector<Value> inputs = {targets};
     if (lse) {
@@ -1298,8 +1285,7 @@ struct LossPattern : KilnPattern<Op> {
         ValueRange{e.empty(rowShape, e.f32()), e.empty(rowShape, e.f32())},
         maps, rowPar, [&](OpBuilder &b, Location l, ValueRange args) {
           auto c = [&](double v) {
-            return arith::ConstantOp::create(b, l,
-                                             b.getF32FloatAttr(float(v)));
+            return arith::ConstantOp::create(b, l, b.getF32FloatAttr(float(v)));
           };
           Value target = args[0];
           SmallVector<Value> indices;
@@ -1309,8 +1295,8 @@ struct LossPattern : KilnPattern<Op> {
           indices.push_back(Emitter::clampIndex(b, l, target, classes));
           Value picked = tensor::ExtractOp::create(b, l, x, indices);
           // loss = lse - (1-s)·x[t] - s·mean(x)   (lse = 0 for log-probs)
-          Value loss = arith::MulFOp::create(b, l, c(-(1.0 - smoothing)),
-                                             picked);
+          Value loss =
+              arith::MulFOp::create(b, l, c(-(1.0 - smoothing)), picked);
           size_t next = 1;
           if (lse) {
             loss = arith::AddFOp::create(b, l, loss, args[next++]);
@@ -1390,16 +1376,15 @@ struct ConvertKilnToLinalgPass
 
 void mlir::kiln::populateKilnToLinalgPatterns(RewritePatternSet &patterns) {
   MLIRContext *context = patterns.getContext();
-  patterns.add<
-      ElementwisePattern<AddOp>, ElementwisePattern<SubOp>,
-      ElementwisePattern<MulOp>, ElementwisePattern<DivOp>,
-      ElementwisePattern<ReluOp>, ElementwisePattern<TanhOp>,
-      ElementwisePattern<ExpOp>, ElementwisePattern<LogOp>,
-      ElementwisePattern<GeluOp>, ElementwisePattern<ScaleOp>, DropoutPattern,
-      EmbeddingPattern, PositionalEncodingPattern, LayerNormPattern,
-      LinearPattern, MatmulPattern, SoftmaxPattern, LogSoftmaxPattern,
-      ReducePattern, ReshapePattern, TransposePattern, SlicePattern,
-      ConcatPattern, ConstantPattern, MultiHeadAttentionPattern,
-      FeedForwardPattern, LossPattern<CrossEntropyOp>, LossPattern<NLLLossOp>>(
-      context);
+  patterns.add<ElementwisePattern<AddOp>, ElementwisePattern<SubOp>,
+               ElementwisePattern<MulOp>, ElementwisePattern<DivOp>,
+               ElementwisePattern<ReluOp>, ElementwisePattern<TanhOp>,
+               ElementwisePattern<ExpOp>, ElementwisePattern<LogOp>,
+               ElementwisePattern<GeluOp>, ElementwisePattern<ScaleOp>,
+               DropoutPattern, EmbeddingPattern, PositionalEncodingPattern,
+               LayerNormPattern, LinearPattern, MatmulPattern, SoftmaxPattern,
+               LogSoftmaxPattern, ReducePattern, ReshapePattern,
+               TransposePattern, SlicePattern, ConcatPattern, ConstantPattern,
+               MultiHeadAttentionPattern, FeedForwardPattern,
+               LossPattern<CrossEntropyOp>, LossPattern<NLLLossOp>>(context);
 }

@@ -1,4 +1,5 @@
-//===- KilnToLinalg.h - Lower kiln to linalg on tensors ----------*- C++ -*-===//
+//===- KilnToLinalg.h - Lower kiln to linalg on tensors ----------*- C++
+//-*-===//
 //
 // The kiln-to-linalg conversion as a pattern library and a pass.
 //

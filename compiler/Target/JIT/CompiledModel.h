@@ -1,4 +1,5 @@
-//===- CompiledModel.h - A DSL model compiled and ready to run ---*- C++ -*-===//
+//===- CompiledModel.h - A DSL model compiled and ready to run ---*- C++
+//-*-===//
 //
 // Ties a DSL Module, the JIT and a ParameterStore together: compile once,
 // initialize (or load) the parameters, run any graph with inputs by name.

@@ -28,9 +28,9 @@
 #include "mlir/Target/LLVMIR/Export.h"
 
 #include "llvm/ADT/EquivalenceClasses.h"
+#include "llvm/ExecutionEngine/Orc/CoreContainers.h"
 #include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
 #include "llvm/ExecutionEngine/Orc/Mangling.h"
-#include "llvm/ExecutionEngine/Orc/CoreContainers.h"
 #include "llvm/IR/Module.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/TargetSelect.h"
@@ -139,7 +139,8 @@ public:
       }
       for (int64_t d = 0; d < type.getRank(); ++d) {
         DimKey leader = classes.getOrInsertLeaderValue(key(arg, d));
-        auto [it, inserted] = groupOf.try_emplace(leader, contract.groups.size());
+        auto [it, inserted] =
+            groupOf.try_emplace(leader, contract.groups.size());
         if (inserted) {
           contract.groups.emplace_back();
           contract.groupSize.push_back(staticSize(leader));
@@ -334,7 +335,8 @@ private:
         unite(input, d, targets, d);
       }
       auto it = cast<RankedTensorType>(input.getType());
-      if (auto index = argIndex(targets); index && !it.isDynamicDim(it.getRank() - 1)) {
+      if (auto index = argIndex(targets);
+          index && !it.isDynamicDim(it.getRank() - 1)) {
         spec.args[*index].idBound = it.getDimSize(it.getRank() - 1);
         if (auto ignore = op->getAttrOfType<IntegerAttr>("ignore_index")) {
           spec.args[*index].ignoredId = ignore.getInt();
@@ -423,9 +425,8 @@ std::shared_ptr<JitModule> JitModule::compile(ModuleOp source,
   if (!module || failed(verify(*module))) {
     throw Error("kiln: the module does not verify:" + diagnostics.str());
   }
-  writeFile(options, "kiln.mlir", [&](llvm::raw_ostream &os) {
-    module->print(os);
-  });
+  writeFile(options, "kiln.mlir",
+            [&](llvm::raw_ostream &os) { module->print(os); });
 
   // Signatures and input contracts, read off the kiln IR.
   for (auto func : module->getOps<func::FuncOp>()) {
@@ -480,22 +481,22 @@ std::shared_ptr<JitModule> JitModule::compile(ModuleOp source,
   auto start = std::chrono::steady_clock::now();
   PassManager linalg(context);
   PassManager llvmPm(context);
-  if (failed(mlir::kiln::addPipeline(linalg, mlir::kiln::kilnToLinalgPipeline())) ||
-      failed(mlir::kiln::addPipeline(llvmPm, mlir::kiln::linalgToLLVMPipeline()))) {
+  if (failed(mlir::kiln::addPipeline(linalg,
+                                     mlir::kiln::kilnToLinalgPipeline())) ||
+      failed(mlir::kiln::addPipeline(llvmPm,
+                                     mlir::kiln::linalgToLLVMPipeline()))) {
     throw Error("kiln: internal error: the pipelines do not parse");
   }
   if (failed(linalg.run(*module))) {
     throw Error("kiln: lowering to linalg failed:" + diagnostics.str());
   }
-  writeFile(options, "linalg.mlir", [&](llvm::raw_ostream &os) {
-    module->print(os);
-  });
+  writeFile(options, "linalg.mlir",
+            [&](llvm::raw_ostream &os) { module->print(os); });
   if (failed(llvmPm.run(*module))) {
     throw Error("kiln: lowering to LLVM failed:" + diagnostics.str());
   }
-  writeFile(options, "llvm.mlir", [&](llvm::raw_ostream &os) {
-    module->print(os);
-  });
+  writeFile(options, "llvm.mlir",
+            [&](llvm::raw_ostream &os) { module->print(os); });
   impl->pipelineSeconds = secondsSince(start);
 
   start = std::chrono::steady_clock::now();
@@ -521,7 +522,8 @@ std::shared_ptr<JitModule> JitModule::compile(ModuleOp source,
     if (auto err = transformer(m)) {
       return err;
     }
-    writeFile(options, "ll", [&](llvm::raw_ostream &os) { m->print(os, nullptr); });
+    writeFile(options, "ll",
+              [&](llvm::raw_ostream &os) { m->print(os, nullptr); });
     return llvm::Error::success();
   };
   ExecutionEngineOptions engineOptions;
@@ -533,8 +535,8 @@ std::shared_ptr<JitModule> JitModule::compile(ModuleOp source,
   engineOptions.jitCodeGenOptLevel = options.optLevel >= 3
                                          ? llvm::CodeGenOptLevel::Aggressive
                                          : llvm::CodeGenOptLevel::Default;
-  auto engine = ExecutionEngine::create(*module, engineOptions,
-                                        std::move(*machine));
+  auto engine =
+      ExecutionEngine::create(*module, engineOptions, std::move(*machine));
   if (!engine) {
     throw Error("kiln: JIT compilation failed: " +
                 llvm::toString(engine.takeError()) + diagnostics.str());
@@ -591,8 +593,8 @@ const FunctionSpec &JitModule::spec(const std::string &name) const {
     for (auto &[fn, _] : impl_->specs) {
       known += (known.empty() ? "" : ", ") + fn;
     }
-    throw Error("kiln: no function '" + name + "' in the compiled module (it has: " +
-                known + ")");
+    throw Error("kiln: no function '" + name +
+                "' in the compiled module (it has: " + known + ")");
   }
   return it->second;
 }
@@ -622,8 +624,8 @@ static void checkIds(const Tensor &tensor, const ArgSpec &arg,
     int64_t v = data[i];
     if ((v < 0 || v >= arg.idBound) && v != arg.ignoredId) {
       throw Error("kiln: " + what + " holds " + std::to_string(v) +
-                  " at flat index " + std::to_string(i) +
-                  ", outside [0, " + std::to_string(arg.idBound) + ")");
+                  " at flat index " + std::to_string(i) + ", outside [0, " +
+                  std::to_string(arg.idBound) + ")");
     }
   }
 }
@@ -652,8 +654,8 @@ static void checkArguments(const FunctionSpec &spec,
       throw Error("kiln: " + what + " is an empty (undefined) tensor");
     }
     if (t.dtype() != expected.dtype) {
-      throw Error("kiln: " + what + " must have dtype " +
-                  name(expected.dtype) + ", got " + name(t.dtype()));
+      throw Error("kiln: " + what + " must have dtype " + name(expected.dtype) +
+                  ", got " + name(t.dtype()));
     }
     bool shapeOk = t.rank() == int64_t(expected.shape.size());
     for (size_t d = 0; shapeOk && d < expected.shape.size(); ++d) {
@@ -661,9 +663,8 @@ static void checkArguments(const FunctionSpec &spec,
     }
     if (!shapeOk) {
       std::vector<int64_t> shown = expected.shape;
-      throw Error("kiln: " + what + " must have shape " +
-                  formatShape(shown) + " (-1: any size), got " +
-                  formatShape(t.shape()));
+      throw Error("kiln: " + what + " must have shape " + formatShape(shown) +
+                  " (-1: any size), got " + formatShape(t.shape()));
     }
     if (expected.idBound >= 0) {
       if (t.dtype() == DType::i64) {
@@ -686,11 +687,11 @@ static void checkArguments(const FunctionSpec &spec,
         continue;
       }
       if (size != want) {
-        std::string source =
-            wantFrom == SIZE_MAX
-                ? "the model's size " + std::to_string(want)
-                : "dimension of " + describeArg(spec, wantFrom) + " (" +
-                      std::to_string(want) + ")";
+        std::string source = wantFrom == SIZE_MAX
+                                 ? "the model's size " + std::to_string(want)
+                                 : "dimension of " +
+                                       describeArg(spec, wantFrom) + " (" +
+                                       std::to_string(want) + ")";
         throw Error("kiln: dimension " + std::to_string(dim) + " of " +
                     describeArg(spec, argIndex) + " is " +
                     std::to_string(size) + " but must equal " + source);
@@ -770,8 +771,8 @@ std::vector<Tensor> JitModule::call(const std::string &name,
     packed.push_back(results.data());
   }
   if (llvm::Error err = impl_->engine->invokePacked(name, packed)) {
-    throw Error("kiln: calling '" + name + "' failed: " +
-                llvm::toString(std::move(err)));
+    throw Error("kiln: calling '" + name +
+                "' failed: " + llvm::toString(std::move(err)));
   }
 
   // Adopt the results (or copy those that alias an input, a global, or an

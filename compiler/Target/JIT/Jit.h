@@ -1,4 +1,5 @@
-//===- Jit.h - Compile kiln IR in-process and call it ------------*- C++ -*-===//
+//===- Jit.h - Compile kiln IR in-process and call it ------------*- C++
+//-*-===//
 //
 // Lowers a module of kiln functions to LLVM, JIT-compiles it at O3 for the
 // host CPU and calls its functions on kiln::Tensor arguments without copying
@@ -35,13 +36,14 @@ struct Arg {
 
 /// What a function argument must be.
 struct ArgSpec {
-  std::string name;            ///< kiln.name if the IR has one, else "arg<i>".
-  bool isParam = false;        ///< kiln.kind = "param": bound from a store.
-  bool isScalar = false;       ///< An i64 scalar rather than a tensor.
-  DType dtype = DType::f32;    ///< Element type of a tensor argument.
-  std::vector<int64_t> shape;  ///< -1 for a dynamic size.
-  int64_t idBound = -1;        ///< When >= 0: values must lie in [0, idBound).
-  int64_t ignoredId = INT64_MIN; ///< A value exempt from idBound (ignore_index).
+  std::string name;           ///< kiln.name if the IR has one, else "arg<i>".
+  bool isParam = false;       ///< kiln.kind = "param": bound from a store.
+  bool isScalar = false;      ///< An i64 scalar rather than a tensor.
+  DType dtype = DType::f32;   ///< Element type of a tensor argument.
+  std::vector<int64_t> shape; ///< -1 for a dynamic size.
+  int64_t idBound = -1;       ///< When >= 0: values must lie in [0, idBound).
+  int64_t ignoredId =
+      INT64_MIN; ///< A value exempt from idBound (ignore_index).
 };
 
 struct FunctionSpec {
@@ -69,11 +71,11 @@ public:
                                             const JitOptions &options = {});
   /// Like compile(), but returns the already compiled module when the same
   /// IR was compiled before in this process with the same options.
-  static std::shared_ptr<JitModule> compileCached(mlir::ModuleOp module,
-                                                  const JitOptions &options = {});
+  static std::shared_ptr<JitModule>
+  compileCached(mlir::ModuleOp module, const JitOptions &options = {});
   /// Parses and compiles kiln IR text.
-  static std::shared_ptr<JitModule> compileSource(const std::string &source,
-                                                  const JitOptions &options = {});
+  static std::shared_ptr<JitModule>
+  compileSource(const std::string &source, const JitOptions &options = {});
 
   /// Calls function `name`. Throws kiln::Error for a wrong argument count,
   /// dtype, rank or static size, inconsistent dynamic sizes, and token ids

@@ -37,6 +37,17 @@ static FailureOr<RankedTensorType> getRanked(std::optional<Location> loc,
   return emitOptionalError(loc, "expects '", name, "' to be a ranked tensor");
 }
 
+/// The result type of ops whose result has their (first) input's type.
+static LogicalResult inferSameAsInput(std::optional<Location> loc, Value input,
+                                      SmallVectorImpl<Type> &inferred) {
+  auto type = getRanked(loc, input, "input");
+  if (failed(type)) {
+    return failure();
+  }
+  inferred.push_back(*type);
+  return success();
+}
+
 static RankedTensorType tensorType(Value value) {
   return cast<RankedTensorType>(value.getType());
 }
@@ -150,12 +161,7 @@ LogicalResult EmbeddingOp::verify() {
 LogicalResult PositionalEncodingOp::inferReturnTypes(
     MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
     SmallVectorImpl<Type> &inferred) {
-  auto input = getRanked(loc, adaptor.getInput(), "input");
-  if (failed(input)) {
-    return failure();
-  }
-  inferred.push_back(*input);
-  return success();
+  return inferSameAsInput(loc, adaptor.getInput(), inferred);
 }
 
 LogicalResult PositionalEncodingOp::verify() {
@@ -200,12 +206,7 @@ LogicalResult LayerNormOp::inferReturnTypes(MLIRContext *,
                                             std::optional<Location> loc,
                                             Adaptor adaptor,
                                             SmallVectorImpl<Type> &inferred) {
-  auto input = getRanked(loc, adaptor.getInput(), "input");
-  if (failed(input)) {
-    return failure();
-  }
-  inferred.push_back(*input);
-  return success();
+  return inferSameAsInput(loc, adaptor.getInput(), inferred);
 }
 
 LogicalResult LayerNormOp::verify() {
@@ -237,12 +238,7 @@ LogicalResult LayerNormOp::verify() {
 LogicalResult MultiHeadAttentionOp::inferReturnTypes(
     MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
     SmallVectorImpl<Type> &inferred) {
-  auto query = getRanked(loc, adaptor.getQuery(), "query");
-  if (failed(query)) {
-    return failure();
-  }
-  inferred.push_back(*query);
-  return success();
+  return inferSameAsInput(loc, adaptor.getQuery(), inferred);
 }
 
 LogicalResult MultiHeadAttentionOp::verify() {
@@ -327,12 +323,7 @@ LogicalResult FeedForwardOp::inferReturnTypes(MLIRContext *,
                                               std::optional<Location> loc,
                                               Adaptor adaptor,
                                               SmallVectorImpl<Type> &inferred) {
-  auto input = getRanked(loc, adaptor.getInput(), "input");
-  if (failed(input)) {
-    return failure();
-  }
-  inferred.push_back(*input);
-  return success();
+  return inferSameAsInput(loc, adaptor.getInput(), inferred);
 }
 
 LogicalResult FeedForwardOp::verify() {
@@ -511,16 +502,6 @@ KILN_BINARY_OP(SubOp)
 KILN_BINARY_OP(MulOp)
 KILN_BINARY_OP(DivOp)
 #undef KILN_BINARY_OP
-
-static LogicalResult inferSameAsInput(std::optional<Location> loc, Value input,
-                                      SmallVectorImpl<Type> &inferred) {
-  auto type = getRanked(loc, input, "input");
-  if (failed(type)) {
-    return failure();
-  }
-  inferred.push_back(*type);
-  return success();
-}
 
 #define KILN_SAME_TYPE_OP(OpClass)                                             \
   LogicalResult OpClass::inferReturnTypes(                                     \

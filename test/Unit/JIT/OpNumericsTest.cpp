@@ -22,7 +22,8 @@ using namespace kiln;
 
 namespace {
 
-const std::vector<std::pair<int64_t, int64_t>> kSizes = {{1, 1}, {2, 5}, {3, 7}};
+const std::vector<std::pair<int64_t, int64_t>> kSizes = {
+    {1, 1}, {2, 5}, {3, 7}};
 
 /// Applies `f` to every element (a reference for unary ops).
 Tensor mapRef(const Tensor &x, const std::function<double(double)> &f) {
@@ -109,9 +110,9 @@ TEST(OpNumerics, SinusoidalEncodingMatchesTheSeedFormula) {
     }
   }
   // Position 0 is exactly [0, 1, 0, 1, ...].
-  Tensor y = jit->call("f", {Tensor::zeros({1, 1, 7}, DType::f32), int64_t(0)})[0];
-  EXPECT_EQ(y.toVector<float>(),
-            (std::vector<float>{0, 1, 0, 1, 0, 1, 0}));
+  Tensor y =
+      jit->call("f", {Tensor::zeros({1, 1, 7}, DType::f32), int64_t(0)})[0];
+  EXPECT_EQ(y.toVector<float>(), (std::vector<float>{0, 1, 0, 1, 0, 1, 0}));
 }
 
 TEST(OpNumerics, LearnedEncodingAddsTableRowsAndChecksLength) {
@@ -127,7 +128,8 @@ TEST(OpNumerics, LearnedEncodingAddsTableRowsAndChecksLength) {
     Tensor expected = x.clone();
     for (int64_t i = 0; i < b * t; ++i) {
       for (int64_t d = 0; d < 3; ++d) {
-        expected.data<float>()[i * 3 + d] += table.data<float>()[(i % t + 1) * 3 + d];
+        expected.data<float>()[i * 3 + d] +=
+            table.data<float>()[(i % t + 1) * 3 + d];
       }
     }
     ref::expectClose(jit->call("f", {x, table, int64_t(1)})[0], expected);
@@ -144,7 +146,8 @@ TEST(OpNumerics, LayerNormBothModes) {
     std::string mode = stdEps ? ", mode = #kiln<norm_mode std_eps>" : "";
     auto jit = JitModule::compileSource(R"(
       func.func @f(%x: tensor<?x?x9xf32>, %g: tensor<9xf32>, %b: tensor<9xf32>) -> tensor<?x?x9xf32> {
-        %0 = kiln.layernorm %x, %g, %b {eps = 1.0e-3 : f64)" + mode + R"(}
+        %0 = kiln.layernorm %x, %g, %b {eps = 1.0e-3 : f64)" +
+                                        mode + R"(}
             : (tensor<?x?x9xf32>, tensor<9xf32>, tensor<9xf32>) -> tensor<?x?x9xf32>
         return %0 : tensor<?x?x9xf32>
       })");
@@ -185,9 +188,9 @@ TEST(OpNumerics, SelfAttentionWithCausalAndPaddingMasks) {
     for (int64_t i = 0; i < b * t; ++i) {
       mask.data<int64_t>()[i] = (i % t) < t - (i / t) ? 1 : 0; // pad the tail
     }
-    Tensor expected = ref::attention(x, x, w[0], w[1], w[2], w[3], &bias[0],
-                                     &bias[1], &bias[2], &bias[3], &mask, 3,
-                                     true);
+    Tensor expected =
+        ref::attention(x, x, w[0], w[1], w[2], w[3], &bias[0], &bias[1],
+                       &bias[2], &bias[3], &mask, 3, true);
     ref::expectClose(jit->call("f", {x, w[0], w[1], w[2], w[3], bias[0],
                                      bias[1], bias[2], bias[3], mask})[0],
                      expected, 1e-5, 1e-4);
@@ -231,7 +234,8 @@ TEST(OpNumerics, FeedForwardEachActivation) {
             -> tensor<?x?x5xf32>
         return %0 : tensor<?x?x5xf32>
       })");
-    Tensor w1 = ref::randomTensor({11, 5}, 50), w2 = ref::randomTensor({5, 11}, 51);
+    Tensor w1 = ref::randomTensor({11, 5}, 50),
+           w2 = ref::randomTensor({5, 11}, 51);
     Tensor b1 = ref::randomTensor({11}, 52), b2 = ref::randomTensor({5}, 53);
     std::string name = act;
     for (auto [b, t] : kSizes) {
@@ -263,8 +267,10 @@ TEST(OpNumerics, LinearAndBatchedMatmulWithTransposes) {
   Tensor w = ref::randomTensor({4, 6}, 60), bias = ref::randomTensor({4}, 61);
   for (auto [b, t] : kSizes) {
     Tensor x = ref::randomTensor({b, t, 6}, 62);
-    ref::expectClose(jit->call("lin", {x, w, bias})[0], ref::linear(x, w, &bias));
-    Tensor a = ref::randomTensor({b, t, 3}, 63), c = ref::randomTensor({b, t + 1, 3}, 64);
+    ref::expectClose(jit->call("lin", {x, w, bias})[0],
+                     ref::linear(x, w, &bias));
+    Tensor a = ref::randomTensor({b, t, 3}, 63),
+           c = ref::randomTensor({b, t + 1, 3}, 64);
     Tensor expected = Tensor::empty({b, t, t + 1}, DType::f32);
     for (int64_t bi = 0; bi < b; ++bi) {
       for (int64_t i = 0; i < t; ++i) {
@@ -279,7 +285,8 @@ TEST(OpNumerics, LinearAndBatchedMatmulWithTransposes) {
       }
     }
     ref::expectClose(jit->call("mm", {a, c})[0], expected);
-    Tensor at = ref::randomTensor({b, 3, t}, 65), bt = ref::randomTensor({b, 3, 5}, 66);
+    Tensor at = ref::randomTensor({b, 3, t}, 65),
+           bt = ref::randomTensor({b, 3, 5}, 66);
     Tensor expectedT = Tensor::empty({b, t, 5}, DType::f32);
     for (int64_t bi = 0; bi < b; ++bi) {
       for (int64_t i = 0; i < t; ++i) {
@@ -346,9 +353,12 @@ TEST(OpNumerics, UnaryOpsAndScale) {
   for (auto [b, t] : kSizes) {
     Tensor x = ref::randomTensor({b, t * 3}, 80, -4, 4);
     std::vector<Tensor> out = jit->call("f", {x});
-    ref::expectClose(out[0], mapRef(x, [](double v) { return std::max(v, 0.0); }));
-    ref::expectClose(out[1], mapRef(x, [](double v) { return ref::gelu(v, false); }));
-    ref::expectClose(out[2], mapRef(x, [](double v) { return ref::gelu(v, true); }));
+    ref::expectClose(out[0],
+                     mapRef(x, [](double v) { return std::max(v, 0.0); }));
+    ref::expectClose(out[1],
+                     mapRef(x, [](double v) { return ref::gelu(v, false); }));
+    ref::expectClose(out[2],
+                     mapRef(x, [](double v) { return ref::gelu(v, true); }));
     ref::expectClose(out[3], mapRef(x, [](double v) { return std::tanh(v); }));
     ref::expectClose(out[4], mapRef(x, [](double v) { return std::exp(v); }));
     ref::expectClose(out[5], x, 2e-5);
@@ -589,24 +599,26 @@ TEST(OpNumerics, CallChecksArgumentsBeforeRunning) {
       return %0 : tensor<?x4xf32>
     })");
   Tensor a = ref::randomTensor({3, 4}, 1);
-  EXPECT_NE(expectErrorMessage([&] { jit->call("f", {a}); })
-                .find("takes 2 arguments, got 1"),
+  EXPECT_NE(expectErrorMessage([&] {
+              jit->call("f", {a});
+            }).find("takes 2 arguments, got 1"),
             std::string::npos);
   EXPECT_NE(expectErrorMessage([&] {
               jit->call("f", {a, ref::randomTensor({3, 5}, 2)});
             }).find("must have shape [-1, 4]"),
             std::string::npos);
-  EXPECT_NE(expectErrorMessage([&] {
-              jit->call("f", {a, ref::randomTensor({2, 4}, 2)});
-            }).find("dimension 0 of argument #1 'arg1' of 'f' is 2 but must "
-                    "equal dimension of argument #0 'arg0' of 'f' (3)"),
+  EXPECT_NE(expectErrorMessage(
+                [&] { jit->call("f", {a, ref::randomTensor({2, 4}, 2)}); })
+                .find("dimension 0 of argument #1 'arg1' of 'f' is 2 but must "
+                      "equal dimension of argument #0 'arg0' of 'f' (3)"),
             std::string::npos);
   EXPECT_NE(expectErrorMessage([&] {
               jit->call("f", {a, Tensor::zeros({3, 4}, DType::i64)});
             }).find("must have dtype f32, got i64"),
             std::string::npos);
-  EXPECT_NE(expectErrorMessage([&] { jit->call("g", {a, a}); })
-                .find("no function 'g'"),
+  EXPECT_NE(expectErrorMessage([&] {
+              jit->call("g", {a, a});
+            }).find("no function 'g'"),
             std::string::npos);
   // Inputs are never written to.
   Tensor before = a.clone();
@@ -624,7 +636,8 @@ TEST(Jit, DumpsTheIROfEveryStage) {
     func.func @f(%x: tensor<?xf32>) -> tensor<?xf32> {
       %0 = kiln.relu %x : (tensor<?xf32>) -> tensor<?xf32>
       return %0 : tensor<?xf32>
-    })", options);
+    })",
+                                      options);
   auto read = [&](const std::string &suffix) {
     std::ifstream in(dir + "/relu." + suffix);
     return std::string(std::istreambuf_iterator<char>(in), {});

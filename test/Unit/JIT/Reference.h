@@ -1,4 +1,5 @@
-//===- Reference.h - Naive reference implementations for tests ---*- C++ -*-===//
+//===- Reference.h - Naive reference implementations for tests ---*- C++
+//-*-===//
 //
 // Independent, deliberately simple loops (double accumulation) that the
 // compiled kernels are checked against. Nothing here shares code with the
@@ -76,7 +77,8 @@ inline Tensor linear(const Tensor &x, const Tensor &w, const Tensor *b) {
     for (int64_t o = 0; o < out; ++o) {
       double acc = b ? b->data<float>()[o] : 0.0;
       for (int64_t i = 0; i < in; ++i) {
-        acc += double(x.data<float>()[r * in + i]) * w.data<float>()[o * in + i];
+        acc +=
+            double(x.data<float>()[r * in + i]) * w.data<float>()[o * in + i];
       }
       y.data<float>()[r * out + o] = float(acc);
     }
@@ -102,8 +104,8 @@ inline Tensor layerNorm(const Tensor &x, const Tensor &g, const Tensor &b,
     double inv = stdEps ? 1.0 / (std::sqrt(sq / (d - 1)) + eps)
                         : 1.0 / std::sqrt(sq / d + eps);
     for (int64_t i = 0; i < d; ++i) {
-      y.data<float>()[r * d + i] =
-          float((row[i] - mean) * inv * g.data<float>()[i] + b.data<float>()[i]);
+      y.data<float>()[r * d + i] = float(
+          (row[i] - mean) * inv * g.data<float>()[i] + b.data<float>()[i]);
     }
   }
   return y;
@@ -114,8 +116,8 @@ inline Tensor layerNorm(const Tensor &x, const Tensor &g, const Tensor &b,
 inline Tensor attention(const Tensor &q_in, const Tensor &kv_in,
                         const Tensor &wq, const Tensor &wk, const Tensor &wv,
                         const Tensor &wo, const Tensor *bq, const Tensor *bk,
-                        const Tensor *bv, const Tensor *bo,
-                        const Tensor *mask, int64_t heads, bool causal) {
+                        const Tensor *bv, const Tensor *bo, const Tensor *mask,
+                        int64_t heads, bool causal) {
   Tensor q = linear(q_in, wq, bq), k = linear(kv_in, wk, bk),
          v = linear(kv_in, wv, bv);
   int64_t B = q.shape()[0], Tq = q.shape()[1], Tk = k.shape()[1];

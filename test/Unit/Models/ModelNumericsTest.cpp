@@ -108,12 +108,13 @@ TEST(ModelNumerics, GptDecoderMatchesReference) {
                                  p.get(h + "ln_1.bias"), 1e-5, false);
       const Tensor &w = p.get(h + "attn.c_attn.weight");
       const Tensor &bias = p.get(h + "attn.c_attn.bias");
-      Tensor wq = rows(w, 0, d), wk = rows(w, d, 2 * d), wv = rows(w, 2 * d, 3 * d);
+      Tensor wq = rows(w, 0, d), wk = rows(w, d, 2 * d),
+             wv = rows(w, 2 * d, 3 * d);
       Tensor bq = rows(bias, 0, d), bk = rows(bias, d, 2 * d),
              bv = rows(bias, 2 * d, 3 * d);
-      Tensor att = ref::attention(n1, n1, wq, wk, wv, p.get(h + "attn.c_proj.weight"),
-                                  &bq, &bk, &bv, &p.get(h + "attn.c_proj.bias"),
-                                  nullptr, config.numHeads, true);
+      Tensor att = ref::attention(
+          n1, n1, wq, wk, wv, p.get(h + "attn.c_proj.weight"), &bq, &bk, &bv,
+          &p.get(h + "attn.c_proj.bias"), nullptr, config.numHeads, true);
       x = add(x, att);
       Tensor n2 = ref::layerNorm(x, p.get(h + "ln_2.weight"),
                                  p.get(h + "ln_2.bias"), 1e-5, false);
@@ -122,8 +123,8 @@ TEST(ModelNumerics, GptDecoderMatchesReference) {
       x = add(x, ref::linear(hidden, p.get(h + "mlp.c_proj.weight"),
                              &p.get(h + "mlp.c_proj.bias")));
     }
-    Tensor nf = ref::layerNorm(x, p.get("ln_f.weight"), p.get("ln_f.bias"), 1e-5,
-                               false);
+    Tensor nf = ref::layerNorm(x, p.get("ln_f.weight"), p.get("ln_f.bias"),
+                               1e-5, false);
     Tensor expected = ref::linear(nf, p.get("wte.weight"), nullptr);
     ref::expectClose(got, expected, 2e-4, 2e-4);
   }
@@ -142,9 +143,10 @@ TEST(ModelNumerics, BertEmbeddingsOfSeed003) {
     Tensor ids = ref::randomIds({b, t}, word.shape()[0], 6);
     ids.data<int64_t>()[t - 1] = 0; // [PAD] reads its row normally
     Tensor types = ref::randomIds({b, t}, 2, 7);
-    Tensor got =
-        model.run("forward", {{"input_ids", ids}, {"token_type_ids", types}})[0];
-    Tensor x = add(embed(ids, word), embed(types, p.get("token_type_embeddings.weight")));
+    Tensor got = model.run("forward",
+                           {{"input_ids", ids}, {"token_type_ids", types}})[0];
+    Tensor x = add(embed(ids, word),
+                   embed(types, p.get("token_type_embeddings.weight")));
     const Tensor &pos = p.get("position_embeddings.weight");
     for (int64_t i = 0; i < b * t; ++i) {
       for (int64_t c = 0; c < d; ++c) {
@@ -174,7 +176,8 @@ TEST(ModelNumerics, EncoderDecoderWithPaddingAndCausalMasks) {
       int64_t c = i % d, pos = (i / d) % t;
       double div = std::exp((c / 2 * 2) * -(std::log(10000.0) / double(d)));
       double pe = c % 2 ? std::cos(pos * div) : std::sin(pos * div);
-      x.data<float>()[i] = float(x.data<float>()[i] * std::sqrt(double(d)) + pe);
+      x.data<float>()[i] =
+          float(x.data<float>()[i] * std::sqrt(double(d)) + pe);
     }
     return x;
   };
@@ -182,13 +185,15 @@ TEST(ModelNumerics, EncoderDecoderWithPaddingAndCausalMasks) {
     return ref::layerNorm(x, p.get(prefix + ".norm.weight"),
                           p.get(prefix + ".norm.bias"), 1e-5, false);
   };
-  auto attention = [&](const Tensor &q, const Tensor &kv, const std::string &prefix,
-                       const Tensor *mask, bool causal) {
-    return ref::attention(q, kv, p.get(prefix + ".w_q.weight"),
-                          p.get(prefix + ".w_k.weight"), p.get(prefix + ".w_v.weight"),
-                          p.get(prefix + ".w_o.weight"), &p.get(prefix + ".w_q.bias"),
-                          &p.get(prefix + ".w_k.bias"), &p.get(prefix + ".w_v.bias"),
-                          &p.get(prefix + ".w_o.bias"), mask, heads, causal);
+  auto attention = [&](const Tensor &q, const Tensor &kv,
+                       const std::string &prefix, const Tensor *mask,
+                       bool causal) {
+    return ref::attention(
+        q, kv, p.get(prefix + ".w_q.weight"), p.get(prefix + ".w_k.weight"),
+        p.get(prefix + ".w_v.weight"), p.get(prefix + ".w_o.weight"),
+        &p.get(prefix + ".w_q.bias"), &p.get(prefix + ".w_k.bias"),
+        &p.get(prefix + ".w_v.bias"), &p.get(prefix + ".w_o.bias"), mask, heads,
+        causal);
   };
   auto ffn = [&](const Tensor &x, const std::string &prefix) {
     Tensor h = relu(ref::linear(x, p.get(prefix + ".linear_1.weight"),
@@ -196,7 +201,8 @@ TEST(ModelNumerics, EncoderDecoderWithPaddingAndCausalMasks) {
     return ref::linear(h, p.get(prefix + ".linear_2.weight"),
                        &p.get(prefix + ".linear_2.bias"));
   };
-  for (auto [b, s, t] : {std::tuple<int64_t, int64_t, int64_t>{1, 3, 2}, {2, 6, 5}}) {
+  for (auto [b, s, t] :
+       {std::tuple<int64_t, int64_t, int64_t>{1, 3, 2}, {2, 6, 5}}) {
     Tensor src = ref::randomIds({b, s}, config.srcVocab, 8);
     Tensor tgt = ref::randomIds({b, t}, config.tgtVocab, 9);
     // The second sentence is padded after 2 tokens.
@@ -207,23 +213,29 @@ TEST(ModelNumerics, EncoderDecoderWithPaddingAndCausalMasks) {
       mask.data<bool>()[i] = keep;
       mask64.data<int64_t>()[i] = keep;
     }
-    Tensor got = model.run("forward", {{"src", src}, {"tgt", tgt}, {"src_mask", mask}})[0];
+    Tensor got = model.run("forward",
+                           {{"src", src}, {"tgt", tgt}, {"src_mask", mask}})[0];
 
     Tensor x = embedWithPositions(src);
     for (int64_t l = 0; l < config.numEncoderLayers; ++l) {
       std::string e = "encoder.layers." + std::to_string(l);
-      x = norm(add(x, attention(x, x, e + ".self_attention_block", &mask64, false)),
-               e + ".residual_connections.0");
-      x = norm(add(x, ffn(x, e + ".feed_forward_block")), e + ".residual_connections.1");
+      x = norm(
+          add(x, attention(x, x, e + ".self_attention_block", &mask64, false)),
+          e + ".residual_connections.0");
+      x = norm(add(x, ffn(x, e + ".feed_forward_block")),
+               e + ".residual_connections.1");
     }
     Tensor y = embedWithPositions(tgt);
     for (int64_t l = 0; l < config.numDecoderLayers; ++l) {
       std::string e = "decoder.layers." + std::to_string(l);
-      y = norm(add(y, attention(y, y, e + ".self_attention_block", nullptr, true)),
-               e + ".residual_connections.0");
-      y = norm(add(y, attention(y, x, e + ".cross_attention_block", &mask64, false)),
-               e + ".residual_connections.1");
-      y = norm(add(y, ffn(y, e + ".feed_forward_block")), e + ".residual_connections.2");
+      y = norm(
+          add(y, attention(y, y, e + ".self_attention_block", nullptr, true)),
+          e + ".residual_connections.0");
+      y = norm(
+          add(y, attention(y, x, e + ".cross_attention_block", &mask64, false)),
+          e + ".residual_connections.1");
+      y = norm(add(y, ffn(y, e + ".feed_forward_block")),
+               e + ".residual_connections.2");
     }
     Tensor expected = ref::linear(y, emb, nullptr);
     ref::expectClose(got, expected, 3e-4, 3e-4);
@@ -247,13 +259,15 @@ TEST(ModelNumerics, AModelCompilesOncePerProcess) {
     a.run("forward", {{"idx", idx}, {"targets", idx}});
     ADD_FAILURE() << "expected an error";
   } catch (const kiln::Error &e) {
-    EXPECT_NE(std::string(e.what()).find("has no input 'targets'"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("has no input 'targets'"),
+              std::string::npos);
   }
   try {
     a.run("forward", {});
     ADD_FAILURE() << "expected an error";
   } catch (const kiln::Error &e) {
-    EXPECT_NE(std::string(e.what()).find("needs the input 'idx'"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("needs the input 'idx'"),
+              std::string::npos);
   }
 }
 
@@ -281,20 +295,23 @@ TEST(ModelNumerics, Seed002TransformerPreNormWithLogSoftmax) {
       int64_t c = i % d, pos = (i / d) % t;
       double div = std::exp((c / 2 * 2) * -(std::log(10000.0) / double(d)));
       double pe = c % 2 ? std::cos(pos * div) : std::sin(pos * div);
-      x.data<float>()[i] = float(x.data<float>()[i] * std::sqrt(double(d)) + pe);
+      x.data<float>()[i] =
+          float(x.data<float>()[i] * std::sqrt(double(d)) + pe);
     }
     return x;
   };
   auto norm = [&](const Tensor &x, const std::string &prefix) {
-    return ref::layerNorm(x, p.get(prefix + ".alpha"), p.get(prefix + ".bias"), eps,
+    return ref::layerNorm(x, p.get(prefix + ".alpha"), p.get(prefix + ".bias"),
+                          eps,
                           /*stdEps=*/true);
   };
-  auto attention = [&](const Tensor &q, const Tensor &kv, const std::string &prefix,
-                       const Tensor *mask, bool causal) {
-    return ref::attention(q, kv, p.get(prefix + ".w_q.weight"),
-                          p.get(prefix + ".w_k.weight"), p.get(prefix + ".w_v.weight"),
-                          p.get(prefix + ".w_o.weight"), nullptr, nullptr, nullptr,
-                          nullptr, mask, config.block.numHeads, causal);
+  auto attention = [&](const Tensor &q, const Tensor &kv,
+                       const std::string &prefix, const Tensor *mask,
+                       bool causal) {
+    return ref::attention(
+        q, kv, p.get(prefix + ".w_q.weight"), p.get(prefix + ".w_k.weight"),
+        p.get(prefix + ".w_v.weight"), p.get(prefix + ".w_o.weight"), nullptr,
+        nullptr, nullptr, nullptr, mask, config.block.numHeads, causal);
   };
   auto ffn = [&](const Tensor &x, const std::string &prefix) {
     Tensor h = relu(ref::linear(x, p.get(prefix + ".linear_1.weight"),
@@ -312,14 +329,16 @@ TEST(ModelNumerics, Seed002TransformerPreNormWithLogSoftmax) {
     mask.data<bool>()[i] = keep;
     mask64.data<int64_t>()[i] = keep;
   }
-  Tensor got = model.run("forward", {{"src", src}, {"tgt", tgt}, {"src_mask", mask}})[0];
+  Tensor got =
+      model.run("forward", {{"src", src}, {"tgt", tgt}, {"src_mask", mask}})[0];
 
   Tensor x = embedWithPositions(src, "src_embed.embedding.weight");
   for (int64_t l = 0; l < config.numEncoderLayers; ++l) {
     std::string e = "encoder.layers." + std::to_string(l);
     Tensor h = norm(x, e + ".residual_connections.0.norm");
     x = add(x, attention(h, h, e + ".self_attention_block", &mask64, false));
-    x = add(x, ffn(norm(x, e + ".residual_connections.1.norm"), e + ".feed_forward_block"));
+    x = add(x, ffn(norm(x, e + ".residual_connections.1.norm"),
+                   e + ".feed_forward_block"));
   }
   x = norm(x, "encoder.norm");
   Tensor y = embedWithPositions(tgt, "tgt_embed.embedding.weight");
@@ -329,7 +348,8 @@ TEST(ModelNumerics, Seed002TransformerPreNormWithLogSoftmax) {
     y = add(y, attention(h, h, e + ".self_attention_block", nullptr, true));
     h = norm(y, e + ".residual_connections.1.norm");
     y = add(y, attention(h, x, e + ".cross_attention_block", &mask64, false));
-    y = add(y, ffn(norm(y, e + ".residual_connections.2.norm"), e + ".feed_forward_block"));
+    y = add(y, ffn(norm(y, e + ".residual_connections.2.norm"),
+                   e + ".feed_forward_block"));
   }
   y = norm(y, "decoder.norm");
   Tensor logits = ref::linear(y, p.get("projection_layer.proj.weight"),
