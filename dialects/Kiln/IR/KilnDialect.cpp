@@ -14,6 +14,7 @@
 using namespace mlir;
 using namespace mlir::kiln;
 
+#include "dialects/Kiln/IR/KilnInterfaces.cpp.inc"
 #include "dialects/Kiln/IR/KilnOpsDialect.cpp.inc"
 #include "dialects/Kiln/IR/KilnOpsEnums.cpp.inc"
 

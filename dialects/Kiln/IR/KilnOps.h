@@ -15,6 +15,8 @@
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
+#include "dialects/Kiln/IR/KilnInterfaces.h.inc"
+
 #define GET_OP_CLASSES
 #include "dialects/Kiln/IR/KilnOps.h.inc"
 

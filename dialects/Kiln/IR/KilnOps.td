@@ -9,6 +9,7 @@
 #define KILN_DIALECT_KILN_IR_KILNOPS_TD
 
 include "dialects/Kiln/IR/KilnBase.td"
+include "dialects/Kiln/IR/KilnInterfaces.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 include "mlir/IR/BuiltinAttributeInterfaces.td"
@@ -195,7 +196,7 @@ def Kiln_FeedForwardOp
 // Linear algebra
 //===----------------------------------------------------------------------===//
 
-def Kiln_LinearOp : Kiln_Op<"linear", [Pure, InferTypeOpAdaptor]> {
+def Kiln_LinearOp : Kiln_Op<"linear", [Pure, InferTypeOpAdaptor, DeclareOpInterfaceMethods<Kiln_GradientOpInterface>]> {
   let summary = "affine map over the last dimension (torch.nn.Linear)";
   let description = [{
     `result = input·weightᵀ + bias` with `input` `[..., In]`, `weight`
@@ -219,7 +220,7 @@ def Kiln_LinearOp : Kiln_Op<"linear", [Pure, InferTypeOpAdaptor]> {
   let hasVerifier = 1;
 }
 
-def Kiln_MatmulOp : Kiln_Op<"matmul", [Pure, InferTypeOpAdaptor]> {
+def Kiln_MatmulOp : Kiln_Op<"matmul", [Pure, InferTypeOpAdaptor, DeclareOpInterfaceMethods<Kiln_GradientOpInterface>]> {
   let summary = "batched matrix product";
   let description = [{
     Multiplies the last two dimensions of `lhs` (`[..., M, K]`) and `rhs`
@@ -263,10 +264,10 @@ class Kiln_BinaryOp<string mnemonic, string expr, list<Trait> traits = []>
   let hasVerifier = 1;
 }
 
-def Kiln_AddOp : Kiln_BinaryOp<"add", "lhs + rhs", [Commutative]>;
-def Kiln_SubOp : Kiln_BinaryOp<"sub", "lhs - rhs">;
-def Kiln_MulOp : Kiln_BinaryOp<"mul", "lhs * rhs", [Commutative]>;
-def Kiln_DivOp : Kiln_BinaryOp<"div", "lhs / rhs">;
+def Kiln_AddOp : Kiln_BinaryOp<"add", "lhs + rhs", [Commutative, DeclareOpInterfaceMethods<Kiln_GradientOpInterface>]>;
+def Kiln_SubOp : Kiln_BinaryOp<"sub", "lhs - rhs", [DeclareOpInterfaceMethods<Kiln_GradientOpInterface>]>;
+def Kiln_MulOp : Kiln_BinaryOp<"mul", "lhs * rhs", [Commutative, DeclareOpInterfaceMethods<Kiln_GradientOpInterface>]>;
+def Kiln_DivOp : Kiln_BinaryOp<"div", "lhs / rhs", [DeclareOpInterfaceMethods<Kiln_GradientOpInterface>]>;
 
 class Kiln_UnaryOp<string mnemonic, string expr, list<Trait> traits = []>
     : Kiln_Op<mnemonic, !listconcat([Pure, InferTypeOpAdaptor], traits)> {
@@ -284,9 +285,9 @@ class Kiln_UnaryOp<string mnemonic, string expr, list<Trait> traits = []>
 }
 
 def Kiln_ReluOp : Kiln_UnaryOp<"relu", "max(x, 0)">;
-def Kiln_TanhOp : Kiln_UnaryOp<"tanh", "tanh(x)">;
-def Kiln_ExpOp : Kiln_UnaryOp<"exp", "exp(x)">;
-def Kiln_LogOp : Kiln_UnaryOp<"log", "log(x)">;
+def Kiln_TanhOp : Kiln_UnaryOp<"tanh", "tanh(x)", [DeclareOpInterfaceMethods<Kiln_GradientOpInterface>]>;
+def Kiln_ExpOp : Kiln_UnaryOp<"exp", "exp(x)", [DeclareOpInterfaceMethods<Kiln_GradientOpInterface>]>;
+def Kiln_LogOp : Kiln_UnaryOp<"log", "log(x)", [DeclareOpInterfaceMethods<Kiln_GradientOpInterface>]>;
 
 def Kiln_GeluOp : Kiln_Op<"gelu", [Pure, InferTypeOpAdaptor]> {
   let summary = "elementwise GELU";
@@ -304,7 +305,7 @@ def Kiln_GeluOp : Kiln_Op<"gelu", [Pure, InferTypeOpAdaptor]> {
   let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
 }
 
-def Kiln_ScaleOp : Kiln_Op<"scale", [Pure, InferTypeOpAdaptor]> {
+def Kiln_ScaleOp : Kiln_Op<"scale", [Pure, InferTypeOpAdaptor, DeclareOpInterfaceMethods<Kiln_GradientOpInterface>]> {
   let summary = "multiply by a constant";
   let description = [{
     Multiplies every element by the constant `factor` (the `sqrt(d_model)`
@@ -350,7 +351,7 @@ def Kiln_DropoutOp : Kiln_Op<"dropout", [Pure, InferTypeOpAdaptor]> {
 //===----------------------------------------------------------------------===//
 
 class Kiln_SoftmaxLikeOp<string mnemonic, string what>
-    : Kiln_Op<mnemonic, [Pure, InferTypeOpAdaptor]> {
+    : Kiln_Op<mnemonic, [Pure, InferTypeOpAdaptor, DeclareOpInterfaceMethods<Kiln_GradientOpInterface>]> {
   let summary = what # " along one axis";
   let description = [{
     Computes a numerically stable }] # what # [{ along `axis` (negative
@@ -371,7 +372,7 @@ class Kiln_SoftmaxLikeOp<string mnemonic, string what>
 def Kiln_SoftmaxOp : Kiln_SoftmaxLikeOp<"softmax", "softmax">;
 def Kiln_LogSoftmaxOp : Kiln_SoftmaxLikeOp<"log_softmax", "log-softmax">;
 
-def Kiln_ReduceOp : Kiln_Op<"reduce", [Pure, InferTypeOpAdaptor]> {
+def Kiln_ReduceOp : Kiln_Op<"reduce", [Pure, InferTypeOpAdaptor, DeclareOpInterfaceMethods<Kiln_GradientOpInterface>]> {
   let summary = "sum, mean or max over axes";
   let description = [{
     Reduces `input` over the distinct, non-empty set of `axes` (negative
@@ -395,7 +396,7 @@ def Kiln_ReduceOp : Kiln_Op<"reduce", [Pure, InferTypeOpAdaptor]> {
 // Shape manipulation
 //===----------------------------------------------------------------------===//
 
-def Kiln_ReshapeOp : Kiln_Op<"reshape", [Pure, InferTypeOpAdaptor]> {
+def Kiln_ReshapeOp : Kiln_Op<"reshape", [Pure, InferTypeOpAdaptor, DeclareOpInterfaceMethods<Kiln_GradientOpInterface>]> {
   let summary = "reshape to a new shape with the same number of elements";
   let description = [{
     Each entry of `shape` is a size, `0` to keep the input's dimension at the
@@ -417,7 +418,7 @@ def Kiln_ReshapeOp : Kiln_Op<"reshape", [Pure, InferTypeOpAdaptor]> {
   let hasCanonicalizer = 1;
 }
 
-def Kiln_TransposeOp : Kiln_Op<"transpose", [Pure, InferTypeOpAdaptor]> {
+def Kiln_TransposeOp : Kiln_Op<"transpose", [Pure, InferTypeOpAdaptor, DeclareOpInterfaceMethods<Kiln_GradientOpInterface>]> {
   let summary = "permute dimensions";
   let description = [{
     Result dimension `i` is input dimension `permutation[i]`.

@@ -1,0 +1,319 @@
+//===- KilnGradients.cpp - Vector-Jacobian products of kiln ops -----------===//
+//
+// GradientOpInterface implementations. Each builds, with kiln ops, the
+// gradient of its operands from the gradient of its result.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dialects/Kiln/IR/KilnOps.h"
+
+#include "mlir/IR/Builders.h"
+
+using namespace mlir;
+using namespace mlir::kiln;
+
+namespace {
+
+RankedTensorType typeOf(Value v) { return cast<RankedTensorType>(v.getType()); }
+
+/// Sums a gradient of a broadcast result down to the shape of the operand
+/// that was broadcast: over the leading dims the operand lacks, and (keeping
+/// them) over its static unit dims.
+Value unbroadcast(OpBuilder &b, Location loc, Value grad,
+                  RankedTensorType target) {
+  auto gradType = typeOf(grad);
+  int64_t extra = gradType.getRank() - target.getRank();
+  if (extra > 0) {
+    SmallVector<int64_t> lead;
+    for (int64_t i = 0; i < extra; ++i) {
+      lead.push_back(i);
+    }
+    grad = ReduceOp::create(b, loc, ReduceKind::sum, grad, lead, false);
+    gradType = typeOf(grad);
+  }
+  SmallVector<int64_t> units;
+  for (int64_t i = 0; i < target.getRank(); ++i) {
+    if (target.getDimSize(i) == 1 && gradType.getDimSize(i) != 1) {
+      units.push_back(i);
+    }
+  }
+  if (!units.empty()) {
+    grad = ReduceOp::create(b, loc, ReduceKind::sum, grad, units, true);
+  }
+  return grad;
+}
+
+Value scaled(OpBuilder &b, Location loc, Value x, double factor) {
+  return ScaleOp::create(b, loc, x, b.getF64FloatAttr(factor));
+}
+
+/// `grad` (of a value of shape `reducedShape`, the input with `axes`
+/// removed or kept as 1) spread back over the input `x`.
+Value spread(OpBuilder &b, Location loc, Value grad, Value x,
+             ArrayRef<int64_t> axes, bool keptDims) {
+  auto xType = typeOf(x);
+  if (!keptDims) {
+    // Reinsert the reduced axes as 1 so that the gradient broadcasts.
+    SmallVector<int64_t> spec;
+    int64_t g = 0;
+    auto gType = typeOf(grad);
+    for (int64_t i = 0; i < xType.getRank(); ++i) {
+      if (llvm::is_contained(axes, i)) {
+        spec.push_back(1);
+      } else {
+        int64_t size = gType.getDimSize(g++);
+        spec.push_back(ShapedType::isDynamic(size) ? -1 : size);
+      }
+    }
+    grad = ReshapeOp::create(b, loc, grad, spec);
+  }
+  // x·0 + g has x's shape (x is finite wherever a gradient is meaningful).
+  return AddOp::create(b, loc, scaled(b, loc, x, 0.0), grad);
+}
+
+SmallVector<int64_t> normalizedAxes(ArrayRef<int64_t> axes, int64_t rank) {
+  SmallVector<int64_t> out;
+  for (int64_t a : axes) {
+    out.push_back(a < 0 ? a + rank : a);
+  }
+  return out;
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+LogicalResult AddOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                    SmallVectorImpl<Value> &operandGrads) {
+  Value g = resultGrads[0];
+  operandGrads.push_back(unbroadcast(b, getLoc(), g, typeOf(getLhs())));
+  operandGrads.push_back(unbroadcast(b, getLoc(), g, typeOf(getRhs())));
+  return success();
+}
+
+LogicalResult SubOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                    SmallVectorImpl<Value> &operandGrads) {
+  Value g = resultGrads[0];
+  operandGrads.push_back(unbroadcast(b, getLoc(), g, typeOf(getLhs())));
+  operandGrads.push_back(
+      unbroadcast(b, getLoc(), scaled(b, getLoc(), g, -1.0), typeOf(getRhs())));
+  return success();
+}
+
+LogicalResult MulOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                    SmallVectorImpl<Value> &operandGrads) {
+  Value g = resultGrads[0];
+  Location loc = getLoc();
+  operandGrads.push_back(unbroadcast(b, loc, MulOp::create(b, loc, g, getRhs()),
+                                     typeOf(getLhs())));
+  operandGrads.push_back(unbroadcast(b, loc, MulOp::create(b, loc, g, getLhs()),
+                                     typeOf(getRhs())));
+  return success();
+}
+
+LogicalResult DivOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                    SmallVectorImpl<Value> &operandGrads) {
+  Value g = resultGrads[0];
+  Location loc = getLoc();
+  Value gOverRhs = DivOp::create(b, loc, g, getRhs());
+  operandGrads.push_back(unbroadcast(b, loc, gOverRhs, typeOf(getLhs())));
+  // d(l/r)/dr = -(l/r)/r
+  Value dr = MulOp::create(b, loc, scaled(b, loc, gOverRhs, -1.0), getResult());
+  operandGrads.push_back(unbroadcast(b, loc, dr, typeOf(getRhs())));
+  return success();
+}
+
+LogicalResult ScaleOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                      SmallVectorImpl<Value> &operandGrads) {
+  operandGrads.push_back(
+      scaled(b, getLoc(), resultGrads[0], getFactor().convertToDouble()));
+  return success();
+}
+
+LogicalResult TanhOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                     SmallVectorImpl<Value> &operandGrads) {
+  // g·(1 - y²) = g - g·y·y
+  Location loc = getLoc();
+  Value g = resultGrads[0], y = getResult();
+  Value gyy = MulOp::create(b, loc, MulOp::create(b, loc, g, y), y);
+  operandGrads.push_back(SubOp::create(b, loc, g, gyy));
+  return success();
+}
+
+LogicalResult ExpOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                    SmallVectorImpl<Value> &operandGrads) {
+  operandGrads.push_back(
+      MulOp::create(b, getLoc(), resultGrads[0], getResult()));
+  return success();
+}
+
+LogicalResult LogOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                    SmallVectorImpl<Value> &operandGrads) {
+  operandGrads.push_back(
+      DivOp::create(b, getLoc(), resultGrads[0], getInput()));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Linear algebra
+//===----------------------------------------------------------------------===//
+
+LogicalResult LinearOp::buildGradients(OpBuilder &b,
+                                       ArrayRef<Value> resultGrads,
+                                       SmallVectorImpl<Value> &operandGrads) {
+  Location loc = getLoc();
+  Value g = resultGrads[0];
+  Value x = getInput(), w = getWeight();
+  int64_t rank = typeOf(x).getRank();
+  // dx = g·W  (a linear with the transposed weight)
+  Value wt = TransposeOp::create(b, loc, w, ArrayRef<int64_t>{1, 0});
+  operandGrads.push_back(LinearOp::create(b, loc, g, wt, Value()));
+  // dW = gᵀ·x over every leading position
+  Value g2 = g, x2 = x;
+  if (rank != 2) {
+    int64_t in = typeOf(x).getDimSize(rank - 1);
+    int64_t out = typeOf(g).getDimSize(rank - 1);
+    g2 = ReshapeOp::create(b, loc, g, ArrayRef<int64_t>{-1, out});
+    x2 = ReshapeOp::create(b, loc, x, ArrayRef<int64_t>{-1, in});
+  }
+  auto dw = MatmulOp::create(b, loc, g2, x2, /*transpose_lhs=*/true,
+                             /*transpose_rhs=*/false);
+  operandGrads.push_back(dw);
+  if (getBias()) {
+    SmallVector<int64_t> lead;
+    for (int64_t i = 0; i + 1 < rank; ++i) {
+      lead.push_back(i);
+    }
+    operandGrads.push_back(
+        lead.empty() ? g
+                     : ReduceOp::create(b, loc, ReduceKind::sum, g, lead, false)
+                           .getResult());
+  }
+  return success();
+}
+
+LogicalResult MatmulOp::buildGradients(OpBuilder &b,
+                                       ArrayRef<Value> resultGrads,
+                                       SmallVectorImpl<Value> &operandGrads) {
+  Location loc = getLoc();
+  Value g = resultGrads[0], lhs = getLhs(), rhs = getRhs();
+  bool tl = getTransposeLhs(), tr = getTransposeRhs();
+  // C = op(A)·op(B): dop(A) = g·op(B)ᵀ, dop(B) = op(A)ᵀ·g, then undo op.
+  Value da = tl ? MatmulOp::create(b, loc, rhs, g, tr, true).getResult()
+                : MatmulOp::create(b, loc, g, rhs, false, !tr).getResult();
+  Value db = tr ? MatmulOp::create(b, loc, g, lhs, true, tl).getResult()
+                : MatmulOp::create(b, loc, lhs, g, !tl, false).getResult();
+  operandGrads.push_back(da);
+  operandGrads.push_back(db);
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Normalizations, reductions
+//===----------------------------------------------------------------------===//
+
+LogicalResult SoftmaxOp::buildGradients(OpBuilder &b,
+                                        ArrayRef<Value> resultGrads,
+                                        SmallVectorImpl<Value> &operandGrads) {
+  // y·(g - Σ g·y)
+  Location loc = getLoc();
+  Value g = resultGrads[0], y = getResult();
+  int64_t rank = typeOf(y).getRank();
+  int64_t axis = int64_t(getAxis());
+  axis = axis < 0 ? axis + rank : axis;
+  Value dot =
+      ReduceOp::create(b, loc, ReduceKind::sum, MulOp::create(b, loc, g, y),
+                       ArrayRef<int64_t>{axis}, true);
+  operandGrads.push_back(
+      MulOp::create(b, loc, y, SubOp::create(b, loc, g, dot)));
+  return success();
+}
+
+LogicalResult
+LogSoftmaxOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
+                             SmallVectorImpl<Value> &operandGrads) {
+  // g - exp(y)·Σ g
+  Location loc = getLoc();
+  Value g = resultGrads[0], y = getResult();
+  int64_t rank = typeOf(y).getRank();
+  int64_t axis = int64_t(getAxis());
+  axis = axis < 0 ? axis + rank : axis;
+  Value total = ReduceOp::create(b, loc, ReduceKind::sum, g,
+                                 ArrayRef<int64_t>{axis}, true);
+  Value p = ExpOp::create(b, loc, y);
+  operandGrads.push_back(
+      SubOp::create(b, loc, g, MulOp::create(b, loc, p, total)));
+  return success();
+}
+
+LogicalResult ReduceOp::buildGradients(OpBuilder &b,
+                                       ArrayRef<Value> resultGrads,
+                                       SmallVectorImpl<Value> &operandGrads) {
+  Location loc = getLoc();
+  Value x = getInput();
+  auto xType = typeOf(x);
+  SmallVector<int64_t> axes = normalizedAxes(getAxes(), xType.getRank());
+  if (getKind() == ReduceKind::max) {
+    return emitOpError("cannot be differentiated yet: the gradient of max is "
+                       "not implemented");
+  }
+  Value g = resultGrads[0];
+  if (getKind() == ReduceKind::mean) {
+    int64_t count = 1;
+    for (int64_t a : axes) {
+      if (xType.isDynamicDim(a)) {
+        return emitOpError("cannot be differentiated yet: a mean over the "
+                           "dynamic dimension ")
+               << a << " has a run-time count";
+      }
+      count *= xType.getDimSize(a);
+    }
+    g = scaled(b, loc, g, 1.0 / double(count));
+  }
+  operandGrads.push_back(spread(b, loc, g, x, axes, getKeepDims()));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Shape manipulation
+//===----------------------------------------------------------------------===//
+
+LogicalResult ReshapeOp::buildGradients(OpBuilder &b,
+                                        ArrayRef<Value> resultGrads,
+                                        SmallVectorImpl<Value> &operandGrads) {
+  // Back to the input's shape: static sizes as they are, a dynamic size kept
+  // where the forward reshape kept it (0), at most one other inferred (-1).
+  auto xType = typeOf(getInput());
+  SmallVector<int64_t> spec;
+  bool inferred = false;
+  for (int64_t i = 0; i < xType.getRank(); ++i) {
+    if (!xType.isDynamicDim(i)) {
+      spec.push_back(xType.getDimSize(i));
+    } else if (i < int64_t(getShape().size()) && getShape()[i] == 0) {
+      spec.push_back(0);
+    } else if (!inferred) {
+      spec.push_back(-1);
+      inferred = true;
+    } else {
+      return emitOpError("cannot be differentiated: the input has several "
+                         "dynamic sizes the reshape does not keep");
+    }
+  }
+  operandGrads.push_back(ReshapeOp::create(b, getLoc(), resultGrads[0], spec));
+  return success();
+}
+
+LogicalResult
+TransposeOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
+                            SmallVectorImpl<Value> &operandGrads) {
+  ArrayRef<int64_t> perm = getPermutation();
+  SmallVector<int64_t> inverse(perm.size());
+  for (auto [i, p] : llvm::enumerate(perm)) {
+    inverse[p] = int64_t(i);
+  }
+  operandGrads.push_back(
+      TransposeOp::create(b, getLoc(), resultGrads[0], inverse));
+  return success();
+}

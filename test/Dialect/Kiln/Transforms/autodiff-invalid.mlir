@@ -1,0 +1,37 @@
+// What kiln-autodiff refuses, with the reason.
+// RUN: kiln-opt %s -split-input-file -verify-diagnostics -kiln-autodiff=function=loss
+
+// The loss must be a scalar.
+// expected-error @+1 {{'func.func' op must return a scalar loss (tensor<f32>) as its first result to be differentiated}}
+func.func @loss(%x: tensor<4xf32>) -> tensor<4xf32> {
+  return %x : tensor<4xf32>
+}
+
+// -----
+
+// An op on the path to the loss without a gradient.
+func.func @loss(%x: tensor<4xf32>) -> tensor<f32> {
+  // expected-error @+1 {{'kiln.reduce' op cannot be differentiated yet: the gradient of max is not implemented}}
+  %0 = kiln.reduce max %x {axes = array<i64: 0>} : (tensor<4xf32>) -> tensor<f32>
+  return %0 : tensor<f32>
+}
+
+// -----
+
+// An op that does not implement the gradient interface.
+func.func @loss(%ids: tensor<3xi64>, %t: tensor<5x2xf32>) -> tensor<f32> {
+  // expected-error @+1 {{'kiln.embedding' op cannot be differentiated yet: it has no gradient}}
+  %0 = kiln.embedding %ids, %t : (tensor<3xi64>, tensor<5x2xf32>) -> tensor<3x2xf32>
+  %1 = kiln.reduce sum %0 {axes = array<i64: 0, 1>} : (tensor<3x2xf32>) -> tensor<f32>
+  return %1 : tensor<f32>
+}
+
+// -----
+
+// A missing function.
+// expected-error @+1 {{kiln-autodiff: no function 'loss'}}
+module {
+  func.func @other() {
+    return
+  }
+}

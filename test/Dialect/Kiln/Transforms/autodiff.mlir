@@ -1,0 +1,44 @@
+// kiln-autodiff adds <function>_grad returning the loss and the gradient of
+// every parameter.
+// RUN: kiln-opt %s -kiln-autodiff=function=loss | FileCheck %s
+// RUN: kiln-opt %s -kiln-autodiff=function=twice | FileCheck %s --check-prefix=TWICE
+
+// A linear layer with a summed loss: the seed gradient 1 is spread over the
+// output, then dW = gᵀ·x and db = Σ g; the input (not a parameter) gets no
+// result; the forward function is kept.
+// CHECK-LABEL: func.func @loss(
+// CHECK-LABEL: func.func @loss_grad
+// CHECK-SAME: (%[[X:[a-z0-9]+]]: tensor<?x4xf32> {kiln.kind = "input"}, %[[W:[a-z0-9]+]]: tensor<3x4xf32> {kiln.kind = "param", kiln.name = "w"}, %[[B:[a-z0-9]+]]: tensor<3xf32> {kiln.kind = "param", kiln.name = "b"})
+// CHECK-SAME: -> (tensor<f32>, tensor<3x4xf32> {kiln.name = "grad.w"}, tensor<3xf32> {kiln.name = "grad.b"})
+// CHECK: %[[Y:.+]] = kiln.linear %[[X]], %[[W]], %[[B]]
+// CHECK: %[[LOSS:.+]] = kiln.reduce sum %[[Y]]
+// CHECK: %[[ONE:.+]] = kiln.constant dense<1.000000e+00> : tensor<f32>
+// CHECK: %[[G1:.+]] = kiln.reshape %[[ONE]] [1, 1]
+// CHECK: %[[ZERO:.+]] = kiln.scale %[[Y]] {factor = 0.000000e+00 : f64}
+// CHECK: %[[G:.+]] = kiln.add %[[ZERO]], %[[G1]]
+// CHECK: %[[DW:.+]] = kiln.matmul %[[G]], %[[X]] {transpose_lhs}
+// CHECK: %[[DB:.+]] = kiln.reduce sum %[[G]] {axes = array<i64: 0>}
+// CHECK: return %[[LOSS]], %[[DW]], %[[DB]]
+func.func @loss(%x: tensor<?x4xf32> {kiln.kind = "input"},
+                %w: tensor<3x4xf32> {kiln.kind = "param", kiln.name = "w"},
+                %b: tensor<3xf32> {kiln.kind = "param", kiln.name = "b"}) -> tensor<f32> {
+  %0 = kiln.linear %x, %w, %b : (tensor<?x4xf32>, tensor<3x4xf32>, tensor<3xf32>) -> tensor<?x3xf32>
+  %1 = kiln.reduce sum %0 {axes = array<i64: 0, 1>} : (tensor<?x3xf32>) -> tensor<f32>
+  return %1 : tensor<f32>
+}
+
+// A parameter the loss does not use gets a zero gradient; a value used
+// twice gets the sum of both contributions.
+// TWICE-LABEL: func.func @twice_grad
+// TWICE: kiln.constant dense<1.000000e+00> : tensor<f32>
+// TWICE: %[[A:.+]] = kiln.mul %{{.+}}, %{{.+}}
+// TWICE-NEXT: %[[B:.+]] = kiln.mul %{{.+}}, %{{.+}}
+// TWICE-NEXT: %[[SUM:.+]] = kiln.add %[[A]], %[[B]]
+// TWICE: %[[Z:.+]] = kiln.constant dense<0.000000e+00> : tensor<2xf32>
+// TWICE: return %{{.+}}, %[[SUM]], %[[Z]]
+func.func @twice(%p: tensor<4xf32> {kiln.kind = "param"},
+                 %unused: tensor<2xf32> {kiln.kind = "param"}) -> tensor<f32> {
+  %0 = kiln.mul %p, %p : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %1 = kiln.reduce sum %0 {axes = array<i64: 0>} : (tensor<4xf32>) -> tensor<f32>
+  return %1 : tensor<f32>
+}
