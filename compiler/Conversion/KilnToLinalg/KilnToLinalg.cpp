@@ -18,6 +18,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Transforms/DialectConversion.h"
 
@@ -1351,6 +1352,438 @@ struct LossPattern : KilnPattern<Op> {
 };
 
 //===----------------------------------------------------------------------===//
+// Backward ops
+//===----------------------------------------------------------------------===//
+
+/// d act(x) / dx · g for the three activations.
+static Value activationGrad(OpBuilder &b, Location loc, Activation act, Value g,
+                            Value x) {
+  auto c = [&](double v) {
+    return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(float(v)));
+  };
+  if (act == Activation::relu) {
+    Value positive =
+        arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGT, x, c(0.0));
+    return arith::SelectOp::create(b, loc, positive, g, c(0.0));
+  }
+  Value d;
+  if (act == Activation::gelu) {
+    // Φ(x) + x·φ(x)
+    Value cdf = arith::MulFOp::create(
+        b, loc, c(0.5),
+        arith::AddFOp::create(
+            b, loc, c(1.0),
+            math::ErfOp::create(
+                b, loc, arith::MulFOp::create(b, loc, x, c(M_SQRT1_2)))));
+    Value x2 = arith::MulFOp::create(b, loc, x, x);
+    Value pdf = arith::MulFOp::create(
+        b, loc, c(1.0 / std::sqrt(2.0 * M_PI)),
+        math::ExpOp::create(b, loc,
+                            arith::MulFOp::create(b, loc, c(-0.5), x2)));
+    d = arith::AddFOp::create(b, loc, cdf,
+                              arith::MulFOp::create(b, loc, x, pdf));
+  } else {
+    // 0.5(1 + t) + 0.5·x·(1 - t²)·k·(1 + 3a·x²), t = tanh(k(x + a·x³))
+    double k = std::sqrt(2.0 / M_PI), a = 0.044715;
+    Value x2 = arith::MulFOp::create(b, loc, x, x);
+    Value inner = arith::MulFOp::create(
+        b, loc, c(k),
+        arith::AddFOp::create(
+            b, loc, x,
+            arith::MulFOp::create(b, loc, c(a),
+                                  arith::MulFOp::create(b, loc, x2, x))));
+    Value t = math::TanhOp::create(b, loc, inner);
+    Value left = arith::MulFOp::create(
+        b, loc, c(0.5), arith::AddFOp::create(b, loc, c(1.0), t));
+    Value sech2 = arith::SubFOp::create(b, loc, c(1.0),
+                                        arith::MulFOp::create(b, loc, t, t));
+    Value slope = arith::MulFOp::create(
+        b, loc, c(k),
+        arith::AddFOp::create(b, loc, c(1.0),
+                              arith::MulFOp::create(b, loc, c(3 * a), x2)));
+    Value right =
+        arith::MulFOp::create(b, loc, arith::MulFOp::create(b, loc, c(0.5), x),
+                              arith::MulFOp::create(b, loc, sech2, slope));
+    d = arith::AddFOp::create(b, loc, left, right);
+  }
+  return arith::MulFOp::create(b, loc, g, d);
+}
+
+struct ActivationGradPattern : KilnPattern<ActivationGradOp> {
+  using KilnPattern::KilnPattern;
+  LogicalResult
+  matchAndRewrite(ActivationGradOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Emitter e{rewriter, op.getLoc()};
+    Activation act = op.getActivation();
+    Value result =
+        e.elementwise(resultType(op), e.sizes(adaptor.getGrad()),
+                      ValueRange{adaptor.getGrad(), adaptor.getInput()},
+                      [&](OpBuilder &b, Location loc, ValueRange args) {
+                        return activationGrad(b, loc, act, args[0], args[1]);
+                      });
+    rewriter.replaceOp(op, result);
+    return success();
+  }
+};
+
+/// Sums a [..., D] tensor over every leading dimension into [D].
+static Value sumRows(Emitter &e, Value x) {
+  auto t = Emitter::type(x);
+  int64_t rank = t.getRank();
+  SmallVector<IteratorType> iterators(rank, IteratorType::reduction);
+  iterators.back() = IteratorType::parallel;
+  Value acc = e.filled({e.size(x, rank - 1)}, 0.0);
+  return e.generic(acc.getType(), x, acc,
+                   {e.identity(rank), e.select(rank, {rank - 1})}, iterators,
+                   [](OpBuilder &b, Location l, ValueRange args) {
+                     return arith::AddFOp::create(b, l, args[0], args[1]);
+                   });
+}
+
+struct LayerNormGradPattern : KilnPattern<LayerNormGradOp> {
+  using KilnPattern::KilnPattern;
+  LogicalResult
+  matchAndRewrite(LayerNormGradOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Emitter e{rewriter, op.getLoc()};
+    Value g = adaptor.getGrad(), x = adaptor.getInput(),
+          gamma = adaptor.getGamma();
+    auto xType = Emitter::type(x);
+    int64_t rank = xType.getRank(), axis = rank - 1;
+    bool stdEps = op.getMode() == NormMode::std_eps;
+    float eps = float(op.getEps().convertToDouble());
+    Value width = e.sizeAsFloat(x, axis);
+    auto add = [](OpBuilder &b, Location l, Value v, Value acc) -> Value {
+      return arith::AddFOp::create(b, l, v, acc);
+    };
+    // Row statistics: mean, then the sum of squared deviations.
+    Value sum = e.reduce(x, axis, 0.0, add);
+    SmallVector<OpFoldResult> rows = e.sizes(sum);
+    int64_t rowRank = rank - 1;
+    SmallVector<IteratorType> rowPar(rowRank, IteratorType::parallel);
+    AffineMap rowMap = e.identity(rowRank);
+    Value mean =
+        e.generic(sum.getType(), sum, e.empty(rows, e.f32()), {rowMap, rowMap},
+                  rowPar, [&](OpBuilder &b, Location l, ValueRange args) {
+                    return arith::DivFOp::create(b, l, args[0], width);
+                  });
+    AffineMap reduced = e.dropping(rank, axis);
+    AffineMap feature = e.select(rank, {axis});
+    SmallVector<IteratorType> red(rank, IteratorType::parallel);
+    red[axis] = IteratorType::reduction;
+    Value sq =
+        e.generic(sum.getType(), ValueRange{x, mean}, e.filled(rows, 0.0),
+                  {e.identity(rank), reduced, reduced}, red,
+                  [](OpBuilder &b, Location l, ValueRange args) {
+                    Value d = arith::SubFOp::create(b, l, args[0], args[1]);
+                    return arith::AddFOp::create(
+                        b, l, arith::MulFOp::create(b, l, d, d), args[2]);
+                  });
+    // Per row: s = 1/(σ+eps) or rsqrt(var+eps), and for std_eps the factor
+    // k = s²/((D-1)σ) of the σ term.
+    Value count = stdEps ? arith::SubFOp::create(rewriter, op.getLoc(), width,
+                                                 e.f32c(1.0))
+                               .getResult()
+                         : width;
+    auto rowOp = [&](function_ref<Value(OpBuilder &, Location, Value)> f) {
+      return e.generic(sum.getType(), sq, e.empty(rows, e.f32()),
+                       {rowMap, rowMap}, rowPar,
+                       [&](OpBuilder &b, Location l, ValueRange args) {
+                         return f(b, l, args[0]);
+                       });
+    };
+    auto cst = [&](OpBuilder &b, Location l, double v) -> Value {
+      return arith::ConstantOp::create(b, l, b.getF32FloatAttr(float(v)));
+    };
+    Value inv = rowOp([&](OpBuilder &b, Location l, Value s2) -> Value {
+      Value var = arith::DivFOp::create(b, l, s2, count);
+      if (stdEps) {
+        Value sd = math::SqrtOp::create(b, l, var);
+        return arith::DivFOp::create(
+            b, l, cst(b, l, 1.0),
+            arith::AddFOp::create(b, l, sd, cst(b, l, eps)));
+      }
+      return math::RsqrtOp::create(
+          b, l, arith::AddFOp::create(b, l, var, cst(b, l, eps)));
+    });
+    Value sigmaTerm = rowOp([&](OpBuilder &b, Location l, Value s2) -> Value {
+      if (!stdEps) {
+        return cst(b, l, 0.0);
+      }
+      Value sd =
+          math::SqrtOp::create(b, l, arith::DivFOp::create(b, l, s2, count));
+      Value s = arith::DivFOp::create(
+          b, l, cst(b, l, 1.0),
+          arith::AddFOp::create(b, l, sd, cst(b, l, eps)));
+      // s² / ((D-1)·σ)
+      return arith::DivFOp::create(b, l, arith::MulFOp::create(b, l, s, s),
+                                   arith::MulFOp::create(b, l, count, sd));
+    });
+    // Row sums of dxhat = g·gamma and of dxhat·(x - mean).
+    auto rowSum = [&](bool timesCentered) {
+      return e.generic(
+          sum.getType(), ValueRange{g, x, mean, gamma}, e.filled(rows, 0.0),
+          {e.identity(rank), e.identity(rank), reduced, feature, reduced}, red,
+          [&](OpBuilder &b, Location l, ValueRange args) {
+            Value dxhat = arith::MulFOp::create(b, l, args[0], args[3]);
+            if (timesCentered) {
+              Value c = arith::SubFOp::create(b, l, args[1], args[2]);
+              dxhat = arith::MulFOp::create(b, l, dxhat, c);
+            }
+            return arith::AddFOp::create(b, l, dxhat, args[4]);
+          });
+    };
+    Value sumDxhat = rowSum(false);
+    Value sumDxhatC = rowSum(true);
+    SmallVector<IteratorType> par(rank, IteratorType::parallel);
+    Value dx = e.generic(
+        xType,
+        ValueRange{g, x, mean, gamma, inv, sigmaTerm, sumDxhat, sumDxhatC},
+        e.empty(e.sizes(x), e.f32()),
+        {e.identity(rank), e.identity(rank), reduced, feature, reduced, reduced,
+         reduced, reduced, e.identity(rank)},
+        par, [&](OpBuilder &b, Location l, ValueRange a) -> Value {
+          // standard: s·(dxhat - mean(dxhat) - xhat·mean(dxhat·xhat))
+          // std_eps: s·(dxhat - mean(dxhat)) - c·Σ(dxhat·c)·s²/((D-1)σ)
+          Value dxhat = arith::MulFOp::create(b, l, a[0], a[3]);
+          Value c = arith::SubFOp::create(b, l, a[1], a[2]);
+          Value meanDxhat = arith::DivFOp::create(b, l, a[6], width);
+          Value centered = arith::SubFOp::create(b, l, dxhat, meanDxhat);
+          if (stdEps) {
+            Value first = arith::MulFOp::create(b, l, a[4], centered);
+            Value second = arith::MulFOp::create(
+                b, l, c, arith::MulFOp::create(b, l, a[7], a[5]));
+            return arith::SubFOp::create(b, l, first, second);
+          }
+          Value xhat = arith::MulFOp::create(b, l, c, a[4]);
+          // mean(dxhat·xhat) = s·Σ(dxhat·c)/D
+          Value meanDxhatXhat = arith::DivFOp::create(
+              b, l, arith::MulFOp::create(b, l, a[7], a[4]), width);
+          Value inner = arith::SubFOp::create(
+              b, l, centered, arith::MulFOp::create(b, l, xhat, meanDxhatXhat));
+          return arith::MulFOp::create(b, l, a[4], inner);
+        });
+    // dgamma = Σ_rows g·xhat, dbeta = Σ_rows g.
+    Value gXhat = e.generic(
+        xType, ValueRange{g, x, mean, inv}, e.empty(e.sizes(x), e.f32()),
+        {e.identity(rank), e.identity(rank), reduced, reduced,
+         e.identity(rank)},
+        par, [](OpBuilder &b, Location l, ValueRange a) {
+          Value c = arith::SubFOp::create(b, l, a[1], a[2]);
+          return arith::MulFOp::create(b, l, a[0],
+                                       arith::MulFOp::create(b, l, c, a[3]));
+        });
+    rewriter.replaceOp(op, {dx, sumRows(e, gXhat), sumRows(e, g)});
+    return success();
+  }
+};
+
+struct LossGradPattern : KilnPattern<LossGradOp> {
+  using KilnPattern::KilnPattern;
+  LogicalResult
+  matchAndRewrite(LossGradOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Emitter e{rewriter, op.getLoc()};
+    Location loc = op.getLoc();
+    Value x = adaptor.getInput(), targets = adaptor.getTargets(),
+          lossGrad = adaptor.getLossGrad();
+    auto xType = Emitter::type(x);
+    int64_t rank = xType.getRank(), axis = rank - 1, rowRank = rank - 1;
+    bool fromLogits = op.getFromLogits();
+    double smoothing = op.getLabelSmoothing().convertToDouble();
+    std::optional<int64_t> ignore = op.getIgnoreIndex();
+    LossReduction reduction = op.getReduction();
+    Value classesF = e.sizeAsFloat(x, axis);
+    AffineMap reduced = e.dropping(rank, axis);
+    // Per row: log-sum-exp of the logits.
+    Value lse;
+    if (fromLogits) {
+      Value max = e.reduce(x, axis, -INFINITY,
+                           [](OpBuilder &b, Location l, Value v, Value acc) {
+                             return arith::MaximumFOp::create(b, l, v, acc);
+                           });
+      SmallVector<IteratorType> red(rank, IteratorType::parallel);
+      red[axis] = IteratorType::reduction;
+      Value sum = e.generic(max.getType(), ValueRange{x, max},
+                            e.filled(e.sizes(max), 0.0),
+                            {e.identity(rank), reduced, reduced}, red,
+                            [](OpBuilder &b, Location l, ValueRange a) {
+                              Value d = arith::SubFOp::create(b, l, a[0], a[1]);
+                              return arith::AddFOp::create(
+                                  b, l, math::ExpOp::create(b, l, d), a[2]);
+                            });
+      AffineMap rowMap = e.identity(rowRank);
+      lse =
+          e.generic(max.getType(), ValueRange{max, sum},
+                    e.empty(e.sizes(max), e.f32()), {rowMap, rowMap, rowMap},
+                    SmallVector<IteratorType>(rowRank, IteratorType::parallel),
+                    [](OpBuilder &b, Location l, ValueRange a) {
+                      return arith::AddFOp::create(
+                          b, l, a[0], math::LogOp::create(b, l, a[1]));
+                    });
+    }
+    // The gradient scale: g (sum), g / #not-ignored (mean), g[row] (none).
+    auto isIgnored = [&](OpBuilder &b, Location l, Value t) -> Value {
+      if (!ignore) {
+        return arith::ConstantOp::create(b, l, b.getBoolAttr(false));
+      }
+      return arith::CmpIOp::create(
+          b, l, arith::CmpIPredicate::eq, t,
+          arith::ConstantOp::create(b, l,
+                                    b.getIntegerAttr(t.getType(), *ignore)));
+    };
+    Value scale = lossGrad; // rank 0, or [rows] for none
+    if (reduction == LossReduction::mean) {
+      auto scalar = RankedTensorType::get({}, e.f32());
+      SmallVector<IteratorType> all(rowRank, IteratorType::reduction);
+      AffineMap toScalar =
+          AffineMap::get(rowRank, 0, {}, rewriter.getContext());
+      Value count = e.generic(
+          scalar, targets, e.filled({}, 0.0), {e.identity(rowRank), toScalar},
+          all, [&](OpBuilder &b, Location l, ValueRange a) {
+            Value one = arith::SelectOp::create(
+                b, l, isIgnored(b, l, a[0]),
+                arith::ConstantOp::create(b, l, b.getF32FloatAttr(0.0f)),
+                arith::ConstantOp::create(b, l, b.getF32FloatAttr(1.0f)));
+            return arith::AddFOp::create(b, l, one, a[1]);
+          });
+      AffineMap none = AffineMap::get(0, 0, {}, rewriter.getContext());
+      scale = e.generic(scalar, ValueRange{lossGrad, count},
+                        e.empty({}, e.f32()), {none, none, none}, {},
+                        [](OpBuilder &b, Location l, ValueRange a) {
+                          return arith::DivFOp::create(b, l, a[0], a[1]);
+                        });
+    }
+    SmallVector<Value> inputs = {x, targets, scale};
+    SmallVector<AffineMap> maps = {
+        e.identity(rank), reduced,
+        reduction == LossReduction::none
+            ? reduced
+            : AffineMap::get(rank, 0, {}, rewriter.getContext())};
+    if (lse) {
+      inputs.push_back(lse);
+      maps.push_back(reduced);
+    }
+    maps.push_back(e.identity(rank));
+    SmallVector<IteratorType> par(rank, IteratorType::parallel);
+    Value result = e.generic(
+        resultType(op), inputs, e.empty(e.sizes(x), e.f32()), maps, par,
+        [&](OpBuilder &b, Location l, ValueRange a) -> Value {
+          auto c = [&](double v) {
+            return arith::ConstantOp::create(b, l, b.getF32FloatAttr(float(v)));
+          };
+          Value cls = arith::IndexCastOp::create(
+              b, l, a[1].getType(), linalg::IndexOp::create(b, l, axis));
+          Value hit =
+              arith::CmpIOp::create(b, l, arith::CmpIPredicate::eq, cls, a[1]);
+          // q = (1 - s)·onehot + s/C
+          Value q = arith::AddFOp::create(
+              b, l,
+              arith::SelectOp::create(b, l, hit, c(1.0 - smoothing), c(0.0)),
+              arith::DivFOp::create(b, l, c(smoothing), classesF));
+          Value d = arith::SubFOp::create(b, l, c(0.0), q);
+          if (lse) {
+            Value p = math::ExpOp::create(
+                b, l, arith::SubFOp::create(b, l, a[0], a[3]));
+            d = arith::AddFOp::create(b, l, p, d);
+          }
+          d = arith::MulFOp::create(b, l, d, a[2]);
+          return arith::SelectOp::create(b, l, isIgnored(b, l, a[1]), c(0.0),
+                                         d);
+        });
+    rewriter.replaceOp(op, result);
+    return success();
+  }
+};
+
+/// Scatter-add of the output gradient rows into the table: a loop over the
+/// positions (in order, so the sums are deterministic) carrying the table.
+struct EmbeddingGradPattern : KilnPattern<EmbeddingGradOp> {
+  using KilnPattern::KilnPattern;
+  LogicalResult
+  matchAndRewrite(EmbeddingGradOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Emitter e{rewriter, op.getLoc()};
+    Location loc = op.getLoc();
+    Value g = adaptor.getGrad(), ids = adaptor.getIds();
+    auto gType = Emitter::type(g);
+    int64_t rank = gType.getRank();
+    // View the positions as one dimension.
+    Value g2 = g, ids1 = ids;
+    if (rank != 2) {
+      ReassociationIndices lead;
+      for (int64_t d = 0; d + 1 < rank; ++d) {
+        lead.push_back(d);
+      }
+      g2 = rank == 1 ? g
+                     : tensor::CollapseShapeOp::create(
+                           rewriter, loc, g,
+                           ArrayRef<ReassociationIndices>{lead, {rank - 1}})
+                           .getResult();
+      if (rank > 2) {
+        ids1 = tensor::CollapseShapeOp::create(
+            rewriter, loc, ids, ArrayRef<ReassociationIndices>{lead});
+      }
+    }
+    auto type = resultType(op);
+    int64_t vocab = type.getDimSize(0);
+    Value table = e.filled({rewriter.getIndexAttr(vocab), e.size(g2, 1)}, 0.0);
+    Value positions = e.sizeValue(g2, 0), width = e.sizeValue(g2, 1);
+    std::optional<int64_t> pad = op.getPaddingIdx();
+    Value zero = e.index(0), one = e.index(1);
+    auto outer = scf::ForOp::create(
+        rewriter, loc, zero, positions, one, ValueRange{table},
+        [&](OpBuilder &b, Location l, Value n, ValueRange iter) {
+          Value id = tensor::ExtractOp::create(b, l, ids1, ValueRange{n});
+          Value idx = arith::IndexCastOp::create(b, l, b.getIndexType(), id);
+          Value inRange = arith::AndIOp::create(
+              b, l,
+              arith::CmpIOp::create(b, l, arith::CmpIPredicate::sge, idx,
+                                    arith::ConstantIndexOp::create(b, l, 0)),
+              arith::CmpIOp::create(
+                  b, l, arith::CmpIPredicate::slt, idx,
+                  arith::ConstantIndexOp::create(b, l, vocab)));
+          if (pad) {
+            inRange = arith::AndIOp::create(
+                b, l, inRange,
+                arith::CmpIOp::create(
+                    b, l, arith::CmpIPredicate::ne, idx,
+                    arith::ConstantIndexOp::create(b, l, *pad)));
+          }
+          auto update = scf::IfOp::create(
+              b, l, inRange,
+              [&](OpBuilder &tb, Location tl) {
+                auto inner = scf::ForOp::create(
+                    tb, tl, arith::ConstantIndexOp::create(tb, tl, 0), width,
+                    arith::ConstantIndexOp::create(tb, tl, 1), iter,
+                    [&](OpBuilder &ib, Location il, Value d, ValueRange acc) {
+                      Value cur = tensor::ExtractOp::create(ib, il, acc[0],
+                                                            ValueRange{idx, d});
+                      Value add = tensor::ExtractOp::create(ib, il, g2,
+                                                            ValueRange{n, d});
+                      Value sum = arith::AddFOp::create(ib, il, cur, add);
+                      Value next = tensor::InsertOp::create(ib, il, sum, acc[0],
+                                                            ValueRange{idx, d});
+                      scf::YieldOp::create(ib, il, next);
+                    });
+                scf::YieldOp::create(tb, tl, inner.getResults());
+              },
+              [&](OpBuilder &eb, Location el) {
+                scf::YieldOp::create(eb, el, iter);
+              });
+          scf::YieldOp::create(b, l, update.getResults());
+        });
+    Value result = outer.getResult(0);
+    if (result.getType() != type) {
+      result = tensor::CastOp::create(rewriter, loc, type, result);
+    }
+    rewriter.replaceOp(op, result);
+    return success();
+  }
+};
+
+//===----------------------------------------------------------------------===//
 // Pass
 //===----------------------------------------------------------------------===//
 
@@ -1362,7 +1795,7 @@ struct ConvertKilnToLinalgPass
     target.addIllegalDialect<KilnDialect>();
     target.addLegalDialect<linalg::LinalgDialect, tensor::TensorDialect,
                            arith::ArithDialect, math::MathDialect,
-                           func::FuncDialect>();
+                           func::FuncDialect, scf::SCFDialect>();
     RewritePatternSet patterns(context);
     populateKilnToLinalgPatterns(patterns);
     if (failed(applyPartialConversion(getOperation(), target,
@@ -1386,5 +1819,7 @@ void mlir::kiln::populateKilnToLinalgPatterns(RewritePatternSet &patterns) {
                LogSoftmaxPattern, ReducePattern, ReshapePattern,
                TransposePattern, SlicePattern, ConcatPattern, ConstantPattern,
                MultiHeadAttentionPattern, FeedForwardPattern,
-               LossPattern<CrossEntropyOp>, LossPattern<NLLLossOp>>(context);
+               LossPattern<CrossEntropyOp>, LossPattern<NLLLossOp>,
+               ActivationGradPattern, LayerNormGradPattern, LossGradPattern,
+               EmbeddingGradPattern>(context);
 }

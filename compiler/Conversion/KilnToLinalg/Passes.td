@@ -39,7 +39,8 @@ def ConvertKilnToLinalgPass : Pass<"convert-kiln-to-linalg"> {
   }];
   let dependentDialects = [
     "::mlir::linalg::LinalgDialect", "::mlir::tensor::TensorDialect",
-    "::mlir::arith::ArithDialect", "::mlir::math::MathDialect"
+    "::mlir::arith::ArithDialect", "::mlir::math::MathDialect",
+    "::mlir::scf::SCFDialect"
   ];
 }
 

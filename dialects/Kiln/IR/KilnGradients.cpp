@@ -160,16 +160,19 @@ LogicalResult LogOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
 // Linear algebra
 //===----------------------------------------------------------------------===//
 
-LogicalResult LinearOp::buildGradients(OpBuilder &b,
-                                       ArrayRef<Value> resultGrads,
-                                       SmallVectorImpl<Value> &operandGrads) {
-  Location loc = getLoc();
-  Value g = resultGrads[0];
-  Value x = getInput(), w = getWeight();
+namespace {
+/// The gradients of y = x·wᵀ (+ b) given g = dL/dy: (dx, dw, db).
+struct LinearGrads {
+  Value input, weight, bias;
+};
+
+LinearGrads linearGrads(OpBuilder &b, Location loc, Value g, Value x, Value w,
+                        bool hasBias) {
   int64_t rank = typeOf(x).getRank();
+  LinearGrads grads;
   // dx = g·W  (a linear with the transposed weight)
   Value wt = TransposeOp::create(b, loc, w, ArrayRef<int64_t>{1, 0});
-  operandGrads.push_back(LinearOp::create(b, loc, g, wt, Value()));
+  grads.input = LinearOp::create(b, loc, g, wt, Value());
   // dW = gᵀ·x over every leading position
   Value g2 = g, x2 = x;
   if (rank != 2) {
@@ -178,18 +181,31 @@ LogicalResult LinearOp::buildGradients(OpBuilder &b,
     g2 = ReshapeOp::create(b, loc, g, ArrayRef<int64_t>{-1, out});
     x2 = ReshapeOp::create(b, loc, x, ArrayRef<int64_t>{-1, in});
   }
-  auto dw = MatmulOp::create(b, loc, g2, x2, /*transpose_lhs=*/true,
-                             /*transpose_rhs=*/false);
-  operandGrads.push_back(dw);
-  if (getBias()) {
+  grads.weight = MatmulOp::create(b, loc, g2, x2, /*transpose_lhs=*/true,
+                                  /*transpose_rhs=*/false);
+  if (hasBias) {
     SmallVector<int64_t> lead;
     for (int64_t i = 0; i + 1 < rank; ++i) {
       lead.push_back(i);
     }
-    operandGrads.push_back(
-        lead.empty() ? g
+    grads.bias = lead.empty()
+                     ? g
                      : ReduceOp::create(b, loc, ReduceKind::sum, g, lead, false)
-                           .getResult());
+                           .getResult();
+  }
+  return grads;
+}
+} // namespace
+
+LogicalResult LinearOp::buildGradients(OpBuilder &b,
+                                       ArrayRef<Value> resultGrads,
+                                       SmallVectorImpl<Value> &operandGrads) {
+  LinearGrads grads = linearGrads(b, getLoc(), resultGrads[0], getInput(),
+                                  getWeight(), bool(getBias()));
+  operandGrads.push_back(grads.input);
+  operandGrads.push_back(grads.weight);
+  if (getBias()) {
+    operandGrads.push_back(grads.bias);
   }
   return success();
 }
@@ -315,5 +331,138 @@ TransposeOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
   }
   operandGrads.push_back(
       TransposeOp::create(b, getLoc(), resultGrads[0], inverse));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Building blocks
+//===----------------------------------------------------------------------===//
+
+LogicalResult ReluOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                     SmallVectorImpl<Value> &operandGrads) {
+  operandGrads.push_back(ActivationGradOp::create(b, getLoc(), Activation::relu,
+                                                  resultGrads[0], getInput()));
+  return success();
+}
+
+LogicalResult GeluOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                     SmallVectorImpl<Value> &operandGrads) {
+  Activation act =
+      getApproximateTanh() ? Activation::gelu_tanh : Activation::gelu;
+  operandGrads.push_back(
+      ActivationGradOp::create(b, getLoc(), act, resultGrads[0], getInput()));
+  return success();
+}
+
+LogicalResult DropoutOp::buildGradients(OpBuilder &b,
+                                        ArrayRef<Value> resultGrads,
+                                        SmallVectorImpl<Value> &operandGrads) {
+  // The same mask (same seed, stream and positions) scales the gradient.
+  operandGrads.push_back(DropoutOp::create(
+      b, getLoc(), resultGrads[0], getSeed(), getPAttr(), getStreamAttr()));
+  operandGrads.push_back(Value());
+  return success();
+}
+
+LogicalResult
+EmbeddingOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
+                            SmallVectorImpl<Value> &operandGrads) {
+  auto table = typeOf(getTable());
+  if (table.isDynamicDim(0)) {
+    return emitOpError("cannot be differentiated: the table's vocabulary "
+                       "size must be static");
+  }
+  operandGrads.push_back(Value()); // ids
+  operandGrads.push_back(EmbeddingGradOp::create(
+      b, getLoc(), resultGrads[0], getIds(),
+      b.getI64IntegerAttr(table.getDimSize(0)), getPaddingIdxAttr()));
+  return success();
+}
+
+LogicalResult
+LayerNormOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
+                            SmallVectorImpl<Value> &operandGrads) {
+  auto grad = LayerNormGradOp::create(b, getLoc(), resultGrads[0], getInput(),
+                                      getGamma(), getEpsAttr(), getModeAttr());
+  operandGrads.append(
+      {grad.getInputGrad(), grad.getGammaGrad(), grad.getBetaGrad()});
+  return success();
+}
+
+template <typename LossOp>
+static LogicalResult
+lossGradients(LossOp op, OpBuilder &b, ArrayRef<Value> resultGrads,
+              SmallVectorImpl<Value> &operandGrads, bool fromLogits) {
+  operandGrads.push_back(LossGradOp::create(
+      b, op.getLoc(), op.getInput(), op.getTargets(), resultGrads[0],
+      fromLogits ? b.getUnitAttr() : UnitAttr(), op.getIgnoreIndexAttr(),
+      op.getLabelSmoothingAttr(), op.getReductionAttr()));
+  operandGrads.push_back(Value()); // targets
+  return success();
+}
+
+LogicalResult
+CrossEntropyOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
+                               SmallVectorImpl<Value> &operandGrads) {
+  return lossGradients(*this, b, resultGrads, operandGrads, true);
+}
+
+LogicalResult NLLLossOp::buildGradients(OpBuilder &b,
+                                        ArrayRef<Value> resultGrads,
+                                        SmallVectorImpl<Value> &operandGrads) {
+  return lossGradients(*this, b, resultGrads, operandGrads, false);
+}
+
+LogicalResult
+FeedForwardOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
+                              SmallVectorImpl<Value> &operandGrads) {
+  // Recompute the hidden activation, then go back through both linears.
+  Location loc = getLoc();
+  Value x = getInput();
+  Value hidden = LinearOp::create(b, loc, x, getW1(), getB1());
+  Activation act = getActivation();
+  Value activated =
+      act == Activation::relu
+          ? ReluOp::create(b, loc, hidden).getResult()
+          : GeluOp::create(b, loc, hidden, act == Activation::gelu_tanh)
+                .getResult();
+  double p = getDropout().convertToDouble();
+  if (p > 0.0) {
+    activated = DropoutOp::create(b, loc, activated, getSeed(),
+                                  getDropoutAttr(), getStreamAttr());
+  }
+  bool biases = bool(getB1());
+  LinearGrads second =
+      linearGrads(b, loc, resultGrads[0], activated, getW2(), biases);
+  Value dActivated = second.input;
+  if (p > 0.0) {
+    dActivated = DropoutOp::create(b, loc, dActivated, getSeed(),
+                                   getDropoutAttr(), getStreamAttr());
+  }
+  Value dHidden = ActivationGradOp::create(b, loc, act, dActivated, hidden);
+  LinearGrads first = linearGrads(b, loc, dHidden, x, getW1(), biases);
+  // Operands: input, w1, w2, b1?, b2?, seed?
+  operandGrads.append({first.input, first.weight, second.weight});
+  if (biases) {
+    operandGrads.append({first.bias, second.bias});
+  }
+  if (getSeed()) {
+    operandGrads.push_back(Value());
+  }
+  return success();
+}
+
+LogicalResult
+PositionalEncodingOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                     SmallVectorImpl<Value> &operandGrads) {
+  if (getKind() == PEKind::learned) {
+    return emitOpError("cannot be differentiated yet: the gradient of a "
+                       "learned position table is not implemented");
+  }
+  // x + PE: the input's gradient passes through; the encoding is fixed.
+  operandGrads.push_back(resultGrads[0]);
+  if (getOffset()) {
+    operandGrads.push_back(Value());
+  }
   return success();
 }

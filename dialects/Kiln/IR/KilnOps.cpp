@@ -950,5 +950,131 @@ KILN_LOSS_OP(CrossEntropyOp)
 KILN_LOSS_OP(NLLLossOp)
 #undef KILN_LOSS_OP
 
+//===----------------------------------------------------------------------===//
+// Backward ops
+//===----------------------------------------------------------------------===//
+
+LogicalResult
+EmbeddingGradOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                  Adaptor adaptor,
+                                  SmallVectorImpl<Type> &inferred) {
+  auto grad = getRanked(loc, adaptor.getGrad(), "grad");
+  if (failed(grad)) {
+    return failure();
+  }
+  int64_t dim = grad->getRank() ? grad->getDimSize(grad->getRank() - 1)
+                                : ShapedType::kDynamic;
+  inferred.push_back(RankedTensorType::get(
+      {int64_t(adaptor.getNumEmbeddings()), dim}, grad->getElementType()));
+  return success();
+}
+
+LogicalResult EmbeddingGradOp::verify() {
+  auto grad = tensorType(getGrad());
+  auto ids = tensorType(getIds());
+  bool ok = grad.getRank() == ids.getRank() + 1;
+  for (int64_t i = 0; ok && i < ids.getRank(); ++i) {
+    ok = shape::compatible(grad.getDimSize(i), ids.getDimSize(i));
+  }
+  if (!ok) {
+    return emitOpError("expects 'grad' to be the shape of 'ids' plus the "
+                       "embedding width: 'ids' is ")
+           << shapeOf(ids) << ", 'grad' is " << shapeOf(grad);
+  }
+  auto vocab = static_cast<int64_t>(getNumEmbeddings());
+  if (vocab <= 0) {
+    return emitOpError("expects 'num_embeddings' to be positive, got ")
+           << vocab;
+  }
+  if (std::optional<int64_t> pad = getPaddingIdx();
+      pad && (*pad < 0 || *pad >= vocab)) {
+    return emitOpError("expects 'padding_idx' (")
+           << *pad << ") to be in [0, " << vocab << ")";
+  }
+  return success();
+}
+
+LogicalResult
+ActivationGradOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                   Adaptor adaptor,
+                                   SmallVectorImpl<Type> &inferred) {
+  auto grad = getRanked(loc, adaptor.getGrad(), "grad");
+  if (failed(grad)) {
+    return failure();
+  }
+  inferred.push_back(*grad);
+  return success();
+}
+
+/// Checks that two tensors have the same rank and compatible sizes.
+static LogicalResult verifySameShape(Operation *op, Value a, StringRef aName,
+                                     Value b, StringRef bName) {
+  auto at = tensorType(a), bt = tensorType(b);
+  bool ok = at.getRank() == bt.getRank();
+  for (int64_t i = 0; ok && i < at.getRank(); ++i) {
+    ok = shape::compatible(at.getDimSize(i), bt.getDimSize(i));
+  }
+  if (!ok) {
+    return op->emitOpError("expects '")
+           << aName << "' " << shapeOf(at) << " and '" << bName << "' "
+           << shapeOf(bt) << " to have the same shape";
+  }
+  return success();
+}
+
+LogicalResult ActivationGradOp::verify() {
+  return verifySameShape(*this, getGrad(), "grad", getInput(), "input");
+}
+
+LogicalResult
+LayerNormGradOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                  Adaptor adaptor,
+                                  SmallVectorImpl<Type> &inferred) {
+  auto input = getRanked(loc, adaptor.getInput(), "input");
+  auto gamma = getRanked(loc, adaptor.getGamma(), "gamma");
+  if (failed(input) || failed(gamma)) {
+    return failure();
+  }
+  inferred.append({*input, *gamma, *gamma});
+  return success();
+}
+
+LogicalResult LayerNormGradOp::verify() {
+  if (failed(verifySameShape(*this, getGrad(), "grad", getInput(), "input"))) {
+    return failure();
+  }
+  auto input = tensorType(getInput());
+  if (input.getRank() < 1) {
+    return emitOpError("expects 'input' to have rank >= 1");
+  }
+  return verifyVector(*this, getGamma(), "gamma",
+                      input.getDimSize(input.getRank() - 1), "dim");
+}
+
+LogicalResult LossGradOp::inferReturnTypes(MLIRContext *,
+                                           std::optional<Location> loc,
+                                           Adaptor adaptor,
+                                           SmallVectorImpl<Type> &inferred) {
+  return inferSameAsInput(loc, adaptor.getInput(), inferred);
+}
+
+LogicalResult LossGradOp::verify() {
+  if (failed(verifyLoss(*this, getInput(), getTargets(),
+                        getLabelSmoothing().convertToDouble()))) {
+    return failure();
+  }
+  auto lossGrad = tensorType(getLossGrad());
+  auto targets = tensorType(getTargets());
+  if (getReduction() == LossReduction::none) {
+    return verifySameShape(*this, getLossGrad(), "loss_grad", getTargets(),
+                           "targets");
+  }
+  if (lossGrad.getRank() != 0) {
+    return emitOpError("expects a rank-0 'loss_grad' for a reduced loss, got ")
+           << shapeOf(lossGrad) << " (targets " << shapeOf(targets) << ")";
+  }
+  return success();
+}
+
 #define GET_OP_CLASSES
 #include "dialects/Kiln/IR/KilnOps.cpp.inc"

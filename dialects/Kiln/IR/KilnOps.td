@@ -18,7 +18,7 @@ include "mlir/IR/BuiltinAttributeInterfaces.td"
 // Building blocks
 //===----------------------------------------------------------------------===//
 
-def Kiln_EmbeddingOp : Kiln_Op<"embedding", [Pure, InferTypeOpAdaptor]> {
+def Kiln_EmbeddingOp : Kiln_Op<"embedding", [Pure, InferTypeOpAdaptor, DeclareOpInterfaceMethods<Kiln_GradientOpInterface>]> {
   let summary = "token embedding lookup";
   let description = [{
     Looks up one row of `table` (`[V, D]`, PyTorch's `nn.Embedding.weight`)
@@ -40,7 +40,8 @@ def Kiln_EmbeddingOp : Kiln_Op<"embedding", [Pure, InferTypeOpAdaptor]> {
 }
 
 def Kiln_PositionalEncodingOp
-    : Kiln_Op<"pe", [Pure, InferTypeOpAdaptor, AttrSizedOperandSegments]> {
+    : Kiln_Op<"pe", [Pure, InferTypeOpAdaptor, AttrSizedOperandSegments,
+                     DeclareOpInterfaceMethods<Kiln_GradientOpInterface>]> {
   let summary = "add a positional encoding";
   let description = [{
     Adds a positional encoding to `input` (`[..., T, D]`): position `p` of the
@@ -74,7 +75,7 @@ def Kiln_PositionalEncodingOp
   let hasVerifier = 1;
 }
 
-def Kiln_LayerNormOp : Kiln_Op<"layernorm", [Pure, InferTypeOpAdaptor]> {
+def Kiln_LayerNormOp : Kiln_Op<"layernorm", [Pure, InferTypeOpAdaptor, DeclareOpInterfaceMethods<Kiln_GradientOpInterface>]> {
   let summary = "layer normalization over the last dimension";
   let description = [{
     Normalizes every vector along the last dimension of `input` (`[..., D]`)
@@ -158,7 +159,8 @@ def Kiln_MultiHeadAttentionOp
 }
 
 def Kiln_FeedForwardOp
-    : Kiln_Op<"ffn", [Pure, InferTypeOpAdaptor, AttrSizedOperandSegments]> {
+    : Kiln_Op<"ffn", [Pure, InferTypeOpAdaptor, AttrSizedOperandSegments,
+                      DeclareOpInterfaceMethods<Kiln_GradientOpInterface>]> {
   let summary = "position-wise feed-forward block";
   let description = [{
     `input` is `[..., D]`, `w1` is `[F, D]`, `w2` is `[D, F]`:
@@ -284,12 +286,12 @@ class Kiln_UnaryOp<string mnemonic, string expr, list<Trait> traits = []>
   let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
 }
 
-def Kiln_ReluOp : Kiln_UnaryOp<"relu", "max(x, 0)">;
+def Kiln_ReluOp : Kiln_UnaryOp<"relu", "max(x, 0)", [DeclareOpInterfaceMethods<Kiln_GradientOpInterface>]>;
 def Kiln_TanhOp : Kiln_UnaryOp<"tanh", "tanh(x)", [DeclareOpInterfaceMethods<Kiln_GradientOpInterface>]>;
 def Kiln_ExpOp : Kiln_UnaryOp<"exp", "exp(x)", [DeclareOpInterfaceMethods<Kiln_GradientOpInterface>]>;
 def Kiln_LogOp : Kiln_UnaryOp<"log", "log(x)", [DeclareOpInterfaceMethods<Kiln_GradientOpInterface>]>;
 
-def Kiln_GeluOp : Kiln_Op<"gelu", [Pure, InferTypeOpAdaptor]> {
+def Kiln_GeluOp : Kiln_Op<"gelu", [Pure, InferTypeOpAdaptor, DeclareOpInterfaceMethods<Kiln_GradientOpInterface>]> {
   let summary = "elementwise GELU";
   let description = [{
     `x * Phi(x)` with the exact erf form, or with `approximate_tanh` the
@@ -322,7 +324,7 @@ def Kiln_ScaleOp : Kiln_Op<"scale", [Pure, InferTypeOpAdaptor, DeclareOpInterfac
   let hasFolder = 1;
 }
 
-def Kiln_DropoutOp : Kiln_Op<"dropout", [Pure, InferTypeOpAdaptor]> {
+def Kiln_DropoutOp : Kiln_Op<"dropout", [Pure, InferTypeOpAdaptor, DeclareOpInterfaceMethods<Kiln_GradientOpInterface>]> {
   let summary = "inverted dropout";
   let description = [{
     In training, zeroes each element with probability `p` and scales the
@@ -499,7 +501,7 @@ def Kiln_ConstantOp
 //===----------------------------------------------------------------------===//
 
 class Kiln_LossOp<string mnemonic, string what, string input>
-    : Kiln_Op<mnemonic, [Pure, InferTypeOpAdaptor]> {
+    : Kiln_Op<mnemonic, [Pure, InferTypeOpAdaptor, DeclareOpInterfaceMethods<Kiln_GradientOpInterface>]> {
   let summary = what # " loss with ignore_index and label smoothing";
   let description = [{
     `}] # input # [{` is `[..., C]` (classes last, as a language model
@@ -533,5 +535,115 @@ def Kiln_CrossEntropyOp
     : Kiln_LossOp<"cross_entropy", "cross-entropy", "input (logits)">;
 def Kiln_NLLLossOp
     : Kiln_LossOp<"nll_loss", "negative log-likelihood", "input (log-probabilities)">;
+
+//===----------------------------------------------------------------------===//
+// Backward ops (built by kiln-autodiff)
+//===----------------------------------------------------------------------===//
+
+def Kiln_EmbeddingGradOp
+    : Kiln_Op<"embedding_grad", [Pure, InferTypeOpAdaptor]> {
+  let summary = "gradient of an embedding table (scatter-add)";
+  let description = [{
+    The gradient of `kiln.embedding` with respect to its `[num_embeddings,
+    D]` table: row `v` is the sum of the output gradients `grad` (`[ids...,
+    D]`) at the positions whose id is `v`. The `padding_idx` row, when
+    given, is exactly zero. Ids outside the table contribute nothing.
+
+    ```mlir
+    %dt = kiln.embedding_grad %g, %ids {num_embeddings = 65 : i64, padding_idx = 0 : i64}
+        : (tensor<?x?x128xf32>, tensor<?x?xi64>) -> tensor<65x128xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_FloatTensor:$grad, Kiln_IndexTensor:$ids,
+                       I64Attr:$num_embeddings,
+                       OptionalAttr<I64Attr>:$padding_idx);
+  let results = (outs Kiln_FloatTensor:$result);
+  let assemblyFormat =
+      "$grad `,` $ids attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Kiln_ActivationGradOp
+    : Kiln_Op<"activation_grad", [Pure, InferTypeOpAdaptor]> {
+  let summary = "gradient of relu, gelu or gelu_tanh";
+  let description = [{
+    `grad · act'(input)` elementwise, where `act` is the activation of
+    `kiln.relu` (`relu`, derivative 0 at 0), `kiln.gelu` (`gelu`,
+    `Φ(x) + x·φ(x)`) or `kiln.gelu {approximate_tanh}` (`gelu_tanh`).
+
+    ```mlir
+    %dx = kiln.activation_grad gelu %g, %x
+        : (tensor<?x512xf32>, tensor<?x512xf32>) -> tensor<?x512xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_ActivationAttr:$activation, Kiln_FloatTensor:$grad,
+                       Kiln_FloatTensor:$input);
+  let results = (outs Kiln_FloatTensor:$result);
+  let assemblyFormat = [{
+    `` $activation $grad `,` $input attr-dict `:`
+    functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Kiln_LayerNormGradOp
+    : Kiln_Op<"layernorm_grad", [Pure, InferTypeOpAdaptor]> {
+  let summary = "gradients of a layer normalization";
+  let description = [{
+    Given the output gradient `grad` of `kiln.layernorm` applied to `input`
+    with `gamma`, `eps` and `mode`, returns the gradients of the input, of
+    `gamma` and of `beta`, computed row by row in one fused pass (the
+    row statistics are recomputed rather than stored).
+
+    ```mlir
+    %dx, %dg, %db = kiln.layernorm_grad %g, %x, %gamma {eps = 1.0e-05 : f64}
+        : (tensor<?x?x128xf32>, tensor<?x?x128xf32>, tensor<128xf32>)
+        -> (tensor<?x?x128xf32>, tensor<128xf32>, tensor<128xf32>)
+    ```
+  }];
+  let arguments = (ins Kiln_FloatTensor:$grad, Kiln_FloatTensor:$input,
+                       Kiln_FloatTensor:$gamma,
+                       DefaultValuedAttr<F64Attr, "1e-5">:$eps,
+                       DefaultValuedAttr<Kiln_NormModeAttr,
+                                         "NormMode::standard">:$mode);
+  let results = (outs Kiln_FloatTensor:$input_grad,
+                      Kiln_FloatTensor:$gamma_grad,
+                      Kiln_FloatTensor:$beta_grad);
+  let assemblyFormat = [{
+    $grad `,` $input `,` $gamma attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Kiln_LossGradOp : Kiln_Op<"loss_grad", [Pure, InferTypeOpAdaptor]> {
+  let summary = "gradient of cross-entropy or NLL with respect to its input";
+  let description = [{
+    The gradient of `kiln.cross_entropy` (`from_logits`) or `kiln.nll_loss`
+    with respect to `input` (`[..., C]`), given the gradient `loss_grad` of
+    the loss (rank 0 for `mean`/`sum`, the targets' shape for `none`) and
+    the same `targets`, `ignore_index`, `label_smoothing` and `reduction`.
+    Per position, with `q = (1 - s)·onehot(target) + s/C` and `w = 0` for
+    ignored positions: from logits `(softmax(x) - q)·w·g`, from
+    log-probabilities `-q·w·g`; `mean` divides by the number of positions
+    not ignored.
+
+    ```mlir
+    %dx = kiln.loss_grad %logits, %t, %g {from_logits, ignore_index = 0 : i64}
+        : (tensor<?x?x65xf32>, tensor<?x?xi64>, tensor<f32>) -> tensor<?x?x65xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_FloatTensor:$input, Kiln_IndexTensor:$targets,
+                       Kiln_FloatTensor:$loss_grad, UnitAttr:$from_logits,
+                       OptionalAttr<I64Attr>:$ignore_index,
+                       DefaultValuedAttr<F64Attr, "0.0">:$label_smoothing,
+                       DefaultValuedAttr<Kiln_LossReductionAttr,
+                                         "LossReduction::mean">:$reduction);
+  let results = (outs Kiln_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $targets `,` $loss_grad attr-dict `:`
+    functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
 
 #endif // KILN_DIALECT_KILN_IR_KILNOPS_TD

@@ -670,3 +670,48 @@ func.func @loss_smoothing(%l: tensor<4x10xf32>, %t: tensor<4xi64>) {
   %0 = kiln.cross_entropy %l, %t {label_smoothing = 1.5 : f64} : (tensor<4x10xf32>, tensor<4xi64>) -> tensor<f32>
   return
 }
+
+// -----
+
+// An embedding gradient whose positions do not match the ids.
+func.func @embedding_grad_shape(%g: tensor<2x3x4xf32>, %ids: tensor<2x5xi64>) {
+  // expected-error @+1 {{'kiln.embedding_grad' op expects 'grad' to be the shape of 'ids' plus the embedding width: 'ids' is [2, 5], 'grad' is [2, 3, 4]}}
+  %0 = kiln.embedding_grad %g, %ids {num_embeddings = 9 : i64} : (tensor<2x3x4xf32>, tensor<2x5xi64>) -> tensor<9x4xf32>
+  return
+}
+
+// -----
+
+// A padding row outside the table.
+func.func @embedding_grad_padding(%g: tensor<5x4xf32>, %ids: tensor<5xi64>) {
+  // expected-error @+1 {{'kiln.embedding_grad' op expects 'padding_idx' (9) to be in [0, 9)}}
+  %0 = kiln.embedding_grad %g, %ids {num_embeddings = 9 : i64, padding_idx = 9 : i64} : (tensor<5x4xf32>, tensor<5xi64>) -> tensor<9x4xf32>
+  return
+}
+
+// -----
+
+// An activation gradient of another shape than the activation's input.
+func.func @activation_grad_shape(%g: tensor<4x8xf32>, %x: tensor<4x6xf32>) {
+  // expected-error @+1 {{'kiln.activation_grad' op expects 'grad' [4, 8] and 'input' [4, 6] to have the same shape}}
+  %0 = kiln.activation_grad relu %g, %x : (tensor<4x8xf32>, tensor<4x6xf32>) -> tensor<4x8xf32>
+  return
+}
+
+// -----
+
+// A layer-norm gradient with gamma of the wrong width.
+func.func @layernorm_grad_gamma(%g: tensor<4x8xf32>, %x: tensor<4x8xf32>, %gamma: tensor<6xf32>) {
+  // expected-error @+1 {{'kiln.layernorm_grad' op expects 'gamma' to be [dim] = [8], got [6]}}
+  %0:3 = kiln.layernorm_grad %g, %x, %gamma : (tensor<4x8xf32>, tensor<4x8xf32>, tensor<6xf32>) -> (tensor<4x8xf32>, tensor<6xf32>, tensor<6xf32>)
+  return
+}
+
+// -----
+
+// A per-position loss gradient for a reduced loss.
+func.func @loss_grad_rank(%x: tensor<4x8xf32>, %t: tensor<4xi64>, %g: tensor<4xf32>) {
+  // expected-error @+1 {{'kiln.loss_grad' op expects a rank-0 'loss_grad' for a reduced loss, got [4] (targets [4])}}
+  %0 = kiln.loss_grad %x, %t, %g : (tensor<4x8xf32>, tensor<4xi64>, tensor<4xf32>) -> tensor<4x8xf32>
+  return
+}

@@ -180,3 +180,22 @@ func.func @losses(%logits: tensor<?x?x10xf32>, %t: tensor<?x?xi64>, %t32: tensor
       : (tensor<?x?x10xf32>, tensor<?x?xi64>) -> tensor<?x?xf32>
   return %0, %1, %2 : tensor<f32>, tensor<f32>, tensor<?x?xf32>
 }
+
+// The backward ops that kiln-autodiff builds.
+// CHECK-LABEL: func.func @backward
+func.func @backward(%g: tensor<?x?x8xf32>, %x: tensor<?x?x8xf32>, %ids: tensor<?x?xi64>,
+                    %gamma: tensor<8xf32>, %t: tensor<?x?xi64>, %dl: tensor<f32>)
+    -> (tensor<10x8xf32>, tensor<?x?x8xf32>, tensor<?x?x8xf32>, tensor<8xf32>, tensor<?x?x8xf32>) {
+  // CHECK: kiln.embedding_grad %{{.*}}, %{{.*}} {num_embeddings = 10 : i64, padding_idx = 0 : i64} : (tensor<?x?x8xf32>, tensor<?x?xi64>) -> tensor<10x8xf32>
+  %0 = kiln.embedding_grad %g, %ids {num_embeddings = 10 : i64, padding_idx = 0 : i64}
+      : (tensor<?x?x8xf32>, tensor<?x?xi64>) -> tensor<10x8xf32>
+  // CHECK: kiln.activation_grad gelu_tanh %{{.*}}, %{{.*}} : (tensor<?x?x8xf32>, tensor<?x?x8xf32>) -> tensor<?x?x8xf32>
+  %1 = kiln.activation_grad gelu_tanh %g, %x : (tensor<?x?x8xf32>, tensor<?x?x8xf32>) -> tensor<?x?x8xf32>
+  // CHECK: kiln.layernorm_grad %{{.*}}, %{{.*}}, %{{.*}} {mode = #kiln<norm_mode std_eps>} : (tensor<?x?x8xf32>, tensor<?x?x8xf32>, tensor<8xf32>) -> (tensor<?x?x8xf32>, tensor<8xf32>, tensor<8xf32>)
+  %2:3 = kiln.layernorm_grad %g, %x, %gamma {mode = #kiln<norm_mode std_eps>}
+      : (tensor<?x?x8xf32>, tensor<?x?x8xf32>, tensor<8xf32>) -> (tensor<?x?x8xf32>, tensor<8xf32>, tensor<8xf32>)
+  // CHECK: kiln.loss_grad %{{.*}}, %{{.*}}, %{{.*}} {from_logits, ignore_index = 0 : i64} : (tensor<?x?x8xf32>, tensor<?x?xi64>, tensor<f32>) -> tensor<?x?x8xf32>
+  %3 = kiln.loss_grad %x, %t, %dl {from_logits, ignore_index = 0 : i64}
+      : (tensor<?x?x8xf32>, tensor<?x?xi64>, tensor<f32>) -> tensor<?x?x8xf32>
+  return %0, %1, %2#0, %2#1, %3 : tensor<10x8xf32>, tensor<?x?x8xf32>, tensor<?x?x8xf32>, tensor<8xf32>, tensor<?x?x8xf32>
+}

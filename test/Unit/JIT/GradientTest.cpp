@@ -242,3 +242,205 @@ TEST(Gradients, OpsWithoutAGradientAreNamed) {
   EXPECT_EQ(message, "'kiln.reduce' op cannot be differentiated yet: the "
                      "gradient of max is not implemented");
 }
+
+namespace {
+double layerNormRef(const std::vector<double> &row, size_t offset, size_t d,
+                    const std::vector<double> &g, const std::vector<double> &b,
+                    double eps, bool stdEps, std::vector<double> &out) {
+  double mean = 0, sq = 0;
+  for (size_t i = 0; i < d; ++i) {
+    mean += row[offset + i] / double(d);
+  }
+  for (size_t i = 0; i < d; ++i) {
+    sq += (row[offset + i] - mean) * (row[offset + i] - mean);
+  }
+  double inv = stdEps ? 1.0 / (std::sqrt(sq / double(d - 1)) + eps)
+                      : 1.0 / std::sqrt(sq / double(d) + eps);
+  out.resize(d);
+  for (size_t i = 0; i < d; ++i) {
+    out[i] = (row[offset + i] - mean) * inv * g[i] + b[i];
+  }
+  return inv;
+}
+} // namespace
+
+TEST(Gradients, EmbeddingLayerNormCrossEntropy) {
+  // A tiny language model: embeddings with a padding row, LayerNorm, a
+  // projection and cross-entropy with ignore_index and label smoothing.
+  auto jit = differentiate(R"(
+    func.func @loss(%ids: tensor<?x?xi64> {kiln.kind = "input"},
+                    %t: tensor<?x?xi64> {kiln.kind = "input"},
+                    %table: tensor<7x4xf32> {kiln.kind = "param"},
+                    %g: tensor<4xf32> {kiln.kind = "param"},
+                    %b: tensor<4xf32> {kiln.kind = "param"},
+                    %w: tensor<5x4xf32> {kiln.kind = "param"},
+                    %c: tensor<5xf32> {kiln.kind = "param"}) -> tensor<f32> {
+      %0 = kiln.embedding %ids, %table {padding_idx = 0 : i64} : (tensor<?x?xi64>, tensor<7x4xf32>) -> tensor<?x?x4xf32>
+      %1 = kiln.layernorm %0, %g, %b : (tensor<?x?x4xf32>, tensor<4xf32>, tensor<4xf32>) -> tensor<?x?x4xf32>
+      %2 = kiln.linear %1, %w, %c : (tensor<?x?x4xf32>, tensor<5x4xf32>, tensor<5xf32>) -> tensor<?x?x5xf32>
+      %3 = kiln.cross_entropy %2, %t {ignore_index = 4 : i64, label_smoothing = 0.1 : f64}
+          : (tensor<?x?x5xf32>, tensor<?x?xi64>) -> tensor<f32>
+      return %3 : tensor<f32>
+    })");
+  Tensor ids = Tensor::fromVector<int64_t>({2, 3}, {3, 0, 5, 1, 3, 6});
+  Tensor targets = Tensor::fromVector<int64_t>({2, 3}, {1, 4, 2, 0, 3, 4});
+  Tensor table = ref::randomTensor({7, 4}, 20),
+         g = ref::randomTensor({4}, 21, 0.5, 1.5),
+         b = ref::randomTensor({4}, 22), w = ref::randomTensor({5, 4}, 23),
+         c = ref::randomTensor({5}, 24);
+  std::vector<Arg> args = {ids, targets, table, g, b, w, c};
+  expectGradientsMatch(*jit, args, {2, 3, 4, 5, 6}, [&](const auto &v) {
+    double total = 0, count = 0;
+    for (int p = 0; p < 6; ++p) {
+      int64_t id = ids.data<int64_t>()[p], t = targets.data<int64_t>()[p];
+      std::vector<double> h;
+      layerNormRef(v[2], size_t(id) * 4, 4, v[3], v[4], 1e-5, false, h);
+      double logits[5], mx = -1e300, sum = 0, mean = 0;
+      for (int o = 0; o < 5; ++o) {
+        logits[o] = v[6][o];
+        for (int i = 0; i < 4; ++i) {
+          logits[o] += h[i] * v[5][o * 4 + i];
+        }
+        mx = std::max(mx, logits[o]);
+      }
+      for (double l : logits) {
+        sum += std::exp(l - mx);
+      }
+      double lse = mx + std::log(sum);
+      for (double l : logits) {
+        mean += (lse - l) / 5;
+      }
+      if (t != 4) {
+        total += 0.9 * (lse - logits[t]) + 0.1 * mean;
+        count += 1;
+      }
+    }
+    return total / count;
+  });
+  // Seed 003's check: the padding row gets exactly zero gradient, the row of
+  // the token at position 0 does not.
+  std::vector<Tensor> out = jit->call("loss_grad", args);
+  const float *dTable = out[1].data<float>();
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(dTable[0 * 4 + i], 0.0f);
+  }
+  double row3 = 0;
+  for (int i = 0; i < 4; ++i) {
+    row3 += std::fabs(dTable[3 * 4 + i]);
+  }
+  EXPECT_GT(row3, 1e-6);
+}
+
+TEST(Gradients, FeedForwardEachActivationThenStdEpsNormAndNll) {
+  for (const char *act : {"relu", "gelu", "gelu_tanh"}) {
+    auto jit = differentiate(std::string(R"(
+      func.func @loss(%x: tensor<?x3xf32> {kiln.kind = "input"},
+                      %t: tensor<?xi64> {kiln.kind = "input"},
+                      %w1: tensor<6x3xf32> {kiln.kind = "param"},
+                      %w2: tensor<3x6xf32> {kiln.kind = "param"},
+                      %b1: tensor<6xf32> {kiln.kind = "param"},
+                      %b2: tensor<3xf32> {kiln.kind = "param"},
+                      %g: tensor<3xf32> {kiln.kind = "param"},
+                      %b: tensor<3xf32> {kiln.kind = "param"}) -> tensor<f32> {
+        %0 = kiln.ffn )") + act +
+                             R"( %x, %w1, %w2 biases(%b1, %b2)
+            : (tensor<?x3xf32>, tensor<6x3xf32>, tensor<3x6xf32>, tensor<6xf32>, tensor<3xf32>) -> tensor<?x3xf32>
+        %1 = kiln.layernorm %0, %g, %b {eps = 1.0e-3 : f64, mode = #kiln<norm_mode std_eps>}
+            : (tensor<?x3xf32>, tensor<3xf32>, tensor<3xf32>) -> tensor<?x3xf32>
+        %2 = kiln.log_softmax %1 : (tensor<?x3xf32>) -> tensor<?x3xf32>
+        %3 = kiln.nll_loss %2, %t {reduction = #kiln<loss_reduction sum>, label_smoothing = 0.2 : f64}
+            : (tensor<?x3xf32>, tensor<?xi64>) -> tensor<f32>
+        return %3 : tensor<f32>
+      })");
+    std::string name = act;
+    Tensor x = ref::randomTensor({4, 3}, 30, -2, 2);
+    Tensor t = Tensor::fromVector<int64_t>({4}, {0, 2, 1, 2});
+    std::vector<Arg> args = {x,
+                             t,
+                             ref::randomTensor({6, 3}, 31),
+                             ref::randomTensor({3, 6}, 32),
+                             ref::randomTensor({6}, 33),
+                             ref::randomTensor({3}, 34),
+                             ref::randomTensor({3}, 35, 0.5, 1.5),
+                             ref::randomTensor({3}, 36)};
+    expectGradientsMatch(*jit, args, {2, 3, 4, 5, 6, 7}, [&](const auto &v) {
+      double total = 0;
+      for (int r = 0; r < 4; ++r) {
+        std::vector<double> y(3);
+        for (int o = 0; o < 3; ++o) {
+          y[o] = v[5][o];
+        }
+        for (int k = 0; k < 6; ++k) {
+          double h = v[4][k];
+          for (int i = 0; i < 3; ++i) {
+            h += v[0][r * 3 + i] * v[2][k * 3 + i];
+          }
+          double a = name == "relu" ? std::max(h, 0.0)
+                                    : ref::gelu(h, name == "gelu_tanh");
+          for (int o = 0; o < 3; ++o) {
+            y[o] += a * v[3][o * 6 + k];
+          }
+        }
+        std::vector<double> n;
+        layerNormRef(y, 0, 3, v[6], v[7], 1e-3, true, n);
+        double mx = std::max({n[0], n[1], n[2]}), sum = 0, mean = 0;
+        for (double e : n) {
+          sum += std::exp(e - mx);
+        }
+        double lse = mx + std::log(sum);
+        for (double e : n) {
+          mean += (e - lse) / 3;
+        }
+        total += -0.8 * (n[t.data<int64_t>()[r]] - lse) - 0.2 * mean;
+      }
+      return total;
+    });
+  }
+}
+
+TEST(Gradients, DropoutReusesItsMask) {
+  auto jit = differentiate(R"(
+    func.func @loss(%x: tensor<3x8xf32> {kiln.kind = "input"}, %s: i64,
+                    %w: tensor<8xf32> {kiln.kind = "param"}) -> tensor<f32> {
+      %0 = kiln.mul %x, %w : (tensor<3x8xf32>, tensor<8xf32>) -> tensor<3x8xf32>
+      %1 = kiln.dropout %0, %s {p = 0.5 : f64, stream = 2 : i64} : (tensor<3x8xf32>, i64) -> tensor<3x8xf32>
+      %2 = kiln.tanh %1 : (tensor<3x8xf32>) -> tensor<3x8xf32>
+      %3 = kiln.reduce sum %2 {axes = array<i64: 0, 1>} : (tensor<3x8xf32>) -> tensor<f32>
+      return %3 : tensor<f32>
+    })");
+  Tensor x = ref::randomTensor({3, 8}, 40);
+  int64_t seed = 77;
+  expectGradientsMatch(
+      *jit, {x, seed, ref::randomTensor({8}, 41)}, {2}, [&](const auto &v) {
+        double total = 0;
+        for (int i = 0; i < 24; ++i) {
+          double keep = ref::dropoutScale(uint64_t(seed), 2, 0.5, uint64_t(i));
+          total += std::tanh(v[0][i] * v[2][i % 8] * keep);
+        }
+        return total;
+      });
+}
+
+TEST(Gradients, SinusoidalEncodingPassesTheGradient) {
+  auto jit = differentiate(R"(
+    func.func @loss(%x: tensor<2x3x4xf32> {kiln.kind = "input"},
+                    %w: tensor<4xf32> {kiln.kind = "param"}) -> tensor<f32> {
+      %0 = kiln.mul %x, %w : (tensor<2x3x4xf32>, tensor<4xf32>) -> tensor<2x3x4xf32>
+      %1 = kiln.pe sinusoidal %0 : (tensor<2x3x4xf32>) -> tensor<2x3x4xf32>
+      %2 = kiln.tanh %1 : (tensor<2x3x4xf32>) -> tensor<2x3x4xf32>
+      %3 = kiln.reduce sum %2 {axes = array<i64: 0, 1, 2>} : (tensor<2x3x4xf32>) -> tensor<f32>
+      return %3 : tensor<f32>
+    })");
+  Tensor x = ref::randomTensor({2, 3, 4}, 50);
+  expectGradientsMatch(
+      *jit, {x, ref::randomTensor({4}, 51)}, {1}, [](const auto &v) {
+        double total = 0;
+        for (int i = 0; i < 24; ++i) {
+          int c = i % 4, pos = (i / 4) % 3;
+          double div = std::exp((c / 2 * 2) * -(std::log(10000.0) / 4));
+          double pe = c % 2 ? std::cos(pos * div) : std::sin(pos * div);
+          total += std::tanh(v[0][i] * v[1][c] + pe);
+        }
+        return total;
+      });
+}
