@@ -1017,20 +1017,215 @@ struct ConstantPattern : KilnPattern<ConstantOp> {
   }
 };
 
-/// Multi-head attention as four fused loops: projections (linear), scores
-/// with scale and masks, softmax (with dropout), the weighted sum of values,
-/// and the output projection.
+/// Scaled dot-product attention on projected [B, T, D] inputs, shared by
+/// kiln.mha, kiln.attention and kiln.attention_grad.
+struct Attention {
+  Emitter &e;
+  int64_t heads, headDim;
+  bool causal;
+  Value mask, seed;
+  double dropout;
+  int64_t stream;
+  Value query, key; // [B, Tq, D] and [B, Tk, D]
+
+  OpBuilder &b() { return e.b; }
+  Location loc() { return e.loc; }
+
+  /// [B, T, D] -> [B, T, H, dh]
+  Value split(Value x) {
+    auto t = Emitter::type(x);
+    auto splitType = RankedTensorType::get(
+        {t.getDimSize(0), t.getDimSize(1), heads, headDim}, e.f32());
+    SmallVector<OpFoldResult> shape = {e.size(x, 0), e.size(x, 1),
+                                       b().getIndexAttr(heads),
+                                       b().getIndexAttr(headDim)};
+    return tensor::ExpandShapeOp::create(
+        b(), loc(), splitType, x,
+        ArrayRef<ReassociationIndices>{{0}, {1}, {2, 3}}, shape);
+  }
+  /// [B, T, H, dh] -> [B, T, D]
+  Value merge(Value x) {
+    return tensor::CollapseShapeOp::create(
+        b(), loc(), x, ArrayRef<ReassociationIndices>{{0}, {1}, {2, 3}});
+  }
+  /// [B, T, H, dh] -> [B, H, dh, T] (rows of keys or values contiguous).
+  Value headsMajor(Value xh, Value like) {
+    SmallVector<OpFoldResult> shape = {e.size(like, 0), b().getIndexAttr(heads),
+                                       b().getIndexAttr(headDim),
+                                       e.size(like, 1)};
+    return linalg::TransposeOp::create(b(), loc(), xh, e.empty(shape, e.f32()),
+                                       ArrayRef<int64_t>{0, 2, 3, 1})
+        .getResult()[0];
+  }
+  RankedTensorType scoreType() {
+    auto q = Emitter::type(query), k = Emitter::type(key);
+    return RankedTensorType::get(
+        {q.getDimSize(0), heads, q.getDimSize(1), k.getDimSize(1)}, e.f32());
+  }
+  SmallVector<OpFoldResult> scoreShape() {
+    return {e.size(query, 0), b().getIndexAttr(heads), e.size(query, 1),
+            e.size(key, 1)};
+  }
+  /// Whether score (b, h, i, j) is visible, inside a 4-loop generic whose
+  /// block argument `maskArg` is the padding mask value (or null).
+  Value keep(OpBuilder &nb, Location l, Value maskArg, Value shift) {
+    Value visible;
+    if (maskArg) {
+      Value zero = arith::ConstantOp::create(
+          nb, l, nb.getIntegerAttr(maskArg.getType(), 0));
+      visible =
+          arith::CmpIOp::create(nb, l, arith::CmpIPredicate::ne, maskArg, zero);
+    }
+    if (causal) {
+      Value i = linalg::IndexOp::create(nb, l, 2);
+      Value j = linalg::IndexOp::create(nb, l, 3);
+      Value limit = arith::AddIOp::create(nb, l, i, shift);
+      Value c =
+          arith::CmpIOp::create(nb, l, arith::CmpIPredicate::sle, j, limit);
+      visible =
+          visible ? arith::AndIOp::create(nb, l, visible, c).getResult() : c;
+    }
+    return visible;
+  }
+  Value shift() {
+    return arith::SubIOp::create(b(), loc(), e.sizeValue(key, 1),
+                                 e.sizeValue(query, 1));
+  }
+  /// Σ_d lhs[b, i, h, d]·rhsT[b, h, d, j] into [B, H, Tq, Tk].
+  Value rowProducts(Value lhs, Value rhsT) {
+    return e.generic(
+        scoreType(), ValueRange{lhs, rhsT}, e.filled(scoreShape(), 0.0),
+        {e.select(5, {0, 2, 1, 4}), e.select(5, {0, 1, 4, 3}),
+         e.select(5, {0, 1, 2, 3})},
+        {IteratorType::parallel, IteratorType::parallel, IteratorType::parallel,
+         IteratorType::parallel, IteratorType::reduction},
+        [](OpBuilder &nb, Location l, ValueRange args) {
+          Value p = arith::MulFOp::create(nb, l, args[0], args[1]);
+          return arith::AddFOp::create(nb, l, args[2], p);
+        });
+  }
+  /// The attention probabilities [B, H, Tq, Tk] (before dropout).
+  Value probabilities(Value qh, Value kh) {
+    Value raw = rowProducts(qh, headsMajor(kh, key));
+    float scale = float(1.0 / std::sqrt(double(headDim)));
+    SmallVector<Value> inputs = {raw};
+    SmallVector<AffineMap> maps = {e.identity(4)};
+    if (mask) {
+      inputs.push_back(mask);
+      maps.push_back(e.select(4, {0, 3}));
+    }
+    maps.push_back(e.identity(4));
+    Value sh = shift();
+    Value scores = e.generic(
+        scoreType(), inputs, e.empty(scoreShape(), e.f32()), maps,
+        SmallVector<IteratorType>(4, IteratorType::parallel),
+        [&](OpBuilder &nb, Location l, ValueRange args) -> Value {
+          Value s = arith::MulFOp::create(
+              nb, l, args[0],
+              arith::ConstantOp::create(nb, l, nb.getF32FloatAttr(scale)));
+          Value visible = keep(nb, l, mask ? args[1] : Value(), sh);
+          if (!visible) {
+            return s;
+          }
+          Value masked = arith::ConstantOp::create(
+              nb, l, nb.getF32FloatAttr(float(kMaskedScore)));
+          return arith::SelectOp::create(nb, l, visible, s, masked);
+        });
+    return e.softmax(scores, 3, /*log=*/false);
+  }
+  /// x · the dropout scale of each score position (x unchanged when p = 0).
+  Value withDropout(Value x) {
+    if (dropout <= 0.0) {
+      return x;
+    }
+    SmallVector<Value> sizes = {e.sizeValue(query, 0), e.index(heads),
+                                e.sizeValue(query, 1), e.sizeValue(key, 1)};
+    Value s = seed;
+    int64_t st = stream;
+    double p = dropout;
+    return e.elementwise(scoreType(), scoreShape(), x,
+                         [&](OpBuilder &nb, Location l, ValueRange args) {
+                           Value scale = Emitter::dropoutScale(
+                               nb, l, s, st, p, {0, 1, 2, 3}, sizes);
+                           return arith::MulFOp::create(nb, l, args[0], scale);
+                         });
+  }
+  /// Σ_j w[b, h, i, j]·xh[b, j, h, d] into [B, Tq, H, dh].
+  Value weightedRows(Value w, Value xh) {
+    SmallVector<OpFoldResult> shape = {e.size(query, 0), e.size(query, 1),
+                                       b().getIndexAttr(heads),
+                                       b().getIndexAttr(headDim)};
+    auto q = Emitter::type(query);
+    auto type = RankedTensorType::get(
+        {q.getDimSize(0), q.getDimSize(1), heads, headDim}, e.f32());
+    return e.generic(
+        type, ValueRange{w, xh}, e.filled(shape, 0.0),
+        {e.select(5, {0, 1, 2, 4}), e.select(5, {0, 4, 1, 3}),
+         e.select(5, {0, 2, 1, 3})},
+        {IteratorType::parallel, IteratorType::parallel, IteratorType::parallel,
+         IteratorType::parallel, IteratorType::reduction},
+        [](OpBuilder &nb, Location l, ValueRange args) {
+          Value prod = arith::MulFOp::create(nb, l, args[0], args[1]);
+          return arith::AddFOp::create(nb, l, args[2], prod);
+        });
+  }
+  /// Σ_i w[b, h, i, j]·xh[b, i, h, d] into [B, Tk, H, dh] (transposed
+  /// weights: the key/value side of the backward pass).
+  Value weightedColumns(Value w, Value xh) {
+    SmallVector<OpFoldResult> shape = {e.size(key, 0), e.size(key, 1),
+                                       b().getIndexAttr(heads),
+                                       b().getIndexAttr(headDim)};
+    auto k = Emitter::type(key);
+    auto type = RankedTensorType::get(
+        {k.getDimSize(0), k.getDimSize(1), heads, headDim}, e.f32());
+    // Loops (b, h, j, d, i).
+    return e.generic(
+        type, ValueRange{w, xh}, e.filled(shape, 0.0),
+        {e.select(5, {0, 1, 4, 2}), e.select(5, {0, 4, 1, 3}),
+         e.select(5, {0, 2, 1, 3})},
+        {IteratorType::parallel, IteratorType::parallel, IteratorType::parallel,
+         IteratorType::parallel, IteratorType::reduction},
+        [](OpBuilder &nb, Location l, ValueRange args) {
+          Value prod = arith::MulFOp::create(nb, l, args[0], args[1]);
+          return arith::AddFOp::create(nb, l, args[2], prod);
+        });
+  }
+  /// The forward output [B, Tq, D].
+  Value forward(Value value) {
+    Value qh = split(query), kh = split(key), vh = split(value);
+    Value probs = withDropout(probabilities(qh, kh));
+    return merge(weightedRows(probs, vh));
+  }
+};
+
+template <typename Op>
+static Attention attentionFor(Emitter &e, Op op, Value query, Value key,
+                              Value mask, Value seed) {
+  int64_t dim = Emitter::type(query).getDimSize(2);
+  int64_t heads = int64_t(op.getNumHeads());
+  return Attention{e,
+                   heads,
+                   dim / heads,
+                   op.getCausal(),
+                   mask,
+                   seed,
+                   op.getDropout().convertToDouble(),
+                   int64_t(op.getStream()),
+                   query,
+                   key};
+}
+
+/// Multi-head attention: the q/k/v projections, the attention core (scores
+/// with scale and masks, softmax, dropout, the weighted sum of values), and
+/// the output projection.
 struct MultiHeadAttentionPattern : KilnPattern<MultiHeadAttentionOp> {
   using KilnPattern::KilnPattern;
   LogicalResult
   matchAndRewrite(MultiHeadAttentionOp op, OpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
     Emitter e{rewriter, op.getLoc()};
-    Location loc = op.getLoc();
     auto type = resultType(op);
     int64_t dim = type.getDimSize(2);
-    int64_t heads = op.getNumHeads();
-    int64_t headDim = dim / heads;
     Value query = adaptor.getQuery(), kv = adaptor.getKeyValue();
     auto projType = [&](Value x) {
       auto t = Emitter::type(x);
@@ -1041,128 +1236,100 @@ struct MultiHeadAttentionPattern : KilnPattern<MultiHeadAttentionOp> {
         e.linear(query, adaptor.getWq(), adaptor.getBq(), projType(query));
     Value k = e.linear(kv, adaptor.getWk(), adaptor.getBk(), projType(kv));
     Value v = e.linear(kv, adaptor.getWv(), adaptor.getBv(), projType(kv));
-    // [B, T, D] -> [B, T, H, dh]
-    auto split = [&](Value x) -> Value {
-      auto t = Emitter::type(x);
-      auto splitType = RankedTensorType::get(
-          {t.getDimSize(0), t.getDimSize(1), heads, headDim}, e.f32());
-      SmallVector<OpFoldResult> shape = {e.size(x, 0), e.size(x, 1),
-                                         rewriter.getIndexAttr(heads),
-                                         rewriter.getIndexAttr(headDim)};
-      return tensor::ExpandShapeOp::create(
-          rewriter, loc, splitType, x,
-          ArrayRef<ReassociationIndices>{{0}, {1}, {2, 3}}, shape);
-    };
-    Value qh = split(q), kh = split(k), vh = split(v);
-    Value batch = e.sizeValue(query, 0);
-    Value querySeq = e.sizeValue(query, 1);
-    Value keySeq = e.sizeValue(kv, 1);
-    auto q4 = Emitter::type(qh);
-    auto k4 = Emitter::type(kh);
-    // Scores [B, H, Tq, Tk] over loops (b, h, i, j, d).
-    auto scoreType = RankedTensorType::get(
-        {q4.getDimSize(0), heads, q4.getDimSize(1), k4.getDimSize(1)}, e.f32());
-    SmallVector<OpFoldResult> scoreShape = {e.size(query, 0),
-                                            rewriter.getIndexAttr(heads),
-                                            e.size(query, 1), e.size(kv, 1)};
-    // Keys as [B, H, dh, Tk], so that a row of scores reads contiguous keys.
-    auto k4t = RankedTensorType::get(
-        {k4.getDimSize(0), heads, headDim, k4.getDimSize(1)}, e.f32());
-    SmallVector<OpFoldResult> ktShape = {
-        e.size(kv, 0), rewriter.getIndexAttr(heads),
-        rewriter.getIndexAttr(headDim), e.size(kv, 1)};
-    Value kt = linalg::TransposeOp::create(rewriter, loc, kh,
-                                           e.empty(ktShape, e.f32()),
-                                           ArrayRef<int64_t>{0, 2, 3, 1})
-                   .getResult()[0];
-    (void)k4t;
-    Value raw = e.generic(
-        scoreType, ValueRange{qh, kt}, e.filled(scoreShape, 0.0),
-        {e.select(5, {0, 2, 1, 4}), e.select(5, {0, 1, 4, 3}),
-         e.select(5, {0, 1, 2, 3})},
-        {IteratorType::parallel, IteratorType::parallel, IteratorType::parallel,
-         IteratorType::parallel, IteratorType::reduction},
-        [](OpBuilder &b, Location l, ValueRange args) {
-          Value p = arith::MulFOp::create(b, l, args[0], args[1]);
-          return arith::AddFOp::create(b, l, args[2], p);
-        });
-    // Scale and mask.
-    float scale = float(1.0 / std::sqrt(double(headDim)));
-    bool causal = op.getCausal();
+    Attention attention = attentionFor(e, op, q, k, adaptor.getKeyPaddingMask(),
+                                       adaptor.getSeed());
+    Value merged = attention.forward(v);
+    rewriter.replaceOp(
+        op, e.linear(merged, adaptor.getWo(), adaptor.getBo(), type));
+    return success();
+  }
+};
+
+struct AttentionPattern : KilnPattern<AttentionOp> {
+  using KilnPattern::KilnPattern;
+  LogicalResult
+  matchAndRewrite(AttentionOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Emitter e{rewriter, op.getLoc()};
+    Attention attention =
+        attentionFor(e, op, adaptor.getQuery(), adaptor.getKey(),
+                     adaptor.getKeyPaddingMask(), adaptor.getSeed());
+    Value out = attention.forward(adaptor.getValue());
+    if (out.getType() != resultType(op)) {
+      out = tensor::CastOp::create(rewriter, op.getLoc(), resultType(op), out);
+    }
+    rewriter.replaceOp(op, out);
+    return success();
+  }
+};
+
+/// The attention backward pass, probabilities recomputed:
+///   dP = dropout(dO·Vᵀ), dS = P·(dP - Σ_j dP·P)·scale·visible,
+///   dQ = dS·K, dK = dSᵀ·Q, dV = dropout(P)ᵀ·dO.
+struct AttentionGradPattern : KilnPattern<AttentionGradOp> {
+  using KilnPattern::KilnPattern;
+  LogicalResult
+  matchAndRewrite(AttentionGradOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Emitter e{rewriter, op.getLoc()};
     Value mask = adaptor.getKeyPaddingMask();
-    SmallVector<Value> scoreInputs = {raw};
-    SmallVector<AffineMap> scoreMaps = {e.identity(4)};
-    if (mask) {
-      scoreInputs.push_back(mask);
-      scoreMaps.push_back(e.select(4, {0, 3}));
-    }
-    scoreMaps.push_back(e.identity(4));
-    Value shift = arith::SubIOp::create(rewriter, loc, keySeq, querySeq);
-    SmallVector<IteratorType> par4(4, IteratorType::parallel);
-    Value scores = e.generic(
-        scoreType, scoreInputs, e.empty(scoreShape, e.f32()), scoreMaps, par4,
-        [&](OpBuilder &b, Location l, ValueRange args) -> Value {
-          Value s = arith::MulFOp::create(
-              b, l, args[0],
-              arith::ConstantOp::create(b, l, b.getF32FloatAttr(scale)));
-          Value keep;
-          if (mask) {
-            Value m = args[1];
-            Value zero = arith::ConstantOp::create(
-                b, l, b.getIntegerAttr(m.getType(), 0));
-            keep =
-                arith::CmpIOp::create(b, l, arith::CmpIPredicate::ne, m, zero);
-          }
-          if (causal) {
-            Value i = linalg::IndexOp::create(b, l, 2);
-            Value j = linalg::IndexOp::create(b, l, 3);
-            Value limit = arith::AddIOp::create(b, l, i, shift);
-            Value visible = arith::CmpIOp::create(
-                b, l, arith::CmpIPredicate::sle, j, limit);
-            keep = keep ? arith::AndIOp::create(b, l, keep, visible).getResult()
-                        : visible;
-          }
-          if (!keep) {
-            return s;
-          }
-          Value masked = arith::ConstantOp::create(
-              b, l, b.getF32FloatAttr(float(kMaskedScore)));
-          return arith::SelectOp::create(b, l, keep, s, masked);
-        });
-    Value probs = e.softmax(scores, 3, /*log=*/false);
-    double p = op.getDropout().convertToDouble();
-    if (p > 0.0) {
-      Value seed = adaptor.getSeed();
-      int64_t stream = op.getStream();
-      SmallVector<Value> sizes = {batch, e.index(heads), querySeq, keySeq};
-      probs = e.elementwise(scoreType, scoreShape, probs,
-                            [&](OpBuilder &b, Location l, ValueRange args) {
-                              Value keepScale = Emitter::dropoutScale(
-                                  b, l, seed, stream, p, {0, 1, 2, 3}, sizes);
-                              return arith::MulFOp::create(b, l, args[0],
-                                                           keepScale);
-                            });
-    }
-    // Weighted values [B, Tq, H, dh] over loops (b, h, i, d, j): rows of
-    // queries times contiguous rows of values.
-    SmallVector<OpFoldResult> outShape = {e.size(query, 0), e.size(query, 1),
-                                          rewriter.getIndexAttr(heads),
-                                          rewriter.getIndexAttr(headDim)};
-    Value attended = e.generic(
-        q4, ValueRange{probs, vh}, e.filled(outShape, 0.0),
-        {e.select(5, {0, 1, 2, 4}), e.select(5, {0, 4, 1, 3}),
-         e.select(5, {0, 2, 1, 3})},
+    Attention a = attentionFor(e, op, adaptor.getQuery(), adaptor.getKey(),
+                               mask, adaptor.getSeed());
+    Value qh = a.split(adaptor.getQuery()), kh = a.split(adaptor.getKey()),
+          vh = a.split(adaptor.getValue()), gh = a.split(adaptor.getGrad());
+    Value probs = a.probabilities(qh, kh);
+    Value dropped = a.withDropout(probs);
+    Value dProbs = a.withDropout(a.rowProducts(gh, a.headsMajor(vh, a.key)));
+    // Σ_j dP·P per row.
+    Value rowDot = e.generic(
+        RankedTensorType::get(a.scoreType().getShape().drop_back(), e.f32()),
+        ValueRange{dProbs, probs},
+        e.filled(ArrayRef(a.scoreShape()).drop_back(), 0.0),
+        {e.identity(4), e.identity(4), e.dropping(4, 3)},
         {IteratorType::parallel, IteratorType::parallel, IteratorType::parallel,
-         IteratorType::parallel, IteratorType::reduction},
-        [](OpBuilder &b, Location l, ValueRange args) {
-          Value prod = arith::MulFOp::create(b, l, args[0], args[1]);
-          return arith::AddFOp::create(b, l, args[2], prod);
+         IteratorType::reduction},
+        [](OpBuilder &nb, Location l, ValueRange args) {
+          Value p = arith::MulFOp::create(nb, l, args[0], args[1]);
+          return arith::AddFOp::create(nb, l, args[2], p);
         });
-    Value merged = tensor::CollapseShapeOp::create(
-        rewriter, loc, attended,
-        ArrayRef<ReassociationIndices>{{0}, {1}, {2, 3}});
-    Value result = e.linear(merged, adaptor.getWo(), adaptor.getBo(), type);
-    rewriter.replaceOp(op, result);
+    float scale = float(1.0 / std::sqrt(double(a.headDim)));
+    SmallVector<Value> inputs = {dProbs, probs, rowDot};
+    SmallVector<AffineMap> maps = {e.identity(4), e.identity(4),
+                                   e.dropping(4, 3)};
+    if (mask) {
+      inputs.push_back(mask);
+      maps.push_back(e.select(4, {0, 3}));
+    }
+    maps.push_back(e.identity(4));
+    Value sh = a.shift();
+    Value dScores = e.generic(
+        a.scoreType(), inputs, e.empty(a.scoreShape(), e.f32()), maps,
+        SmallVector<IteratorType>(4, IteratorType::parallel),
+        [&](OpBuilder &nb, Location l, ValueRange args) -> Value {
+          Value d = arith::MulFOp::create(
+              nb, l, args[1], arith::SubFOp::create(nb, l, args[0], args[2]));
+          d = arith::MulFOp::create(
+              nb, l, d,
+              arith::ConstantOp::create(nb, l, nb.getF32FloatAttr(scale)));
+          Value visible = a.keep(nb, l, mask ? args[3] : Value(), sh);
+          if (!visible) {
+            return d;
+          }
+          Value zero =
+              arith::ConstantOp::create(nb, l, nb.getF32FloatAttr(0.0f));
+          return arith::SelectOp::create(nb, l, visible, d, zero);
+        });
+    Value dq = a.merge(a.weightedRows(dScores, kh));
+    Value dk = a.merge(a.weightedColumns(dScores, qh));
+    Value dv = a.merge(a.weightedColumns(dropped, gh));
+    SmallVector<Value> results = {dq, dk, dv};
+    for (auto [value, result] : llvm::zip(results, op.getResults())) {
+      if (value.getType() != result.getType()) {
+        value = tensor::CastOp::create(rewriter, op.getLoc(), result.getType(),
+                                       value);
+      }
+    }
+    rewriter.replaceOp(op, results);
     return success();
   }
 };
@@ -1821,5 +1988,6 @@ void mlir::kiln::populateKilnToLinalgPatterns(RewritePatternSet &patterns) {
                MultiHeadAttentionPattern, FeedForwardPattern,
                LossPattern<CrossEntropyOp>, LossPattern<NLLLossOp>,
                ActivationGradPattern, LayerNormGradPattern, LossGradPattern,
-               EmbeddingGradPattern>(context);
+               EmbeddingGradPattern, AttentionPattern, AttentionGradPattern>(
+      context);
 }

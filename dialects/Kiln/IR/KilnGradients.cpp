@@ -466,3 +466,61 @@ PositionalEncodingOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
   }
   return success();
 }
+
+LogicalResult
+AttentionOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
+                            SmallVectorImpl<Value> &operandGrads) {
+  auto grad = AttentionGradOp::create(
+      b, getLoc(), resultGrads[0], getQuery(), getKey(), getValue(),
+      getKeyPaddingMask(), getSeed(), getNumHeadsAttr(), getCausalAttr(),
+      getDropoutAttr(), getStreamAttr());
+  operandGrads.append(
+      {grad.getQueryGrad(), grad.getKeyGrad(), grad.getValueGrad()});
+  if (getKeyPaddingMask()) {
+    operandGrads.push_back(Value());
+  }
+  if (getSeed()) {
+    operandGrads.push_back(Value());
+  }
+  return success();
+}
+
+LogicalResult
+MultiHeadAttentionOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                     SmallVectorImpl<Value> &operandGrads) {
+  // mha = linear(attention(linear(q), linear(kv), linear(kv)), wo):
+  // recompute the projections and the attention output, then go back
+  // through each piece.
+  Location loc = getLoc();
+  bool biases = bool(getBq());
+  Value q = LinearOp::create(b, loc, getQuery(), getWq(), getBq());
+  Value k = LinearOp::create(b, loc, getKeyValue(), getWk(), getBk());
+  Value v = LinearOp::create(b, loc, getKeyValue(), getWv(), getBv());
+  Value o = AttentionOp::create(b, loc, q, k, v, getKeyPaddingMask(), getSeed(),
+                                getNumHeadsAttr(), getCausalAttr(),
+                                getDropoutAttr(), getStreamAttr());
+  LinearGrads out = linearGrads(b, loc, resultGrads[0], o, getWo(), biases);
+  auto core = AttentionGradOp::create(
+      b, loc, out.input, q, k, v, getKeyPaddingMask(), getSeed(),
+      getNumHeadsAttr(), getCausalAttr(), getDropoutAttr(), getStreamAttr());
+  LinearGrads gq =
+      linearGrads(b, loc, core.getQueryGrad(), getQuery(), getWq(), biases);
+  LinearGrads gk =
+      linearGrads(b, loc, core.getKeyGrad(), getKeyValue(), getWk(), biases);
+  LinearGrads gv =
+      linearGrads(b, loc, core.getValueGrad(), getKeyValue(), getWv(), biases);
+  Value dkv = AddOp::create(b, loc, gk.input, gv.input);
+  // Operands: query, key_value, wq, wk, wv, wo, biases?, mask?, seed?
+  operandGrads.append(
+      {gq.input, dkv, gq.weight, gk.weight, gv.weight, out.weight});
+  if (biases) {
+    operandGrads.append({gq.bias, gk.bias, gv.bias, out.bias});
+  }
+  if (getKeyPaddingMask()) {
+    operandGrads.push_back(Value());
+  }
+  if (getSeed()) {
+    operandGrads.push_back(Value());
+  }
+  return success();
+}

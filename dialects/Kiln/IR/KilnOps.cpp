@@ -1076,5 +1076,90 @@ LogicalResult LossGradOp::verify() {
   return success();
 }
 
+/// The checks shared by kiln.attention and kiln.attention_grad.
+static LogicalResult verifyAttention(Operation *op, Value query, Value key,
+                                     Value value, Value mask, int64_t heads,
+                                     bool causal, double dropout,
+                                     bool hasSeed) {
+  auto q = tensorType(query), k = tensorType(key), v = tensorType(value);
+  if (q.getRank() != 3 || k.getRank() != 3 || v.getRank() != 3) {
+    return op->emitOpError("expects 'query', 'key' and 'value' to be [batch, "
+                           "seq, dim], got ")
+           << shapeOf(q) << ", " << shapeOf(k) << " and " << shapeOf(v);
+  }
+  if (failed(verifySameShape(op, key, "key", value, "value"))) {
+    return failure();
+  }
+  int64_t dim = q.getDimSize(2);
+  if (!shape::compatible(q.getDimSize(0), k.getDimSize(0)) ||
+      !shape::compatible(dim, k.getDimSize(2))) {
+    return op->emitOpError("expects 'key' ")
+           << shapeOf(k) << " to match the batch and width of 'query' "
+           << shapeOf(q);
+  }
+  if (heads <= 0 || ShapedType::isDynamic(dim) || dim % heads != 0) {
+    return op->emitOpError("expects 'num_heads' (")
+           << heads << ") to divide the static model dimension ("
+           << shape::format({dim}).substr(1, shape::format({dim}).size() - 2)
+           << ")";
+  }
+  if (mask) {
+    auto m = tensorType(mask);
+    int64_t batch = shape::merge(q.getDimSize(0), k.getDimSize(0));
+    if (m.getRank() != 2 || !shape::compatible(m.getDimSize(0), batch) ||
+        !shape::compatible(m.getDimSize(1), k.getDimSize(1))) {
+      return op->emitOpError("expects 'key_padding_mask' to be [batch, "
+                             "key_seq] = ")
+             << shape::format({batch, k.getDimSize(1)}) << ", got "
+             << shapeOf(m);
+    }
+  }
+  if (causal && !ShapedType::isDynamic(q.getDimSize(1)) &&
+      !ShapedType::isDynamic(k.getDimSize(1)) &&
+      q.getDimSize(1) > k.getDimSize(1)) {
+    return op->emitOpError("expects causal attention to have no more queries (")
+           << q.getDimSize(1) << ") than keys (" << k.getDimSize(1) << ")";
+  }
+  return verifyDropout(op, dropout, hasSeed, "dropout");
+}
+
+LogicalResult AttentionOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location> loc,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &inferred) {
+  return inferSameAsInput(loc, adaptor.getQuery(), inferred);
+}
+
+LogicalResult AttentionOp::verify() {
+  return verifyAttention(*this, getQuery(), getKey(), getValue(),
+                         getKeyPaddingMask(), int64_t(getNumHeads()),
+                         getCausal(), getDropout().convertToDouble(),
+                         bool(getSeed()));
+}
+
+LogicalResult
+AttentionGradOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                  Adaptor adaptor,
+                                  SmallVectorImpl<Type> &inferred) {
+  for (Value v : {adaptor.getQuery(), adaptor.getKey(), adaptor.getValue()}) {
+    auto type = getRanked(loc, v, "operand");
+    if (failed(type)) {
+      return failure();
+    }
+    inferred.push_back(*type);
+  }
+  return success();
+}
+
+LogicalResult AttentionGradOp::verify() {
+  if (failed(verifySameShape(*this, getGrad(), "grad", getQuery(), "query"))) {
+    return failure();
+  }
+  return verifyAttention(*this, getQuery(), getKey(), getValue(),
+                         getKeyPaddingMask(), int64_t(getNumHeads()),
+                         getCausal(), getDropout().convertToDouble(),
+                         bool(getSeed()));
+}
+
 #define GET_OP_CLASSES
 #include "dialects/Kiln/IR/KilnOps.cpp.inc"

@@ -105,7 +105,8 @@ def Kiln_LayerNormOp : Kiln_Op<"layernorm", [Pure, InferTypeOpAdaptor, DeclareOp
 }
 
 def Kiln_MultiHeadAttentionOp
-    : Kiln_Op<"mha", [Pure, InferTypeOpAdaptor, AttrSizedOperandSegments]> {
+    : Kiln_Op<"mha", [Pure, InferTypeOpAdaptor, AttrSizedOperandSegments,
+                      DeclareOpInterfaceMethods<Kiln_GradientOpInterface>]> {
   let summary = "multi-head scaled dot-product attention with projections";
   let description = [{
     `query` is `[B, Tq, D]`, `key_value` is `[B, Tk, Dkv]`: the same value for
@@ -642,6 +643,75 @@ def Kiln_LossGradOp : Kiln_Op<"loss_grad", [Pure, InferTypeOpAdaptor]> {
   let assemblyFormat = [{
     $input `,` $targets `,` $loss_grad attr-dict `:`
     functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Kiln_AttentionOp
+    : Kiln_Op<"attention", [Pure, InferTypeOpAdaptor, AttrSizedOperandSegments,
+                            DeclareOpInterfaceMethods<Kiln_GradientOpInterface>]> {
+  let summary = "scaled dot-product attention on projected inputs";
+  let description = [{
+    The core of `kiln.mha` without its projections: `query` `[B, Tq, D]`,
+    `key` and `value` `[B, Tk, D]` are split into `num_heads` heads, and per
+    head `softmax(Q·Kᵀ/sqrt(D/H) + masks)·V` is computed, with the same
+    `key_padding_mask`, `causal`, `dropout`, `seed` and `stream` semantics as
+    `kiln.mha`. The heads are concatenated back to `[B, Tq, D]`.
+    `kiln-autodiff` uses it to take `kiln.mha` apart.
+
+    ```mlir
+    %o = kiln.attention %q, %k, %v {num_heads = 4 : i64, causal}
+        : (tensor<?x?x128xf32>, tensor<?x?x128xf32>, tensor<?x?x128xf32>)
+        -> tensor<?x?x128xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_FloatTensor:$query, Kiln_FloatTensor:$key,
+                       Kiln_FloatTensor:$value,
+                       Optional<Kiln_MaskTensor>:$key_padding_mask,
+                       Optional<Kiln_Seed>:$seed,
+                       I64Attr:$num_heads, UnitAttr:$causal,
+                       DefaultValuedAttr<F64Attr, "0.0">:$dropout,
+                       DefaultValuedAttr<I64Attr, "0">:$stream);
+  let results = (outs Kiln_FloatTensor:$result);
+  let assemblyFormat = [{
+    $query `,` $key `,` $value (`mask` $key_padding_mask^)? (`seed` $seed^)?
+    attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Kiln_AttentionGradOp
+    : Kiln_Op<"attention_grad", [Pure, InferTypeOpAdaptor,
+                                 AttrSizedOperandSegments]> {
+  let summary = "gradients of scaled dot-product attention";
+  let description = [{
+    Given the gradient `grad` of `kiln.attention(query, key, value)` (same
+    attributes and masks), returns the gradients of the query, the key and
+    the value in one fused computation: the attention probabilities are
+    recomputed (not stored), the softmax backward
+    `P·(dP - Σ dP·P)` is applied per row, masked scores get no gradient, and
+    the attention-dropout mask is reproduced from the seed.
+
+    ```mlir
+    %dq, %dk, %dv = kiln.attention_grad %g, %q, %k, %v {num_heads = 4 : i64, causal}
+        : (tensor<?x?x128xf32>, tensor<?x?x128xf32>, tensor<?x?x128xf32>,
+           tensor<?x?x128xf32>)
+        -> (tensor<?x?x128xf32>, tensor<?x?x128xf32>, tensor<?x?x128xf32>)
+    ```
+  }];
+  let arguments = (ins Kiln_FloatTensor:$grad, Kiln_FloatTensor:$query,
+                       Kiln_FloatTensor:$key, Kiln_FloatTensor:$value,
+                       Optional<Kiln_MaskTensor>:$key_padding_mask,
+                       Optional<Kiln_Seed>:$seed,
+                       I64Attr:$num_heads, UnitAttr:$causal,
+                       DefaultValuedAttr<F64Attr, "0.0">:$dropout,
+                       DefaultValuedAttr<I64Attr, "0">:$stream);
+  let results = (outs Kiln_FloatTensor:$query_grad,
+                      Kiln_FloatTensor:$key_grad,
+                      Kiln_FloatTensor:$value_grad);
+  let assemblyFormat = [{
+    $grad `,` $query `,` $key `,` $value (`mask` $key_padding_mask^)?
+    (`seed` $seed^)? attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
 }

@@ -64,3 +64,20 @@ func.func @loss_grad(%x: tensor<?x?x5xf32>, %t: tensor<?x?xi64>, %g: tensor<f32>
       : (tensor<?x?x5xf32>, tensor<?x?xi64>, tensor<f32>) -> tensor<?x?x5xf32>
   return %0 : tensor<?x?x5xf32>
 }
+
+// -----
+
+// The attention backward pass: probabilities recomputed (max, exp, sum),
+// dP, the softmax backward with masked scores zeroed, then dQ, dK, dV.
+// CHECK-LABEL: func.func @attention_grad
+// CHECK: arith.constant -1.000000e+09 : f32
+// CHECK: math.exp
+// CHECK: arith.cmpi sle
+// CHECK-COUNT-3: tensor.collapse_shape
+func.func @attention_grad(%g: tensor<?x?x8xf32>, %q: tensor<?x?x8xf32>, %k: tensor<?x?x8xf32>)
+    -> (tensor<?x?x8xf32>, tensor<?x?x8xf32>, tensor<?x?x8xf32>) {
+  %0:3 = kiln.attention_grad %g, %q, %k, %k {num_heads = 2 : i64, causal}
+      : (tensor<?x?x8xf32>, tensor<?x?x8xf32>, tensor<?x?x8xf32>, tensor<?x?x8xf32>)
+      -> (tensor<?x?x8xf32>, tensor<?x?x8xf32>, tensor<?x?x8xf32>)
+  return %0#0, %0#1, %0#2 : tensor<?x?x8xf32>, tensor<?x?x8xf32>, tensor<?x?x8xf32>
+}

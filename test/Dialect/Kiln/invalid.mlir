@@ -715,3 +715,22 @@ func.func @loss_grad_rank(%x: tensor<4x8xf32>, %t: tensor<4xi64>, %g: tensor<4xf
   %0 = kiln.loss_grad %x, %t, %g : (tensor<4x8xf32>, tensor<4xi64>, tensor<4xf32>) -> tensor<4x8xf32>
   return
 }
+
+// -----
+
+// Attention whose keys and values differ in shape.
+func.func @attention_kv(%q: tensor<2x3x8xf32>, %k: tensor<2x5x8xf32>, %v: tensor<2x4x8xf32>) {
+  // expected-error @+1 {{'kiln.attention' op expects 'key' [2, 5, 8] and 'value' [2, 4, 8] to have the same shape}}
+  %0 = kiln.attention %q, %k, %v {num_heads = 2 : i64} : (tensor<2x3x8xf32>, tensor<2x5x8xf32>, tensor<2x4x8xf32>) -> tensor<2x3x8xf32>
+  return
+}
+
+// -----
+
+// Attention gradients for a gradient of another shape than the queries.
+func.func @attention_grad_shape(%g: tensor<2x4x8xf32>, %q: tensor<2x3x8xf32>, %k: tensor<2x5x8xf32>) {
+  // expected-error @+1 {{'kiln.attention_grad' op expects 'grad' [2, 4, 8] and 'query' [2, 3, 8] to have the same shape}}
+  %0:3 = kiln.attention_grad %g, %q, %k, %k {num_heads = 2 : i64}
+      : (tensor<2x4x8xf32>, tensor<2x3x8xf32>, tensor<2x5x8xf32>, tensor<2x5x8xf32>) -> (tensor<2x3x8xf32>, tensor<2x5x8xf32>, tensor<2x5x8xf32>)
+  return
+}

@@ -199,3 +199,17 @@ func.func @backward(%g: tensor<?x?x8xf32>, %x: tensor<?x?x8xf32>, %ids: tensor<?
       : (tensor<?x?x8xf32>, tensor<?x?xi64>, tensor<f32>) -> tensor<?x?x8xf32>
   return %0, %1, %2#0, %2#1, %3 : tensor<10x8xf32>, tensor<?x?x8xf32>, tensor<?x?x8xf32>, tensor<8xf32>, tensor<?x?x8xf32>
 }
+
+// The attention core and its fused backward op.
+// CHECK-LABEL: func.func @attention
+func.func @attention(%q: tensor<?x?x8xf32>, %k: tensor<?x?x8xf32>, %m: tensor<?x?xi1>, %s: i64)
+    -> (tensor<?x?x8xf32>, tensor<?x?x8xf32>) {
+  // CHECK: kiln.attention %{{.*}}, %{{.*}}, %{{.*}} mask %{{.*}} seed %{{.*}} {causal, dropout = 1.000000e-01 : f64, num_heads = 2 : i64} : (tensor<?x?x8xf32>, tensor<?x?x8xf32>, tensor<?x?x8xf32>, tensor<?x?xi1>, i64) -> tensor<?x?x8xf32>
+  %0 = kiln.attention %q, %k, %k mask %m seed %s {num_heads = 2 : i64, causal, dropout = 0.1 : f64}
+      : (tensor<?x?x8xf32>, tensor<?x?x8xf32>, tensor<?x?x8xf32>, tensor<?x?xi1>, i64) -> tensor<?x?x8xf32>
+  // CHECK: kiln.attention_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {num_heads = 2 : i64} : (tensor<?x?x8xf32>, tensor<?x?x8xf32>, tensor<?x?x8xf32>, tensor<?x?x8xf32>) -> (tensor<?x?x8xf32>, tensor<?x?x8xf32>, tensor<?x?x8xf32>)
+  %1:3 = kiln.attention_grad %0, %q, %k, %k {num_heads = 2 : i64}
+      : (tensor<?x?x8xf32>, tensor<?x?x8xf32>, tensor<?x?x8xf32>, tensor<?x?x8xf32>)
+      -> (tensor<?x?x8xf32>, tensor<?x?x8xf32>, tensor<?x?x8xf32>)
+  return %0, %1#1 : tensor<?x?x8xf32>, tensor<?x?x8xf32>
+}

@@ -444,3 +444,125 @@ TEST(Gradients, SinusoidalEncodingPassesTheGradient) {
         return total;
       });
 }
+
+namespace {
+using Vec = std::vector<double>;
+
+/// y = x·wᵀ + b on rows of `in` features (double precision).
+Vec linearD(const Vec &x, const Vec &w, const Vec *b, int64_t in, int64_t out) {
+  int64_t rows = int64_t(x.size()) / in;
+  Vec y(rows * out);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t o = 0; o < out; ++o) {
+      double acc = b ? (*b)[o] : 0.0;
+      for (int64_t i = 0; i < in; ++i) {
+        acc += x[r * in + i] * w[o * in + i];
+      }
+      y[r * out + o] = acc;
+    }
+  }
+  return y;
+}
+
+/// Multi-head attention in double precision ([B, T, width] row-major).
+Vec mhaD(const Vec &q_in, const Vec &kv_in, int64_t b, int64_t tq, int64_t tk,
+         int64_t d, int64_t dkv, const Vec &wq, const Vec &wk, const Vec &wv,
+         const Vec &wo, const Vec *bq, const Vec *bk, const Vec *bv,
+         const Vec *bo, const int64_t *mask, int64_t heads, bool causal) {
+  Vec q = linearD(q_in, wq, bq, d, d), k = linearD(kv_in, wk, bk, dkv, d),
+      v = linearD(kv_in, wv, bv, dkv, d);
+  int64_t dh = d / heads;
+  Vec o(b * tq * d, 0.0), s(tk);
+  for (int64_t n = 0; n < b; ++n) {
+    for (int64_t h = 0; h < heads; ++h) {
+      for (int64_t i = 0; i < tq; ++i) {
+        double mx = -1e300, sum = 0;
+        for (int64_t j = 0; j < tk; ++j) {
+          double acc = 0;
+          for (int64_t c = 0; c < dh; ++c) {
+            acc += q[(n * tq + i) * d + h * dh + c] *
+                   k[(n * tk + j) * d + h * dh + c];
+          }
+          bool keep =
+              (!mask || mask[n * tk + j] != 0) && !(causal && j > i + tk - tq);
+          s[j] = keep ? acc / std::sqrt(double(dh)) : -1e9;
+          mx = std::max(mx, s[j]);
+        }
+        for (int64_t j = 0; j < tk; ++j) {
+          s[j] = std::exp(s[j] - mx);
+          sum += s[j];
+        }
+        for (int64_t c = 0; c < dh; ++c) {
+          double acc = 0;
+          for (int64_t j = 0; j < tk; ++j) {
+            acc += s[j] / sum * v[(n * tk + j) * d + h * dh + c];
+          }
+          o[(n * tq + i) * d + h * dh + c] = acc;
+        }
+      }
+    }
+  }
+  return linearD(o, wo, bo, d, d);
+}
+} // namespace
+
+TEST(Gradients, MultiHeadAttentionSelfAndCross) {
+  // Causal self-attention with a padding mask and biases feeding a
+  // cross-attention (keys from another sequence of another width).
+  auto jit = differentiate(R"(
+    func.func @loss(%x: tensor<2x3x4xf32> {kiln.kind = "input"},
+                    %m: tensor<2x3xi64> {kiln.kind = "input"},
+                    %enc: tensor<2x5x6xf32> {kiln.kind = "input"},
+                    %c: tensor<2x3x4xf32> {kiln.kind = "input"},
+                    %wq: tensor<4x4xf32> {kiln.kind = "param"}, %wk: tensor<4x4xf32> {kiln.kind = "param"},
+                    %wv: tensor<4x4xf32> {kiln.kind = "param"}, %wo: tensor<4x4xf32> {kiln.kind = "param"},
+                    %bq: tensor<4xf32> {kiln.kind = "param"}, %bk: tensor<4xf32> {kiln.kind = "param"},
+                    %bv: tensor<4xf32> {kiln.kind = "param"}, %bo: tensor<4xf32> {kiln.kind = "param"},
+                    %xq: tensor<4x4xf32> {kiln.kind = "param"}, %xk: tensor<4x6xf32> {kiln.kind = "param"},
+                    %xv: tensor<4x6xf32> {kiln.kind = "param"}, %xo: tensor<4x4xf32> {kiln.kind = "param"}) -> tensor<f32> {
+      %0 = kiln.mha %x, %x weights(%wq, %wk, %wv, %wo) biases(%bq, %bk, %bv, %bo) mask %m
+          {num_heads = 2 : i64, causal}
+          : (tensor<2x3x4xf32>, tensor<2x3x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>,
+             tensor<4x4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<2x3xi64>)
+          -> tensor<2x3x4xf32>
+      %1 = kiln.mha %0, %enc weights(%xq, %xk, %xv, %xo) {num_heads = 2 : i64}
+          : (tensor<2x3x4xf32>, tensor<2x5x6xf32>, tensor<4x4xf32>, tensor<4x6xf32>, tensor<4x6xf32>,
+             tensor<4x4xf32>) -> tensor<2x3x4xf32>
+      %2 = kiln.mul %1, %c : (tensor<2x3x4xf32>, tensor<2x3x4xf32>) -> tensor<2x3x4xf32>
+      %3 = kiln.reduce sum %2 {axes = array<i64: 0, 1, 2>} : (tensor<2x3x4xf32>) -> tensor<f32>
+      return %3 : tensor<f32>
+    })");
+  Tensor mask = Tensor::fromVector<int64_t>({2, 3}, {1, 1, 1, 1, 1, 0});
+  std::vector<Arg> args = {ref::randomTensor({2, 3, 4}, 60), mask,
+                           ref::randomTensor({2, 5, 6}, 61),
+                           ref::randomTensor({2, 3, 4}, 62)};
+  uint32_t seed = 63;
+  for (auto shape : std::vector<std::vector<int64_t>>{{4, 4},
+                                                      {4, 4},
+                                                      {4, 4},
+                                                      {4, 4},
+                                                      {4},
+                                                      {4},
+                                                      {4},
+                                                      {4},
+                                                      {4, 4},
+                                                      {4, 6},
+                                                      {4, 6},
+                                                      {4, 4}}) {
+    args.push_back(ref::randomTensor(shape, seed++));
+  }
+  const int64_t *m = mask.data<int64_t>();
+  expectGradientsMatch(
+      *jit, args, {4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15},
+      [&](const auto &v) {
+        Vec h = mhaD(v[0], v[0], 2, 3, 3, 4, 4, v[4], v[5], v[6], v[7], &v[8],
+                     &v[9], &v[10], &v[11], m, 2, true);
+        Vec y = mhaD(h, v[2], 2, 3, 5, 4, 6, v[12], v[13], v[14], v[15],
+                     nullptr, nullptr, nullptr, nullptr, nullptr, 2, false);
+        double total = 0;
+        for (size_t i = 0; i < y.size(); ++i) {
+          total += y[i] * v[3][i];
+        }
+        return total;
+      });
+}
