@@ -1950,6 +1950,62 @@ struct EmbeddingGradPattern : KilnPattern<EmbeddingGradOp> {
   }
 };
 
+/// The learned position table's gradient: the output gradient summed over
+/// the batch dims, placed at rows offset .. offset + T.
+struct PositionalEncodingGradPattern : KilnPattern<PositionalEncodingGradOp> {
+  using KilnPattern::KilnPattern;
+  LogicalResult
+  matchAndRewrite(PositionalEncodingGradOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Emitter e{rewriter, op.getLoc()};
+    Location loc = op.getLoc();
+    Value g = adaptor.getGrad();
+    int64_t rank = Emitter::type(g).getRank();
+    // [..., T, D] -> [T, D]
+    Value rows = g;
+    if (rank > 2) {
+      SmallVector<IteratorType> iterators(rank, IteratorType::reduction);
+      iterators[rank - 2] = iterators[rank - 1] = IteratorType::parallel;
+      Value acc = e.filled({e.size(g, rank - 2), e.size(g, rank - 1)}, 0.0);
+      rows = e.generic(acc.getType(), g, acc,
+                       {e.identity(rank), e.select(rank, {rank - 2, rank - 1})},
+                       iterators, [](OpBuilder &b, Location l, ValueRange a) {
+                         return arith::AddFOp::create(b, l, a[0], a[1]);
+                       });
+    }
+    Value offset =
+        adaptor.getOffset()
+            ? arith::IndexCastOp::create(rewriter, loc, rewriter.getIndexType(),
+                                         adaptor.getOffset())
+                  .getResult()
+            : e.index(0);
+    Value length = e.sizeValue(rows, 0);
+    auto type = resultType(op);
+    SmallVector<OpFoldResult> shape = {
+        rewriter.getIndexAttr(type.getDimSize(0)), e.size(rows, 1)};
+    Value result = e.generic(
+        type, ValueRange{}, e.empty(shape, e.f32()), {e.identity(2)},
+        {IteratorType::parallel, IteratorType::parallel},
+        [&](OpBuilder &b, Location l, ValueRange) -> Value {
+          Value r = linalg::IndexOp::create(b, l, 0);
+          Value d = linalg::IndexOp::create(b, l, 1);
+          Value p = arith::SubIOp::create(b, l, r, offset);
+          Value inside = arith::AndIOp::create(
+              b, l,
+              arith::CmpIOp::create(b, l, arith::CmpIPredicate::sge, p,
+                                    arith::ConstantIndexOp::create(b, l, 0)),
+              arith::CmpIOp::create(b, l, arith::CmpIPredicate::slt, p,
+                                    length));
+          Value row = Emitter::clampIndex(b, l, p, length);
+          Value v = tensor::ExtractOp::create(b, l, rows, ValueRange{row, d});
+          Value zero = arith::ConstantOp::create(b, l, b.getF32FloatAttr(0.0f));
+          return arith::SelectOp::create(b, l, inside, v, zero);
+        });
+    rewriter.replaceOp(op, result);
+    return success();
+  }
+};
+
 //===----------------------------------------------------------------------===//
 // Pass
 //===----------------------------------------------------------------------===//
@@ -1988,6 +2044,6 @@ void mlir::kiln::populateKilnToLinalgPatterns(RewritePatternSet &patterns) {
                MultiHeadAttentionPattern, FeedForwardPattern,
                LossPattern<CrossEntropyOp>, LossPattern<NLLLossOp>,
                ActivationGradPattern, LayerNormGradPattern, LossGradPattern,
-               EmbeddingGradPattern, AttentionPattern, AttentionGradPattern>(
-      context);
+               EmbeddingGradPattern, AttentionPattern, AttentionGradPattern,
+               PositionalEncodingGradPattern>(context);
 }

@@ -455,12 +455,17 @@ FeedForwardOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
 LogicalResult
 PositionalEncodingOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
                                      SmallVectorImpl<Value> &operandGrads) {
+  operandGrads.push_back(resultGrads[0]); // x + PE: x's gradient is g
   if (getKind() == PEKind::learned) {
-    return emitOpError("cannot be differentiated yet: the gradient of a "
-                       "learned position table is not implemented");
+    auto table = typeOf(getTable());
+    if (table.isDynamicDim(0)) {
+      return emitOpError("cannot be differentiated: the position table's "
+                         "length must be static");
+    }
+    operandGrads.push_back(PositionalEncodingGradOp::create(
+        b, getLoc(), resultGrads[0], getOffset(),
+        b.getI64IntegerAttr(table.getDimSize(0))));
   }
-  // x + PE: the input's gradient passes through; the encoding is fixed.
-  operandGrads.push_back(resultGrads[0]);
   if (getOffset()) {
     operandGrads.push_back(Value());
   }
@@ -521,6 +526,71 @@ MultiHeadAttentionOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
   }
   if (getSeed()) {
     operandGrads.push_back(Value());
+  }
+  return success();
+}
+
+LogicalResult SliceOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                      SmallVectorImpl<Value> &operandGrads) {
+  // Zeros (the input's other parts times 0) around the gradient.
+  Location loc = getLoc();
+  Value x = getInput();
+  auto xType = typeOf(x);
+  int64_t axis = int64_t(getAxis());
+  axis = axis < 0 ? axis + xType.getRank() : axis;
+  int64_t dim = xType.getDimSize(axis);
+  int64_t start = int64_t(getStart());
+  std::optional<int64_t> end = getEnd();
+  SmallVector<Value> parts;
+  auto zerosOf = [&](int64_t from, std::optional<int64_t> to) {
+    Value part = SliceOp::create(b, loc, x, b.getI64IntegerAttr(axis),
+                                 b.getI64IntegerAttr(from),
+                                 to ? b.getI64IntegerAttr(*to) : IntegerAttr());
+    return scaled(b, loc, part, 0.0);
+  };
+  bool staticDim = !ShapedType::isDynamic(dim);
+  int64_t first = staticDim && start < 0 ? start + dim : start;
+  if (first != 0) {
+    parts.push_back(zerosOf(0, start));
+  }
+  parts.push_back(resultGrads[0]);
+  if (end) {
+    int64_t last = staticDim && *end < 0 ? *end + dim : *end;
+    if (!staticDim || last != dim) {
+      parts.push_back(zerosOf(*end, std::nullopt));
+    }
+  }
+  operandGrads.push_back(
+      parts.size() == 1
+          ? parts[0]
+          : ConcatOp::create(b, loc, parts, b.getI64IntegerAttr(axis))
+                .getResult());
+  return success();
+}
+
+LogicalResult ConcatOp::buildGradients(OpBuilder &b,
+                                       ArrayRef<Value> resultGrads,
+                                       SmallVectorImpl<Value> &operandGrads) {
+  // Each input's part of the gradient; needs the sizes along the axis of all
+  // inputs but the last.
+  Location loc = getLoc();
+  int64_t rank = typeOf(getResult()).getRank();
+  int64_t axis = int64_t(getAxis());
+  axis = axis < 0 ? axis + rank : axis;
+  int64_t offset = 0;
+  ValueRange inputs = getInputs();
+  for (auto [i, input] : llvm::enumerate(inputs)) {
+    int64_t size = typeOf(input).getDimSize(axis);
+    bool lastOne = i + 1 == inputs.size();
+    if (ShapedType::isDynamic(size) && !lastOne) {
+      return emitOpError("cannot be differentiated: input #")
+             << i << " has a dynamic size along the concatenation axis";
+    }
+    operandGrads.push_back(SliceOp::create(
+        b, loc, resultGrads[0], b.getI64IntegerAttr(axis),
+        b.getI64IntegerAttr(offset),
+        lastOne ? IntegerAttr() : b.getI64IntegerAttr(offset + size)));
+    offset += lastOne ? 0 : size;
   }
   return success();
 }

@@ -1161,5 +1161,36 @@ LogicalResult AttentionGradOp::verify() {
                          bool(getSeed()));
 }
 
+LogicalResult PositionalEncodingGradOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
+    SmallVectorImpl<Type> &inferred) {
+  auto grad = getRanked(loc, adaptor.getGrad(), "grad");
+  if (failed(grad)) {
+    return failure();
+  }
+  inferred.push_back(RankedTensorType::get(
+      {int64_t(adaptor.getMaxLen()), dimOr(*grad, grad->getRank() - 1)},
+      grad->getElementType()));
+  return success();
+}
+
+LogicalResult PositionalEncodingGradOp::verify() {
+  auto grad = tensorType(getGrad());
+  if (grad.getRank() < 2) {
+    return emitOpError("expects 'grad' to be [..., seq, dim], got ")
+           << shapeOf(grad);
+  }
+  auto maxLen = static_cast<int64_t>(getMaxLen());
+  if (maxLen <= 0) {
+    return emitOpError("expects 'max_len' to be positive, got ") << maxLen;
+  }
+  int64_t seq = grad.getDimSize(grad.getRank() - 2);
+  if (!getOffset() && !ShapedType::isDynamic(seq) && seq > maxLen) {
+    return emitOpError("expects the sequence length (")
+           << seq << ") to be at most 'max_len' (" << maxLen << ")";
+  }
+  return success();
+}
+
 #define GET_OP_CLASSES
 #include "dialects/Kiln/IR/KilnOps.cpp.inc"

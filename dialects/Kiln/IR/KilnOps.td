@@ -441,7 +441,8 @@ def Kiln_TransposeOp : Kiln_Op<"transpose", [Pure, InferTypeOpAdaptor, DeclareOp
   let hasCanonicalizer = 1;
 }
 
-def Kiln_SliceOp : Kiln_Op<"slice", [Pure, InferTypeOpAdaptor]> {
+def Kiln_SliceOp : Kiln_Op<"slice", [Pure, InferTypeOpAdaptor,
+                                   DeclareOpInterfaceMethods<Kiln_GradientOpInterface>]> {
   let summary = "contiguous slice along one axis";
   let description = [{
     Keeps `input[..., start:end, ...]` along `axis`, with Python's meaning:
@@ -464,7 +465,8 @@ def Kiln_SliceOp : Kiln_Op<"slice", [Pure, InferTypeOpAdaptor]> {
   let hasVerifier = 1;
 }
 
-def Kiln_ConcatOp : Kiln_Op<"concat", [Pure, InferTypeOpAdaptor]> {
+def Kiln_ConcatOp : Kiln_Op<"concat", [Pure, InferTypeOpAdaptor,
+                                   DeclareOpInterfaceMethods<Kiln_GradientOpInterface>]> {
   let summary = "concatenate along one axis";
   let description = [{
     Joins the inputs along `axis`; all other dimensions must agree.
@@ -712,6 +714,29 @@ def Kiln_AttentionGradOp
   let assemblyFormat = [{
     $grad `,` $query `,` $key `,` $value (`mask` $key_padding_mask^)?
     (`seed` $seed^)? attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Kiln_PositionalEncodingGradOp
+    : Kiln_Op<"pe_grad", [Pure, InferTypeOpAdaptor]> {
+  let summary = "gradient of a learned position table";
+  let description = [{
+    The gradient of `kiln.pe learned` with respect to its `[max_len, D]`
+    table: row `offset + p` is the sum over the leading (batch) dimensions
+    of the output gradient `grad` (`[..., T, D]`) at position `p`; the rows
+    no position reached are zero.
+
+    ```mlir
+    %dt = kiln.pe_grad %g offset %pos {max_len = 128 : i64}
+        : (tensor<?x?x64xf32>, i64) -> tensor<128x64xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_FloatTensor:$grad, Optional<Kiln_Offset>:$offset,
+                       I64Attr:$max_len);
+  let results = (outs Kiln_FloatTensor:$result);
+  let assemblyFormat = [{
+    $grad (`offset` $offset^)? attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
 }

@@ -566,3 +566,56 @@ TEST(Gradients, MultiHeadAttentionSelfAndCross) {
         return total;
       });
 }
+
+TEST(Gradients, LearnedPositionsWithOffset) {
+  auto jit = differentiate(R"(
+    func.func @loss(%x: tensor<2x3x4xf32> {kiln.kind = "input"}, %off: i64,
+                    %t: tensor<6x4xf32> {kiln.kind = "param"}) -> tensor<f32> {
+      %0 = kiln.pe learned %x table %t offset %off : (tensor<2x3x4xf32>, tensor<6x4xf32>, i64) -> tensor<2x3x4xf32>
+      %1 = kiln.tanh %0 : (tensor<2x3x4xf32>) -> tensor<2x3x4xf32>
+      %2 = kiln.reduce sum %1 {axes = array<i64: 0, 1, 2>} : (tensor<2x3x4xf32>) -> tensor<f32>
+      return %2 : tensor<f32>
+    })");
+  int64_t offset = 2;
+  expectGradientsMatch(
+      *jit,
+      {ref::randomTensor({2, 3, 4}, 70), offset, ref::randomTensor({6, 4}, 71)},
+      {2}, [&](const auto &v) {
+        double total = 0;
+        for (int i = 0; i < 24; ++i) {
+          int c = i % 4, pos = (i / 4) % 3;
+          total += std::tanh(v[0][i] + v[2][(pos + offset) * 4 + c]);
+        }
+        return total;
+      });
+}
+
+TEST(Gradients, SliceAndConcat) {
+  // A fused-QKV style split (slices from both ends) and a concatenation.
+  auto jit = differentiate(R"(
+    func.func @loss(%w: tensor<6x2xf32>, %c: tensor<3x2xf32>) -> tensor<f32> {
+      %0 = kiln.slice %w {axis = 0 : i64, start = 0 : i64, end = 2 : i64} : (tensor<6x2xf32>) -> tensor<2x2xf32>
+      %1 = kiln.slice %w {axis = 0 : i64, start = -2 : i64} : (tensor<6x2xf32>) -> tensor<2x2xf32>
+      %2 = kiln.slice %w {axis = 0 : i64, start = 1 : i64, end = -4 : i64} : (tensor<6x2xf32>) -> tensor<1x2xf32>
+      %3 = kiln.mul %0, %1 : (tensor<2x2xf32>, tensor<2x2xf32>) -> tensor<2x2xf32>
+      %4 = kiln.concat %3, %2 {axis = 0 : i64} : (tensor<2x2xf32>, tensor<1x2xf32>) -> tensor<3x2xf32>
+      %5 = kiln.tanh %4 : (tensor<3x2xf32>) -> tensor<3x2xf32>
+      %6 = kiln.mul %5, %c : (tensor<3x2xf32>, tensor<3x2xf32>) -> tensor<3x2xf32>
+      %7 = kiln.reduce sum %6 {axes = array<i64: 0, 1>} : (tensor<3x2xf32>) -> tensor<f32>
+      return %7 : tensor<f32>
+    })");
+  expectGradientsMatch(
+      *jit, {ref::randomTensor({6, 2}, 80), ref::randomTensor({3, 2}, 81)},
+      {0, 1}, [](const auto &v) {
+        const auto &w = v[0], &c = v[1];
+        double total = 0;
+        for (int j = 0; j < 2; ++j) {
+          for (int r = 0; r < 2; ++r) {
+            total +=
+                std::tanh(w[r * 2 + j] * w[(4 + r) * 2 + j]) * c[r * 2 + j];
+          }
+          total += std::tanh(w[1 * 2 + j]) * c[2 * 2 + j];
+        }
+        return total;
+      });
+}
