@@ -2007,6 +2007,174 @@ struct PositionalEncodingGradPattern : KilnPattern<PositionalEncodingGradOp> {
 };
 
 //===----------------------------------------------------------------------===//
+// Optimizer updates
+//===----------------------------------------------------------------------===//
+
+/// One elementwise loop with several results over operands of one shape,
+/// plus rank-0 operands broadcast to every element.
+static SmallVector<Value> elementwiseMulti(
+    Emitter &e, RankedTensorType type, Value like, ValueRange tensors,
+    ValueRange scalars, int64_t numResults,
+    function_ref<SmallVector<Value>(OpBuilder &, Location, ValueRange)> body) {
+  int64_t rank = type.getRank();
+  SmallVector<Value> inputs(tensors.begin(), tensors.end());
+  SmallVector<AffineMap> maps(tensors.size(), e.identity(rank));
+  for (Value scalar : scalars) {
+    inputs.push_back(scalar);
+    maps.push_back(AffineMap::get(rank, 0, {}, e.b.getContext()));
+  }
+  SmallVector<Value> outputs;
+  SmallVector<Type> types;
+  for (int64_t i = 0; i < numResults; ++i) {
+    outputs.push_back(e.empty(e.sizes(like), e.f32()));
+    maps.push_back(e.identity(rank));
+    types.push_back(type);
+  }
+  auto op = linalg::GenericOp::create(
+      e.b, e.loc, types, inputs, outputs, maps,
+      SmallVector<IteratorType>(rank, IteratorType::parallel),
+      [&](OpBuilder &b, Location l, ValueRange args) {
+        linalg::YieldOp::create(b, l, body(b, l, args));
+      });
+  return SmallVector<Value>(op.getResults());
+}
+
+struct AdamUpdatePattern : KilnPattern<AdamUpdateOp> {
+  using KilnPattern::KilnPattern;
+  LogicalResult
+  matchAndRewrite(AdamUpdateOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Emitter e{rewriter, op.getLoc()};
+    Location loc = op.getLoc();
+    double b1 = op.getBeta1().convertToDouble(),
+           b2 = op.getBeta2().convertToDouble();
+    double eps = op.getEps().convertToDouble();
+    double wd = op.getWeightDecay().convertToDouble();
+    bool decoupled = op.getDecoupled();
+    // 1 - beta^step, once per call.
+    Value step = arith::SIToFPOp::create(rewriter, loc, rewriter.getF32Type(),
+                                         adaptor.getStep());
+    auto correction = [&](double beta) -> Value {
+      Value pow = math::PowFOp::create(rewriter, loc, e.f32c(beta), step);
+      return arith::SubFOp::create(rewriter, loc, e.f32c(1.0), pow);
+    };
+    Value bc1 = correction(b1), bc2 = correction(b2);
+    auto type = Emitter::type(adaptor.getParam());
+    SmallVector<Value> results = elementwiseMulti(
+        e, type, adaptor.getParam(),
+        ValueRange{adaptor.getParam(), adaptor.getGrad(), adaptor.getM(),
+                   adaptor.getV()},
+        ValueRange{adaptor.getLr()}, 3,
+        [&](OpBuilder &b, Location l, ValueRange a) -> SmallVector<Value> {
+          auto c = [&](double v) {
+            return arith::ConstantOp::create(b, l, b.getF32FloatAttr(float(v)));
+          };
+          Value p = a[0], g = a[1], lr = a[4];
+          if (wd != 0.0) {
+            Value decay = arith::MulFOp::create(b, l, c(wd), p);
+            if (decoupled) {
+              p = arith::SubFOp::create(b, l, p,
+                                        arith::MulFOp::create(b, l, lr, decay));
+            } else {
+              g = arith::AddFOp::create(b, l, g, decay);
+            }
+          }
+          Value m = arith::AddFOp::create(
+              b, l, arith::MulFOp::create(b, l, c(b1), a[2]),
+              arith::MulFOp::create(b, l, c(1 - b1), g));
+          Value v = arith::AddFOp::create(
+              b, l, arith::MulFOp::create(b, l, c(b2), a[3]),
+              arith::MulFOp::create(b, l, c(1 - b2),
+                                    arith::MulFOp::create(b, l, g, g)));
+          Value mHat = arith::DivFOp::create(b, l, m, bc1);
+          Value vHat = arith::DivFOp::create(b, l, v, bc2);
+          Value denom = arith::AddFOp::create(
+              b, l, math::SqrtOp::create(b, l, vHat), c(eps));
+          Value update = arith::MulFOp::create(
+              b, l, lr, arith::DivFOp::create(b, l, mHat, denom));
+          return {arith::SubFOp::create(b, l, p, update), m, v};
+        });
+    rewriter.replaceOp(op, results);
+    return success();
+  }
+};
+
+struct SgdUpdatePattern : KilnPattern<SgdUpdateOp> {
+  using KilnPattern::KilnPattern;
+  LogicalResult
+  matchAndRewrite(SgdUpdateOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Emitter e{rewriter, op.getLoc()};
+    double momentum = op.getMomentum().convertToDouble();
+    double wd = op.getWeightDecay().convertToDouble();
+    auto type = Emitter::type(adaptor.getParam());
+    SmallVector<Value> results = elementwiseMulti(
+        e, type, adaptor.getParam(),
+        ValueRange{adaptor.getParam(), adaptor.getGrad(), adaptor.getBuf()},
+        ValueRange{adaptor.getLr()}, 2,
+        [&](OpBuilder &b, Location l, ValueRange a) -> SmallVector<Value> {
+          auto c = [&](double v) {
+            return arith::ConstantOp::create(b, l, b.getF32FloatAttr(float(v)));
+          };
+          Value g = a[1];
+          if (wd != 0.0) {
+            g = arith::AddFOp::create(b, l, g,
+                                      arith::MulFOp::create(b, l, c(wd), a[0]));
+          }
+          Value buf =
+              momentum != 0.0
+                  ? arith::AddFOp::create(
+                        b, l, arith::MulFOp::create(b, l, c(momentum), a[2]), g)
+                        .getResult()
+                  : g;
+          Value p = arith::SubFOp::create(
+              b, l, a[0], arith::MulFOp::create(b, l, a[3], buf));
+          return {p, buf};
+        });
+    rewriter.replaceOp(op, results);
+    return success();
+  }
+};
+
+struct GlobalNormScalePattern : KilnPattern<GlobalNormScaleOp> {
+  using KilnPattern::KilnPattern;
+  LogicalResult
+  matchAndRewrite(GlobalNormScaleOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Emitter e{rewriter, op.getLoc()};
+    auto scalar = RankedTensorType::get({}, e.f32());
+    Value total = e.filled({}, 0.0);
+    for (Value g : adaptor.getInputs()) {
+      int64_t rank = Emitter::type(g).getRank();
+      total =
+          e.generic(scalar, g, total,
+                    {e.identity(rank),
+                     AffineMap::get(rank, 0, {}, rewriter.getContext())},
+                    SmallVector<IteratorType>(rank, IteratorType::reduction),
+                    [](OpBuilder &b, Location l, ValueRange a) {
+                      return arith::AddFOp::create(
+                          b, l, arith::MulFOp::create(b, l, a[0], a[0]), a[1]);
+                    });
+    }
+    double maxNorm = op.getMaxNorm().convertToDouble();
+    AffineMap none = AffineMap::get(0, 0, {}, rewriter.getContext());
+    Value scale = e.generic(
+        scalar, total, e.empty({}, e.f32()), {none, none}, {},
+        [&](OpBuilder &b, Location l, ValueRange a) -> Value {
+          auto c = [&](double v) {
+            return arith::ConstantOp::create(b, l, b.getF32FloatAttr(float(v)));
+          };
+          Value norm = math::SqrtOp::create(b, l, a[0]);
+          Value factor = arith::DivFOp::create(
+              b, l, c(maxNorm), arith::AddFOp::create(b, l, norm, c(1e-6)));
+          return arith::MinimumFOp::create(b, l, factor, c(1.0));
+        });
+    rewriter.replaceOp(op, scale);
+    return success();
+  }
+};
+
+//===----------------------------------------------------------------------===//
 // Pass
 //===----------------------------------------------------------------------===//
 
@@ -2045,5 +2213,6 @@ void mlir::kiln::populateKilnToLinalgPatterns(RewritePatternSet &patterns) {
                LossPattern<CrossEntropyOp>, LossPattern<NLLLossOp>,
                ActivationGradPattern, LayerNormGradPattern, LossGradPattern,
                EmbeddingGradPattern, AttentionPattern, AttentionGradPattern,
-               PositionalEncodingGradPattern>(context);
+               PositionalEncodingGradPattern, AdamUpdatePattern,
+               SgdUpdatePattern, GlobalNormScalePattern>(context);
 }

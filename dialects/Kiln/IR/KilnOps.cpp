@@ -1192,5 +1192,91 @@ LogicalResult PositionalEncodingGradOp::verify() {
   return success();
 }
 
+//===----------------------------------------------------------------------===//
+// Optimizer updates
+//===----------------------------------------------------------------------===//
+
+/// A learning rate must be a rank-0 tensor.
+static LogicalResult verifyLearningRate(Operation *op, Value lr) {
+  if (tensorType(lr).getRank() != 0) {
+    return op->emitOpError("expects 'lr' to be a rank-0 tensor, got ")
+           << shapeOf(lr.getType());
+  }
+  return success();
+}
+
+LogicalResult AdamUpdateOp::inferReturnTypes(MLIRContext *,
+                                             std::optional<Location> loc,
+                                             Adaptor adaptor,
+                                             SmallVectorImpl<Type> &inferred) {
+  auto param = getRanked(loc, adaptor.getParam(), "param");
+  if (failed(param)) {
+    return failure();
+  }
+  inferred.append({*param, *param, *param});
+  return success();
+}
+
+LogicalResult AdamUpdateOp::verify() {
+  for (auto [value, name] : llvm::zip(ValueRange{getGrad(), getM(), getV()},
+                                      ArrayRef<StringRef>{"grad", "m", "v"})) {
+    if (failed(verifySameShape(*this, getParam(), "param", value, name))) {
+      return failure();
+    }
+  }
+  double b1 = getBeta1().convertToDouble(), b2 = getBeta2().convertToDouble();
+  if (!(b1 >= 0 && b1 < 1) || !(b2 >= 0 && b2 < 1)) {
+    return emitOpError("expects betas in [0, 1), got ") << b1 << " and " << b2;
+  }
+  if (!(getEps().convertToDouble() > 0)) {
+    return emitOpError("expects a positive 'eps', got ")
+           << getEps().convertToDouble();
+  }
+  return verifyLearningRate(*this, getLr());
+}
+
+LogicalResult SgdUpdateOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location> loc,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &inferred) {
+  auto param = getRanked(loc, adaptor.getParam(), "param");
+  if (failed(param)) {
+    return failure();
+  }
+  inferred.append({*param, *param});
+  return success();
+}
+
+LogicalResult SgdUpdateOp::verify() {
+  if (failed(verifySameShape(*this, getParam(), "param", getGrad(), "grad")) ||
+      failed(verifySameShape(*this, getParam(), "param", getBuf(), "buf"))) {
+    return failure();
+  }
+  double momentum = getMomentum().convertToDouble();
+  if (!(momentum >= 0 && momentum < 1)) {
+    return emitOpError("expects 'momentum' in [0, 1), got ") << momentum;
+  }
+  return verifyLearningRate(*this, getLr());
+}
+
+LogicalResult
+GlobalNormScaleOp::inferReturnTypes(MLIRContext *context,
+                                    std::optional<Location>, Adaptor,
+                                    SmallVectorImpl<Type> &inferred) {
+  inferred.push_back(RankedTensorType::get({}, Float32Type::get(context)));
+  return success();
+}
+
+LogicalResult GlobalNormScaleOp::verify() {
+  if (getInputs().empty()) {
+    return emitOpError("expects at least one input");
+  }
+  if (!(getMaxNorm().convertToDouble() > 0)) {
+    return emitOpError("expects a positive 'max_norm', got ")
+           << getMaxNorm().convertToDouble();
+  }
+  return success();
+}
+
 #define GET_OP_CLASSES
 #include "dialects/Kiln/IR/KilnOps.cpp.inc"

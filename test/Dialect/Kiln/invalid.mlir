@@ -734,3 +734,39 @@ func.func @attention_grad_shape(%g: tensor<2x4x8xf32>, %q: tensor<2x3x8xf32>, %k
       : (tensor<2x4x8xf32>, tensor<2x3x8xf32>, tensor<2x5x8xf32>, tensor<2x5x8xf32>) -> (tensor<2x3x8xf32>, tensor<2x5x8xf32>, tensor<2x5x8xf32>)
   return
 }
+
+// -----
+
+// Adam with a moment of another shape.
+func.func @adam_shape(%p: tensor<4xf32>, %m: tensor<5xf32>, %lr: tensor<f32>, %t: i64) {
+  // expected-error @+1 {{'kiln.adam_update' op expects 'param' [4] and 'm' [5] to have the same shape}}
+  %0:3 = kiln.adam_update %p, %p, %m, %p, %lr, %t : (tensor<4xf32>, tensor<4xf32>, tensor<5xf32>, tensor<4xf32>, tensor<f32>, i64) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
+  return
+}
+
+// -----
+
+// Adam with beta1 = 1.
+func.func @adam_beta(%p: tensor<4xf32>, %lr: tensor<f32>, %t: i64) {
+  // expected-error @+1 {{'kiln.adam_update' op expects betas in [0, 1), got 1.000000e+00 and 9.990000e-01}}
+  %0:3 = kiln.adam_update %p, %p, %p, %p, %lr, %t {beta1 = 1.0 : f64} : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<f32>, i64) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
+  return
+}
+
+// -----
+
+// A learning rate per element.
+func.func @sgd_lr(%p: tensor<4xf32>) {
+  // expected-error @+1 {{'kiln.sgd_update' op expects 'lr' to be a rank-0 tensor, got [4]}}
+  %0:2 = kiln.sgd_update %p, %p, %p, %p : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>)
+  return
+}
+
+// -----
+
+// A clipping threshold of zero.
+func.func @clip(%g: tensor<4xf32>) {
+  // expected-error @+1 {{'kiln.global_norm_scale' op expects a positive 'max_norm', got 0.000000e+00}}
+  %0 = kiln.global_norm_scale %g {max_norm = 0.0 : f64} : (tensor<4xf32>) -> tensor<f32>
+  return
+}

@@ -213,3 +213,19 @@ func.func @attention(%q: tensor<?x?x8xf32>, %k: tensor<?x?x8xf32>, %m: tensor<?x
       -> (tensor<?x?x8xf32>, tensor<?x?x8xf32>, tensor<?x?x8xf32>)
   return %0, %1#1 : tensor<?x?x8xf32>, tensor<?x?x8xf32>
 }
+
+// Optimizer updates.
+// CHECK-LABEL: func.func @optimizers
+func.func @optimizers(%p: tensor<4x2xf32>, %g: tensor<4x2xf32>, %lr: tensor<f32>, %t: i64)
+    -> (tensor<4x2xf32>, tensor<4x2xf32>, tensor<f32>) {
+  // CHECK: kiln.adam_update %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {decoupled, weight_decay = 1.000000e-02 : f64} : (tensor<4x2xf32>, tensor<4x2xf32>, tensor<4x2xf32>, tensor<4x2xf32>, tensor<f32>, i64) -> (tensor<4x2xf32>, tensor<4x2xf32>, tensor<4x2xf32>)
+  %0:3 = kiln.adam_update %p, %g, %g, %g, %lr, %t {decoupled, weight_decay = 0.01 : f64}
+      : (tensor<4x2xf32>, tensor<4x2xf32>, tensor<4x2xf32>, tensor<4x2xf32>, tensor<f32>, i64)
+      -> (tensor<4x2xf32>, tensor<4x2xf32>, tensor<4x2xf32>)
+  // CHECK: kiln.sgd_update %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {momentum = 9.000000e-01 : f64}
+  %1:2 = kiln.sgd_update %p, %g, %g, %lr {momentum = 0.9 : f64}
+      : (tensor<4x2xf32>, tensor<4x2xf32>, tensor<4x2xf32>, tensor<f32>) -> (tensor<4x2xf32>, tensor<4x2xf32>)
+  // CHECK: kiln.global_norm_scale %{{.*}}, %{{.*}} {max_norm = 1.000000e+00 : f64} : (tensor<4x2xf32>, tensor<4x2xf32>) -> tensor<f32>
+  %2 = kiln.global_norm_scale %g, %g {max_norm = 1.0 : f64} : (tensor<4x2xf32>, tensor<4x2xf32>) -> tensor<f32>
+  return %0#0, %1#0, %2 : tensor<4x2xf32>, tensor<4x2xf32>, tensor<f32>
+}
