@@ -1218,8 +1218,9 @@ LogicalResult AdamUpdateOp::inferReturnTypes(MLIRContext *,
 }
 
 LogicalResult AdamUpdateOp::verify() {
-  for (auto [value, name] : llvm::zip(ValueRange{getGrad(), getM(), getV()},
-                                      ArrayRef<StringRef>{"grad", "m", "v"})) {
+  Value others[] = {getGrad(), getM(), getV()};
+  StringRef names[] = {"grad", "m", "v"};
+  for (auto [value, name] : llvm::zip(others, names)) {
     if (failed(verifySameShape(*this, getParam(), "param", value, name))) {
       return failure();
     }
