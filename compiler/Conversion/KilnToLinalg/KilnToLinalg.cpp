@@ -1752,7 +1752,6 @@ struct LossGradPattern : KilnPattern<LossGradOp> {
   matchAndRewrite(LossGradOp op, OpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
     Emitter e{rewriter, op.getLoc()};
-    Location loc = op.getLoc();
     Value x = adaptor.getInput(), targets = adaptor.getTargets(),
           lossGrad = adaptor.getLossGrad();
     auto xType = Emitter::type(x);
