@@ -39,16 +39,30 @@ private:
   DenseMap<Value, Value> gradients;
 };
 
-struct KilnAutodiffPass : kiln::impl::KilnAutodiffPassBase<KilnAutodiffPass> {
-  using Base::Base;
+} // namespace
 
-  void runOnOperation() override {
-    ModuleOp module = getOperation();
-    auto forward = module.lookupSymbol<func::FuncOp>(function);
-    if (!forward || forward.isExternal()) {
-      module.emitError("kiln-autodiff: no function '") << function << "'";
-      return signalPassFailure();
+SmallVector<unsigned> mlir::kiln::trainableArguments(func::FuncOp function) {
+  SmallVector<unsigned> wrt;
+  bool marked = false;
+  for (unsigned i = 0; i < function.getNumArguments(); ++i) {
+    marked |= bool(function.getArgAttr(i, "kiln.kind"));
+  }
+  for (unsigned i = 0; i < function.getNumArguments(); ++i) {
+    auto kind = function.getArgAttrOfType<StringAttr>(i, "kiln.kind");
+    auto type = dyn_cast<RankedTensorType>(function.getArgumentTypes()[i]);
+    bool trainable = marked ? kind && kind.getValue() == "param"
+                            : type && type.getElementType().isF32();
+    if (trainable) {
+      wrt.push_back(i);
     }
+  }
+  return wrt;
+}
+
+FailureOr<func::FuncOp> mlir::kiln::differentiate(func::FuncOp forward,
+                                                  StringRef gradName) {
+  {
+    auto module = forward->getParentOfType<ModuleOp>();
     auto lossType =
         forward.getNumResults() >= 1
             ? dyn_cast<RankedTensorType>(forward.getResultTypes()[0])
@@ -56,31 +70,15 @@ struct KilnAutodiffPass : kiln::impl::KilnAutodiffPassBase<KilnAutodiffPass> {
     if (!lossType || lossType.getRank() != 0) {
       forward.emitOpError("must return a scalar loss (tensor<f32>) as its "
                           "first result to be differentiated");
-      return signalPassFailure();
+      return failure();
     }
-    std::string gradName = function + "_grad";
     if (module.lookupSymbol(gradName)) {
       forward.emitOpError("cannot be differentiated: '")
           << gradName << "' already exists";
-      return signalPassFailure();
+      return failure();
     }
 
-    // The trainable arguments.
-    SmallVector<unsigned> wrt;
-    bool marked = false;
-    for (unsigned i = 0; i < forward.getNumArguments(); ++i) {
-      marked |= bool(forward.getArgAttr(i, "kiln.kind"));
-    }
-    for (unsigned i = 0; i < forward.getNumArguments(); ++i) {
-      auto kind = forward.getArgAttrOfType<StringAttr>(i, "kiln.kind");
-      auto type = dyn_cast<RankedTensorType>(forward.getArgumentTypes()[i]);
-      bool trainable = marked ? kind && kind.getValue() == "param"
-                              : type && type.getElementType().isF32();
-      if (trainable) {
-        wrt.push_back(i);
-      }
-    }
-
+    SmallVector<unsigned> wrt = trainableArguments(forward);
     OpBuilder builder(module.getContext());
     builder.setInsertionPointAfter(forward);
     auto grad = cast<func::FuncOp>(builder.clone(*forward));
@@ -113,13 +111,13 @@ struct KilnAutodiffPass : kiln::impl::KilnAutodiffPassBase<KilnAutodiffPass> {
       if (!differentiable) {
         op->emitOpError("cannot be differentiated yet: it has no gradient");
         grad.erase();
-        return signalPassFailure();
+        return failure();
       }
       SmallVector<Value> operandGrads;
       if (failed(differentiable.buildGradients(builder, resultGrads,
                                                operandGrads))) {
         grad.erase();
-        return signalPassFailure();
+        return failure();
       }
       for (auto [operand, g] : llvm::zip(op->getOperands(), operandGrads)) {
         if (g) {
@@ -142,7 +140,7 @@ struct KilnAutodiffPass : kiln::impl::KilnAutodiffPassBase<KilnAutodiffPass> {
                            "argument #")
               << i;
           grad.erase();
-          return signalPassFailure();
+          return failure();
         }
         auto zero = DenseElementsAttr::get(type, builder.getF32FloatAttr(0.0f));
         g = ConstantOp::create(builder, loc, zero);
@@ -159,6 +157,24 @@ struct KilnAutodiffPass : kiln::impl::KilnAutodiffPassBase<KilnAutodiffPass> {
       std::string label =
           "grad." + (name ? name.str() : "arg" + std::to_string(i));
       grad.setResultAttr(k + 1, "kiln.name", builder.getStringAttr(label));
+    }
+    return grad;
+  }
+}
+
+namespace {
+struct KilnAutodiffPass : kiln::impl::KilnAutodiffPassBase<KilnAutodiffPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto forward = module.lookupSymbol<func::FuncOp>(function);
+    if (!forward || forward.isExternal()) {
+      module.emitError("kiln-autodiff: no function '") << function << "'";
+      return signalPassFailure();
+    }
+    if (failed(differentiate(forward, function + "_grad"))) {
+      signalPassFailure();
     }
   }
 };

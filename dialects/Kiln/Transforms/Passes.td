@@ -77,4 +77,43 @@ def KilnAutodiffPass : Pass<"kiln-autodiff", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::kiln::KilnDialect"];
 }
 
+def KilnTrainingStepPass : Pass<"kiln-training-step", "::mlir::ModuleOp"> {
+  let summary = "One compiled training step: loss, gradients and update";
+  let description = [{
+    Adds `train_step`: the loss of `function`, its gradients (as
+    kiln-autodiff computes them), optional clipping by global norm, and one
+    optimizer update of every parameter, in one function. Its arguments are
+    those of `function`, then the optimizer state of each parameter in order
+    (`adam`/`adamw`: the moments `<name>.m` and `<name>.v`; `sgd`: the
+    momentum buffer `<name>.momentum`; marked `kiln.kind = "state"`), then
+    the learning rate `lr` (`tensor<f32>`) and the step number `step` (i64,
+    1 for the first step). It returns the loss, the updated parameters
+    (`param.<name>`) and the updated state (`state.<name>`), so that a
+    runtime swaps them in after each call.
+
+    ```mlir
+    // kiln-opt --kiln-training-step=optimizer=adamw adds:
+    func.func @train_step(%x: ..., %w: ... {kiln.kind = "param"},
+        %w_m: ... {kiln.kind = "state"}, %w_v: ..., %lr: tensor<f32>, %step: i64)
+        -> (tensor<f32>, <w>, <w.m>, <w.v>)
+    ```
+  }];
+  let options = [
+    Option<"function", "function", "std::string", /*default=*/"\"loss\"",
+           "The loss function">,
+    Option<"optimizer", "optimizer", "std::string", /*default=*/"\"adamw\"",
+           "adamw, adam or sgd">,
+    Option<"beta1", "beta1", "double", /*default=*/"0.9", "Adam beta1">,
+    Option<"beta2", "beta2", "double", /*default=*/"0.999", "Adam beta2">,
+    Option<"eps", "eps", "double", /*default=*/"1e-8", "Adam epsilon">,
+    Option<"weightDecay", "weight-decay", "double", /*default=*/"0.0",
+           "Weight decay (decoupled for adamw)">,
+    Option<"momentum", "momentum", "double", /*default=*/"0.0",
+           "SGD momentum">,
+    Option<"clipNorm", "clip-norm", "double", /*default=*/"0.0",
+           "Clip the gradients' global norm to this (0: no clipping)">
+  ];
+  let dependentDialects = ["::mlir::kiln::KilnDialect"];
+}
+
 #endif // KILN_DIALECTS_KILN_TRANSFORMS_PASSES_TD
