@@ -44,6 +44,12 @@ constexpr double kMaskedScore = -1e9;
 // Emitter: shared helpers for building linalg on tensors
 //===----------------------------------------------------------------------===//
 
+/// The body of a contraction: acc + a·b.
+static Value mulAdd(OpBuilder &b, Location loc, ValueRange args) {
+  Value product = arith::MulFOp::create(b, loc, args[0], args[1]);
+  return arith::AddFOp::create(b, loc, args[2], product);
+}
+
 using BodyFn =
     function_ref<Value(OpBuilder &, Location, ValueRange /*block args*/)>;
 
@@ -276,10 +282,7 @@ struct Emitter {
     return generic(
         resultType, ValueRange{x, wt}, acc,
         {select(loops, xDims), select(loops, {k, n}), select(loops, outDims)},
-        iterators, [](OpBuilder &nb, Location nl, ValueRange args) {
-          Value p = arith::MulFOp::create(nb, nl, args[0], args[1]);
-          return arith::AddFOp::create(nb, nl, args[2], p);
-        });
+        iterators, mulAdd);
   }
 
   /// The dropout keep-decision of an element: a pure function of (seed,
@@ -751,10 +754,7 @@ struct MatmulPattern : KilnPattern<MatmulOp> {
         e.generic(type, ValueRange{lhs, rhs}, e.filled(shape, 0.0),
                   {e.select(loops, lhsDims), e.select(loops, rhsDims),
                    e.select(loops, outDims)},
-                  iterators, [](OpBuilder &b, Location loc, ValueRange args) {
-                    Value p = arith::MulFOp::create(b, loc, args[0], args[1]);
-                    return arith::AddFOp::create(b, loc, args[2], p);
-                  });
+                  iterators, mulAdd);
     rewriter.replaceOp(op, result);
     return success();
   }
@@ -1099,10 +1099,7 @@ struct Attention {
          e.select(5, {0, 1, 2, 3})},
         {IteratorType::parallel, IteratorType::parallel, IteratorType::parallel,
          IteratorType::parallel, IteratorType::reduction},
-        [](OpBuilder &nb, Location l, ValueRange args) {
-          Value p = arith::MulFOp::create(nb, l, args[0], args[1]);
-          return arith::AddFOp::create(nb, l, args[2], p);
-        });
+        mulAdd);
   }
   /// The attention probabilities [B, H, Tq, Tk] (before dropout).
   Value probabilities(Value qh, Value kh) {
@@ -1150,45 +1147,33 @@ struct Attention {
                            return arith::MulFOp::create(nb, l, args[0], scale);
                          });
   }
+  /// Σ over the score dimension not kept of w[b, h, i, j]·xh[.., h, d], into
+  /// [B, T, H, dh] shaped like `like` ([B, T, D]): `wDims` says where the
+  /// loops (b, h, t, d, r) — t kept, r reduced — index the weights.
+  Value headContraction(Value w, ArrayRef<int64_t> wDims, Value xh,
+                        Value like) {
+    SmallVector<OpFoldResult> shape = {e.size(like, 0), e.size(like, 1),
+                                       b().getIndexAttr(heads),
+                                       b().getIndexAttr(headDim)};
+    auto t = Emitter::type(like);
+    auto type = RankedTensorType::get(
+        {t.getDimSize(0), t.getDimSize(1), heads, headDim}, e.f32());
+    return e.generic(type, ValueRange{w, xh}, e.filled(shape, 0.0),
+                     {e.select(5, wDims), e.select(5, {0, 4, 1, 3}),
+                      e.select(5, {0, 2, 1, 3})},
+                     {IteratorType::parallel, IteratorType::parallel,
+                      IteratorType::parallel, IteratorType::parallel,
+                      IteratorType::reduction},
+                     mulAdd);
+  }
   /// Σ_j w[b, h, i, j]·xh[b, j, h, d] into [B, Tq, H, dh].
   Value weightedRows(Value w, Value xh) {
-    SmallVector<OpFoldResult> shape = {e.size(query, 0), e.size(query, 1),
-                                       b().getIndexAttr(heads),
-                                       b().getIndexAttr(headDim)};
-    auto q = Emitter::type(query);
-    auto type = RankedTensorType::get(
-        {q.getDimSize(0), q.getDimSize(1), heads, headDim}, e.f32());
-    return e.generic(
-        type, ValueRange{w, xh}, e.filled(shape, 0.0),
-        {e.select(5, {0, 1, 2, 4}), e.select(5, {0, 4, 1, 3}),
-         e.select(5, {0, 2, 1, 3})},
-        {IteratorType::parallel, IteratorType::parallel, IteratorType::parallel,
-         IteratorType::parallel, IteratorType::reduction},
-        [](OpBuilder &nb, Location l, ValueRange args) {
-          Value prod = arith::MulFOp::create(nb, l, args[0], args[1]);
-          return arith::AddFOp::create(nb, l, args[2], prod);
-        });
+    return headContraction(w, {0, 1, 2, 4}, xh, query);
   }
-  /// Σ_i w[b, h, i, j]·xh[b, i, h, d] into [B, Tk, H, dh] (transposed
-  /// weights: the key/value side of the backward pass).
+  /// Σ_i w[b, h, i, j]·xh[b, i, h, d] into [B, Tk, H, dh] (the key/value
+  /// side of the backward pass).
   Value weightedColumns(Value w, Value xh) {
-    SmallVector<OpFoldResult> shape = {e.size(key, 0), e.size(key, 1),
-                                       b().getIndexAttr(heads),
-                                       b().getIndexAttr(headDim)};
-    auto k = Emitter::type(key);
-    auto type = RankedTensorType::get(
-        {k.getDimSize(0), k.getDimSize(1), heads, headDim}, e.f32());
-    // Loops (b, h, j, d, i).
-    return e.generic(
-        type, ValueRange{w, xh}, e.filled(shape, 0.0),
-        {e.select(5, {0, 1, 4, 2}), e.select(5, {0, 4, 1, 3}),
-         e.select(5, {0, 2, 1, 3})},
-        {IteratorType::parallel, IteratorType::parallel, IteratorType::parallel,
-         IteratorType::parallel, IteratorType::reduction},
-        [](OpBuilder &nb, Location l, ValueRange args) {
-          Value prod = arith::MulFOp::create(nb, l, args[0], args[1]);
-          return arith::AddFOp::create(nb, l, args[2], prod);
-        });
+    return headContraction(w, {0, 1, 4, 2}, xh, key);
   }
   /// The forward output [B, Tq, D].
   Value forward(Value value) {
@@ -1288,10 +1273,7 @@ struct AttentionGradPattern : KilnPattern<AttentionGradOp> {
         {e.identity(4), e.identity(4), e.dropping(4, 3)},
         {IteratorType::parallel, IteratorType::parallel, IteratorType::parallel,
          IteratorType::reduction},
-        [](OpBuilder &nb, Location l, ValueRange args) {
-          Value p = arith::MulFOp::create(nb, l, args[0], args[1]);
-          return arith::AddFOp::create(nb, l, args[2], p);
-        });
+        mulAdd);
     float scale = float(1.0 / std::sqrt(double(a.headDim)));
     SmallVector<Value> inputs = {dProbs, probs, rowDot};
     SmallVector<AffineMap> maps = {e.identity(4), e.identity(4),
