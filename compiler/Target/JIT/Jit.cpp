@@ -425,6 +425,14 @@ std::shared_ptr<JitModule> JitModule::compile(ModuleOp source,
   if (!module || failed(verify(*module))) {
     throw Error("kiln: the module does not verify:" + diagnostics.str());
   }
+  if (!options.prePipeline.empty()) {
+    PassManager pre(context);
+    if (failed(mlir::kiln::addPipeline(pre, options.prePipeline)) ||
+        failed(pre.run(*module))) {
+      throw Error("kiln: the pipeline '" + options.prePipeline +
+                  "' failed:" + diagnostics.str());
+    }
+  }
   writeFile(options, "kiln.mlir",
             [&](llvm::raw_ostream &os) { module->print(os); });
 
@@ -441,6 +449,7 @@ std::shared_ptr<JitModule> JitModule::compile(ModuleOp source,
       arg.name = name ? name.str() : "arg" + std::to_string(i);
       auto kind = func.getArgAttrOfType<StringAttr>(i, "kiln.kind");
       arg.isParam = kind && kind.getValue() == "param";
+      arg.isState = kind && kind.getValue() == "state";
       if (auto tensor = dyn_cast<RankedTensorType>(type)) {
         arg.dtype = dtypeOf(tensor.getElementType());
         for (int64_t size : tensor.getShape()) {
@@ -562,7 +571,8 @@ std::shared_ptr<JitModule> JitModule::compileCached(ModuleOp module,
   {
     llvm::raw_string_ostream os(key);
     module->print(os, OpPrintingFlags().printGenericOpForm());
-    os << "\n// opt=" << options.optLevel << " dump=" << options.dumpDirectory;
+    os << "\n// opt=" << options.optLevel << " dump=" << options.dumpDirectory
+       << " pre=" << options.prePipeline;
   }
   std::lock_guard<std::mutex> lock(mutex);
   if (auto found = cache[key].lock()) {

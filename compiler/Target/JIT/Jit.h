@@ -38,6 +38,7 @@ struct Arg {
 struct ArgSpec {
   std::string name;           ///< kiln.name if the IR has one, else "arg<i>".
   bool isParam = false;       ///< kiln.kind = "param": bound from a store.
+  bool isState = false;       ///< kiln.kind = "state": optimizer state.
   bool isScalar = false;      ///< An i64 scalar rather than a tensor.
   DType dtype = DType::f32;   ///< Element type of a tensor argument.
   std::vector<int64_t> shape; ///< -1 for a dynamic size.
@@ -59,6 +60,9 @@ struct JitOptions {
   /// <stem>.kiln.mlir, <stem>.linalg.mlir, <stem>.llvm.mlir and <stem>.ll.
   std::string dumpDirectory;
   std::string dumpStem = "module";
+  /// A textual pass pipeline run on the kiln module before it is compiled
+  /// (e.g. "kiln-training-step{optimizer=adamw}" to add a training step).
+  std::string prePipeline;
 };
 
 class JitModule {
