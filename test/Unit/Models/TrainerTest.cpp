@@ -49,3 +49,27 @@ TEST(Trainer, GptLossFallsOnAFixedBatch) {
               std::string::npos);
   }
 }
+
+TEST(Trainer, ANonFiniteLossStopsWithTheStep) {
+  // loss = mean(log(w)) with w < 0: NaN on the first step.
+  dsl::Module module;
+  dsl::Graph &graph = module.addGraph("loss");
+  dsl::Var x = graph.input("x", {4}, DType::f32);
+  dsl::Var w = graph.param("w", {4}, Init::constant(-1.0));
+  graph.finish(
+      {dsl::reduce(dsl::log(dsl::mul(w, x)), dsl::Reduction::mean, {0})});
+  OptimizerConfig sgd;
+  sgd.kind = "sgd";
+  Trainer trainer(module, "loss", sgd);
+  Tensor before = trainer.parameters().get("w").clone();
+  try {
+    trainer.step({{"x", Tensor::full({4}, 1.0f)}}, 0.1f);
+    ADD_FAILURE() << "expected an error";
+  } catch (const kiln::Error &e) {
+    EXPECT_NE(std::string(e.what()).find("at step 1"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(trainer.steps(), 0);
+  EXPECT_EQ(trainer.parameters().get("w").toVector<float>(),
+            before.toVector<float>());
+}
