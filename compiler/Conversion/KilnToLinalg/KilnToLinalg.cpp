@@ -760,29 +760,22 @@ struct MatmulPattern : KilnPattern<MatmulOp> {
   }
 };
 
-struct SoftmaxPattern : KilnPattern<SoftmaxOp> {
-  using KilnPattern::KilnPattern;
+/// softmax and log_softmax, one pattern for both.
+template <typename Op, bool Log>
+struct SoftmaxLikePattern : KilnPattern<Op> {
+  using KilnPattern<Op>::KilnPattern;
+  using OpAdaptor = typename Op::Adaptor;
   LogicalResult
-  matchAndRewrite(SoftmaxOp op, OpAdaptor adaptor,
+  matchAndRewrite(Op op, OpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
     Emitter e{rewriter, op.getLoc()};
-    int64_t axis = normalizedAxis(op.getAxis(), resultType(op).getRank());
-    rewriter.replaceOp(op, e.softmax(adaptor.getInput(), axis, false));
+    int64_t axis = normalizedAxis(op.getAxis(), this->resultType(op).getRank());
+    rewriter.replaceOp(op, e.softmax(adaptor.getInput(), axis, Log));
     return success();
   }
 };
-
-struct LogSoftmaxPattern : KilnPattern<LogSoftmaxOp> {
-  using KilnPattern::KilnPattern;
-  LogicalResult
-  matchAndRewrite(LogSoftmaxOp op, OpAdaptor adaptor,
-                  ConversionPatternRewriter &rewriter) const override {
-    Emitter e{rewriter, op.getLoc()};
-    int64_t axis = normalizedAxis(op.getAxis(), resultType(op).getRank());
-    rewriter.replaceOp(op, e.softmax(adaptor.getInput(), axis, true));
-    return success();
-  }
-};
+using SoftmaxPattern = SoftmaxLikePattern<SoftmaxOp, false>;
+using LogSoftmaxPattern = SoftmaxLikePattern<LogSoftmaxOp, true>;
 
 struct ReducePattern : KilnPattern<ReduceOp> {
   using KilnPattern::KilnPattern;

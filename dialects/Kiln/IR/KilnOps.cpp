@@ -1197,6 +1197,19 @@ LogicalResult PositionalEncodingGradOp::verify() {
 //===----------------------------------------------------------------------===//
 
 /// A learning rate must be a rank-0 tensor.
+/// `count` results of the type of `value` (an optimizer's new parameter and
+/// state).
+static LogicalResult inferCopies(std::optional<Location> loc, Value value,
+                                 StringRef name, int count,
+                                 SmallVectorImpl<Type> &inferred) {
+  auto type = getRanked(loc, value, name);
+  if (failed(type)) {
+    return failure();
+  }
+  inferred.append(count, *type);
+  return success();
+}
+
 static LogicalResult verifyLearningRate(Operation *op, Value lr) {
   if (tensorType(lr).getRank() != 0) {
     return op->emitOpError("expects 'lr' to be a rank-0 tensor, got ")
@@ -1209,12 +1222,7 @@ LogicalResult AdamUpdateOp::inferReturnTypes(MLIRContext *,
                                              std::optional<Location> loc,
                                              Adaptor adaptor,
                                              SmallVectorImpl<Type> &inferred) {
-  auto param = getRanked(loc, adaptor.getParam(), "param");
-  if (failed(param)) {
-    return failure();
-  }
-  inferred.append({*param, *param, *param});
-  return success();
+  return inferCopies(loc, adaptor.getParam(), "param", 3, inferred);
 }
 
 LogicalResult AdamUpdateOp::verify() {
@@ -1240,12 +1248,7 @@ LogicalResult SgdUpdateOp::inferReturnTypes(MLIRContext *,
                                             std::optional<Location> loc,
                                             Adaptor adaptor,
                                             SmallVectorImpl<Type> &inferred) {
-  auto param = getRanked(loc, adaptor.getParam(), "param");
-  if (failed(param)) {
-    return failure();
-  }
-  inferred.append({*param, *param});
-  return success();
+  return inferCopies(loc, adaptor.getParam(), "param", 2, inferred);
 }
 
 LogicalResult SgdUpdateOp::verify() {

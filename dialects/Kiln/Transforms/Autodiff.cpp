@@ -61,105 +61,102 @@ SmallVector<unsigned> mlir::kiln::trainableArguments(func::FuncOp function) {
 
 FailureOr<func::FuncOp> mlir::kiln::differentiate(func::FuncOp forward,
                                                   StringRef gradName) {
-  {
-    auto module = forward->getParentOfType<ModuleOp>();
-    auto lossType =
-        forward.getNumResults() >= 1
-            ? dyn_cast<RankedTensorType>(forward.getResultTypes()[0])
-            : RankedTensorType();
-    if (!lossType || lossType.getRank() != 0) {
-      forward.emitOpError("must return a scalar loss (tensor<f32>) as its "
-                          "first result to be differentiated");
-      return failure();
-    }
-    if (module.lookupSymbol(gradName)) {
-      forward.emitOpError("cannot be differentiated: '")
-          << gradName << "' already exists";
-      return failure();
-    }
-
-    SmallVector<unsigned> wrt = trainableArguments(forward);
-    OpBuilder builder(module.getContext());
-    builder.setInsertionPointAfter(forward);
-    auto grad = cast<func::FuncOp>(builder.clone(*forward));
-    grad.setName(gradName);
-    Block &body = grad.getBody().front();
-    auto ret = cast<func::ReturnOp>(body.getTerminator());
-    Value loss = ret.getOperand(0);
-
-    builder.setInsertionPoint(ret);
-    GradientMap gradients(builder);
-    Location loc = ret.getLoc();
-    auto one = DenseElementsAttr::get(lossType, builder.getF32FloatAttr(1.0f));
-    gradients.accumulate(loc, loss, ConstantOp::create(builder, loc, one));
-
-    SmallVector<Operation *> ops;
-    for (Operation &op : body.without_terminator()) {
-      ops.push_back(&op);
-    }
-    for (Operation *op : llvm::reverse(ops)) {
-      SmallVector<Value> resultGrads;
-      bool any = false;
-      for (Value result : op->getResults()) {
-        resultGrads.push_back(gradients.lookup(result));
-        any |= bool(resultGrads.back());
-      }
-      if (!any) {
-        continue;
-      }
-      auto differentiable = dyn_cast<GradientOpInterface>(op);
-      if (!differentiable) {
-        op->emitOpError("cannot be differentiated yet: it has no gradient");
-        grad.erase();
-        return failure();
-      }
-      SmallVector<Value> operandGrads;
-      if (failed(differentiable.buildGradients(builder, resultGrads,
-                                               operandGrads))) {
-        grad.erase();
-        return failure();
-      }
-      for (auto [operand, g] : llvm::zip(op->getOperands(), operandGrads)) {
-        if (g) {
-          gradients.accumulate(op->getLoc(), operand, g);
-        }
-      }
-    }
-
-    // Return the loss and the gradient of every trainable argument (zeros
-    // for arguments the loss does not depend on).
-    SmallVector<Value> results = {loss};
-    SmallVector<Type> resultTypes = {lossType};
-    for (unsigned i : wrt) {
-      BlockArgument arg = body.getArgument(i);
-      auto type = cast<RankedTensorType>(arg.getType());
-      Value g = gradients.lookup(arg);
-      if (!g) {
-        if (!type.hasStaticShape()) {
-          grad.emitOpError("cannot return a zero gradient of the dynamic "
-                           "argument #")
-              << i;
-          grad.erase();
-          return failure();
-        }
-        auto zero = DenseElementsAttr::get(type, builder.getF32FloatAttr(0.0f));
-        g = ConstantOp::create(builder, loc, zero);
-      }
-      results.push_back(g);
-      resultTypes.push_back(g.getType());
-    }
-    func::ReturnOp::create(builder, loc, results);
-    ret.erase();
-    grad.setFunctionType(
-        builder.getFunctionType(grad.getArgumentTypes(), resultTypes));
-    for (auto [k, i] : llvm::enumerate(wrt)) {
-      auto name = forward.getArgAttrOfType<StringAttr>(i, "kiln.name");
-      std::string label =
-          "grad." + (name ? name.str() : "arg" + std::to_string(i));
-      grad.setResultAttr(k + 1, "kiln.name", builder.getStringAttr(label));
-    }
-    return grad;
+  auto module = forward->getParentOfType<ModuleOp>();
+  auto lossType = forward.getNumResults() >= 1
+                      ? dyn_cast<RankedTensorType>(forward.getResultTypes()[0])
+                      : RankedTensorType();
+  if (!lossType || lossType.getRank() != 0) {
+    forward.emitOpError("must return a scalar loss (tensor<f32>) as its "
+                        "first result to be differentiated");
+    return failure();
   }
+  if (module.lookupSymbol(gradName)) {
+    forward.emitOpError("cannot be differentiated: '")
+        << gradName << "' already exists";
+    return failure();
+  }
+
+  SmallVector<unsigned> wrt = trainableArguments(forward);
+  OpBuilder builder(module.getContext());
+  builder.setInsertionPointAfter(forward);
+  auto grad = cast<func::FuncOp>(builder.clone(*forward));
+  grad.setName(gradName);
+  Block &body = grad.getBody().front();
+  auto ret = cast<func::ReturnOp>(body.getTerminator());
+  Value loss = ret.getOperand(0);
+
+  builder.setInsertionPoint(ret);
+  GradientMap gradients(builder);
+  Location loc = ret.getLoc();
+  auto one = DenseElementsAttr::get(lossType, builder.getF32FloatAttr(1.0f));
+  gradients.accumulate(loc, loss, ConstantOp::create(builder, loc, one));
+
+  SmallVector<Operation *> ops;
+  for (Operation &op : body.without_terminator()) {
+    ops.push_back(&op);
+  }
+  for (Operation *op : llvm::reverse(ops)) {
+    SmallVector<Value> resultGrads;
+    bool any = false;
+    for (Value result : op->getResults()) {
+      resultGrads.push_back(gradients.lookup(result));
+      any |= bool(resultGrads.back());
+    }
+    if (!any) {
+      continue;
+    }
+    auto differentiable = dyn_cast<GradientOpInterface>(op);
+    if (!differentiable) {
+      op->emitOpError("cannot be differentiated yet: it has no gradient");
+      grad.erase();
+      return failure();
+    }
+    SmallVector<Value> operandGrads;
+    if (failed(differentiable.buildGradients(builder, resultGrads,
+                                             operandGrads))) {
+      grad.erase();
+      return failure();
+    }
+    for (auto [operand, g] : llvm::zip(op->getOperands(), operandGrads)) {
+      if (g) {
+        gradients.accumulate(op->getLoc(), operand, g);
+      }
+    }
+  }
+
+  // Return the loss and the gradient of every trainable argument (zeros
+  // for arguments the loss does not depend on).
+  SmallVector<Value> results = {loss};
+  SmallVector<Type> resultTypes = {lossType};
+  for (unsigned i : wrt) {
+    BlockArgument arg = body.getArgument(i);
+    auto type = cast<RankedTensorType>(arg.getType());
+    Value g = gradients.lookup(arg);
+    if (!g) {
+      if (!type.hasStaticShape()) {
+        grad.emitOpError("cannot return a zero gradient of the dynamic "
+                         "argument #")
+            << i;
+        grad.erase();
+        return failure();
+      }
+      auto zero = DenseElementsAttr::get(type, builder.getF32FloatAttr(0.0f));
+      g = ConstantOp::create(builder, loc, zero);
+    }
+    results.push_back(g);
+    resultTypes.push_back(g.getType());
+  }
+  func::ReturnOp::create(builder, loc, results);
+  ret.erase();
+  grad.setFunctionType(
+      builder.getFunctionType(grad.getArgumentTypes(), resultTypes));
+  for (auto [k, i] : llvm::enumerate(wrt)) {
+    auto name = forward.getArgAttrOfType<StringAttr>(i, "kiln.name");
+    std::string label =
+        "grad." + (name ? name.str() : "arg" + std::to_string(i));
+    grad.setResultAttr(k + 1, "kiln.name", builder.getStringAttr(label));
+  }
+  return grad;
 }
 
 namespace {
