@@ -166,10 +166,9 @@ int64_t ParameterStore::numParameters() const {
   return total;
 }
 
-void ParameterStore::setFrom(const NamedTensors &values) {
+void ParameterStore::check(const NamedTensors &values) const {
   std::vector<std::string> problems;
   std::set<std::string> seen;
-  std::vector<std::pair<Tensor *, const Tensor *>> copies;
   for (const auto &[name, value] : values) {
     if (!seen.insert(name).second) {
       problems.push_back(fmt::format("'{}' is given more than once", name));
@@ -182,7 +181,7 @@ void ParameterStore::setFrom(const NamedTensors &values) {
                                      name, formatShape(value.shape())));
       continue;
     }
-    Tensor &target = parameters_[it->second].tensor;
+    const Tensor &target = parameters_[it->second].tensor;
     if (!value.defined()) {
       problems.push_back(fmt::format("'{}' is an undefined tensor", name));
     } else if (value.shape() != target.shape()) {
@@ -195,8 +194,6 @@ void ParameterStore::setFrom(const NamedTensors &values) {
                                      "{}",
                                      name, kiln::name(value.dtype()),
                                      kiln::name(target.dtype())));
-    } else {
-      copies.emplace_back(&target, &value);
     }
   }
   for (const Parameter &parameter : parameters_) {
@@ -206,21 +203,27 @@ void ParameterStore::setFrom(const NamedTensors &values) {
                                      formatShape(parameter.tensor.shape())));
     }
   }
-  if (!problems.empty()) {
-    // A wrong checkpoint can produce hundreds of problems: show the first.
-    constexpr size_t kShown = 8;
-    std::string more;
-    if (problems.size() > kShown) {
-      more = fmt::format("; and {} more", problems.size() - kShown);
-      problems.resize(kShown);
-    }
-    throw Error(fmt::format("cannot set {} parameters from {} tensors: {}{}",
-                            parameters_.size(), values.size(),
-                            fmt::join(problems, "; "), more));
+  if (problems.empty()) {
+    return;
   }
-  for (auto [target, value] : copies) {
-    if (target->raw() != value->raw()) {
-      std::memmove(target->raw(), value->raw(), target->nbytes());
+  // A wrong checkpoint can produce hundreds of problems: show the first.
+  constexpr size_t kShown = 8;
+  std::string more;
+  if (problems.size() > kShown) {
+    more = fmt::format("; and {} more", problems.size() - kShown);
+    problems.resize(kShown);
+  }
+  throw Error(fmt::format("cannot set {} parameters from {} tensors: {}{}",
+                          parameters_.size(), values.size(),
+                          fmt::join(problems, "; "), more));
+}
+
+void ParameterStore::setFrom(const NamedTensors &values) {
+  check(values);
+  for (const auto &[name, value] : values) {
+    Tensor &target = parameters_[index_.at(name)].tensor;
+    if (target.raw() != value.raw()) {
+      std::memmove(target.raw(), value.raw(), target.nbytes());
     }
   }
 }

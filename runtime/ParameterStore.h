@@ -80,6 +80,9 @@ public:
   /// a kiln::Error lists every problem (missing, wrong shape or dtype,
   /// unexpected, repeated) and no parameter is changed.
   void setFrom(const NamedTensors &values);
+  /// Throws the error setFrom() would throw for `values`, and changes
+  /// nothing.
+  void check(const NamedTensors &values) const;
   /// The same, from a map.
   void setFrom(const std::map<std::string, Tensor> &values);
 

@@ -61,16 +61,38 @@ GptBlock::GptBlock(Graph &graph, const std::string &name,
       fcProj(graph, join(name, "mlp.c_proj"),
              gptLinear(config, config.dFF, config.dModel), loc) {}
 
-Var GptBlock::operator()(Var x, SourceLoc loc) const {
-  int64_t d = config.dModel;
-  // The fused [3d, d] projection and its [3d] bias, split q | k | v.
+/// The fused [3d, d] projection and its [3d] bias, split q | k | v.
+static AttentionWeights gptAttentionWeights(const GptBlock &block,
+                                            const SourceLoc &loc) {
+  int64_t d = block.config.dModel;
   auto third = [&](const Var &fused, int64_t i) {
     return slice(fused, 0, i * d, (i + 1) * d, loc);
   };
-  AttentionWeights weights{third(qkv.weight, 0), third(qkv.weight, 1),
-                           third(qkv.weight, 2), proj.weight,
-                           third(qkv.bias, 0),   third(qkv.bias, 1),
-                           third(qkv.bias, 2),   proj.bias};
+  return {third(block.qkv.weight, 0), third(block.qkv.weight, 1),
+          third(block.qkv.weight, 2), block.proj.weight,
+          third(block.qkv.bias, 0),   third(block.qkv.bias, 1),
+          third(block.qkv.bias, 2),   block.proj.bias};
+}
+
+GptBlock::Step GptBlock::step(Var x, Var pastKey, Var pastValue,
+                              SourceLoc loc) const {
+  AttentionWeights w = gptAttentionWeights(*this, loc);
+  Var h = ln1(x, loc);
+  Var key = concat({pastKey, linear(h, w.wk, w.bk, loc)}, 1, loc);
+  Var value = concat({pastValue, linear(h, w.wv, w.bv, loc)}, 1, loc);
+  AttentionOptions options;
+  options.numHeads = config.numHeads;
+  options.causal = true;
+  Var context = attention(linear(h, w.wq, w.bq, loc), key, value, options, loc);
+  x = add(x, linear(context, w.wo, w.bo, loc), loc);
+  Var m =
+      feedForward(ln2(x, loc), {fc.weight, fcProj.weight, fc.bias, fcProj.bias},
+                  {config.activation, 0.0}, loc);
+  return {add(x, m, loc), key, value};
+}
+
+Var GptBlock::operator()(Var x, SourceLoc loc) const {
+  AttentionWeights weights = gptAttentionWeights(*this, loc);
   AttentionOptions attention;
   attention.numHeads = config.numHeads;
   attention.causal = true;
@@ -134,6 +156,31 @@ Graph &addGptForward(Module &module, const GptConfig &config,
   Var idx = graph.input("idx", {kDynamic, kDynamic}, DType::i64, loc);
   Gpt gpt(graph, config, loc);
   graph.finish({gpt(idx, loc)}, loc);
+  return graph;
+}
+
+Graph &addGptDecode(Module &module, const GptConfig &config, std::string name,
+                    SourceLoc loc) {
+  Graph &graph = module.addGraph(std::move(name), {}, loc);
+  Var idx = graph.input("idx", {kDynamic, kDynamic}, DType::i64, loc);
+  Var pos = graph.scalarInput("pos", loc);
+  Gpt gpt(graph, config, loc);
+  Var x = gpt.wpe(gpt.wte(idx, loc), pos, loc);
+  std::vector<Var> outputs(1);
+  for (size_t i = 0; i < gpt.h.size(); ++i) {
+    std::string past = "past." + std::to_string(i);
+    Shape cache = {kDynamic, kDynamic, config.dModel};
+    GptBlock::Step s = gpt.h[i].step(
+        x, graph.input(past + ".key", cache, DType::f32, loc),
+        graph.input(past + ".value", cache, DType::f32, loc), loc);
+    x = s.x;
+    outputs.push_back(s.key);
+    outputs.push_back(s.value);
+  }
+  Var last =
+      reshape(slice(x, 1, -1, std::nullopt, loc), {0, config.dModel}, loc);
+  outputs[0] = linear(gpt.lnF(last, loc), gpt.wte.weight, {}, loc);
+  graph.finish(outputs, loc);
   return graph;
 }
 
@@ -314,14 +361,66 @@ Graph &addEncDecForward(Module &module, const nn::TransformerConfig &config,
 }
 
 Graph &addEncDecLoss(Module &module, const nn::TransformerConfig &config,
-                     GraphOptions options, std::string name, SourceLoc loc) {
+                     GraphOptions options, std::string name,
+                     LossOptions lossOptions, SourceLoc loc) {
   Graph &graph = module.addGraph(std::move(name), options, loc);
   EncDecInputs in = encdecInputs(graph, loc);
   Var targets = graph.input("targets", {kDynamic, kDynamic}, DType::i64, loc);
   Var out = encdecOutput(graph, config, in, loc);
-  Var loss = config.logSoftmax ? nllLoss(out, targets, {}, loc)
-                               : crossEntropy(out, targets, {}, loc);
+  Var loss = config.logSoftmax ? nllLoss(out, targets, lossOptions, loc)
+                               : crossEntropy(out, targets, lossOptions, loc);
   graph.finish({loss}, loc);
+  return graph;
+}
+
+Graph &addEncDecEncode(Module &module, const nn::TransformerConfig &config,
+                       std::string name, SourceLoc loc) {
+  Graph &graph = module.addGraph(std::move(name), {}, loc);
+  Shape ids{kDynamic, kDynamic};
+  Var src = graph.input("src", ids, DType::i64, loc);
+  Var srcMask = graph.input("src_mask", ids, DType::i1, loc);
+  nn::Transformer model(graph, "", config, loc);
+  Var memory = model.encode(src, srcMask, loc);
+  std::vector<Var> outputs;
+  for (const nn::DecoderBlock &layer : model.decoder.layers) {
+    outputs.push_back(layer.crossAttention.keys(memory, loc));
+    outputs.push_back(layer.crossAttention.values(memory, loc));
+  }
+  graph.finish(outputs, loc);
+  return graph;
+}
+
+Graph &addEncDecDecode(Module &module, const nn::TransformerConfig &config,
+                       std::string name, SourceLoc loc) {
+  Graph &graph = module.addGraph(std::move(name), {}, loc);
+  Shape ids{kDynamic, kDynamic};
+  Shape cache{kDynamic, kDynamic, config.block.dModel};
+  Var tgt = graph.input("tgt", ids, DType::i64, loc);
+  Var pos = graph.scalarInput("pos", loc);
+  Var srcMask = graph.input("src_mask", ids, DType::i1, loc);
+  nn::Transformer model(graph, "", config, loc);
+  Var y = model.embedTarget(tgt, pos, loc);
+  std::vector<Var> outputs(1);
+  for (size_t i = 0; i < model.decoder.layers.size(); ++i) {
+    auto in = [&](const std::string &kind, const std::string &what) {
+      return graph.input(kind + "." + std::to_string(i) + "." + what, cache,
+                         DType::f32, loc);
+    };
+    Var crossKey = in("cross", "key"), crossValue = in("cross", "value");
+    nn::DecoderBlock::Step s =
+        model.decoder.layers[i].step(y, in("past", "key"), in("past", "value"),
+                                     crossKey, crossValue, srcMask, loc);
+    y = s.x;
+    outputs.push_back(s.key);
+    outputs.push_back(s.value);
+  }
+  if (model.decoder.norm) {
+    y = (*model.decoder.norm)(y, loc);
+  }
+  Var last = reshape(slice(y, 1, -1, std::nullopt, loc),
+                     {0, config.block.dModel}, loc);
+  outputs[0] = model.project(last, loc);
+  graph.finish(outputs, loc);
   return graph;
 }
 

@@ -51,6 +51,16 @@ struct GptBlock {
            SourceLoc loc = SourceLoc::current());
   Var operator()(Var x, SourceLoc loc = SourceLoc::current()) const;
 
+  /// The block for incremental decoding (evaluation mode): `x` [B, n, d] are
+  /// the next n positions, `pastKey`/`pastValue` [B, t, d] the projected keys
+  /// and values of the t positions before them. Returns the block's output
+  /// and the keys and values of all t + n positions.
+  struct Step {
+    Var x, key, value;
+  };
+  Step step(Var x, Var pastKey, Var pastValue,
+            SourceLoc loc = SourceLoc::current()) const;
+
   GptConfig config;
   nn::LayerNorm ln1;
   nn::Linear qkv, proj;
@@ -77,6 +87,16 @@ struct Gpt {
 Graph &addGptForward(Module &module, const GptConfig &config,
                      GraphOptions options = {}, std::string name = "forward",
                      SourceLoc loc = SourceLoc::current());
+/// Adds graph `name` for decoding with a key/value cache: inputs "idx" [?, ?]
+/// i64 (the next positions), "pos" (i64 scalar: how many positions precede
+/// them) and per layer i "past.{i}.key", "past.{i}.value" [?, ?, d] (empty
+/// [B, 0, d] at the start) -> the logits of the last position [?, V], then
+/// per layer the keys and values of all positions [?, ?, d] (key 0, value 0,
+/// key 1, ...). Only the new positions are computed: earlier ones come from
+/// the cache.
+Graph &addGptDecode(Module &module, const GptConfig &config,
+                    std::string name = "decode",
+                    SourceLoc loc = SourceLoc::current());
 /// Adds graph `name`: inputs "idx", "targets" [?, ?] i64 -> the mean
 /// cross-entropy over all positions (rank 0).
 Graph &addGptLoss(Module &module, const GptConfig &config,
@@ -155,11 +175,31 @@ nn::TransformerConfig seed002Transformer(int64_t srcVocab, int64_t tgtVocab);
 Graph &addEncDecForward(Module &module, const nn::TransformerConfig &config,
                         GraphOptions options = {}, std::string name = "forward",
                         SourceLoc loc = SourceLoc::current());
-/// Adds graph `name`: the forward inputs plus "targets" [?, ?] i64 -> the
-/// mean cross-entropy (NLL of the log-probabilities when config.logSoftmax).
+/// Adds graph `name`: the forward inputs plus "targets" [?, ?] i64 -> the mean
+/// cross-entropy (NLL of the log-probabilities when config.logSoftmax), with
+/// `loss`'s ignore_index (padding) and label smoothing.
 Graph &addEncDecLoss(Module &module, const nn::TransformerConfig &config,
                      GraphOptions options = {}, std::string name = "loss",
+                     LossOptions loss = {},
                      SourceLoc loc = SourceLoc::current());
+
+/// Cached decoding, graph 1 of 2: inputs "src" [?, ?] i64 and "src_mask"
+/// [?, ?] i1 -> per decoder layer i the projected cross-attention keys and
+/// values of the encoder output [?, S, d] (key 0, value 0, key 1, ...),
+/// computed once per source sentence.
+Graph &addEncDecEncode(Module &module, const nn::TransformerConfig &config,
+                       std::string name = "encode",
+                       SourceLoc loc = SourceLoc::current());
+/// Graph 2 of 2: inputs "tgt" [?, ?] i64 (the next target positions), "pos"
+/// (i64: how many precede them), "src_mask", and per layer i
+/// "cross.{i}.key"/"cross.{i}.value" (from encode) and
+/// "past.{i}.key"/"past.{i}.value" [?, ?, d] (empty [B, 0, d] at the start)
+/// -> the output (logits or log-probabilities) of the last position
+/// [?, tgtVocab], then per layer the self-attention keys and values of all
+/// positions. Only the new positions are computed.
+Graph &addEncDecDecode(Module &module, const nn::TransformerConfig &config,
+                       std::string name = "decode",
+                       SourceLoc loc = SourceLoc::current());
 
 } // namespace kiln::dsl::models
 

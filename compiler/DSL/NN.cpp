@@ -149,6 +149,26 @@ Var MultiHeadAttention::operator()(Var query, Var keyValue, AttentionMask mask,
   return multiHeadAttention(query, keyValue, weights, options, loc);
 }
 
+Var MultiHeadAttention::keys(Var x, SourceLoc loc) const {
+  return linear(x, weights.wk, weights.bk, loc);
+}
+
+Var MultiHeadAttention::values(Var x, SourceLoc loc) const {
+  return linear(x, weights.wv, weights.bv, loc);
+}
+
+Var MultiHeadAttention::attendProjected(Var query, Var keys, Var values,
+                                        AttentionMask mask,
+                                        SourceLoc loc) const {
+  AttentionOptions options;
+  options.numHeads = config.numHeads;
+  options.causal = mask.causal;
+  options.keyPaddingMask = mask.keyPadding;
+  Var q = linear(query, weights.wq, weights.bq, loc);
+  return linear(attention(q, keys, values, options, loc), weights.wo,
+                weights.bo, loc);
+}
+
 FeedForward::FeedForward(Graph &graph, const std::string &name,
                          FeedForwardConfig config, SourceLoc loc)
     : config(config) {
@@ -282,6 +302,30 @@ Var DecoderBlock::operator()(Var x, Var memory, Var srcMask, Var tgtMask,
   return residuals[2](x, [&](Var h) { return feedForward(h, loc); }, loc);
 }
 
+DecoderBlock::Step DecoderBlock::step(Var x, Var pastKey, Var pastValue,
+                                      Var crossKey, Var crossValue, Var srcMask,
+                                      SourceLoc loc) const {
+  Var key, value;
+  x = residuals[0](
+      x,
+      [&](Var h) {
+        key = concat({pastKey, selfAttention.keys(h, loc)}, 1, loc);
+        value = concat({pastValue, selfAttention.values(h, loc)}, 1, loc);
+        return selfAttention.attendProjected(h, key, value, {{}, true}, loc);
+      },
+      loc);
+  x = residuals[1](
+      x,
+      [&](Var h) {
+        return crossAttention.attendProjected(h, crossKey, crossValue,
+                                              {srcMask, false}, loc);
+      },
+      loc);
+  return {residuals[2](
+              x, [&](Var h) { return feedForward(h, loc); }, loc),
+          key, value};
+}
+
 Decoder::Decoder(Graph &graph, const std::string &name,
                  const BlockConfig &config, int64_t numLayers, SourceLoc loc) {
   checkPositive(numLayers, "Decoder", "numLayers", loc);
@@ -403,11 +447,14 @@ Var Transformer::encode(Var src, Var srcMask, SourceLoc loc) const {
   return encoder(srcPos(srcEmbed(src, loc), {}, loc), srcMask, loc);
 }
 
+Var Transformer::embedTarget(Var tgt, Var offset, SourceLoc loc) const {
+  const Embedding &embed = tgtEmbed ? *tgtEmbed : srcEmbed;
+  return tgtPos(embed(tgt, loc), offset, loc);
+}
+
 Var Transformer::decode(Var memory, Var srcMask, Var tgt, Var tgtMask,
                         SourceLoc loc) const {
-  const Embedding &embed = tgtEmbed ? *tgtEmbed : srcEmbed;
-  return decoder(tgtPos(embed(tgt, loc), {}, loc), memory, srcMask, tgtMask,
-                 loc);
+  return decoder(embedTarget(tgt, {}, loc), memory, srcMask, tgtMask, loc);
 }
 
 Var Transformer::project(Var y, SourceLoc loc) const {

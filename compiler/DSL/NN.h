@@ -154,6 +154,15 @@ struct MultiHeadAttention {
   Var operator()(Var query, Var keyValue, AttentionMask mask = {},
                  SourceLoc loc = SourceLoc::current()) const;
 
+  /// For incremental decoding (evaluation mode): the projected keys and
+  /// values of `x` [B, T, Dkv], to cache ...
+  Var keys(Var x, SourceLoc loc = SourceLoc::current()) const;
+  Var values(Var x, SourceLoc loc = SourceLoc::current()) const;
+  /// ... and attention of `query` over already projected (cached) `keys` and
+  /// `values` [B, Tk, D], equal to operator() over their inputs.
+  Var attendProjected(Var query, Var keys, Var values, AttentionMask mask = {},
+                      SourceLoc loc = SourceLoc::current()) const;
+
   MultiHeadAttentionConfig config;
   AttentionWeights weights;
 };
@@ -267,6 +276,17 @@ struct DecoderBlock {
   Var operator()(Var x, Var memory, Var srcMask = {}, Var tgtMask = {},
                  SourceLoc loc = SourceLoc::current()) const;
 
+  /// Incremental decoding: `x` [B, n, D] are the next n target positions,
+  /// `pastKey`/`pastValue` [B, t, D] the self-attention keys and values of
+  /// the t before them, `crossKey`/`crossValue` [B, S, D] the projected
+  /// memory (crossAttention.keys/values). Returns the output and the self-
+  /// attention keys and values of all t + n positions.
+  struct Step {
+    Var x, key, value;
+  };
+  Step step(Var x, Var pastKey, Var pastValue, Var crossKey, Var crossValue,
+            Var srcMask = {}, SourceLoc loc = SourceLoc::current()) const;
+
   BlockConfig config;
   MultiHeadAttention selfAttention;
   MultiHeadAttention crossAttention;
@@ -341,6 +361,10 @@ struct Transformer {
   /// Target ids [B, T] -> decoder states [B, T, D] (causal).
   Var decode(Var memory, Var srcMask, Var tgt, Var tgtMask = {},
              SourceLoc loc = SourceLoc::current()) const;
+  /// The embedded and position-encoded target ids [B, n] at positions
+  /// offset.. (offset: an i64 scalar Var, or none for 0).
+  Var embedTarget(Var tgt, Var offset = {},
+                  SourceLoc loc = SourceLoc::current()) const;
   /// Decoder states -> [B, T, tgtVocab] logits or log-probabilities.
   Var project(Var y, SourceLoc loc = SourceLoc::current()) const;
 

@@ -209,6 +209,30 @@ Var multiHeadAttention(Var query, Var keyValue, const AttentionWeights &weights,
       site.seed ? b.getI64IntegerAttr(site.stream) : mlir::IntegerAttr());
 }
 
+Var attention(Var query, Var key, Var value, const AttentionOptions &options,
+              SourceLoc loc) {
+  const char *op = "attention";
+  Graph &graph = checkOperands(
+      loc, op,
+      {{query, "query"},
+       {key, "key"},
+       {value, "value"},
+       {options.keyPaddingMask, "key_padding_mask", Role::optionalTensor}});
+  if (options.keyPaddingMask) {
+    checkDType(options.keyPaddingMask, {DType::i1, DType::i32, DType::i64}, op,
+               "key_padding_mask", "a mask, non-zero = attend", loc);
+  }
+  DropoutSite site = dropoutSite(graph, options.dropout, op, loc);
+  mlir::OpBuilder &b = builderOf(graph);
+  return emit<mk::AttentionOp>(
+      graph, loc, query.value(), key.value(), value.value(),
+      options.keyPaddingMask.value(), site.seed,
+      b.getI64IntegerAttr(options.numHeads),
+      options.causal ? b.getUnitAttr() : mlir::UnitAttr(),
+      b.getF64FloatAttr(site.p),
+      site.seed ? b.getI64IntegerAttr(site.stream) : mlir::IntegerAttr());
+}
+
 Var feedForward(Var x, const FeedForwardWeights &weights,
                 FeedForwardOptions options, SourceLoc loc) {
   const char *op = "feedForward";

@@ -129,6 +129,15 @@ Var multiHeadAttention(Var query, Var keyValue, const AttentionWeights &weights,
                        const AttentionOptions &options,
                        SourceLoc loc = SourceLoc::current());
 
+/// Scaled dot-product attention of projected `query` [B, Tq, D] over `key`
+/// and `value` [B, Tk, D], split into options.numHeads heads (kiln.attention,
+/// the core of multiHeadAttention without projections). With a causal mask
+/// the queries are the last Tq of the Tk positions, so the keys and values
+/// of earlier positions can be cached and passed in again (incremental
+/// decoding).
+Var attention(Var query, Var key, Var value, const AttentionOptions &options,
+              SourceLoc loc = SourceLoc::current());
+
 /// `dropout(act(x·w1ᵀ + b1))·w2ᵀ + b2` over the last dimension.
 Var feedForward(Var x, const FeedForwardWeights &weights,
                 FeedForwardOptions options = {},

@@ -71,10 +71,18 @@ constexpr llvm::StringLiteral kParallelAttr = "kiln.parallel";
 
 /// The loop of an op to spread across threads: the row loop of a
 /// contraction, else the outermost parallel loop that is not statically
-/// tiny.
+/// tiny. Never a loop nested in a reduction loop (a bias gradient summing
+/// [B, T, D] into [D]): that would start threads once per reduced element.
 std::optional<unsigned> chooseParallelDim(linalg::LinalgOp op) {
   SmallVector<unsigned> parallel;
   op.getParallelDims(parallel);
+  SmallVector<unsigned> reduction;
+  op.getReductionDims(reduction);
+  if (!reduction.empty()) {
+    llvm::erase_if(parallel, [&](unsigned dim) {
+      return !linalg::isaContractionOpInterface(op) && dim > reduction.front();
+    });
+  }
   if (parallel.empty()) {
     return std::nullopt;
   }

@@ -734,6 +734,38 @@ struct Descriptor {
 /// The MLIR marker of a memref that points into a global (not malloc'ed).
 static constexpr uintptr_t kGlobalMarker = 0xdeadbeef;
 
+std::vector<Tensor>
+JitModule::run(const std::string &name, const ParameterStore &parameters,
+               const std::map<std::string, Arg> &inputs) const {
+  const FunctionSpec &fs = spec(name);
+  std::vector<Arg> args;
+  size_t used = 0;
+  for (const ArgSpec &arg : fs.args) {
+    if (arg.isParam) {
+      args.emplace_back(parameters.get(arg.name));
+      continue;
+    }
+    auto it = inputs.find(arg.name);
+    if (it == inputs.end()) {
+      throw Error("kiln: '" + name + "' needs the input '" + arg.name + "'");
+    }
+    args.push_back(it->second);
+    ++used;
+  }
+  if (used != inputs.size()) {
+    for (const auto &[input, _] : inputs) {
+      bool known = false;
+      for (const ArgSpec &arg : fs.args) {
+        known |= !arg.isParam && arg.name == input;
+      }
+      if (!known) {
+        throw Error("kiln: '" + name + "' has no input '" + input + "'");
+      }
+    }
+  }
+  return call(name, args);
+}
+
 std::vector<Tensor> JitModule::call(const std::string &name,
                                     const std::vector<Arg> &args) const {
   const FunctionSpec &fs = spec(name);

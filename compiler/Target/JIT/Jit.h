@@ -11,9 +11,11 @@
 #ifndef KILN_COMPILER_TARGET_JIT_JIT_H
 #define KILN_COMPILER_TARGET_JIT_JIT_H
 
+#include "runtime/ParameterStore.h"
 #include "runtime/Tensor.h"
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -86,6 +88,13 @@ public:
   /// outside their table.
   std::vector<Tensor> call(const std::string &name,
                            const std::vector<Arg> &args) const;
+
+  /// Calls function `name` with its parameters taken from `parameters` and
+  /// every other argument from `inputs` by name. Throws kiln::Error for a
+  /// missing or an unknown input, and whatever call() throws.
+  std::vector<Tensor> run(const std::string &name,
+                          const ParameterStore &parameters,
+                          const std::map<std::string, Arg> &inputs) const;
 
   const FunctionSpec &spec(const std::string &name) const;
   std::vector<std::string> functions() const;

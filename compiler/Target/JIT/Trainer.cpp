@@ -29,7 +29,8 @@ static std::string trainingStepPipeline(const std::string &graph,
 
 Trainer::Trainer(const dsl::Module &module, const std::string &lossGraph,
                  const OptimizerConfig &optimizer, uint64_t seed,
-                 const JitOptions &options) {
+                 const JitOptions &options)
+    : seed_(seed) {
   if (!module.findGraph(lossGraph)) {
     throw Error("kiln: the module has no graph '" + lossGraph + "'");
   }
@@ -50,29 +51,25 @@ Trainer::Trainer(const dsl::Module &module, const std::string &lossGraph,
 
 float Trainer::step(const std::map<std::string, Arg> &inputs, float lr) {
   const FunctionSpec &spec = jit_->spec("train_step");
-  std::vector<Arg> args;
+  std::map<std::string, Arg> all = inputs;
   std::vector<std::string> params, states;
   for (const ArgSpec &arg : spec.args) {
     if (arg.isParam) {
-      args.emplace_back(parameters_.get(arg.name));
       params.push_back(arg.name);
-    } else if (state_.contains(arg.name)) {
-      args.emplace_back(state_.get(arg.name));
+    } else if (arg.isState) {
+      all.emplace(arg.name, state_.get(arg.name));
       states.push_back(arg.name);
     } else if (arg.name == "lr") {
-      args.emplace_back(Tensor::full({}, lr));
+      all.emplace("lr", Tensor::full({}, lr));
     } else if (arg.name == "step") {
-      args.emplace_back(steps_ + 1);
-    } else {
-      auto it = inputs.find(arg.name);
-      if (it == inputs.end()) {
-        throw Error("kiln: the training step needs the input '" + arg.name +
-                    "'");
-      }
-      args.push_back(it->second);
+      all.emplace("step", Arg(steps_ + 1));
+    } else if (arg.name == "seed" && arg.isScalar) {
+      // A distinct, reproducible dropout seed per step.
+      Rng mix(seed_ ^ (0x9e3779b97f4a7c15ull * uint64_t(steps_ + 1)));
+      all.emplace("seed", Arg(int64_t(mix.next() >> 1)));
     }
   }
-  std::vector<Tensor> out = jit_->call("train_step", args);
+  std::vector<Tensor> out = jit_->run("train_step", parameters_, all);
   float loss = out[0].data<float>()[0];
   if (!std::isfinite(loss)) {
     throw Error("kiln: the loss is " + std::to_string(loss) + " at step " +
@@ -88,6 +85,35 @@ float Trainer::step(const std::map<std::string, Arg> &inputs, float lr) {
   }
   ++steps_;
   return loss;
+}
+
+std::vector<Tensor>
+Trainer::run(const std::string &graph,
+             const std::map<std::string, Arg> &inputs) const {
+  if (graph == "train_step") {
+    throw Error("kiln: Trainer::run: use step() for the training step");
+  }
+  return jit_->run(graph, parameters_, inputs);
+}
+
+void Trainer::setSteps(int64_t steps) {
+  if (steps < 0) {
+    throw Error("kiln: a step count cannot be negative, got " +
+                std::to_string(steps));
+  }
+  steps_ = steps;
+}
+
+TrainingHooks
+Trainer::hooks(std::function<std::map<std::string, Arg>(int64_t step)> batch) {
+  TrainingHooks hooks;
+  hooks.step = [this, batch = std::move(batch)](int64_t s, float lr) {
+    return step(batch(s), lr);
+  };
+  hooks.parameters = &parameters_;
+  hooks.optimizerState = &state_;
+  hooks.restoreStep = [this](int64_t steps) { setSteps(steps); };
+  return hooks;
 }
 
 } // namespace kiln

@@ -12,6 +12,7 @@
 
 #include "compiler/Target/JIT/Jit.h"
 #include "runtime/ParameterStore.h"
+#include "runtime/TrainingLoop.h"
 
 #include <map>
 #include <memory>
@@ -34,26 +35,44 @@ struct OptimizerConfig {
 class Trainer {
 public:
   /// Compiles `lossGraph` of `module` (its first result a scalar loss) with
-  /// the optimizer, and initializes the parameters from `seed` and the
+  /// the optimizer, and every other graph of the module as it is (an
+  /// evaluation loss, a forward pass: run() calls them on the parameters
+  /// being trained). Initializes the parameters from `seed` and the
   /// optimizer state to zero.
   Trainer(const dsl::Module &module, const std::string &lossGraph,
           const OptimizerConfig &optimizer, uint64_t seed = 0,
           const JitOptions &options = {});
 
   /// One step with learning rate `lr` on `inputs` (by name); returns the
-  /// loss. Throws kiln::Error, and changes nothing, when the loss is not
-  /// finite.
+  /// loss. A training-mode graph's dropout "seed" is derived from the
+  /// trainer's seed and the step unless `inputs` gives one, so a run is
+  /// reproducible and a resumed run draws the same masks. Throws
+  /// kiln::Error, and changes nothing, when the loss is not finite.
   float step(const std::map<std::string, Arg> &inputs, float lr);
+
+  /// Runs another graph of the module (evaluation, forward) on the current
+  /// parameters.
+  std::vector<Tensor> run(const std::string &graph,
+                          const std::map<std::string, Arg> &inputs) const;
+
+  /// Hooks for runTraining(): step s trains on `batch(s)` with the
+  /// schedule's rate; checkpoints hold the parameters, the optimizer state
+  /// and the step count. Add the data generators (rngs) and an evaluation.
+  TrainingHooks
+  hooks(std::function<std::map<std::string, Arg>(int64_t step)> batch);
 
   ParameterStore &parameters() { return parameters_; }
   ParameterStore &state() { return state_; }
-  /// Steps taken so far.
+  /// Steps taken so far (Adam's bias correction uses it).
   int64_t steps() const { return steps_; }
+  /// Sets the count, as when resuming from a checkpoint.
+  void setSteps(int64_t steps);
   const JitModule &jit() const { return *jit_; }
 
 private:
   std::shared_ptr<JitModule> jit_;
   ParameterStore parameters_, state_;
+  uint64_t seed_;
   int64_t steps_ = 0;
 };
 

@@ -10,9 +10,17 @@
 #include "compiler/DSL/DSL.h"
 #include "compiler/DSL/Models.h"
 #include "compiler/Target/JIT/Trainer.h"
+#include "runtime/Data.h"
 #include "runtime/Error.h"
+#include "runtime/TrainingLoop.h"
 
 #include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <memory>
+
+#include <unistd.h>
 
 using namespace kiln;
 
@@ -72,4 +80,113 @@ TEST(Trainer, ANonFiniteLossStopsWithTheStep) {
   EXPECT_EQ(trainer.steps(), 0);
   EXPECT_EQ(trainer.parameters().get("w").toVector<float>(),
             before.toVector<float>());
+}
+
+namespace {
+/// A GPT with dropout (so resume must reproduce the masks), trained by
+/// runTraining on random windows of a small text.
+struct TinyRun {
+  explicit TinyRun(const std::string &checkpoint)
+      : data(CharDataset::fromText(
+            "the quick brown fox jumps over the lazy dog; "
+            "pack my box with five dozen liquor jugs. ",
+            0.8)) {
+    config.vocabSize = data.vocab().size();
+    config.dModel = 16;
+    config.numHeads = 2;
+    config.numLayers = 1;
+    config.dFF = 32;
+    config.maxSeqLen = 8;
+    config.dropout = 0.1;
+    dsl::models::addGptLoss(module, config, {.training = true});
+    OptimizerConfig adamw;
+    adamw.weightDecay = 0.01;
+    adamw.clipNorm = 1.0;
+    trainer = std::make_unique<Trainer>(module, "loss", adamw, /*seed=*/9);
+    options.steps = 12;
+    options.schedule = LrSchedule::warmupCosine(1e-2, 3, 12);
+    options.checkpointPath = checkpoint;
+    options.checkpointEvery = 5;
+    options.out = nullptr;
+  }
+  TrainingHooks hooks() {
+    TrainingHooks h = trainer->hooks([this](int64_t) {
+      Batch b = data.sample(Split::train, 3, 8, rng);
+      return std::map<std::string, Arg>{{"idx", b.inputs},
+                                        {"targets", b.targets}};
+    });
+    h.rngs["data"] = &rng;
+    return h;
+  }
+  CharDataset data;
+  dsl::models::GptConfig config;
+  dsl::Module module;
+  std::unique_ptr<Trainer> trainer;
+  Rng rng{4};
+  TrainingOptions options;
+};
+} // namespace
+
+TEST(Trainer, ResumeReproducesTheUninterruptedRunBitForBit) {
+  std::string dir = ::testing::TempDir();
+  std::string checkpoint =
+      dir + "/kiln-resume-" + std::to_string(::getpid()) + ".safetensors";
+  std::remove(checkpoint.c_str());
+
+  TinyRun whole(dir + "/kiln-resume-whole-" + std::to_string(::getpid()) +
+                ".safetensors");
+  std::vector<float> uninterrupted =
+      runTraining(whole.options, whole.hooks()).losses;
+  ASSERT_EQ(uninterrupted.size(), 12u);
+
+  // A run that dies during step 8, after the checkpoint of step 5.
+  TinyRun first(checkpoint);
+  TrainingHooks dying = first.hooks();
+  auto step = dying.step;
+  dying.step = [step](int64_t s, float lr) -> float {
+    if (s == 8) {
+      throw Error("killed");
+    }
+    return step(s, lr);
+  };
+  EXPECT_THROW(runTraining(first.options, dying), Error);
+
+  TinyRun second(checkpoint); // a new process: fresh parameters and data
+  second.options.resume = true;
+  TrainingResult resumed = runTraining(second.options, second.hooks());
+  EXPECT_EQ(resumed.resumedFrom, 5);
+  EXPECT_EQ(second.trainer->steps(), 12);
+  ASSERT_EQ(resumed.losses.size(), 7u);
+  for (size_t i = 0; i < resumed.losses.size(); ++i) {
+    EXPECT_EQ(resumed.losses[i], uninterrupted[5 + i]) << "step " << 6 + i;
+  }
+  for (const auto &[name, tensor] :
+       whole.trainer->parameters().namedTensors()) {
+    EXPECT_EQ(second.trainer->parameters().get(name).toVector<float>(),
+              tensor.toVector<float>())
+        << name;
+  }
+
+  // A corrupted checkpoint is refused with the file named, and the run's
+  // parameters stay as they were.
+  {
+    std::fstream file(checkpoint,
+                      std::ios::in | std::ios::out | std::ios::binary);
+    file.seekp(10);
+    file.put('\x7f');
+  }
+  TinyRun third(checkpoint);
+  std::vector<float> before =
+      third.trainer->parameters().get("wte.weight").toVector<float>();
+  third.options.resume = true;
+  try {
+    runTraining(third.options, third.hooks());
+    ADD_FAILURE() << "expected the corrupted checkpoint to be refused";
+  } catch (const Error &e) {
+    EXPECT_NE(std::string(e.what()).find(checkpoint), std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(third.trainer->parameters().get("wte.weight").toVector<float>(),
+            before);
+  std::remove(checkpoint.c_str());
 }

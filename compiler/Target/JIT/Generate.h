@@ -1,0 +1,53 @@
+//===- Generate.h - Text generation with cached decoding ---------*- C++
+//-*-===//
+//
+// Drives the decoding graphs of the DSL models (addGptDecode; addEncDecEncode
+// and addEncDecDecode): the keys and values of earlier positions are kept
+// between calls, so each new token costs one position's computation.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_COMPILER_TARGET_JIT_GENERATE_H
+#define KILN_COMPILER_TARGET_JIT_GENERATE_H
+
+#include "compiler/DSL/Models.h"
+#include "compiler/Target/JIT/Jit.h"
+#include "runtime/Sampling.h"
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace kiln {
+
+/// Runs a compiled graph by name on a model's parameters
+/// (CompiledModel::run, Trainer::run).
+using GraphRunner = std::function<std::vector<Tensor>(
+    const std::string &graph, const std::map<std::string, Arg> &inputs)>;
+
+/// Continues `prompt` (at least one id) by `count` tokens with graph `graph`
+/// (addGptDecode), sampling each from the last position's logits. When the
+/// context would pass config.maxSeqLen the cache restarts from the last
+/// maxSeqLen / 2 tokens. `onToken` sees each new token as it is chosen.
+/// Returns the new tokens. Throws kiln::Error for bad arguments.
+std::vector<int64_t>
+generateGpt(const GraphRunner &run, const dsl::models::GptConfig &config,
+            const std::vector<int64_t> &prompt, int64_t count,
+            const SamplingOptions &sampling, Rng &rng,
+            const std::function<void(int64_t)> &onToken = {},
+            const std::string &graph = "decode");
+
+/// Greedy decoding of a batch of source sentences `src` [B, S] (i64) with
+/// `srcMask` [B, S] (i1, non-zero = a real token) through graphs "encode"
+/// and "decode" (addEncDecEncode/addEncDecDecode): each output starts after
+/// `bos` and ends before the first `eos`, or after `maxLength` tokens.
+std::vector<std::vector<int64_t>>
+translateGreedy(const GraphRunner &run,
+                const dsl::nn::TransformerConfig &config, const Tensor &src,
+                const Tensor &srcMask, int64_t bos, int64_t eos,
+                int64_t maxLength);
+
+} // namespace kiln
+
+#endif // KILN_COMPILER_TARGET_JIT_GENERATE_H

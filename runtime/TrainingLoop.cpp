@@ -1,0 +1,292 @@
+//===- TrainingLoop.cpp - A training loop with logs and checkpoints -------===//
+//
+// Implements kiln::TrainingLog and kiln::runTraining.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/TrainingLoop.h"
+
+#include "runtime/Error.h"
+
+#include <fmt/format.h>
+
+#include <charconv>
+#include <cmath>
+#include <filesystem>
+#include <sstream>
+
+#include <unistd.h>
+
+using namespace kiln;
+
+static double secondsBetween(std::chrono::steady_clock::time_point a,
+                             std::chrono::steady_clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+/// "42s", "3m05s", "1h02m".
+static std::string formatDuration(double seconds) {
+  if (!std::isfinite(seconds) || seconds < 0) {
+    return "?";
+  }
+  auto s = int64_t(std::llround(seconds));
+  if (s < 60) {
+    return fmt::format("{}s", s);
+  }
+  if (s < 3600) {
+    return fmt::format("{}m{:02}s", s / 60, s % 60);
+  }
+  return fmt::format("{}h{:02}m", s / 3600, (s % 3600) / 60);
+}
+
+/// "812", "12.3k", "1.20M".
+static std::string formatRate(double rate) {
+  if (rate >= 1e6) {
+    return fmt::format("{:.2f}M", rate / 1e6);
+  }
+  if (rate >= 1e3) {
+    return fmt::format("{:.1f}k", rate / 1e3);
+  }
+  return fmt::format("{:.0f}", rate);
+}
+
+static constexpr const char *kCsvHeader =
+    "step,loss,lr,tokens_per_s,elapsed_s,val_loss";
+
+/// Keeps the header and the rows of steps <= `lastStep` of an existing log.
+static std::string keptRows(const std::string &path, int64_t lastStep) {
+  std::ifstream in(path);
+  std::string kept = std::string(kCsvHeader) + "\n", line;
+  if (!in || !std::getline(in, line) || line != kCsvHeader) {
+    return kept;
+  }
+  while (std::getline(in, line)) {
+    int64_t step = 0;
+    auto [ptr, ec] =
+        std::from_chars(line.data(), line.data() + line.size(), step);
+    if (ec == std::errc() && ptr != line.data() + line.size() && *ptr == ',' &&
+        step <= lastStep) {
+      kept += line + "\n";
+    }
+  }
+  return kept;
+}
+
+TrainingLog::TrainingLog(int64_t totalSteps, int64_t tokensPerStep,
+                         std::FILE *out, const std::string &csvPath,
+                         int64_t printEvery, int64_t resumeFrom)
+    : totalSteps_(totalSteps), tokensPerStep_(tokensPerStep),
+      printEvery_(printEvery > 0 ? printEvery
+                                 : std::max<int64_t>(1, totalSteps / 20)),
+      firstStep_(resumeFrom), out_(out),
+      terminal_(out && ::isatty(fileno(out))),
+      start_(std::chrono::steady_clock::now()), lastPrint_(start_),
+      lastPrintStep_(resumeFrom) {
+  if (csvPath.empty()) {
+    return;
+  }
+  std::string kept = resumeFrom > 0 ? keptRows(csvPath, resumeFrom)
+                                    : std::string(kCsvHeader) + "\n";
+  csv_.open(csvPath, std::ios::trunc);
+  if (!csv_) {
+    throw Error(fmt::format("{}: cannot write the training log", csvPath));
+  }
+  csv_ << kept;
+  csv_.flush();
+}
+
+TrainingLog::~TrainingLog() {
+  endProgressLine();
+  if (pendingStep_ && csv_.is_open()) {
+    csv_ << pendingRow_ << ",\n";
+  }
+}
+
+double TrainingLog::elapsed() const {
+  return secondsBetween(start_, std::chrono::steady_clock::now());
+}
+
+void TrainingLog::endProgressLine() {
+  if (progressOpen_ && out_) {
+    std::fputc('\n', out_);
+    std::fflush(out_);
+  }
+  progressOpen_ = false;
+}
+
+void TrainingLog::step(int64_t step, double loss, double lr) {
+  auto now = std::chrono::steady_clock::now();
+  double seconds = secondsBetween(start_, now);
+  int64_t done = step - firstStep_;
+  double tokensPerSecond =
+      seconds > 0 ? double(done * tokensPerStep_) / seconds : 0.0;
+  if (csv_.is_open()) {
+    if (pendingStep_) {
+      csv_ << pendingRow_ << ",\n";
+    }
+    pendingStep_ = step;
+    pendingRow_ = fmt::format("{},{:.6g},{:.6g},{:.1f},{:.3f}", step, loss, lr,
+                              tokensPerSecond, seconds);
+  }
+  lossSum_ += loss;
+  ++lossCount_;
+  bool last = step == totalSteps_;
+  bool due = terminal_ ? secondsBetween(lastPrint_, now) >= 0.25
+                       : (step - lastPrintStep_) >= printEvery_;
+  if (!out_ || !(due || last || step == firstStep_ + 1)) {
+    return;
+  }
+  double eta =
+      done > 0 ? seconds / double(done) * double(totalSteps_ - step) : NAN;
+  std::string line =
+      fmt::format("step {:>{}}/{} | loss {:.4f} | lr {:.2e}", step,
+                  std::to_string(totalSteps_).size(), totalSteps_,
+                  lossSum_ / double(lossCount_), lr);
+  if (tokensPerStep_ > 0) {
+    line += fmt::format(" | {} tok/s", formatRate(tokensPerSecond));
+  }
+  line += fmt::format(" | {} | ETA {}", formatDuration(seconds),
+                      formatDuration(eta));
+  if (terminal_) {
+    fmt::print(out_, "\r{}\x1b[K", line);
+    progressOpen_ = true;
+  } else {
+    fmt::print(out_, "{}\n", line);
+  }
+  std::fflush(out_);
+  lastPrint_ = now;
+  lastPrintStep_ = step;
+  lossSum_ = 0.0;
+  lossCount_ = 0;
+}
+
+void TrainingLog::evaluation(int64_t step, double valLoss) {
+  if (csv_.is_open()) {
+    if (pendingStep_ && *pendingStep_ == step) {
+      csv_ << pendingRow_ << fmt::format(",{:.6g}\n", valLoss);
+      pendingStep_.reset();
+    } else {
+      csv_ << fmt::format("{},,,,{:.3f},{:.6g}\n", step, elapsed(), valLoss);
+    }
+    csv_.flush();
+  }
+  note(fmt::format("step {}: validation loss {:.4f}", step, valLoss));
+}
+
+void TrainingLog::note(const std::string &line) {
+  endProgressLine();
+  if (out_) {
+    fmt::print(out_, "{}\n", line);
+    std::fflush(out_);
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// runTraining
+//===----------------------------------------------------------------------===//
+
+static void checkOptions(const TrainingOptions &options,
+                         const TrainingHooks &hooks) {
+  auto bad = [](const std::string &why) {
+    return Error("kiln: runTraining: " + why);
+  };
+  if (options.steps <= 0) {
+    throw bad(
+        fmt::format("the number of steps must be > 0, got {}", options.steps));
+  }
+  if (options.evalEvery < 0 || options.checkpointEvery < 0 ||
+      options.printEvery < 0 || options.tokensPerStep < 0) {
+    throw bad("evalEvery, checkpointEvery, printEvery and tokensPerStep must "
+              "be >= 0");
+  }
+  if (!hooks.step) {
+    throw bad("hooks.step (one training step) is required");
+  }
+  if (!options.checkpointPath.empty() &&
+      (!hooks.parameters || !hooks.optimizerState)) {
+    throw bad("checkpoints need hooks.parameters and hooks.optimizerState");
+  }
+  if (options.resume && options.checkpointPath.empty()) {
+    throw bad("resume needs a checkpointPath");
+  }
+  if (options.resume && !hooks.restoreStep) {
+    throw bad("resume needs hooks.restoreStep (to set the optimizer's step "
+              "count)");
+  }
+  for (const auto &[name, rng] : hooks.rngs) {
+    if (!rng) {
+      throw bad(fmt::format("the generator '{}' is null", name));
+    }
+  }
+}
+
+static void saveRun(const TrainingOptions &options, const TrainingHooks &hooks,
+                    int64_t step) {
+  TrainingState state;
+  state.step = step;
+  for (const auto &[name, rng] : hooks.rngs) {
+    state.rngs[name] = rng->state();
+  }
+  state.info = hooks.info;
+  state.info["schedule"] = options.schedule.describe();
+  state.info["steps"] = std::to_string(options.steps);
+  saveCheckpoint(options.checkpointPath, *hooks.parameters,
+                 *hooks.optimizerState, state);
+}
+
+static int64_t resumeRun(const TrainingOptions &options,
+                         const TrainingHooks &hooks) {
+  TrainingState state = loadCheckpoint(options.checkpointPath,
+                                       *hooks.parameters, hooks.optimizerState);
+  for (const auto &[name, rng] : hooks.rngs) {
+    auto it = state.rngs.find(name);
+    if (it == state.rngs.end()) {
+      throw Error(fmt::format("{}: the checkpoint has no state for the random "
+                              "generator '{}'",
+                              options.checkpointPath, name));
+    }
+    rng->setState(it->second);
+  }
+  hooks.restoreStep(state.step);
+  return state.step;
+}
+
+TrainingResult kiln::runTraining(const TrainingOptions &options,
+                                 const TrainingHooks &hooks) {
+  checkOptions(options, hooks);
+  TrainingResult result;
+  if (options.resume && std::filesystem::exists(options.checkpointPath)) {
+    result.resumedFrom = resumeRun(options, hooks);
+  }
+  TrainingLog log(options.steps, options.tokensPerStep, options.out,
+                  options.csvPath, options.printEvery, result.resumedFrom);
+  if (result.resumedFrom > 0) {
+    log.note(fmt::format("resumed from {} at step {}", options.checkpointPath,
+                         result.resumedFrom));
+  }
+  if (result.resumedFrom >= options.steps) {
+    log.note(fmt::format("the checkpoint is at step {}: nothing left of {} "
+                         "steps",
+                         result.resumedFrom, options.steps));
+    return result;
+  }
+  for (int64_t step = result.resumedFrom + 1; step <= options.steps; ++step) {
+    double lr = options.schedule(step);
+    float loss = hooks.step(step, float(lr));
+    result.losses.push_back(loss);
+    log.step(step, loss, lr);
+    bool last = step == options.steps;
+    if (hooks.evaluate &&
+        (last || (options.evalEvery > 0 && step % options.evalEvery == 0))) {
+      result.validationLoss = hooks.evaluate();
+      log.evaluation(step, *result.validationLoss);
+    }
+    if (!options.checkpointPath.empty() &&
+        (last || (options.checkpointEvery > 0 &&
+                  step % options.checkpointEvery == 0))) {
+      saveRun(options, hooks, step);
+    }
+  }
+  result.seconds = log.elapsed();
+  return result;
+}
