@@ -136,8 +136,14 @@ void TrainingLog::step(int64_t step, double loss, double lr) {
   if (!out_ || !(due || last || step == firstStep_ + 1)) {
     return;
   }
-  double eta =
-      done > 0 ? seconds / double(done) * double(totalSteps_ - step) : NAN;
+  // The first step can be slow (memory first touched): the ETA uses the
+  // steps after it.
+  if (done == 1) {
+    afterFirst_ = now;
+  }
+  double eta = done > 1 ? secondsBetween(afterFirst_, now) / double(done - 1) *
+                              double(totalSteps_ - step)
+                        : NAN;
   std::string line =
       fmt::format("step {:>{}}/{} | loss {:.4f} | lr {:.2e}", step,
                   std::to_string(totalSteps_).size(), totalSteps_,

@@ -59,7 +59,7 @@ private:
   bool terminal_;
   bool progressOpen_ = false;
   std::ofstream csv_;
-  std::chrono::steady_clock::time_point start_, lastPrint_;
+  std::chrono::steady_clock::time_point start_, lastPrint_, afterFirst_;
   int64_t lastPrintStep_;
   double lossSum_ = 0.0;
   int64_t lossCount_ = 0;

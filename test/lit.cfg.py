@@ -24,6 +24,8 @@ llvm_config.add_tool_substitutions(
         "kiln-example-bert-embeddings",
         "kiln-example-transformer",
         "kiln-example-tiny-lm",
+        "kiln-example-shakespeare",
+        "kiln-example-translate",
     ],
     [os.path.join(config.kiln_obj_root, "examples")],
 )

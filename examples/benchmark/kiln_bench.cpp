@@ -1,8 +1,9 @@
 //===- kiln_bench.cpp - Kiln's side of the benchmark ----------------------===//
 //
 // The forward pass (eval, mean cross-entropy over every target, reading the
-// loss) of the BENCHMARKS.md models, compiled by Kiln: 3 warm-up steps, then
-// the median and minimum of the timed steps. Prints a table and one
+// loss) and the training step (forward, loss, backward and AdamW as one
+// compiled call) of the BENCHMARKS.md models, compiled by Kiln: 3 warm-up
+// steps, then the median and minimum of the timed steps. Prints a table and one
 // `RESULT peer=kiln ...` line per measurement (the libtorch peer prints the
 // same lines; run.sh puts them side by side).
 //
@@ -11,16 +12,19 @@
 #include "compiler/DSL/DSL.h"
 #include "compiler/DSL/Models.h"
 #include "compiler/Target/JIT/CompiledModel.h"
+#include "compiler/Target/JIT/Trainer.h"
 #include "runtime/Error.h"
 
 #include <fmt/format.h>
 
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <random>
 #include <string>
 #include <vector>
@@ -60,6 +64,7 @@ Tensor randomIds(int64_t b, int64_t t, int64_t vocab, uint32_t seed) {
 
 struct Options {
   std::vector<std::string> models = {"gpt-tiny", "gpt-small", "encdec"};
+  std::vector<std::string> modes = {"forward", "train"};
   int steps = 10;
   bool batch1 = true;
 };
@@ -81,37 +86,79 @@ void measure(const std::string &name, const std::string &mode, const Shape &c,
     }
   }
   std::sort(ms.begin(), ms.end());
+  if (mode == "train") {
+    flops *= 3; // BENCHMARKS.md: training = 3 x forward
+  }
   double median = ms.size() % 2
                       ? ms[ms.size() / 2]
                       : (ms[ms.size() / 2 - 1] + ms[ms.size() / 2]) / 2;
   double gflops = flops * 1e-9 / (median * 1e-3);
   struct rusage usage;
   getrusage(RUSAGE_SELF, &usage);
+  // The peak includes the JIT compiler's own memory; the resident set after
+  // the steps is what the compiled model uses.
+  long pages = 0, resident = 0;
+  if (std::FILE *statm = std::fopen("/proc/self/statm", "r")) {
+    if (std::fscanf(statm, "%ld %ld", &pages, &resident) != 2) {
+      resident = 0;
+    }
+    std::fclose(statm);
+  }
+  double residentMiB = double(resident) * double(sysconf(_SC_PAGESIZE)) / (1 << 20);
   fmt::print("{:<10} {:<11} {:>9.2f} ms  {:>9.0f} tok/s  {:>6.1f} GFLOP/s  "
-             "{:>5.1f}% of peak  RSS {:>5.0f} MiB\n",
+             "{:>5.1f}% of peak  peak RSS {:>5.0f} MiB (now {:.0f})\n",
              name, mode, median, c.b * c.t / (median * 1e-3), gflops,
-             100 * gflops / 387.0, usage.ru_maxrss / 1024.0);
+             100 * gflops / 387.0, usage.ru_maxrss / 1024.0, residentMiB);
   fmt::print("RESULT peer=kiln model={} mode={} median_ms={:.2f} min_ms={:.2f} "
              "tokens_per_s={:.0f} gflops={:.1f} peak_pct={:.1f} rss_mib={:.0f} "
-             "loss_first={:.4f} loss_last={:.4f}\n",
+             "rss_now_mib={:.0f} loss_first={:.4f} loss_last={:.4f}\n",
              name, mode, median, ms.front(), c.b * c.t / (median * 1e-3),
-             gflops, 100 * gflops / 387.0, usage.ru_maxrss / 1024.0, first,
-             last);
+             gflops, 100 * gflops / 387.0, usage.ru_maxrss / 1024.0,
+             residentMiB, first, last);
   std::fflush(stdout);
+}
+
+bool wants(const Options &options, const std::string &mode) {
+  return std::find(options.modes.begin(), options.modes.end(), mode) !=
+         options.modes.end();
+}
+
+/// BENCHMARKS.md's training step: AdamW lr 3e-4, betas 0.9/0.999, eps 1e-8,
+/// weight decay 0.01 on every parameter, no clipping.
+void benchTrain(const std::string &name, const dsl::Module &module,
+                const Shape &shape, double flops, const Options &options,
+                const std::map<std::string, Arg> &inputs) {
+  OptimizerConfig adamw;
+  adamw.weightDecay = 0.01;
+  auto start = std::chrono::steady_clock::now();
+  Trainer trainer(module, "loss", adamw, 1);
+  fmt::print(
+      "{}: training step compiled in {:.1f} s\n", name,
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count());
+  measure(name, "train", shape, flops, options,
+          [&] { return trainer.step(inputs, 3e-4f); });
 }
 
 void benchGpt(const std::string &name, dsl::models::GptConfig config,
               const Shape &shape, const Options &options, bool batch1) {
   dsl::Module module;
   dsl::models::addGptLoss(module, config);
+  Tensor idx = randomIds(shape.b, shape.t, shape.vocab, 1);
+  Tensor targets = randomIds(shape.b, shape.t, shape.vocab, 2);
+  if (wants(options, "train")) {
+    benchTrain(name, module, shape, gptFlops(shape), options,
+               {{"idx", idx}, {"targets", targets}});
+  }
+  if (!wants(options, "forward")) {
+    return;
+  }
   auto start = std::chrono::steady_clock::now();
   CompiledModel model(module, 1);
   fmt::print(
       "{}: compiled in {:.1f} s\n", name,
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
           .count());
-  Tensor idx = randomIds(shape.b, shape.t, shape.vocab, 1);
-  Tensor targets = randomIds(shape.b, shape.t, shape.vocab, 2);
   measure(name, "forward", shape, gptFlops(shape), options, [&] {
     return model.run("loss", {{"idx", idx}, {"targets", targets}})[0]
         .data<float>()[0];
@@ -132,18 +179,27 @@ void benchEncDec(const Options &options) {
   Shape shape{8000, 512, 8, 6, 2048, 64, 8};
   dsl::Module module;
   dsl::models::addEncDecLoss(module, dsl::models::encdecBase());
+  Tensor src = randomIds(shape.b, shape.t, shape.vocab, 5);
+  Tensor tgt = randomIds(shape.b, shape.t, shape.vocab, 6);
+  Tensor targets = randomIds(shape.b, shape.t, shape.vocab, 7);
+  Tensor srcMask = Tensor::zeros({shape.b, shape.t}, DType::i1);
+  std::fill(srcMask.data<bool>(), srcMask.data<bool>() + srcMask.numel(), true);
+  if (wants(options, "train")) {
+    benchTrain("encdec", module, shape, encdecFlops(shape), options,
+               {{"src", src},
+                {"tgt", tgt},
+                {"src_mask", srcMask},
+                {"targets", targets}});
+  }
+  if (!wants(options, "forward")) {
+    return;
+  }
   auto start = std::chrono::steady_clock::now();
   CompiledModel model(module, 1);
   fmt::print(
       "encdec: compiled in {:.1f} s\n",
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
           .count());
-  Tensor src = randomIds(shape.b, shape.t, shape.vocab, 5);
-  Tensor tgt = randomIds(shape.b, shape.t, shape.vocab, 6);
-  Tensor targets = randomIds(shape.b, shape.t, shape.vocab, 7);
-  Tensor mask = Tensor::full({shape.b, shape.t}, 1.0f);
-  Tensor srcMask = Tensor::zeros({shape.b, shape.t}, DType::i1);
-  std::fill(srcMask.data<bool>(), srcMask.data<bool>() + srcMask.numel(), true);
   measure("encdec", "forward", shape, encdecFlops(shape), options, [&] {
     return model
         .run("loss", {{"src", src},
@@ -162,23 +218,31 @@ int main(int argc, char **argv) try {
     std::string arg = argv[i];
     if (arg == "--steps" && i + 1 < argc) {
       options.steps = std::max(1, std::atoi(argv[++i]));
-    } else if (arg == "--models" && i + 1 < argc) {
-      options.models.clear();
+    } else if ((arg == "--models" || arg == "--modes") && i + 1 < argc) {
+      std::vector<std::string> &out =
+          arg == "--models" ? options.models : options.modes;
+      out.clear();
       std::string list = argv[++i];
       for (size_t start = 0; start <= list.size();) {
         size_t comma = list.find(',', start);
-        options.models.push_back(list.substr(start, comma - start));
+        out.push_back(list.substr(start, comma - start));
         start = comma == std::string::npos ? list.size() + 1 : comma + 1;
       }
     } else {
       fmt::print(stderr,
                  "usage: kiln-bench [--models gpt-tiny,gpt-small,encdec] "
-                 "[--steps N]\n");
+                 "[--modes forward,train] [--steps N]\n");
       return 2;
     }
   }
-  fmt::print("Kiln forward pass (+ mean cross-entropy), 2 threads, peak 387.0 "
-             "GFLOP/s\n");
+  for (const std::string &m : options.modes) {
+    if (m != "forward" && m != "train") {
+      fmt::print(stderr, "unknown mode '{}' (forward, train)\n", m);
+      return 2;
+    }
+  }
+  fmt::print("Kiln forward pass (+ mean cross-entropy) and training step "
+             "(+ backward + AdamW), 2 threads, peak 387.0 GFLOP/s\n");
   for (const std::string &m : options.models) {
     if (m == "gpt-tiny") {
       benchGpt(m, dsl::models::gptTiny(), {65, 128, 4, 4, 512, 128, 16},

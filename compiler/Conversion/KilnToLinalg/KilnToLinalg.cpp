@@ -852,6 +852,72 @@ struct ReducePattern : KilnPattern<ReduceOp> {
   }
 };
 
+/// dx = g · [x == max] / count(x == max) over each reduced slice, the maxima
+/// and counts recomputed in two reductions.
+struct ReduceMaxGradPattern : KilnPattern<ReduceMaxGradOp> {
+  using KilnPattern::KilnPattern;
+  LogicalResult
+  matchAndRewrite(ReduceMaxGradOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Emitter e{rewriter, op.getLoc()};
+    Value x = adaptor.getInput();
+    int64_t rank = Emitter::type(x).getRank();
+    SmallVector<bool> reduced(rank, false);
+    for (int64_t axis : op.getAxes()) {
+      reduced[axis < 0 ? axis + rank : axis] = true;
+    }
+    SmallVector<OpFoldResult> compact;
+    SmallVector<int64_t> keptDims;
+    SmallVector<IteratorType> iterators;
+    SmallVector<AffineExpr> gradExprs;
+    for (int64_t d = 0; d < rank; ++d) {
+      iterators.push_back(reduced[d] ? IteratorType::reduction
+                                     : IteratorType::parallel);
+      if (!reduced[d]) {
+        compact.push_back(e.size(x, d));
+        keptDims.push_back(d);
+        gradExprs.push_back(rewriter.getAffineDimExpr(d));
+      } else if (op.getKeepDims()) {
+        gradExprs.push_back(rewriter.getAffineConstantExpr(0));
+      }
+    }
+    AffineMap all = e.identity(rank), kept = e.select(rank, keptDims);
+    AffineMap gradMap =
+        AffineMap::get(rank, 0, gradExprs, rewriter.getContext());
+    Value lowest = e.filled(compact, -INFINITY);
+    Value max = e.generic(
+        lowest.getType(), x, lowest, {all, kept}, iterators,
+        [](OpBuilder &b, Location loc, ValueRange args) -> Value {
+          return arith::MaximumFOp::create(b, loc, args[0], args[1]);
+        });
+    auto isMax = [](OpBuilder &b, Location loc, Value v, Value m) {
+      return arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ, v, m);
+    };
+    Value count = e.generic(
+        max.getType(), ValueRange{x, max}, e.filled(compact, 0.0),
+        {all, kept, kept}, iterators,
+        [&](OpBuilder &b, Location loc, ValueRange args) -> Value {
+          Value one = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(1));
+          Value zero = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0));
+          Value add = arith::SelectOp::create(b, loc, isMax(b, loc, args[0], args[1]),
+                                              one, zero);
+          return arith::AddFOp::create(b, loc, args[2], add);
+        });
+    SmallVector<IteratorType> parallel(rank, IteratorType::parallel);
+    Value dx = e.generic(
+        resultType(op), ValueRange{x, max, count, adaptor.getGrad()},
+        e.empty(e.sizes(x), e.f32()), {all, kept, kept, gradMap, all},
+        parallel, [&](OpBuilder &b, Location loc, ValueRange args) -> Value {
+          Value zero = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0));
+          Value share = arith::DivFOp::create(b, loc, args[3], args[2]);
+          return arith::SelectOp::create(b, loc, isMax(b, loc, args[0], args[1]),
+                                         share, zero);
+        });
+    rewriter.replaceOp(op, dx);
+    return success();
+  }
+};
+
 struct ReshapePattern : KilnPattern<ReshapeOp> {
   using KilnPattern::KilnPattern;
   LogicalResult
@@ -2181,7 +2247,8 @@ void mlir::kiln::populateKilnToLinalgPatterns(RewritePatternSet &patterns) {
                ElementwisePattern<GeluOp>, ElementwisePattern<ScaleOp>,
                DropoutPattern, EmbeddingPattern, PositionalEncodingPattern,
                LayerNormPattern, LinearPattern, MatmulPattern, SoftmaxPattern,
-               LogSoftmaxPattern, ReducePattern, ReshapePattern,
+               LogSoftmaxPattern, ReducePattern, ReduceMaxGradPattern,
+               ReshapePattern,
                TransposePattern, SlicePattern, ConcatPattern, ConstantPattern,
                MultiHeadAttentionPattern, FeedForwardPattern,
                LossPattern<CrossEntropyOp>, LossPattern<NLLLossOp>,

@@ -271,11 +271,12 @@ LogicalResult ReduceOp::buildGradients(OpBuilder &b,
   Value x = getInput();
   auto xType = typeOf(x);
   SmallVector<int64_t> axes = normalizedAxes(getAxes(), xType.getRank());
-  if (getKind() == ReduceKind::max) {
-    return emitOpError("cannot be differentiated yet: the gradient of max is "
-                       "not implemented");
-  }
   Value g = resultGrads[0];
+  if (getKind() == ReduceKind::max) {
+    operandGrads.push_back(ReduceMaxGradOp::create(
+        b, loc, g, x, b.getDenseI64ArrayAttr(getAxes()), getKeepDimsAttr()));
+    return success();
+  }
   if (getKind() == ReduceKind::mean) {
     int64_t count = 1;
     for (int64_t a : axes) {

@@ -585,22 +585,72 @@ LogicalResult ReduceOp::inferReturnTypes(MLIRContext *,
   return success();
 }
 
-LogicalResult ReduceOp::verify() {
-  int64_t rank = tensorType(getInput()).getRank();
-  if (getAxes().empty()) {
-    return emitOpError("expects at least one axis to reduce");
+/// Checks a reduction's axes: at least one, each in range, none twice.
+static LogicalResult verifyReductionAxes(Operation *op, Value input,
+                                         ArrayRef<int64_t> axes) {
+  int64_t rank = tensorType(input).getRank();
+  if (axes.empty()) {
+    return op->emitOpError("expects at least one axis to reduce");
   }
   SmallVector<bool> seen(rank, false);
-  for (int64_t axis : getAxes()) {
-    if (failed(verifyAxis(*this, axis, getInput().getType()))) {
+  for (int64_t axis : axes) {
+    if (failed(verifyAxis(op, axis, input.getType()))) {
       return failure();
     }
     int64_t normalized = *shape::normalizeAxis(axis, rank);
     if (seen[normalized]) {
-      return emitOpError("expects distinct axes, axis ")
+      return op->emitOpError("expects distinct axes, axis ")
              << normalized << " is named twice";
     }
     seen[normalized] = true;
+  }
+  return success();
+}
+
+LogicalResult ReduceOp::verify() {
+  return verifyReductionAxes(*this, getInput(), getAxes());
+}
+
+LogicalResult
+ReduceMaxGradOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                  Adaptor adaptor,
+                                  SmallVectorImpl<Type> &inferred) {
+  auto input = getRanked(loc, adaptor.getInput(), "input");
+  if (failed(input)) {
+    return failure();
+  }
+  inferred.push_back(*input);
+  return success();
+}
+
+LogicalResult ReduceMaxGradOp::verify() {
+  if (failed(verifyReductionAxes(*this, getInput(), getAxes()))) {
+    return failure();
+  }
+  // grad has the shape of the reduction's result.
+  auto input = tensorType(getInput());
+  SmallVector<bool> reduced(input.getRank(), false);
+  for (int64_t axis : getAxes()) {
+    reduced[*shape::normalizeAxis(axis, input.getRank())] = true;
+  }
+  SmallVector<int64_t> shape;
+  for (int64_t i = 0; i < input.getRank(); ++i) {
+    if (!reduced[i]) {
+      shape.push_back(input.getDimSize(i));
+    } else if (getKeepDims()) {
+      shape.push_back(1);
+    }
+  }
+  auto grad = tensorType(getGrad());
+  bool ok = grad.getRank() == int64_t(shape.size());
+  for (size_t i = 0; ok && i < shape.size(); ++i) {
+    ok = shape::compatible(grad.getDimSize(i), shape[i]);
+  }
+  if (!ok) {
+    return emitOpError("expects 'grad' to have the shape of the reduction's "
+                       "result ")
+           << RankedTensorType::get(shape, input.getElementType())
+           << ", got " << getGrad().getType();
   }
   return success();
 }

@@ -589,6 +589,29 @@ def Kiln_ActivationGradOp
   let hasVerifier = 1;
 }
 
+def Kiln_ReduceMaxGradOp
+    : Kiln_Op<"reduce_max_grad", [Pure, InferTypeOpAdaptor]> {
+  let summary = "gradient of a max reduction";
+  let description = [{
+    Given the gradient `grad` of `kiln.reduce max %input` (same `axes` and
+    `keep_dims`), returns the input's gradient: `grad` at the positions that
+    hold the maximum of their slice, shared equally when several do (as
+    PyTorch's `amax`), zero elsewhere. The maxima are recomputed.
+
+    ```mlir
+    %dx = kiln.reduce_max_grad %g, %x {axes = array<i64: -1>}
+        : (tensor<?x?xf32>, tensor<?x?x16xf32>) -> tensor<?x?x16xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_FloatTensor:$grad, Kiln_FloatTensor:$input,
+                       DenseI64ArrayAttr:$axes, UnitAttr:$keep_dims);
+  let results = (outs Kiln_FloatTensor:$result);
+  let assemblyFormat = [{
+    $grad `,` $input attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 def Kiln_LayerNormGradOp
     : Kiln_Op<"layernorm_grad", [Pure, InferTypeOpAdaptor]> {
   let summary = "gradients of a layer normalization";

@@ -81,3 +81,21 @@ func.func @attention_grad(%g: tensor<?x?x8xf32>, %q: tensor<?x?x8xf32>, %k: tens
       -> (tensor<?x?x8xf32>, tensor<?x?x8xf32>, tensor<?x?x8xf32>)
   return %0#0, %0#1, %0#2 : tensor<?x?x8xf32>, tensor<?x?x8xf32>, tensor<?x?x8xf32>
 }
+
+// -----
+
+// The gradient of max: the maxima and the number of ties per slice in two
+// reductions, then grad / count where the input equals its slice's maximum.
+// CHECK-LABEL: func.func @reduce_max_grad
+// CHECK: iterator_types = ["parallel", "reduction"]
+// CHECK: arith.maximumf
+// CHECK: iterator_types = ["parallel", "reduction"]
+// CHECK: arith.cmpf oeq
+// CHECK: iterator_types = ["parallel", "parallel"]
+// CHECK: arith.divf
+// CHECK: arith.cmpf oeq
+// CHECK: arith.select
+func.func @reduce_max_grad(%g: tensor<?x1xf32>, %x: tensor<?x8xf32>) -> tensor<?x8xf32> {
+  %0 = kiln.reduce_max_grad %g, %x {axes = array<i64: 1>, keep_dims} : (tensor<?x1xf32>, tensor<?x8xf32>) -> tensor<?x8xf32>
+  return %0 : tensor<?x8xf32>
+}

@@ -770,3 +770,20 @@ func.func @clip(%g: tensor<4xf32>) {
   %0 = kiln.global_norm_scale %g {max_norm = 0.0 : f64} : (tensor<4xf32>) -> tensor<f32>
   return
 }
+
+// -----
+
+// The gradient of a max reduction must have the reduction's result shape.
+func.func @reduce_max_grad_shape(%g: tensor<3xf32>, %x: tensor<2x3xf32>) {
+  // expected-error @+1 {{'kiln.reduce_max_grad' op expects 'grad' to have the shape of the reduction's result 'tensor<2xf32>', got 'tensor<3xf32>'}}
+  %0 = kiln.reduce_max_grad %g, %x {axes = array<i64: 1>} : (tensor<3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+func.func @reduce_max_grad_axes(%g: tensor<2xf32>, %x: tensor<2x3xf32>) {
+  // expected-error @+1 {{'kiln.reduce_max_grad' op expects distinct axes, axis 1 is named twice}}
+  %0 = kiln.reduce_max_grad %g, %x {axes = array<i64: 1, -1>} : (tensor<2xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
+  return
+}

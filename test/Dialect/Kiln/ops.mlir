@@ -229,3 +229,13 @@ func.func @optimizers(%p: tensor<4x2xf32>, %g: tensor<4x2xf32>, %lr: tensor<f32>
   %2 = kiln.global_norm_scale %g, %g {max_norm = 1.0 : f64} : (tensor<4x2xf32>, tensor<4x2xf32>) -> tensor<f32>
   return %0#0, %1#0, %2 : tensor<4x2xf32>, tensor<4x2xf32>, tensor<f32>
 }
+
+// CHECK-LABEL: func.func @reduce_max_grad
+func.func @reduce_max_grad(%g: tensor<?x4x1xf32>, %h: tensor<8xf32>, %x: tensor<?x4x8xf32>)
+    -> (tensor<?x4x8xf32>, tensor<?x4x8xf32>) {
+  // CHECK: kiln.reduce_max_grad %{{.*}}, %{{.*}} {axes = array<i64: -1>, keep_dims} : (tensor<?x4x1xf32>, tensor<?x4x8xf32>) -> tensor<?x4x8xf32>
+  %0 = kiln.reduce_max_grad %g, %x {axes = array<i64: -1>, keep_dims} : (tensor<?x4x1xf32>, tensor<?x4x8xf32>) -> tensor<?x4x8xf32>
+  // CHECK: kiln.reduce_max_grad %{{.*}}, %{{.*}} {axes = array<i64: 0, 1>} : (tensor<8xf32>, tensor<?x4x8xf32>) -> tensor<?x4x8xf32>
+  %1 = kiln.reduce_max_grad %h, %x {axes = array<i64: 0, 1>} : (tensor<8xf32>, tensor<?x4x8xf32>) -> tensor<?x4x8xf32>
+  return %0, %1 : tensor<?x4x8xf32>, tensor<?x4x8xf32>
+}

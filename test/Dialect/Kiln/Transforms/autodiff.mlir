@@ -2,6 +2,7 @@
 // every parameter.
 // RUN: kiln-opt %s -kiln-autodiff=function=loss | FileCheck %s
 // RUN: kiln-opt %s -kiln-autodiff=function=twice | FileCheck %s --check-prefix=TWICE
+// RUN: kiln-opt %s -kiln-autodiff=function=max_loss | FileCheck %s --check-prefix=MAX
 
 // A linear layer with a summed loss: the seed gradient 1 is spread over the
 // output, then dW = gᵀ·x and db = Σ g; the input (not a parameter) gets no
@@ -40,5 +41,15 @@ func.func @twice(%p: tensor<4xf32> {kiln.kind = "param"},
                  %unused: tensor<2xf32> {kiln.kind = "param"}) -> tensor<f32> {
   %0 = kiln.mul %p, %p : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
   %1 = kiln.reduce sum %0 {axes = array<i64: 0>} : (tensor<4xf32>) -> tensor<f32>
+  return %1 : tensor<f32>
+}
+
+// The gradient of a max reduction is one fused op with the same axes.
+// MAX-LABEL: func.func @max_loss_grad
+// MAX: kiln.reduce max
+// MAX: kiln.reduce_max_grad %{{.+}}, %arg0 {axes = array<i64: 1>, keep_dims} : (tensor<?x1xf32>, tensor<?x8xf32>) -> tensor<?x8xf32>
+func.func @max_loss(%x: tensor<?x8xf32> {kiln.kind = "param"}) -> tensor<f32> {
+  %0 = kiln.reduce max %x {axes = array<i64: 1>, keep_dims} : (tensor<?x8xf32>) -> tensor<?x1xf32>
+  %1 = kiln.reduce sum %0 {axes = array<i64: 0, 1>} : (tensor<?x1xf32>) -> tensor<f32>
   return %1 : tensor<f32>
 }
