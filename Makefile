@@ -6,11 +6,12 @@
 BUILD_DIR ?= build
 LLVM_DIR  ?= /usr/lib/llvm-22
 CMAKE_FLAGS ?=
+ARGS ?=
 
 .PHONY: run test deps configure build clean format
 
 run: build
-	@bash examples/run-main.sh $(BUILD_DIR)
+	@bash examples/run-main.sh $(BUILD_DIR) $(ARGS)
 
 test: build
 	@bash test/run-all.sh $(BUILD_DIR)

@@ -104,7 +104,8 @@ void measure(const std::string &name, const std::string &mode, const Shape &c,
     }
     std::fclose(statm);
   }
-  double residentMiB = double(resident) * double(sysconf(_SC_PAGESIZE)) / (1 << 20);
+  double residentMiB =
+      double(resident) * double(sysconf(_SC_PAGESIZE)) / (1 << 20);
   fmt::print("{:<10} {:<11} {:>9.2f} ms  {:>9.0f} tok/s  {:>6.1f} GFLOP/s  "
              "{:>5.1f}% of peak  peak RSS {:>5.0f} MiB (now {:.0f})\n",
              name, mode, median, c.b * c.t / (median * 1e-3), gflops,

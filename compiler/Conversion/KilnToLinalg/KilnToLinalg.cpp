@@ -885,11 +885,11 @@ struct ReduceMaxGradPattern : KilnPattern<ReduceMaxGradOp> {
     AffineMap gradMap =
         AffineMap::get(rank, 0, gradExprs, rewriter.getContext());
     Value lowest = e.filled(compact, -INFINITY);
-    Value max = e.generic(
-        lowest.getType(), x, lowest, {all, kept}, iterators,
-        [](OpBuilder &b, Location loc, ValueRange args) -> Value {
-          return arith::MaximumFOp::create(b, loc, args[0], args[1]);
-        });
+    Value max =
+        e.generic(lowest.getType(), x, lowest, {all, kept}, iterators,
+                  [](OpBuilder &b, Location loc, ValueRange args) -> Value {
+                    return arith::MaximumFOp::create(b, loc, args[0], args[1]);
+                  });
     auto isMax = [](OpBuilder &b, Location loc, Value v, Value m) {
       return arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ, v, m);
     };
@@ -899,19 +899,19 @@ struct ReduceMaxGradPattern : KilnPattern<ReduceMaxGradOp> {
         [&](OpBuilder &b, Location loc, ValueRange args) -> Value {
           Value one = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(1));
           Value zero = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0));
-          Value add = arith::SelectOp::create(b, loc, isMax(b, loc, args[0], args[1]),
-                                              one, zero);
+          Value add = arith::SelectOp::create(
+              b, loc, isMax(b, loc, args[0], args[1]), one, zero);
           return arith::AddFOp::create(b, loc, args[2], add);
         });
     SmallVector<IteratorType> parallel(rank, IteratorType::parallel);
     Value dx = e.generic(
         resultType(op), ValueRange{x, max, count, adaptor.getGrad()},
-        e.empty(e.sizes(x), e.f32()), {all, kept, kept, gradMap, all},
-        parallel, [&](OpBuilder &b, Location loc, ValueRange args) -> Value {
+        e.empty(e.sizes(x), e.f32()), {all, kept, kept, gradMap, all}, parallel,
+        [&](OpBuilder &b, Location loc, ValueRange args) -> Value {
           Value zero = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0));
           Value share = arith::DivFOp::create(b, loc, args[3], args[2]);
-          return arith::SelectOp::create(b, loc, isMax(b, loc, args[0], args[1]),
-                                         share, zero);
+          return arith::SelectOp::create(
+              b, loc, isMax(b, loc, args[0], args[1]), share, zero);
         });
     rewriter.replaceOp(op, dx);
     return success();
@@ -2248,9 +2248,8 @@ void mlir::kiln::populateKilnToLinalgPatterns(RewritePatternSet &patterns) {
                DropoutPattern, EmbeddingPattern, PositionalEncodingPattern,
                LayerNormPattern, LinearPattern, MatmulPattern, SoftmaxPattern,
                LogSoftmaxPattern, ReducePattern, ReduceMaxGradPattern,
-               ReshapePattern,
-               TransposePattern, SlicePattern, ConcatPattern, ConstantPattern,
-               MultiHeadAttentionPattern, FeedForwardPattern,
+               ReshapePattern, TransposePattern, SlicePattern, ConcatPattern,
+               ConstantPattern, MultiHeadAttentionPattern, FeedForwardPattern,
                LossPattern<CrossEntropyOp>, LossPattern<NLLLossOp>,
                ActivationGradPattern, LayerNormGradPattern, LossGradPattern,
                EmbeddingGradPattern, AttentionPattern, AttentionGradPattern,

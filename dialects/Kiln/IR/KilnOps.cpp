@@ -649,8 +649,8 @@ LogicalResult ReduceMaxGradOp::verify() {
   if (!ok) {
     return emitOpError("expects 'grad' to have the shape of the reduction's "
                        "result ")
-           << RankedTensorType::get(shape, input.getElementType())
-           << ", got " << getGrad().getType();
+           << RankedTensorType::get(shape, input.getElementType()) << ", got "
+           << getGrad().getType();
   }
   return success();
 }

@@ -143,7 +143,8 @@ TEST(Gradients, ReduceMax) {
       return %6 : tensor<f32>
     })");
   for (int64_t rows : {1, 4}) {
-    Tensor x = ref::randomTensor({rows, 4}, 7), w = ref::randomTensor({3, 4}, 8);
+    Tensor x = ref::randomTensor({rows, 4}, 7),
+           w = ref::randomTensor({3, 4}, 8);
     expectGradientsMatch(*jit, {x, w}, {1}, [&](const auto &v) {
       std::vector<double> y(rows * 3);
       for (int64_t r = 0; r < rows; ++r) {
@@ -164,8 +165,7 @@ TEST(Gradients, ReduceMax) {
         columns += m;
       }
       for (int64_t r = 0; r < rows; ++r) {
-        rowsTerm += std::tanh(
-            std::max({y[r * 3], y[r * 3 + 1], y[r * 3 + 2]}));
+        rowsTerm += std::tanh(std::max({y[r * 3], y[r * 3 + 1], y[r * 3 + 2]}));
       }
       return columns * rowsTerm;
     });
