@@ -9,6 +9,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "../common/CommandLine.h"
+
 #include "compiler/DSL/DSL.h"
 #include "compiler/DSL/Models.h"
 #include "compiler/Target/JIT/Generate.h"
@@ -21,8 +23,6 @@
 
 #include <fmt/format.h>
 
-#include <charconv>
-#include <cstring>
 #include <map>
 #include <string>
 
@@ -69,72 +69,32 @@ Trains a character-level GPT on Tiny Shakespeare and prints a sample.
   --seed N           initialization, data and sampling seed (1)
 )";
 
-template <typename T>
-T parseNumber(const std::string &flag, const char *text) {
-  T value{};
-  const char *end = text + std::strlen(text);
-  auto [ptr, ec] = std::from_chars(text, end, value);
-  if (ec != std::errc() || ptr != end) {
-    throw Error(fmt::format("{} needs a number, got '{}'", flag, text));
-  }
-  return value;
-}
-
 Options parseOptions(int argc, char **argv) {
   Options o;
-  std::map<std::string, int64_t *> ints = {{"--steps", &o.steps},
-                                           {"--batch", &o.batch},
-                                           {"--context", &o.context},
-                                           {"--d-model", &o.dModel},
-                                           {"--layers", &o.layers},
-                                           {"--heads", &o.heads},
-                                           {"--warmup", &o.warmup},
-                                           {"--eval-every", &o.evalEvery},
-                                           {"--eval-batches", &o.evalBatches},
-                                           {"--sample", &o.sample},
-                                           {"--top-k", &o.topK}};
-  std::map<std::string, double *> reals = {{"--lr", &o.lr},
-                                           {"--min-lr", &o.minLr},
-                                           {"--dropout", &o.dropout},
-                                           {"--weight-decay", &o.weightDecay},
-                                           {"--temperature", &o.temperature}};
-  std::map<std::string, std::string *> strings = {
-      {"--checkpoint", &o.checkpoint},
-      {"--csv", &o.csv},
-      {"--prompt", &o.prompt},
-      {"--data", &o.data}};
-  for (int i = 1; i < argc; ++i) {
-    std::string flag = argv[i];
-    if (flag == "--help" || flag == "-h") {
-      fmt::print("{}", kUsage);
-      std::exit(0);
-    }
-    if (flag == "--resume") {
-      o.resume = true;
-      continue;
-    }
-    if (flag == "--sample-only") {
-      o.sampleOnly = true;
-      continue;
-    }
-    if (i + 1 >= argc) {
-      throw Error(fmt::format("unknown option or missing value: '{}' (see "
-                              "--help)",
-                              flag));
-    }
-    const char *value = argv[++i];
-    if (auto it = ints.find(flag); it != ints.end()) {
-      *it->second = parseNumber<int64_t>(flag, value);
-    } else if (auto it = reals.find(flag); it != reals.end()) {
-      *it->second = parseNumber<double>(flag, value);
-    } else if (auto it = strings.find(flag); it != strings.end()) {
-      *it->second = value;
-    } else if (flag == "--seed") {
-      o.seed = parseNumber<uint64_t>(flag, value);
-    } else {
-      throw Error(fmt::format("unknown option '{}' (see --help)", flag));
-    }
-  }
+  examples::CommandLine cl;
+  cl.integers = {{"--steps", &o.steps},
+                 {"--batch", &o.batch},
+                 {"--context", &o.context},
+                 {"--d-model", &o.dModel},
+                 {"--layers", &o.layers},
+                 {"--heads", &o.heads},
+                 {"--warmup", &o.warmup},
+                 {"--eval-every", &o.evalEvery},
+                 {"--eval-batches", &o.evalBatches},
+                 {"--sample", &o.sample},
+                 {"--top-k", &o.topK}};
+  cl.unsignedIntegers = {{"--seed", &o.seed}};
+  cl.reals = {{"--lr", &o.lr},
+              {"--min-lr", &o.minLr},
+              {"--dropout", &o.dropout},
+              {"--weight-decay", &o.weightDecay},
+              {"--temperature", &o.temperature}};
+  cl.strings = {{"--checkpoint", &o.checkpoint},
+                {"--csv", &o.csv},
+                {"--prompt", &o.prompt},
+                {"--data", &o.data}};
+  cl.switches = {{"--resume", &o.resume}, {"--sample-only", &o.sampleOnly}};
+  cl.parse(argc, argv, kUsage);
   return o;
 }
 
@@ -168,7 +128,7 @@ void adoptCheckpointConfig(Options &o) {
                               "'{}' in its metadata)",
                               o.checkpoint, key));
     }
-    return parseNumber<int64_t>(key, it->second.c_str());
+    return examples::parseNumber<int64_t>(key, it->second.c_str());
   };
   o.dModel = get("d_model");
   o.layers = get("layers");

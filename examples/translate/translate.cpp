@@ -9,6 +9,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "../common/CommandLine.h"
+
 #include "compiler/DSL/DSL.h"
 #include "compiler/DSL/Models.h"
 #include "compiler/Target/JIT/Generate.h"
@@ -20,8 +22,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <charconv>
-#include <cstring>
 #include <map>
 #include <string>
 
@@ -55,53 +55,19 @@ Trains seed 002's encoder-decoder on Tatoeba English-French pairs.
   --seed N             initialization, shuffle and dropout seed (1)
 )";
 
-template <typename T>
-T parseNumber(const std::string &flag, const char *text) {
-  T value{};
-  const char *end = text + std::strlen(text);
-  auto [ptr, ec] = std::from_chars(text, end, value);
-  if (ec != std::errc() || ptr != end) {
-    throw Error(fmt::format("{} needs a number, got '{}'", flag, text));
-  }
-  return value;
-}
-
 Options parseOptions(int argc, char **argv) {
   Options o;
-  std::map<std::string, int64_t *> ints = {
-      {"--epochs", &o.epochs}, {"--batch", &o.batch}, {"--d-model", &o.dModel},
-      {"--layers", &o.layers}, {"--heads", &o.heads}, {"--d-ff", &o.dFF},
-      {"--warmup", &o.warmup}, {"--show", &o.show}};
-  std::map<std::string, double *> reals = {
-      {"--lr", &o.lr},
-      {"--dropout", &o.dropout},
-      {"--label-smoothing", &o.labelSmoothing}};
-  for (int i = 1; i < argc; ++i) {
-    std::string flag = argv[i];
-    if (flag == "--help" || flag == "-h") {
-      fmt::print("{}", kUsage);
-      std::exit(0);
-    }
-    if (i + 1 >= argc) {
-      throw Error(fmt::format("unknown option or missing value: '{}' (see "
-                              "--help)",
-                              flag));
-    }
-    const char *value = argv[++i];
-    if (auto it = ints.find(flag); it != ints.end()) {
-      *it->second = parseNumber<int64_t>(flag, value);
-    } else if (auto it = reals.find(flag); it != reals.end()) {
-      *it->second = parseNumber<double>(flag, value);
-    } else if (flag == "--csv") {
-      o.csv = value;
-    } else if (flag == "--data") {
-      o.data = value;
-    } else if (flag == "--seed") {
-      o.seed = parseNumber<uint64_t>(flag, value);
-    } else {
-      throw Error(fmt::format("unknown option '{}' (see --help)", flag));
-    }
-  }
+  examples::CommandLine cl;
+  cl.integers = {{"--epochs", &o.epochs},  {"--batch", &o.batch},
+                 {"--d-model", &o.dModel}, {"--layers", &o.layers},
+                 {"--heads", &o.heads},    {"--d-ff", &o.dFF},
+                 {"--warmup", &o.warmup},  {"--show", &o.show}};
+  cl.unsignedIntegers = {{"--seed", &o.seed}};
+  cl.reals = {{"--lr", &o.lr},
+              {"--dropout", &o.dropout},
+              {"--label-smoothing", &o.labelSmoothing}};
+  cl.strings = {{"--csv", &o.csv}, {"--data", &o.data}};
+  cl.parse(argc, argv, kUsage);
   return o;
 }
 

@@ -777,6 +777,30 @@ struct SoftmaxLikePattern : KilnPattern<Op> {
 using SoftmaxPattern = SoftmaxLikePattern<SoftmaxOp, false>;
 using LogSoftmaxPattern = SoftmaxLikePattern<LogSoftmaxOp, true>;
 
+/// The loops of a reduction of `x` over `axes`: which dimensions are
+/// reduced, the iterator types, and the kept dimensions with their sizes.
+struct ReductionLoops {
+  ReductionLoops(Emitter &e, Value x, ArrayRef<int64_t> axes) {
+    int64_t rank = Emitter::type(x).getRank();
+    reduced.assign(rank, false);
+    for (int64_t axis : axes) {
+      reduced[axis < 0 ? axis + rank : axis] = true;
+    }
+    for (int64_t d = 0; d < rank; ++d) {
+      iterators.push_back(reduced[d] ? IteratorType::reduction
+                                     : IteratorType::parallel);
+      if (!reduced[d]) {
+        keptSizes.push_back(e.size(x, d));
+        keptDims.push_back(d);
+      }
+    }
+  }
+  SmallVector<bool> reduced;
+  SmallVector<IteratorType> iterators;
+  SmallVector<int64_t> keptDims;
+  SmallVector<OpFoldResult> keptSizes;
+};
+
 struct ReducePattern : KilnPattern<ReduceOp> {
   using KilnPattern::KilnPattern;
   LogicalResult
@@ -784,25 +808,12 @@ struct ReducePattern : KilnPattern<ReduceOp> {
                   ConversionPatternRewriter &rewriter) const override {
     Emitter e{rewriter, op.getLoc()};
     Value x = adaptor.getInput();
-    auto inType = Emitter::type(x);
-    int64_t rank = inType.getRank();
-    SmallVector<bool> reduced(rank, false);
-    for (int64_t axis : op.getAxes()) {
-      reduced[axis < 0 ? axis + rank : axis] = true;
-    }
-    SmallVector<OpFoldResult> shape;
-    SmallVector<int64_t> keptDims;
-    SmallVector<IteratorType> iterators;
-    SmallVector<int64_t> compactShape;
-    for (int64_t d = 0; d < rank; ++d) {
-      iterators.push_back(reduced[d] ? IteratorType::reduction
-                                     : IteratorType::parallel);
-      if (!reduced[d]) {
-        shape.push_back(e.size(x, d));
-        keptDims.push_back(d);
-        compactShape.push_back(inType.getDimSize(d));
-      }
-    }
+    int64_t rank = Emitter::type(x).getRank();
+    ReductionLoops loops(e, x, op.getAxes());
+    ArrayRef<bool> reduced = loops.reduced;
+    ArrayRef<OpFoldResult> shape = loops.keptSizes;
+    ArrayRef<int64_t> keptDims = loops.keptDims;
+    ArrayRef<IteratorType> iterators = loops.iterators;
     bool isMax = op.getKind() == ReduceKind::max;
     Value acc = e.filled(shape, isMax ? -INFINITY : 0.0);
     Value result = e.generic(
@@ -862,26 +873,19 @@ struct ReduceMaxGradPattern : KilnPattern<ReduceMaxGradOp> {
     Emitter e{rewriter, op.getLoc()};
     Value x = adaptor.getInput();
     int64_t rank = Emitter::type(x).getRank();
-    SmallVector<bool> reduced(rank, false);
-    for (int64_t axis : op.getAxes()) {
-      reduced[axis < 0 ? axis + rank : axis] = true;
-    }
-    SmallVector<OpFoldResult> compact;
-    SmallVector<int64_t> keptDims;
-    SmallVector<IteratorType> iterators;
+    ReductionLoops loops(e, x, op.getAxes());
+    ArrayRef<OpFoldResult> compact = loops.keptSizes;
+    ArrayRef<IteratorType> iterators = loops.iterators;
+    // grad is indexed by the kept dimensions (and 0 for kept reduced ones).
     SmallVector<AffineExpr> gradExprs;
     for (int64_t d = 0; d < rank; ++d) {
-      iterators.push_back(reduced[d] ? IteratorType::reduction
-                                     : IteratorType::parallel);
-      if (!reduced[d]) {
-        compact.push_back(e.size(x, d));
-        keptDims.push_back(d);
+      if (!loops.reduced[d]) {
         gradExprs.push_back(rewriter.getAffineDimExpr(d));
       } else if (op.getKeepDims()) {
         gradExprs.push_back(rewriter.getAffineConstantExpr(0));
       }
     }
-    AffineMap all = e.identity(rank), kept = e.select(rank, keptDims);
+    AffineMap all = e.identity(rank), kept = e.select(rank, loops.keptDims);
     AffineMap gradMap =
         AffineMap::get(rank, 0, gradExprs, rewriter.getContext());
     Value lowest = e.filled(compact, -INFINITY);

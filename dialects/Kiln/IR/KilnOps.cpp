@@ -558,6 +558,28 @@ LogicalResult LogSoftmaxOp::verify() {
   return verifyAxis(*this, getAxis(), getInput().getType());
 }
 
+/// The type of `input` reduced over `axes` (out-of-range axes ignored; the
+/// verifier reports them): the axes dropped, or kept with size 1.
+static RankedTensorType reducedType(RankedTensorType input,
+                                    ArrayRef<int64_t> axes, bool keepDims) {
+  int64_t rank = input.getRank();
+  SmallVector<bool> reduced(rank, false);
+  for (int64_t axis : axes) {
+    if (auto normalized = shape::normalizeAxis(axis, rank)) {
+      reduced[*normalized] = true;
+    }
+  }
+  SmallVector<int64_t> shape;
+  for (int64_t i = 0; i < rank; ++i) {
+    if (!reduced[i]) {
+      shape.push_back(input.getDimSize(i));
+    } else if (keepDims) {
+      shape.push_back(1);
+    }
+  }
+  return RankedTensorType::get(shape, input.getElementType());
+}
+
 LogicalResult ReduceOp::inferReturnTypes(MLIRContext *,
                                          std::optional<Location> loc,
                                          Adaptor adaptor,
@@ -566,22 +588,8 @@ LogicalResult ReduceOp::inferReturnTypes(MLIRContext *,
   if (failed(input)) {
     return failure();
   }
-  int64_t rank = input->getRank();
-  SmallVector<bool> reduced(rank, false);
-  for (int64_t axis : adaptor.getAxes()) {
-    if (auto normalized = shape::normalizeAxis(axis, rank)) {
-      reduced[*normalized] = true;
-    }
-  }
-  SmallVector<int64_t> shape;
-  for (int64_t i = 0; i < rank; ++i) {
-    if (!reduced[i]) {
-      shape.push_back(input->getDimSize(i));
-    } else if (adaptor.getKeepDims()) {
-      shape.push_back(1);
-    }
-  }
-  inferred.push_back(RankedTensorType::get(shape, input->getElementType()));
+  inferred.push_back(
+      reducedType(*input, adaptor.getAxes(), adaptor.getKeepDims()));
   return success();
 }
 
@@ -628,29 +636,17 @@ LogicalResult ReduceMaxGradOp::verify() {
     return failure();
   }
   // grad has the shape of the reduction's result.
-  auto input = tensorType(getInput());
-  SmallVector<bool> reduced(input.getRank(), false);
-  for (int64_t axis : getAxes()) {
-    reduced[*shape::normalizeAxis(axis, input.getRank())] = true;
-  }
-  SmallVector<int64_t> shape;
-  for (int64_t i = 0; i < input.getRank(); ++i) {
-    if (!reduced[i]) {
-      shape.push_back(input.getDimSize(i));
-    } else if (getKeepDims()) {
-      shape.push_back(1);
-    }
-  }
+  RankedTensorType expected =
+      reducedType(tensorType(getInput()), getAxes(), getKeepDims());
   auto grad = tensorType(getGrad());
-  bool ok = grad.getRank() == int64_t(shape.size());
-  for (size_t i = 0; ok && i < shape.size(); ++i) {
-    ok = shape::compatible(grad.getDimSize(i), shape[i]);
+  bool ok = grad.getRank() == expected.getRank();
+  for (int64_t i = 0; ok && i < expected.getRank(); ++i) {
+    ok = shape::compatible(grad.getDimSize(i), expected.getDimSize(i));
   }
   if (!ok) {
     return emitOpError("expects 'grad' to have the shape of the reduction's "
                        "result ")
-           << RankedTensorType::get(shape, input.getElementType()) << ", got "
-           << getGrad().getType();
+           << expected << ", got " << getGrad().getType();
   }
   return success();
 }
