@@ -26,6 +26,7 @@ llvm_config.add_tool_substitutions(
         "kiln-example-tiny-lm",
         "kiln-example-shakespeare",
         "kiln-example-translate",
+        "kiln-example-custom-loop",
     ],
     [os.path.join(config.kiln_obj_root, "examples")],
 )
