@@ -176,6 +176,15 @@ Var layerNorm(Var x, Var gamma, Var beta, LayerNormOptions options,
                                toKiln(options.mode));
 }
 
+/// A key-padding mask, when given, is i1/i32/i64.
+static void checkKeyPaddingMask(const AttentionOptions &options, const char *op,
+                                const SourceLoc &loc) {
+  if (options.keyPaddingMask) {
+    checkDType(options.keyPaddingMask, {DType::i1, DType::i32, DType::i64}, op,
+               "key_padding_mask", "a mask, non-zero = attend", loc);
+  }
+}
+
 Var multiHeadAttention(Var query, Var keyValue, const AttentionWeights &weights,
                        const AttentionOptions &options, SourceLoc loc) {
   const char *op = "multiHeadAttention";
@@ -192,10 +201,7 @@ Var multiHeadAttention(Var query, Var keyValue, const AttentionWeights &weights,
        {weights.bv, "bv", Role::optionalTensor},
        {weights.bo, "bo", Role::optionalTensor},
        {options.keyPaddingMask, "key_padding_mask", Role::optionalTensor}});
-  if (options.keyPaddingMask) {
-    checkDType(options.keyPaddingMask, {DType::i1, DType::i32, DType::i64}, op,
-               "key_padding_mask", "a mask, non-zero = attend", loc);
-  }
+  checkKeyPaddingMask(options, op, loc);
   DropoutSite site = dropoutSite(graph, options.dropout, op, loc);
   mlir::OpBuilder &b = builderOf(graph);
   return emit<mk::MultiHeadAttentionOp>(
@@ -218,10 +224,7 @@ Var attention(Var query, Var key, Var value, const AttentionOptions &options,
        {key, "key"},
        {value, "value"},
        {options.keyPaddingMask, "key_padding_mask", Role::optionalTensor}});
-  if (options.keyPaddingMask) {
-    checkDType(options.keyPaddingMask, {DType::i1, DType::i32, DType::i64}, op,
-               "key_padding_mask", "a mask, non-zero = attend", loc);
-  }
+  checkKeyPaddingMask(options, op, loc);
   DropoutSite site = dropoutSite(graph, options.dropout, op, loc);
   mlir::OpBuilder &b = builderOf(graph);
   return emit<mk::AttentionOp>(

@@ -3,6 +3,7 @@
 #include "runtime/Safetensors.h"
 
 #include "test/Unit/Runtime/ExpectError.h"
+#include "test/Unit/Runtime/TempDirTest.h"
 
 #include <gtest/gtest.h>
 
@@ -39,24 +40,8 @@ Bytes fileWithHeader(const std::string &header, const Bytes &data = {}) {
   return bytes;
 }
 
-/// Every test works in its own directory, removed afterwards.
-class SafetensorsTest : public ::testing::Test {
+class SafetensorsTest : public kiln::test::TempDirTest {
 protected:
-  void SetUp() override {
-    const ::testing::TestInfo *info =
-        ::testing::UnitTest::GetInstance()->current_test_info();
-    directory_ = fs::temp_directory_path() /
-                 ("kiln-runtime-test-" + std::to_string(::getpid()) + "-" +
-                  info->name());
-    fs::remove_all(directory_);
-    fs::create_directories(directory_);
-  }
-  void TearDown() override { fs::remove_all(directory_); }
-
-  std::string path(const std::string &name) const {
-    return (directory_ / name).string();
-  }
-
   static void writeBytes(const std::string &path, const Bytes &bytes) {
     std::ofstream out(path, std::ios::binary);
     out.write(reinterpret_cast<const char *>(bytes.data()),
@@ -97,8 +82,6 @@ protected:
           << "message: " << message << "\nexpected to contain: " << fragment;
     }
   }
-
-  fs::path directory_;
 };
 
 //===----------------------------------------------------------------------===//

@@ -11,6 +11,7 @@
 #include "runtime/TrainingLoop.h"
 
 #include "test/Unit/Runtime/ExpectError.h"
+#include "test/Unit/Runtime/TempDirTest.h"
 
 #include <gtest/gtest.h>
 
@@ -84,23 +85,7 @@ TEST(LrSchedule, Describe) {
 
 namespace {
 
-class TrainingTest : public ::testing::Test {
-protected:
-  void SetUp() override {
-    const ::testing::TestInfo *info =
-        ::testing::UnitTest::GetInstance()->current_test_info();
-    directory_ = fs::temp_directory_path() /
-                 ("kiln-training-test-" + std::to_string(::getpid()) + "-" +
-                  info->name());
-    fs::remove_all(directory_);
-    fs::create_directories(directory_);
-  }
-  void TearDown() override { fs::remove_all(directory_); }
-  std::string path(const std::string &name) const {
-    return (directory_ / name).string();
-  }
-  fs::path directory_;
-};
+using TrainingTest = kiln::test::TempDirTest;
 
 /// Parameters w [4], optimizer state "w.momentum" [4], a data generator: a
 /// step draws a random x, computes the loss (w·x - t·x)² for the fixed target
