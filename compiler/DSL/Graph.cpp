@@ -9,6 +9,7 @@
 #include "compiler/DSL/Graph.h"
 #include "compiler/DSL/Internal.h"
 #include "compiler/InitAll.h"
+#include "dialects/Kiln/IR/KilnDialect.h"
 
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Diagnostics.h"
@@ -312,6 +313,26 @@ Var Graph::scalarInput(std::string name, SourceLoc loc) {
                      {name, ArgKind::input, {}, DType::i64, false}, type, loc);
 }
 
+/// Appends `param` to the module's `kiln.parameters` attribute, which carries
+/// the declared parameters and their initializers to the compilers.
+static void recordParameter(Module &module, const ParamSpec &param) {
+  mlir::ModuleOp op = module.op();
+  mlir::Builder b(op.getContext());
+  llvm::SmallVector<mlir::Attribute> all;
+  if (auto existing =
+          op->getAttrOfType<mlir::ArrayAttr>(mlir::kiln::kParametersAttr)) {
+    all.append(existing.begin(), existing.end());
+  }
+  all.push_back(b.getDictionaryAttr({
+      b.getNamedAttr("name", b.getStringAttr(param.name)),
+      b.getNamedAttr("shape", b.getDenseI64ArrayAttr(param.shape)),
+      b.getNamedAttr("init", b.getI64IntegerAttr(int64_t(param.init.kind))),
+      b.getNamedAttr("a", b.getF64FloatAttr(param.init.a)),
+      b.getNamedAttr("b", b.getF64FloatAttr(param.init.b)),
+  }));
+  op->setAttr(mlir::kiln::kParametersAttr, b.getArrayAttr(all));
+}
+
 Var Graph::param(std::string name, Shape shape, Init init, SourceLoc loc) {
   if (name.empty()) {
     fail(loc, "parameter names must not be empty");
@@ -339,6 +360,7 @@ Var Graph::param(std::string name, Shape shape, Init init, SourceLoc loc) {
   } else {
     table.paramIndex[fullName] = table.params.size();
     table.params.push_back({fullName, shape, init});
+    recordParameter(module(), table.params.back());
   }
   auto type = mlir::RankedTensorType::get(
       shape, mlir::Float32Type::get(&module().context()));

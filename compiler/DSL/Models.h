@@ -13,6 +13,7 @@
 #define KILN_COMPILER_DSL_MODELS_H
 
 #include "compiler/DSL/NN.h"
+#include "runtime/Generate.h"
 
 namespace kiln::dsl::models {
 
@@ -200,6 +201,14 @@ Graph &addEncDecEncode(Module &module, const nn::TransformerConfig &config,
 Graph &addEncDecDecode(Module &module, const nn::TransformerConfig &config,
                        std::string name = "decode",
                        SourceLoc loc = SourceLoc::current());
+
+/// The sizes generateGpt and translateGreedy (runtime/Generate.h) need.
+inline GptShape decodeShape(const GptConfig &c) {
+  return {c.vocabSize, c.maxSeqLen, c.numLayers, c.dModel};
+}
+inline EncDecShape decodeShape(const nn::TransformerConfig &c) {
+  return {c.tgtVocab, c.numDecoderLayers, c.block.dModel};
+}
 
 } // namespace kiln::dsl::models
 

@@ -123,4 +123,35 @@ def KilnFuseElementwisePass : Pass<"kiln-fuse-elementwise"> {
   let dependentDialects = ["::mlir::linalg::LinalgDialect"];
 }
 
+def KilnOutlineKernelsPass : Pass<"kiln-outline-kernels", "::mlir::ModuleOp"> {
+  let summary = "Move each linalg op on buffers into a private kernel function, "
+                "one per distinct op";
+  let description = [{
+    After bufferization, replaces every linalg op (with the constants its
+    body uses) by a call to a private, never-inlined function that holds
+    only that op, and gives identical ops (same op, attributes, body and
+    operand types) the same function. The layers of a model repeat, so the
+    number of kernels, and with it the time spent vectorizing and optimizing
+    them, stops growing with the depth; and no function handed to LLVM is
+    larger than one op's loop nest.
+
+    ```mlir
+    // Two identical linalg.generic ops on memref<4x8xf32> become
+    func.call @kiln_kernel_0(%a, %b) : (memref<4x8xf32>, memref<4x8xf32>) -> ()
+    func.call @kiln_kernel_0(%b, %c) : (memref<4x8xf32>, memref<4x8xf32>) -> ()
+    ```
+  }];
+  let dependentDialects = ["::mlir::func::FuncDialect"];
+}
+
+def KilnApplyNoAliasPass : Pass<"kiln-apply-noalias", "::mlir::ModuleOp"> {
+  let summary = "Mark the kernel buffers that never overlap as noalias";
+  let description = [{
+    Runs after func-to-llvm: puts `llvm.noalias` on the aligned pointers that
+    kiln-outline-kernels found never to overlap a written buffer at any call
+    (recorded in the kernel's `kiln.noalias_args`), so that LLVM may keep
+    loaded values in registers across stores.
+  }];
+}
+
 #endif // KILN_COMPILER_PIPELINES_PASSES_TD

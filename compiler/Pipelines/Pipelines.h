@@ -25,6 +25,11 @@ namespace kiln {
 
 /// The textual pass pipeline (without the `builtin.module(...)` wrapper)
 /// from kiln to linalg on tensors.
+/// The argument attribute that marks a kernel's buffer argument as
+/// overlapping no other argument written by the kernel (see
+/// kiln-outline-kernels).
+constexpr llvm::StringLiteral kNoAliasArgAttr = "kiln.noalias";
+
 std::string kilnToLinalgPipeline();
 /// The textual pass pipeline from linalg on tensors (the output of
 /// kiln-to-linalg) to the LLVM dialect: bufferization, loops, LLVM.

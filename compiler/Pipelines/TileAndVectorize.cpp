@@ -217,10 +217,18 @@ Value baseOf(Value memref) {
   return memref;
 }
 
+/// Is `v` a kernel's buffer argument that overlaps no other one?
+bool isNoAliasArgument(Value v) {
+  auto arg = dyn_cast<BlockArgument>(v);
+  auto func = arg ? dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp())
+                  : func::FuncOp();
+  return func && func.getArgAttr(arg.getArgNumber(), kiln::kNoAliasArgAttr);
+}
+
 /// Moves a transfer_read/transfer_write pair of a loop-invariant tile of a
-/// fresh allocation out of `loop`, carrying the vector as an iteration
-/// argument. The allocation must not be touched by anything else in the
-/// loop, and, being fresh, cannot alias the loop's other memrefs.
+/// fresh allocation (or of a kernel argument that overlaps no other) out of
+/// `loop`, carrying the vector as an iteration argument. The buffer must not
+/// be touched by anything else in the loop.
 void hoistTransferPairs(RewriterBase &rewriter, scf::ForOp loop) {
   bool changed = true;
   while (changed) {
@@ -234,7 +242,7 @@ void hoistTransferPairs(RewriterBase &rewriter, scf::ForOp loop) {
         continue;
       }
       Value base = baseOf(source);
-      if (!base.getDefiningOp<memref::AllocOp>()) {
+      if (!base.getDefiningOp<memref::AllocOp>() && !isNoAliasArgument(base)) {
         continue;
       }
       vector::TransferWriteOp write;

@@ -132,7 +132,7 @@ void benchTrain(const std::string &name, const dsl::Module &module,
   OptimizerConfig adamw;
   adamw.weightDecay = 0.01;
   auto start = std::chrono::steady_clock::now();
-  Trainer trainer(module, "loss", adamw, 1);
+  Trainer trainer(compileTraining(module, "loss", adamw), 1);
   fmt::print(
       "{}: training step compiled in {:.1f} s\n", name,
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)

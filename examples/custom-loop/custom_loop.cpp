@@ -9,10 +9,10 @@
 
 #include "compiler/DSL/DSL.h"
 #include "compiler/DSL/Models.h"
-#include "compiler/Target/JIT/Generate.h"
 #include "compiler/Target/JIT/Trainer.h"
 #include "runtime/Data.h"
 #include "runtime/Error.h"
+#include "runtime/Generate.h"
 #include "runtime/TrainingLoop.h"
 
 #include <fmt/format.h>
@@ -43,7 +43,8 @@ int main(int argc, char **argv) try {
   dsl::models::addGptLoss(module, config, {.training = true}, "loss");
   dsl::models::addGptLoss(module, config, {}, "eval_loss"); // no dropout
   dsl::models::addGptDecode(module, config);                // for sampling
-  Trainer trainer(module, "loss", {.kind = "adamw", .weightDecay = 0.1});
+  Trainer trainer(
+      compileTraining(module, "loss", {.kind = "adamw", .weightDecay = 0.1}));
 
   CharDataset data = CharDataset::fromFile(
       KILN_SOURCE_DIR "/examples/data/tinyshakespeare.txt");
@@ -81,7 +82,7 @@ int main(int argc, char **argv) try {
   Rng sampling(1);
   std::vector<int64_t> text = generateGpt(
       [&](auto &graph, auto &inputs) { return trainer.run(graph, inputs); },
-      config, data.vocab().encode("ROMEO:"), 200,
+      dsl::models::decodeShape(config), data.vocab().encode("ROMEO:"), 200,
       {.temperature = 0.8, .topK = 10}, sampling);
   // --- end of the README's code ---
 

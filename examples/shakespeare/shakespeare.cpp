@@ -13,11 +13,11 @@
 
 #include "compiler/DSL/DSL.h"
 #include "compiler/DSL/Models.h"
-#include "compiler/Target/JIT/Generate.h"
 #include "compiler/Target/JIT/Trainer.h"
 #include "runtime/Checkpoint.h"
 #include "runtime/Data.h"
 #include "runtime/Error.h"
+#include "runtime/Generate.h"
 #include "runtime/Safetensors.h"
 #include "runtime/TrainingLoop.h"
 
@@ -165,12 +165,14 @@ int main(int argc, char **argv) try {
              "{}, dropout {}\n",
              config.vocabSize, config.dModel, config.numLayers, config.numHeads,
              config.maxSeqLen, config.dropout);
-  Trainer trainer(module, "loss", adamw, o.seed);
+  auto compiled = compileTraining(module, "loss", adamw);
+  const JitModule &jit = *compiled;
+  Trainer trainer(compiled, o.seed);
   fmt::print("{} parameters; compiled in {:.1f} s (MLIR {:.1f} s, LLVM {:.1f} "
              "s)\n",
              trainer.parameters().numParameters(),
-             trainer.jit().pipelineSeconds() + trainer.jit().codegenSeconds(),
-             trainer.jit().pipelineSeconds(), trainer.jit().codegenSeconds());
+             jit.pipelineSeconds() + jit.codegenSeconds(),
+             jit.pipelineSeconds(), jit.codegenSeconds());
 
   auto evaluate = [&] {
     Rng rng(o.seed + 1000); // the same validation windows every time
@@ -226,7 +228,8 @@ int main(int argc, char **argv) try {
         [&](const std::string &graph, const std::map<std::string, Arg> &in) {
           return trainer.run(graph, in);
         },
-        config, prompt, o.sample, {o.temperature, o.topK}, rng,
+        dsl::models::decodeShape(config), prompt, o.sample,
+        {o.temperature, o.topK}, rng,
         [&](int64_t token) {
           fmt::print("{}", data.vocab().decode({token}));
           std::fflush(stdout);

@@ -13,10 +13,10 @@
 
 #include "compiler/DSL/DSL.h"
 #include "compiler/DSL/Models.h"
-#include "compiler/Target/JIT/Generate.h"
 #include "compiler/Target/JIT/Trainer.h"
 #include "runtime/Data.h"
 #include "runtime/Error.h"
+#include "runtime/Generate.h"
 #include "runtime/TrainingLoop.h"
 
 #include <fmt/format.h>
@@ -113,13 +113,15 @@ int main(int argc, char **argv) try {
              "French words\n",
              data.size(Split::train), data.size(Split::validation),
              srcVocab.size(), tgtVocab.size());
-  Trainer trainer(module, "loss", adamw, o.seed);
+  auto compiled = compileTraining(module, "loss", adamw);
+  const JitModule &jit = *compiled;
+  Trainer trainer(compiled, o.seed);
   fmt::print("seed 002 Transformer: d_model {}, {}+{} layers, {} heads, d_ff "
              "{}, dropout {}, label smoothing {}; {} parameters, compiled in "
              "{:.1f} s\n",
              o.dModel, o.layers, o.layers, o.heads, o.dFF, o.dropout,
              o.labelSmoothing, trainer.parameters().numParameters(),
-             trainer.jit().pipelineSeconds() + trainer.jit().codegenSeconds());
+             jit.pipelineSeconds() + jit.codegenSeconds());
 
   size_t trainPairs = data.size(Split::train);
   int64_t perEpoch = int64_t((trainPairs + o.batch - 1) / o.batch);
@@ -196,7 +198,8 @@ int main(int argc, char **argv) try {
         [&](const std::string &graph, const std::map<std::string, Arg> &in) {
           return trainer.run(graph, in);
         },
-        config, b.src, b.srcMask, WordVocab::bos, WordVocab::eos, 24);
+        dsl::models::decodeShape(config), b.src, b.srcMask, WordVocab::bos,
+        WordVocab::eos, 24);
     for (size_t i = 0; i < shown; ++i) {
       const SentencePair &pair = data.pair(Split::validation, i);
       fmt::print("  {}\n    reference: {}\n    kiln:      {}\n", pair.source,

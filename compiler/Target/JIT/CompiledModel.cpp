@@ -16,10 +16,7 @@ CompiledModel::CompiledModel(const dsl::Module &module, uint64_t seed,
                              const JitOptions &options) {
   module.verify();
   jit_ = JitModule::compileCached(module.op(), options);
-  Rng rng(seed);
-  for (const dsl::ParamSpec &spec : module.params()) {
-    parameters_.add(spec.name, spec.shape, spec.init, rng);
-  }
+  parameters_ = jit_->initParameters(seed);
 }
 
 std::vector<Tensor>

@@ -1,9 +1,9 @@
-//===- Trainer.h - Run compiled training steps of a DSL model ----*- C++
+//===- Trainer.h - Compile training steps of DSL models ----------*- C++
 //-*-===//
 //
 // Compiles a loss graph of a DSL module into one training step (loss,
-// gradients, clipping, optimizer update; kiln-training-step) and runs it,
-// keeping the parameters and the optimizer state in stores.
+// gradients, clipping, optimizer update; kiln-training-step), for
+// kiln::Trainer (runtime/Trainer.h) to run.
 //
 //===----------------------------------------------------------------------===//
 
@@ -11,10 +11,8 @@
 #define KILN_COMPILER_TARGET_JIT_TRAINER_H
 
 #include "compiler/Target/JIT/Jit.h"
-#include "runtime/ParameterStore.h"
-#include "runtime/TrainingLoop.h"
+#include "runtime/Trainer.h"
 
-#include <map>
 #include <memory>
 #include <string>
 
@@ -32,49 +30,18 @@ struct OptimizerConfig {
   double clipNorm = 0.0; ///< clip the gradients' global norm (0: off)
 };
 
-class Trainer {
-public:
-  /// Compiles `lossGraph` of `module` (its first result a scalar loss) with
-  /// the optimizer, and every other graph of the module as it is (an
-  /// evaluation loss, a forward pass: run() calls them on the parameters
-  /// being trained). Initializes the parameters from `seed` and the
-  /// optimizer state to zero.
-  Trainer(const dsl::Module &module, const std::string &lossGraph,
-          const OptimizerConfig &optimizer, uint64_t seed = 0,
-          const JitOptions &options = {});
+/// The pass pipeline that adds "train_step" for `lossGraph` (its first
+/// result a scalar loss) with `optimizer`.
+std::string trainingStepPipeline(const std::string &lossGraph,
+                                 const OptimizerConfig &optimizer);
 
-  /// One step with learning rate `lr` on `inputs` (by name); returns the
-  /// loss. A training-mode graph's dropout "seed" is derived from the
-  /// trainer's seed and the step unless `inputs` gives one, so a run is
-  /// reproducible and a resumed run draws the same masks. Throws
-  /// kiln::Error, and changes nothing, when the loss is not finite.
-  float step(const std::map<std::string, Arg> &inputs, float lr);
-
-  /// Runs another graph of the module (evaluation, forward) on the current
-  /// parameters.
-  std::vector<Tensor> run(const std::string &graph,
-                          const std::map<std::string, Arg> &inputs) const;
-
-  /// Hooks for runTraining(): step s trains on `batch(s)` with the
-  /// schedule's rate; checkpoints hold the parameters, the optimizer state
-  /// and the step count. Add the data generators (rngs) and an evaluation.
-  TrainingHooks
-  hooks(std::function<std::map<std::string, Arg>(int64_t step)> batch);
-
-  ParameterStore &parameters() { return parameters_; }
-  ParameterStore &state() { return state_; }
-  /// Steps taken so far (Adam's bias correction uses it).
-  int64_t steps() const { return steps_; }
-  /// Sets the count, as when resuming from a checkpoint.
-  void setSteps(int64_t steps);
-  const JitModule &jit() const { return *jit_; }
-
-private:
-  std::shared_ptr<JitModule> jit_;
-  ParameterStore parameters_, state_;
-  uint64_t seed_;
-  int64_t steps_ = 0;
-};
+/// Compiles every graph of `module` as it is (an evaluation loss, a forward
+/// pass, decoding) plus "train_step" for `lossGraph`; once per process for
+/// the same module. Throws kiln::Error when there is no such graph.
+std::shared_ptr<JitModule> compileTraining(const dsl::Module &module,
+                                           const std::string &lossGraph,
+                                           const OptimizerConfig &optimizer,
+                                           const JitOptions &options = {});
 
 } // namespace kiln
 

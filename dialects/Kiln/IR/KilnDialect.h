@@ -16,4 +16,12 @@
 #define GET_ATTRDEF_CLASSES
 #include "dialects/Kiln/IR/KilnOpsAttributes.h.inc"
 
+namespace mlir::kiln {
+/// The module attribute listing a model's parameters in declaration order:
+/// an array of {name, shape, init, a, b} dictionaries (`init` is the
+/// kiln::Init::Kind, `a` and `b` its arguments), written by the DSL and read
+/// by the compilers, which initialize parameters from it.
+constexpr llvm::StringLiteral kParametersAttr = "kiln.parameters";
+} // namespace mlir::kiln
+
 #endif // KILN_DIALECTS_KILN_IR_KILNDIALECT_H

@@ -12,8 +12,8 @@
 #include "compiler/DSL/DSL.h"
 #include "compiler/DSL/Models.h"
 #include "compiler/Target/JIT/CompiledModel.h"
-#include "compiler/Target/JIT/Generate.h"
 #include "runtime/Error.h"
+#include "runtime/Generate.h"
 
 #include <gtest/gtest.h>
 
@@ -101,9 +101,9 @@ TEST(Generate, GptSamplingMatchesANaiveLoop) {
   SamplingOptions sampling{.temperature = 1.0, .topK = 5};
   Rng rng(1);
   std::vector<int64_t> streamed;
-  std::vector<int64_t> got =
-      generateGpt(runner(model), config, prompt, 14, sampling, rng,
-                  [&](int64_t token) { streamed.push_back(token); });
+  std::vector<int64_t> got = generateGpt(
+      runner(model), dsl::models::decodeShape(config), prompt, 14, sampling,
+      rng, [&](int64_t token) { streamed.push_back(token); });
   EXPECT_EQ(got, streamed);
 
   // The naive loop: the whole context through the forward graph per token;
@@ -132,11 +132,15 @@ TEST(Generate, GptSamplingMatchesANaiveLoop) {
   EXPECT_GT(std::unique(expected.begin(), expected.end()) - expected.begin(),
             2);
 
-  EXPECT_THROW(generateGpt(runner(model), config, {}, 3, {}, rng), Error);
-  EXPECT_THROW(generateGpt(runner(model), config, {11}, 3, {}, rng), Error);
-  EXPECT_THROW(
-      generateGpt(runner(model), config, {1}, 3, {.temperature = -1}, rng),
-      Error);
+  EXPECT_THROW(generateGpt(runner(model), dsl::models::decodeShape(config), {},
+                           3, {}, rng),
+               Error);
+  EXPECT_THROW(generateGpt(runner(model), dsl::models::decodeShape(config),
+                           {11}, 3, {}, rng),
+               Error);
+  EXPECT_THROW(generateGpt(runner(model), dsl::models::decodeShape(config), {1},
+                           3, {.temperature = -1}, rng),
+               Error);
 }
 
 TEST(Generate, EncDecDecodeAndGreedyTranslationMatchTheForwardPass) {
@@ -162,7 +166,8 @@ TEST(Generate, EncDecDecodeAndGreedyTranslationMatchTheForwardPass) {
     mask.data<bool>()[i] = i / s == 0 || i % s < 3; // row 1 has 2 pads
   }
   std::vector<std::vector<int64_t>> got =
-      translateGreedy(runner(model), config, src, mask, bos, eos, maxLength);
+      translateGreedy(runner(model), dsl::models::decodeShape(config), src,
+                      mask, bos, eos, maxLength);
 
   // Naive greedy: the forward graph over the whole target prefix per step.
   for (int64_t r = 0; r < b; ++r) {
@@ -190,7 +195,7 @@ TEST(Generate, EncDecDecodeAndGreedyTranslationMatchTheForwardPass) {
     }
     EXPECT_EQ(got[r], expected) << "sentence " << r;
   }
-  EXPECT_THROW(translateGreedy(runner(model), config, src, mask, bos,
-                               config.tgtVocab, maxLength),
+  EXPECT_THROW(translateGreedy(runner(model), dsl::models::decodeShape(config),
+                               src, mask, bos, config.tgtVocab, maxLength),
                Error);
 }

@@ -37,7 +37,7 @@ TEST(Trainer, GptLossFallsOnAFixedBatch) {
   OptimizerConfig adamw;
   adamw.weightDecay = 0.01;
   adamw.clipNorm = 1.0;
-  Trainer trainer(module, "loss", adamw, /*seed=*/1);
+  Trainer trainer(compileTraining(module, "loss", adamw), /*seed=*/1);
   EXPECT_EQ(trainer.state().size(), 2 * trainer.parameters().size());
   Tensor idx = ref::randomIds({4, 8}, 13, 2),
          targets = ref::randomIds({4, 8}, 13, 3);
@@ -68,7 +68,7 @@ TEST(Trainer, ANonFiniteLossStopsWithTheStep) {
       {dsl::reduce(dsl::log(dsl::mul(w, x)), dsl::Reduction::mean, {0})});
   OptimizerConfig sgd;
   sgd.kind = "sgd";
-  Trainer trainer(module, "loss", sgd);
+  Trainer trainer(compileTraining(module, "loss", sgd));
   Tensor before = trainer.parameters().get("w").clone();
   try {
     trainer.step({{"x", Tensor::full({4}, 1.0f)}}, 0.1f);
@@ -102,7 +102,8 @@ struct TinyRun {
     OptimizerConfig adamw;
     adamw.weightDecay = 0.01;
     adamw.clipNorm = 1.0;
-    trainer = std::make_unique<Trainer>(module, "loss", adamw, /*seed=*/9);
+    trainer = std::make_unique<Trainer>(compileTraining(module, "loss", adamw),
+                                        /*seed=*/9);
     options.steps = 12;
     options.schedule = LrSchedule::warmupCosine(1e-2, 3, 12);
     options.checkpointPath = checkpoint;

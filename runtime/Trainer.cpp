@@ -1,48 +1,25 @@
-//===- Trainer.cpp - Run compiled training steps of a DSL model -----------===//
+//===- Trainer.cpp - Run compiled training steps --------------------------===//
 //
 // Implements kiln::Trainer.
 //
 //===----------------------------------------------------------------------===//
 
-#include "compiler/Target/JIT/Trainer.h"
+#include "runtime/Trainer.h"
 
-#include "compiler/DSL/DSL.h"
 #include "runtime/Error.h"
 
-#include "mlir/IR/BuiltinOps.h"
-
 #include <cmath>
-#include <sstream>
 
 namespace kiln {
 
-static std::string trainingStepPipeline(const std::string &graph,
-                                        const OptimizerConfig &o) {
-  std::ostringstream os;
-  os.precision(17);
-  os << "kiln-training-step{function=" << graph << " optimizer=" << o.kind
-     << " beta1=" << o.beta1 << " beta2=" << o.beta2 << " eps=" << o.eps
-     << " weight-decay=" << o.weightDecay << " momentum=" << o.momentum
-     << " clip-norm=" << o.clipNorm << "},canonicalize";
-  return os.str();
-}
-
-Trainer::Trainer(const dsl::Module &module, const std::string &lossGraph,
-                 const OptimizerConfig &optimizer, uint64_t seed,
-                 const JitOptions &options)
-    : seed_(seed) {
-  if (!module.findGraph(lossGraph)) {
-    throw Error("kiln: the module has no graph '" + lossGraph + "'");
+Trainer::Trainer(std::shared_ptr<const Executable> executable, uint64_t seed)
+    : executable_(std::move(executable)), seed_(seed) {
+  if (!executable_->contains("train_step")) {
+    throw Error("kiln: the compiled model has no 'train_step' (compile it "
+                "with a training step)");
   }
-  module.verify();
-  JitOptions withStep = options;
-  withStep.prePipeline = trainingStepPipeline(lossGraph, optimizer);
-  jit_ = JitModule::compileCached(module.op(), withStep);
-  Rng rng(seed);
-  for (const dsl::ParamSpec &spec : module.params()) {
-    parameters_.add(spec.name, spec.shape, spec.init, rng);
-  }
-  for (const ArgSpec &arg : jit_->spec("train_step").args) {
+  parameters_ = executable_->initParameters(seed);
+  for (const ArgSpec &arg : executable_->spec("train_step").args) {
     if (arg.isState) {
       state_.add(arg.name, Tensor::zeros(arg.shape, DType::f32));
     }
@@ -50,7 +27,7 @@ Trainer::Trainer(const dsl::Module &module, const std::string &lossGraph,
 }
 
 float Trainer::step(const std::map<std::string, Arg> &inputs, float lr) {
-  const FunctionSpec &spec = jit_->spec("train_step");
+  const FunctionSpec &spec = executable_->spec("train_step");
   std::map<std::string, Arg> all = inputs;
   std::vector<std::string> params, states;
   for (const ArgSpec &arg : spec.args) {
@@ -69,7 +46,7 @@ float Trainer::step(const std::map<std::string, Arg> &inputs, float lr) {
       all.emplace("seed", Arg(int64_t(mix.next() >> 1)));
     }
   }
-  std::vector<Tensor> out = jit_->run("train_step", parameters_, all);
+  std::vector<Tensor> out = executable_->run("train_step", parameters_, all);
   float loss = out[0].data<float>()[0];
   if (!std::isfinite(loss)) {
     throw Error("kiln: the loss is " + std::to_string(loss) + " at step " +
@@ -93,7 +70,7 @@ Trainer::run(const std::string &graph,
   if (graph == "train_step") {
     throw Error("kiln: Trainer::run: use step() for the training step");
   }
-  return jit_->run(graph, parameters_, inputs);
+  return executable_->run(graph, parameters_, inputs);
 }
 
 void Trainer::setSteps(int64_t steps) {

@@ -4,7 +4,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "compiler/Target/JIT/Generate.h"
+#include "runtime/Generate.h"
 
 #include "runtime/Error.h"
 
@@ -47,8 +47,7 @@ struct Cache {
 };
 } // namespace
 
-std::vector<int64_t> generateGpt(const GraphRunner &run,
-                                 const dsl::models::GptConfig &config,
+std::vector<int64_t> generateGpt(const GraphRunner &run, const GptShape &config,
                                  const std::vector<int64_t> &prompt,
                                  int64_t count, const SamplingOptions &sampling,
                                  Rng &rng,
@@ -104,10 +103,9 @@ std::vector<int64_t> generateGpt(const GraphRunner &run,
 }
 
 std::vector<std::vector<int64_t>>
-translateGreedy(const GraphRunner &run,
-                const dsl::nn::TransformerConfig &config, const Tensor &src,
-                const Tensor &srcMask, int64_t bos, int64_t eos,
-                int64_t maxLength) {
+translateGreedy(const GraphRunner &run, const EncDecShape &config,
+                const Tensor &src, const Tensor &srcMask, int64_t bos,
+                int64_t eos, int64_t maxLength) {
   if (src.rank() != 2 || src.dtype() != DType::i64) {
     throw Error("kiln: translateGreedy needs source ids [B, S] of i64, got " +
                 formatShape(src.shape()));
@@ -133,7 +131,7 @@ translateGreedy(const GraphRunner &run,
                             "expected {}",
                             cross.size(), 2 * layers));
   }
-  Cache cache(layers, batch, config.block.dModel);
+  Cache cache(layers, batch, config.dModel);
   std::vector<std::vector<int64_t>> outputs(batch);
   std::vector<bool> done(batch, false);
   std::vector<int64_t> last(batch, bos);

@@ -7,11 +7,10 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef KILN_COMPILER_TARGET_JIT_GENERATE_H
-#define KILN_COMPILER_TARGET_JIT_GENERATE_H
+#ifndef KILN_RUNTIME_GENERATE_H
+#define KILN_RUNTIME_GENERATE_H
 
-#include "compiler/DSL/Models.h"
-#include "compiler/Target/JIT/Jit.h"
+#include "runtime/Function.h"
 #include "runtime/Sampling.h"
 
 #include <functional>
@@ -21,8 +20,19 @@
 
 namespace kiln {
 
+/// The sizes of a GPT that decoding needs (dsl::models::decodeShape gives
+/// them for a DSL config).
+struct GptShape {
+  int64_t vocabSize = 0, maxSeqLen = 0, numLayers = 0, dModel = 0;
+};
+
+/// The sizes of an encoder-decoder that greedy translation needs.
+struct EncDecShape {
+  int64_t tgtVocab = 0, numDecoderLayers = 0, dModel = 0;
+};
+
 /// Runs a compiled graph by name on a model's parameters
-/// (CompiledModel::run, Trainer::run).
+/// (CompiledModel::run, Trainer::run, Executable::run with a store).
 using GraphRunner = std::function<std::vector<Tensor>(
     const std::string &graph, const std::map<std::string, Arg> &inputs)>;
 
@@ -32,7 +42,7 @@ using GraphRunner = std::function<std::vector<Tensor>(
 /// maxSeqLen / 2 tokens. `onToken` sees each new token as it is chosen.
 /// Returns the new tokens. Throws kiln::Error for bad arguments.
 std::vector<int64_t>
-generateGpt(const GraphRunner &run, const dsl::models::GptConfig &config,
+generateGpt(const GraphRunner &run, const GptShape &config,
             const std::vector<int64_t> &prompt, int64_t count,
             const SamplingOptions &sampling, Rng &rng,
             const std::function<void(int64_t)> &onToken = {},
@@ -43,11 +53,10 @@ generateGpt(const GraphRunner &run, const dsl::models::GptConfig &config,
 /// and "decode" (addEncDecEncode/addEncDecDecode): each output starts after
 /// `bos` and ends before the first `eos`, or after `maxLength` tokens.
 std::vector<std::vector<int64_t>>
-translateGreedy(const GraphRunner &run,
-                const dsl::nn::TransformerConfig &config, const Tensor &src,
-                const Tensor &srcMask, int64_t bos, int64_t eos,
-                int64_t maxLength);
+translateGreedy(const GraphRunner &run, const EncDecShape &config,
+                const Tensor &src, const Tensor &srcMask, int64_t bos,
+                int64_t eos, int64_t maxLength);
 
 } // namespace kiln
 
-#endif // KILN_COMPILER_TARGET_JIT_GENERATE_H
+#endif // KILN_RUNTIME_GENERATE_H

@@ -1,0 +1,52 @@
+#===- KilnAddModel.cmake - Compile DSL models ahead of time ---------------===#
+#
+# kiln_add_model(<target> GENERATOR <source>... [NAME <identifier>]
+#                [CPU <cpu>])
+#
+# Builds the generator program from <source>... (a main() that builds a DSL
+# model and calls kiln::generatorMain), runs it to get the model's kiln IR,
+# compiles that with kiln-compile, and makes <target>: a static library with
+# the compiled model and, on its include path, the header <NAME>.h. Link
+# <target> into any program; it brings Kiln's runtime, never LLVM or MLIR.
+# NAME (default: <target> with '-' as '_') prefixes every symbol; CPU
+# (default: host) is the code's target, e.g. x86-64-v3 for portable code.
+#
+#===------------------------------------------------------------------------===#
+
+function(kiln_add_model target)
+  cmake_parse_arguments(ARG "" "NAME;CPU" "GENERATOR" ${ARGN})
+  if(NOT ARG_GENERATOR)
+    message(FATAL_ERROR "kiln_add_model(${target}): GENERATOR is required")
+  endif()
+  if(NOT ARG_NAME)
+    string(REPLACE "-" "_" ARG_NAME "${target}")
+  endif()
+  if(NOT ARG_CPU)
+    set(ARG_CPU host)
+  endif()
+  set(dir ${CMAKE_CURRENT_BINARY_DIR}/${target}.kiln)
+  file(MAKE_DIRECTORY ${dir})
+
+  add_executable(${target}-generator ${ARG_GENERATOR})
+  target_compile_options(${target}-generator PRIVATE -fexceptions)
+  target_link_libraries(${target}-generator PRIVATE Kiln::Generator)
+
+  add_custom_command(
+    OUTPUT ${dir}/${ARG_NAME}.mlir
+    COMMAND $<TARGET_FILE:${target}-generator> -o ${dir}/${ARG_NAME}.mlir
+    DEPENDS ${target}-generator
+    COMMENT "Generating the kiln IR of ${target}")
+  add_custom_command(
+    OUTPUT ${dir}/${ARG_NAME}.o ${dir}/${ARG_NAME}.h
+    COMMAND $<TARGET_FILE:Kiln::kiln-compile> ${dir}/${ARG_NAME}.mlir
+            -o ${dir}/${ARG_NAME}.o --header ${dir}/${ARG_NAME}.h
+            --name ${ARG_NAME} --cpu ${ARG_CPU}
+    DEPENDS ${dir}/${ARG_NAME}.mlir Kiln::kiln-compile
+    COMMENT "Compiling ${target} ahead of time (kiln-compile)")
+  set_source_files_properties(${dir}/${ARG_NAME}.o PROPERTIES
+    EXTERNAL_OBJECT TRUE GENERATED TRUE)
+  add_library(${target} STATIC ${dir}/${ARG_NAME}.o ${dir}/${ARG_NAME}.h)
+  set_target_properties(${target} PROPERTIES LINKER_LANGUAGE CXX)
+  target_include_directories(${target} PUBLIC $<BUILD_INTERFACE:${dir}>)
+  target_link_libraries(${target} PUBLIC Kiln::Runtime)
+endfunction()

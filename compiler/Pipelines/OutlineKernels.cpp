@@ -1,0 +1,231 @@
+//===- OutlineKernels.cpp - One private function per distinct linalg op ---===//
+//
+// Implements kiln-outline-kernels.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/Pipelines/Pipelines.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/IR/SymbolTable.h"
+#include "mlir/Interfaces/ViewLikeInterface.h"
+#include "mlir/Transforms/RegionUtils.h"
+
+#include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/StringMap.h"
+
+namespace mlir::kiln {
+#define GEN_PASS_DEF_KILNAPPLYNOALIASPASS
+#define GEN_PASS_DEF_KILNOUTLINEKERNELSPASS
+#include "compiler/Pipelines/Passes.h.inc"
+} // namespace mlir::kiln
+
+using namespace mlir;
+
+namespace {
+
+constexpr llvm::StringLiteral kNoAliasAttr = "kiln.noalias_args";
+
+struct OutlineKernels
+    : public kiln::impl::KilnOutlineKernelsPassBase<OutlineKernels> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    kernels.clear();
+    aliasing.clear();
+    SymbolTable symbols(module);
+    SmallVector<func::FuncOp> callers;
+    for (func::FuncOp func : module.getOps<func::FuncOp>()) {
+      if (!func.isExternal()) {
+        callers.push_back(func);
+      }
+    }
+    for (func::FuncOp func : callers) {
+      SmallVector<linalg::LinalgOp> ops;
+      func.walk<WalkOrder::PreOrder>([&](linalg::LinalgOp op) {
+        ops.push_back(op);
+        return WalkResult::skip();
+      });
+      for (linalg::LinalgOp op : ops) {
+        if (op->getNumResults() == 0) {
+          outline(op, module, symbols);
+        }
+      }
+    }
+    // A buffer argument that no call passes together with an overlapping
+    // one that is written is `noalias` for LLVM, which may then keep loads
+    // in registers across stores.
+    // func-to-llvm drops `llvm.noalias` on memref arguments, so the kernel
+    // records the positions of the aligned pointers in its LLVM signature
+    // and kiln-apply-noalias marks them after the conversion.
+    for (auto &[name, mayAlias] : aliasing) {
+      auto kernel = symbols.lookup<func::FuncOp>(name);
+      SmallVector<int64_t> positions;
+      int64_t position = 0;
+      for (auto [i, clash] : llvm::enumerate(mayAlias)) {
+        auto memref = dyn_cast<MemRefType>(kernel.getArgumentTypes()[i]);
+        if (!memref) {
+          ++position;
+          continue;
+        }
+        if (!clash) {
+          kernel.setArgAttr(i, kiln::kNoAliasArgAttr,
+                            UnitAttr::get(&getContext()));
+          positions.push_back(position + 1);
+        }
+        // allocated, aligned, offset, sizes, strides
+        position += 3 + 2 * memref.getRank();
+      }
+      if (!positions.empty()) {
+        kernel->setAttr(kNoAliasAttr,
+                        DenseI64ArrayAttr::get(&getContext(), positions));
+      }
+    }
+  }
+
+  /// The buffer a view was taken of.
+  static Value rootOf(Value v) {
+    while (Operation *def = v.getDefiningOp()) {
+      auto view = dyn_cast<ViewLikeOpInterface>(def);
+      if (!view) {
+        break;
+      }
+      v = view.getViewSource();
+    }
+    return v;
+  }
+
+  /// For each argument of a call of `op`: may it overlap another argument
+  /// when one of the two is written?
+  static SmallVector<bool> mayAlias(linalg::LinalgOp op,
+                                    ArrayRef<Value> arguments) {
+    SmallVector<Value> roots;
+    SmallVector<bool> written;
+    bool unknownWrite = false;
+    for (Value v : arguments) {
+      roots.push_back(rootOf(v));
+      bool isInit = llvm::is_contained(op.getDpsInits(), v);
+      written.push_back(isInit);
+      // Compiled code writes only into buffers it allocated itself.
+      Operation *def = roots.back().getDefiningOp();
+      unknownWrite |=
+          isInit && !isa_and_nonnull<memref::AllocOp, memref::AllocaOp>(def);
+    }
+    SmallVector<bool> clash(arguments.size(), unknownWrite);
+    for (size_t i = 0; i < arguments.size(); ++i) {
+      for (size_t j = i + 1; j < arguments.size(); ++j) {
+        if (roots[i] == roots[j] && (written[i] || written[j])) {
+          clash[i] = clash[j] = true;
+        }
+      }
+    }
+    return clash;
+  }
+
+  /// Replaces `op` by a call to the kernel holding it (made if new).
+  void outline(linalg::LinalgOp op, ModuleOp module, SymbolTable &symbols) {
+    // The kernel's arguments: the op's operands and whatever its body uses
+    // from above, except constants, which the kernel holds itself.
+    llvm::SetVector<Value> captured(op->getOperands().begin(),
+                                    op->getOperands().end());
+    getUsedValuesDefinedAbove(op->getRegions(), captured);
+    SmallVector<Value> arguments;
+    SmallVector<Operation *> constants;
+    for (Value v : captured) {
+      Operation *def = v.getDefiningOp();
+      if (def && def->hasTrait<OpTrait::ConstantLike>() &&
+          def->getNumOperands() == 0 && def->getNumRegions() == 0) {
+        if (!llvm::is_contained(constants, def)) {
+          constants.push_back(def);
+        }
+      } else {
+        arguments.push_back(v);
+      }
+    }
+    SmallVector<Type> types;
+    for (Value v : arguments) {
+      types.push_back(v.getType());
+    }
+
+    OpBuilder builder(module.getContext());
+    auto kernel =
+        func::FuncOp::create(builder, op.getLoc(), "kernel",
+                             FunctionType::get(module.getContext(), types, {}));
+    kernel.setPrivate();
+    // Kept out of line through LLVM too (func-to-llvm passes this on).
+    kernel->setAttr("passthrough",
+                    builder.getArrayAttr(builder.getStringAttr("noinline")));
+    Block *entry = kernel.addEntryBlock();
+    builder.setInsertionPointToStart(entry);
+    IRMapping mapping;
+    for (auto [v, arg] : llvm::zip(arguments, entry->getArguments())) {
+      mapping.map(v, arg);
+    }
+    for (Operation *constant : constants) {
+      builder.clone(*constant, mapping);
+    }
+    builder.clone(*op, mapping);
+    func::ReturnOp::create(builder, op.getLoc());
+
+    // Identical kernels print identically (locations are not printed).
+    std::string key;
+    {
+      llvm::raw_string_ostream os(key);
+      kernel->print(os, OpPrintingFlags().printGenericOpForm());
+    }
+    auto [it, inserted] = kernels.try_emplace(key, StringRef());
+    if (inserted) {
+      kernel.setName("kiln_kernel_" + std::to_string(kernels.size() - 1));
+      symbols.insert(kernel);
+      it->second = kernel.getName();
+    } else {
+      kernel->erase();
+    }
+    SmallVector<bool> clash = mayAlias(op, arguments);
+    auto [entryIt, fresh] = aliasing.try_emplace(it->second, clash);
+    if (!fresh) {
+      for (auto [seen, now] : llvm::zip(entryIt->second, clash)) {
+        seen = seen || now;
+      }
+    }
+    OpBuilder at(op);
+    func::CallOp::create(at, op.getLoc(), it->second, TypeRange(), arguments);
+    op->erase();
+  }
+
+  llvm::StringMap<StringRef> kernels;
+  /// Per kernel, per argument: may it alias at some call?
+  llvm::MapVector<StringRef, SmallVector<bool>> aliasing;
+};
+
+} // namespace
+
+namespace {
+
+struct ApplyNoAlias
+    : public kiln::impl::KilnApplyNoAliasPassBase<ApplyNoAlias> {
+  void runOnOperation() override {
+    getOperation().walk([&](LLVM::LLVMFuncOp func) {
+      auto positions = func->getAttrOfType<DenseI64ArrayAttr>(kNoAliasAttr);
+      if (!positions) {
+        return;
+      }
+      func->removeAttr(kNoAliasAttr);
+      for (int64_t p : positions.asArrayRef()) {
+        if (p >= func.getNumArguments() ||
+            !isa<LLVM::LLVMPointerType>(func.getArgumentTypes()[p])) {
+          func.emitOpError("has no pointer argument #") << p << " to mark";
+          return signalPassFailure();
+        }
+        func.setArgAttr(p, LLVM::LLVMDialect::getNoAliasAttrName(),
+                        UnitAttr::get(&getContext()));
+      }
+    });
+  }
+};
+
+} // namespace

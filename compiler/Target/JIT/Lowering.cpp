@@ -1,0 +1,583 @@
+//===- Lowering.cpp - Kiln IR to the LLVM dialect, for JIT and AOT --------===//
+//
+// The pipeline is the same as kiln-opt --kiln-to-llvm. Before lowering, an
+// input contract is read off the kiln IR (which arguments are token ids of
+// which table, which dynamic sizes must agree, how long a learned position
+// table is); the runtime checks every call against it (runtime/Function.h).
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/Target/JIT/Lowering.h"
+
+#include "compiler/InitAll.h"
+#include "compiler/Pipelines/Pipelines.h"
+#include "dialects/Kiln/IR/KilnOps.h"
+#include "runtime/Error.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/ExecutionEngine/OptUtils.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/Verifier.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Target/LLVMIR/Export.h"
+
+#include "llvm/ADT/EquivalenceClasses.h"
+#include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
+#include "llvm/IR/Module.h"
+#include "llvm/MC/MCSubtargetInfo.h"
+#include "llvm/MC/TargetRegistry.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/TargetSelect.h"
+#include "llvm/Support/raw_ostream.h"
+#include "llvm/Target/TargetMachine.h"
+#include "llvm/TargetParser/Host.h"
+#include "llvm/TargetParser/SubtargetFeature.h"
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <set>
+#include <sstream>
+
+using namespace mlir;
+using namespace mlir::kiln;
+
+namespace kiln {
+
+namespace {
+
+/// Collects diagnostics while alive so they can be put in a kiln::Error.
+class DiagnosticCollector {
+public:
+  explicit DiagnosticCollector(MLIRContext *context)
+      : handler(context, [this](Diagnostic &diag) {
+          std::string text;
+          llvm::raw_string_ostream os(text);
+          os << diag.getLocation() << ": " << diag.str();
+          for (Diagnostic &note : diag.getNotes()) {
+            os << "\n  note: " << note.str();
+          }
+          messages.push_back(text);
+          return success();
+        }) {}
+
+  std::string str() const {
+    std::string text;
+    for (const std::string &m : messages) {
+      text += "\n  " + m;
+    }
+    return text;
+  }
+
+private:
+  ScopedDiagnosticHandler handler;
+  std::vector<std::string> messages;
+};
+
+double secondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+      .count();
+}
+
+DType dtypeOf(Type type) {
+  if (type.isF32()) {
+    return DType::f32;
+  }
+  if (type.isInteger(1)) {
+    return DType::i1;
+  }
+  if (type.isInteger(32)) {
+    return DType::i32;
+  }
+  if (type.isInteger(64)) {
+    return DType::i64;
+  }
+  throw Error("kiln: unsupported element type in a compiled function");
+}
+
+//===----------------------------------------------------------------------===//
+// Input contract
+//===----------------------------------------------------------------------===//
+
+/// A dynamic size of a value: (value, dimension).
+using DimKey = std::pair<void *, int64_t>;
+
+class ContractBuilder {
+public:
+  explicit ContractBuilder(func::FuncOp func) : func(func) {}
+
+  /// Fills the groups and position limits of `spec`.
+  void build(FunctionSpec &spec) {
+    func.walk([&](Operation *op) { visit(op, spec); });
+    // Group argument dims by class.
+    std::map<DimKey, size_t> groupOf;
+    for (auto [index, arg] : llvm::enumerate(func.getArguments())) {
+      auto type = dyn_cast<RankedTensorType>(arg.getType());
+      if (!type) {
+        continue;
+      }
+      for (int64_t d = 0; d < type.getRank(); ++d) {
+        DimKey leader = classes.getOrInsertLeaderValue(key(arg, d));
+        auto [it, inserted] = groupOf.try_emplace(leader, spec.groups.size());
+        if (inserted) {
+          spec.groups.push_back({{}, staticSize(leader)});
+        }
+        spec.groups[it->second].dims.push_back({index, d});
+      }
+    }
+    for (auto &[pe, offsetArg, maxLen] : positionLimits) {
+      DimKey leader = classes.getOrInsertLeaderValue(pe);
+      auto it = groupOf.find(leader);
+      if (it != groupOf.end()) {
+        spec.positionLimits.push_back({it->second, offsetArg, maxLen});
+      }
+    }
+  }
+
+private:
+  DimKey key(Value v, int64_t d) {
+    DimKey k{v.getAsOpaquePointer(), d};
+    classes.insert(k);
+    auto type = cast<RankedTensorType>(v.getType());
+    if (!type.isDynamicDim(d)) {
+      sizes[k] = type.getDimSize(d);
+    }
+    return k;
+  }
+
+  int64_t staticSize(DimKey leader) {
+    for (auto it = classes.findLeader(leader); it != classes.member_end();
+         ++it) {
+      auto found = sizes.find(*it);
+      if (found != sizes.end()) {
+        return found->second;
+      }
+    }
+    return -1;
+  }
+
+  void unite(Value a, int64_t da, Value b, int64_t db) {
+    classes.unionSets(key(a, da), key(b, db));
+  }
+  /// Result dim i == operand dim i for the trailing-aligned dims.
+  void uniteAligned(Value a, Value b) {
+    auto ta = cast<RankedTensorType>(a.getType());
+    auto tb = cast<RankedTensorType>(b.getType());
+    int64_t rank = std::min(ta.getRank(), tb.getRank());
+    for (int64_t i = 1; i <= rank; ++i) {
+      int64_t da = ta.getRank() - i, db = tb.getRank() - i;
+      // A static 1 broadcasts; everything else must agree.
+      if (ta.getDimSize(da) == 1 || tb.getDimSize(db) == 1) {
+        continue;
+      }
+      unite(a, da, b, db);
+    }
+  }
+  void uniteAll(Value a, Value b) {
+    auto ta = cast<RankedTensorType>(a.getType());
+    for (int64_t d = 0; d < ta.getRank(); ++d) {
+      unite(a, d, b, d);
+    }
+  }
+
+  std::optional<size_t> argIndex(Value v) {
+    if (auto arg = dyn_cast<BlockArgument>(v)) {
+      if (arg.getOwner()->getParentOp() == func.getOperation()) {
+        return arg.getArgNumber();
+      }
+    }
+    return std::nullopt;
+  }
+
+  void visit(Operation *op, FunctionSpec &spec) {
+    Value result = op->getNumResults() == 1 ? op->getResult(0) : Value();
+    if (isa<AddOp, SubOp, MulOp, DivOp>(op)) {
+      uniteAligned(op->getOperand(0), op->getOperand(1));
+      uniteAligned(result, op->getOperand(0));
+      uniteAligned(result, op->getOperand(1));
+    } else if (isa<ReluOp, TanhOp, ExpOp, LogOp, GeluOp, ScaleOp, DropoutOp,
+                   SoftmaxOp, LogSoftmaxOp, LayerNormOp, FeedForwardOp>(op)) {
+      uniteAll(result, op->getOperand(0));
+      if (auto ffn = dyn_cast<FeedForwardOp>(op)) {
+        auto w1 = cast<RankedTensorType>(ffn.getW1().getType());
+        int64_t rank = cast<RankedTensorType>(result.getType()).getRank();
+        unite(ffn.getInput(), rank - 1, ffn.getW1(), 1);
+        (void)w1;
+      }
+    } else if (auto emb = dyn_cast<EmbeddingOp>(op)) {
+      int64_t rank = cast<RankedTensorType>(emb.getIds().getType()).getRank();
+      for (int64_t d = 0; d < rank; ++d) {
+        unite(result, d, emb.getIds(), d);
+      }
+      unite(result, rank, emb.getTable(), 1);
+      auto table = cast<RankedTensorType>(emb.getTable().getType());
+      if (auto index = argIndex(emb.getIds());
+          index && !table.isDynamicDim(0)) {
+        spec.args[*index].idBound = table.getDimSize(0);
+      }
+    } else if (auto pe = dyn_cast<PositionalEncodingOp>(op)) {
+      uniteAll(result, pe.getInput());
+      auto input = cast<RankedTensorType>(pe.getInput().getType());
+      if (pe.getTable()) {
+        unite(pe.getInput(), input.getRank() - 1, pe.getTable(), 1);
+        auto table = cast<RankedTensorType>(pe.getTable().getType());
+        if (!table.isDynamicDim(0)) {
+          int64_t offsetArg = -1;
+          if (pe.getOffset()) {
+            auto index = argIndex(pe.getOffset());
+            offsetArg = index ? int64_t(*index) : -2; // -2: not checkable
+          }
+          if (offsetArg != -2) {
+            positionLimits.push_back({key(pe.getInput(), input.getRank() - 2),
+                                      offsetArg, table.getDimSize(0)});
+          }
+        }
+      }
+    } else if (auto lin = dyn_cast<LinearOp>(op)) {
+      int64_t rank = cast<RankedTensorType>(result.getType()).getRank();
+      for (int64_t d = 0; d + 1 < rank; ++d) {
+        unite(result, d, lin.getInput(), d);
+      }
+      unite(lin.getInput(), rank - 1, lin.getWeight(), 1);
+      unite(result, rank - 1, lin.getWeight(), 0);
+    } else if (auto mm = dyn_cast<MatmulOp>(op)) {
+      int64_t rank = cast<RankedTensorType>(result.getType()).getRank();
+      for (int64_t d = 0; d + 2 < rank; ++d) {
+        unite(mm.getLhs(), d, mm.getRhs(), d);
+        unite(result, d, mm.getLhs(), d);
+      }
+      int64_t lk = mm.getTransposeLhs() ? rank - 2 : rank - 1;
+      int64_t lm = mm.getTransposeLhs() ? rank - 1 : rank - 2;
+      int64_t rk = mm.getTransposeRhs() ? rank - 1 : rank - 2;
+      int64_t rn = mm.getTransposeRhs() ? rank - 2 : rank - 1;
+      unite(mm.getLhs(), lk, mm.getRhs(), rk);
+      unite(result, rank - 2, mm.getLhs(), lm);
+      unite(result, rank - 1, mm.getRhs(), rn);
+    } else if (auto mha = dyn_cast<MultiHeadAttentionOp>(op)) {
+      uniteAll(result, mha.getQuery());
+      unite(mha.getQuery(), 0, mha.getKeyValue(), 0);
+      if (Value mask = mha.getKeyPaddingMask()) {
+        unite(mask, 0, mha.getQuery(), 0);
+        unite(mask, 1, mha.getKeyValue(), 1);
+      }
+    } else if (auto tr = dyn_cast<TransposeOp>(op)) {
+      for (auto [i, p] : llvm::enumerate(tr.getPermutation())) {
+        unite(result, i, tr.getInput(), p);
+      }
+    } else if (auto rs = dyn_cast<ReshapeOp>(op)) {
+      for (auto [i, entry] : llvm::enumerate(rs.getShape())) {
+        if (entry == 0) {
+          unite(result, i, rs.getInput(), i);
+        }
+      }
+    } else if (auto red = dyn_cast<ReduceOp>(op)) {
+      auto type = cast<RankedTensorType>(red.getInput().getType());
+      std::set<int64_t> axes;
+      for (int64_t a : red.getAxes()) {
+        axes.insert(a < 0 ? a + type.getRank() : a);
+      }
+      int64_t out = 0;
+      for (int64_t d = 0; d < type.getRank(); ++d) {
+        if (!axes.count(d)) {
+          unite(result, out++, red.getInput(), d);
+        } else if (red.getKeepDims()) {
+          ++out;
+        }
+      }
+    } else if (auto sl = dyn_cast<SliceOp>(op)) {
+      int64_t rank = cast<RankedTensorType>(result.getType()).getRank();
+      int64_t axis = int64_t(sl.getAxis());
+      axis = axis < 0 ? axis + rank : axis;
+      for (int64_t d = 0; d < rank; ++d) {
+        if (d != axis) {
+          unite(result, d, sl.getInput(), d);
+        }
+      }
+    } else if (auto cat = dyn_cast<ConcatOp>(op)) {
+      int64_t rank = cast<RankedTensorType>(result.getType()).getRank();
+      int64_t axis = int64_t(cat.getAxis());
+      axis = axis < 0 ? axis + rank : axis;
+      for (Value input : cat.getInputs()) {
+        for (int64_t d = 0; d < rank; ++d) {
+          if (d != axis) {
+            unite(result, d, input, d);
+          }
+        }
+      }
+    } else if (isa<CrossEntropyOp, NLLLossOp>(op)) {
+      Value input = op->getOperand(0), targets = op->getOperand(1);
+      auto tt = cast<RankedTensorType>(targets.getType());
+      for (int64_t d = 0; d < tt.getRank(); ++d) {
+        unite(input, d, targets, d);
+      }
+      auto it = cast<RankedTensorType>(input.getType());
+      if (auto index = argIndex(targets);
+          index && !it.isDynamicDim(it.getRank() - 1)) {
+        spec.args[*index].idBound = it.getDimSize(it.getRank() - 1);
+        if (auto ignore = op->getAttrOfType<IntegerAttr>("ignore_index")) {
+          spec.args[*index].ignoredId = ignore.getInt();
+        }
+      }
+    }
+  }
+
+  func::FuncOp func;
+  llvm::EquivalenceClasses<DimKey> classes;
+  std::map<DimKey, int64_t> sizes;
+  struct PendingLimit {
+    DimKey dim;
+    int64_t offsetArg;
+    int64_t maxLen;
+  };
+  std::vector<PendingLimit> positionLimits;
+};
+
+} // namespace
+
+void dumpStage(const LoweringOptions &options, const std::string &suffix,
+               const std::function<void(llvm::raw_ostream &)> &print) {
+  if (options.dumpDirectory.empty()) {
+    return;
+  }
+  std::string path =
+      options.dumpDirectory + "/" + options.dumpStem + "." + suffix;
+  std::error_code ec;
+  llvm::raw_fd_ostream os(path, ec);
+  if (ec) {
+    throw Error("kiln: cannot write IR dump '" + path + "': " + ec.message());
+  }
+  print(os);
+}
+
+static std::unique_ptr<MLIRContext> makeContext() {
+  DialectRegistry registry;
+  registerAllDialects(registry);
+  auto context = std::make_unique<MLIRContext>(registry);
+  context->loadAllAvailableDialects();
+  registerAllPasses();
+  return context;
+}
+
+/// The parameters the DSL recorded in the module (none for hand-written IR).
+static std::vector<ParamSpec> readParams(ModuleOp module) {
+  std::vector<ParamSpec> params;
+  auto list = module->getAttrOfType<ArrayAttr>(mlir::kiln::kParametersAttr);
+  if (!list) {
+    return params;
+  }
+  auto bad = [](const std::string &why) {
+    return Error("kiln: malformed '" + mlir::kiln::kParametersAttr.str() +
+                 "' module attribute: " + why);
+  };
+  for (Attribute entry : list) {
+    auto dict = dyn_cast<DictionaryAttr>(entry);
+    auto name = dict ? dict.getAs<StringAttr>("name") : StringAttr();
+    auto shape =
+        dict ? dict.getAs<DenseI64ArrayAttr>("shape") : DenseI64ArrayAttr();
+    auto init = dict ? dict.getAs<IntegerAttr>("init") : IntegerAttr();
+    auto a = dict ? dict.getAs<FloatAttr>("a") : FloatAttr();
+    auto b = dict ? dict.getAs<FloatAttr>("b") : FloatAttr();
+    if (!name || !shape || !init || !a || !b) {
+      throw bad("each entry needs name, shape, init, a and b");
+    }
+    int64_t kind = init.getInt();
+    if (kind < 0 || kind > int64_t(Init::Kind::xavierNormal)) {
+      throw bad("unknown initializer " + std::to_string(kind) + " of '" +
+                name.str() + "'");
+    }
+    ParamSpec p;
+    p.name = name.str();
+    p.shape.assign(shape.asArrayRef().begin(), shape.asArrayRef().end());
+    for (int64_t size : p.shape) {
+      if (size < 0) {
+        throw bad("'" + p.name + "' has a negative size");
+      }
+    }
+    p.init = {Init::Kind(kind), a.getValueAsDouble(), b.getValueAsDouble()};
+    params.push_back(p);
+  }
+  return params;
+}
+
+/// The signature of `func` and its input contract.
+static FunctionSpec readSpec(func::FuncOp func) {
+  FunctionSpec spec;
+  spec.name = func.getName().str();
+  for (auto [i, type] : llvm::enumerate(func.getArgumentTypes())) {
+    ArgSpec arg;
+    auto name = func.getArgAttrOfType<StringAttr>(i, "kiln.name");
+    arg.name = name ? name.str() : "arg" + std::to_string(i);
+    auto kind = func.getArgAttrOfType<StringAttr>(i, "kiln.kind");
+    arg.isParam = kind && kind.getValue() == "param";
+    arg.isState = kind && kind.getValue() == "state";
+    if (auto tensor = dyn_cast<RankedTensorType>(type)) {
+      arg.dtype = dtypeOf(tensor.getElementType());
+      for (int64_t size : tensor.getShape()) {
+        arg.shape.push_back(ShapedType::isDynamic(size) ? -1 : size);
+      }
+    } else if (type.isInteger(64)) {
+      arg.isScalar = true;
+    } else {
+      throw Error("kiln: function '" + spec.name + "' argument #" +
+                  std::to_string(i) +
+                  " must be a ranked tensor or an i64 scalar");
+    }
+    spec.args.push_back(arg);
+  }
+  for (Type type : func.getResultTypes()) {
+    auto tensor = dyn_cast<RankedTensorType>(type);
+    if (!tensor || !tensor.getElementType().isF32()) {
+      throw Error("kiln: function '" + spec.name +
+                  "' must return f32 tensors only");
+    }
+    std::vector<int64_t> shape;
+    for (int64_t size : tensor.getShape()) {
+      shape.push_back(ShapedType::isDynamic(size) ? -1 : size);
+    }
+    spec.results.push_back(shape);
+  }
+  ContractBuilder(func).build(spec);
+  return spec;
+}
+
+static LoweredModule lower(LoweredModule lowered,
+                           const LoweringOptions &options,
+                           DiagnosticCollector &diagnostics) {
+  MLIRContext *context = lowered.context.get();
+  ModuleOp module = *lowered.module;
+  if (failed(verify(module))) {
+    throw Error("kiln: the module does not verify:" + diagnostics.str());
+  }
+  if (!options.prePipeline.empty()) {
+    PassManager pre(context);
+    if (failed(mlir::kiln::addPipeline(pre, options.prePipeline)) ||
+        failed(pre.run(module))) {
+      throw Error("kiln: the pipeline '" + options.prePipeline +
+                  "' failed:" + diagnostics.str());
+    }
+  }
+  dumpStage(options, "kiln.mlir",
+            [&](llvm::raw_ostream &os) { module->print(os); });
+
+  lowered.params = readParams(module);
+  for (auto func : module.getOps<func::FuncOp>()) {
+    if (func.isExternal() || func.isPrivate()) {
+      continue;
+    }
+    lowered.functions.push_back(readSpec(func));
+    // Compiled code must never write into the caller's tensors.
+    for (unsigned i = 0; i < func.getNumArguments(); ++i) {
+      if (isa<TensorType>(func.getArgumentTypes()[i])) {
+        func.setArgAttr(i, "bufferization.writable",
+                        BoolAttr::get(context, false));
+      }
+    }
+  }
+
+  auto start = std::chrono::steady_clock::now();
+  PassManager linalg(context);
+  PassManager llvmPm(context);
+  if (failed(mlir::kiln::addPipeline(linalg,
+                                     mlir::kiln::kilnToLinalgPipeline())) ||
+      failed(mlir::kiln::addPipeline(llvmPm,
+                                     mlir::kiln::linalgToLLVMPipeline()))) {
+    throw Error("kiln: internal error: the pipelines do not parse");
+  }
+  if (failed(linalg.run(module))) {
+    throw Error("kiln: lowering to linalg failed:" + diagnostics.str());
+  }
+  dumpStage(options, "linalg.mlir",
+            [&](llvm::raw_ostream &os) { module->print(os); });
+  if (failed(llvmPm.run(module))) {
+    throw Error("kiln: lowering to LLVM failed:" + diagnostics.str());
+  }
+  dumpStage(options, "llvm.mlir",
+            [&](llvm::raw_ostream &os) { module->print(os); });
+  lowered.seconds = secondsSince(start);
+  return lowered;
+}
+
+LoweredModule lowerToLLVMDialect(ModuleOp source,
+                                 const LoweringOptions &options) {
+  // Work in a context of our own so that the caller's module is untouched and
+  // the result owns everything it needs.
+  std::string text;
+  {
+    llvm::raw_string_ostream os(text);
+    source->print(os, OpPrintingFlags().printGenericOpForm());
+  }
+  return lowerSourceToLLVMDialect(text, "the module", options);
+}
+
+LoweredModule lowerSourceToLLVMDialect(const std::string &source,
+                                       const std::string &what,
+                                       const LoweringOptions &options) {
+  LoweredModule lowered;
+  lowered.context = makeContext();
+  DiagnosticCollector diagnostics(lowered.context.get());
+  lowered.module = parseSourceString<ModuleOp>(source, lowered.context.get());
+  if (!lowered.module) {
+    throw Error("kiln: " + what + " does not parse:" + diagnostics.str());
+  }
+  return lower(std::move(lowered), options, diagnostics);
+}
+
+std::unique_ptr<llvm::TargetMachine> createTargetMachine(const std::string &cpu,
+                                                         unsigned optLevel) {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    llvm::InitializeNativeTarget();
+    llvm::InitializeNativeTargetAsmPrinter();
+  });
+  llvm::Triple triple(llvm::sys::getProcessTriple());
+  std::string error;
+  const llvm::Target *target =
+      llvm::TargetRegistry::lookupTarget(triple, error);
+  if (!target) {
+    throw Error("kiln: no code generator for " + triple.str() + ": " + error);
+  }
+  std::string name = cpu == "host" ? llvm::sys::getHostCPUName().str() : cpu;
+  std::string features;
+  if (cpu == "host") {
+    llvm::SubtargetFeatures list;
+    for (const auto &feature : llvm::sys::getHostCPUFeatures()) {
+      list.AddFeature(feature.getKey(), feature.getValue());
+    }
+    features = list.getString();
+  } else if (std::unique_ptr<llvm::MCSubtargetInfo> info(
+                 target->createMCSubtargetInfo(triple, name, ""));
+             !info || !info->isCPUStringValid(name)) {
+    throw Error("kiln: unknown target CPU '" + cpu +
+                "' (use host, or an LLVM CPU name such as x86-64, "
+                "x86-64-v2, x86-64-v3, x86-64-v4, znver4)");
+  }
+  llvm::TargetOptions targetOptions;
+  // Fuse multiply-adds into FMAs (as every BLAS does).
+  targetOptions.AllowFPOpFusion = llvm::FPOpFusion::Fast;
+  std::unique_ptr<llvm::TargetMachine> machine(target->createTargetMachine(
+      triple, name, features, targetOptions, llvm::Reloc::PIC_, std::nullopt,
+      optLevel >= 3 ? llvm::CodeGenOptLevel::Aggressive
+                    : llvm::CodeGenOptLevel::Default));
+  if (!machine) {
+    throw Error("kiln: cannot create a target machine for '" + cpu + "'");
+  }
+  return machine;
+}
+
+void optimizeModule(llvm::Module &module, llvm::TargetMachine &machine,
+                    unsigned optLevel) {
+  module.setDataLayout(machine.createDataLayout());
+  module.setTargetTriple(machine.getTargetTriple());
+  auto transformer = makeOptimizingTransformer(optLevel, 0, &machine);
+  if (llvm::Error err = transformer(&module)) {
+    throw Error("kiln: LLVM optimization failed: " +
+                llvm::toString(std::move(err)));
+  }
+}
+
+} // namespace kiln

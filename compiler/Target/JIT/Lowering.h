@@ -1,0 +1,73 @@
+//===- Lowering.h - Kiln IR to the LLVM dialect, for JIT and AOT -*- C++ -*-===//
+//
+// What the JIT and the ahead-of-time compiler share: reading the functions'
+// signatures and input contracts and the model's parameters off kiln IR,
+// running the pipelines down to the LLVM dialect, and the target machine.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_COMPILER_TARGET_JIT_LOWERING_H
+#define KILN_COMPILER_TARGET_JIT_LOWERING_H
+
+#include "runtime/Function.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OwningOpRef.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace llvm {
+class Module;
+class TargetMachine;
+} // namespace llvm
+
+namespace kiln {
+
+struct LoweringOptions {
+  /// A textual pass pipeline run on the kiln module before it is lowered
+  /// (e.g. "kiln-training-step{function=loss optimizer=adamw}").
+  std::string prePipeline;
+  /// When non-empty, the IR of every stage is written there as
+  /// <stem>.kiln.mlir, <stem>.linalg.mlir, <stem>.llvm.mlir and <stem>.ll.
+  std::string dumpDirectory;
+  std::string dumpStem = "module";
+};
+
+struct LoweredModule {
+  std::unique_ptr<mlir::MLIRContext> context;
+  mlir::OwningOpRef<mlir::ModuleOp> module; ///< In the LLVM dialect.
+  std::vector<FunctionSpec> functions;      ///< The public functions.
+  std::vector<ParamSpec> params;
+  double seconds = 0; ///< Time in the MLIR pipelines.
+};
+
+/// Lowers a module of kiln functions to the LLVM dialect (the module is
+/// cloned into a context of its own, not modified). Throws kiln::Error with
+/// the compiler's diagnostics.
+LoweredModule lowerToLLVMDialect(mlir::ModuleOp source,
+                                 const LoweringOptions &options);
+/// The same from kiln IR text; `what` names the text in errors.
+LoweredModule lowerSourceToLLVMDialect(const std::string &source,
+                                       const std::string &what,
+                                       const LoweringOptions &options);
+
+/// A target machine for "host" or an LLVM CPU name ("x86-64", "x86-64-v3",
+/// "znver4", ...), with FMA contraction. Throws kiln::Error for an unknown
+/// CPU.
+std::unique_ptr<llvm::TargetMachine> createTargetMachine(const std::string &cpu,
+                                                         unsigned optLevel);
+
+/// Writes `print`'s output to <dumpDirectory>/<dumpStem>.<suffix> when
+/// dumping is on.
+void dumpStage(const LoweringOptions &options, const std::string &suffix,
+               const std::function<void(llvm::raw_ostream &)> &print);
+
+/// LLVM's O`optLevel` pipeline for `machine`, run on `module`.
+void optimizeModule(llvm::Module &module, llvm::TargetMachine &machine,
+                    unsigned optLevel);
+
+} // namespace kiln
+
+#endif // KILN_COMPILER_TARGET_JIT_LOWERING_H

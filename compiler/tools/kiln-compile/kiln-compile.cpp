@@ -1,0 +1,75 @@
+//===- kiln-compile.cpp - Compile kiln IR to an object and a header -------===//
+//
+//   kiln-compile model.mlir -o model.o --header model.h --name model
+//                [--cpu host|x86-64|x86-64-v2|x86-64-v3|x86-64-v4|<llvm cpu>]
+//
+// Every public function of the module becomes a C entry point; see
+// compiler/Target/AOT/Aot.h.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/Target/AOT/Aot.h"
+
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/MemoryBuffer.h"
+
+#include <fmt/format.h>
+
+using namespace llvm;
+
+static cl::opt<std::string> input(cl::Positional, cl::desc("<model.mlir>"),
+                                  cl::Required);
+static cl::opt<std::string> output("o",
+                                   cl::desc("Object file (.o) or static "
+                                            "library (.a) to write"),
+                                   cl::value_desc("file"), cl::Required);
+static cl::opt<std::string> header("header", cl::desc("C/C++ header to write"),
+                                   cl::value_desc("file"), cl::Required);
+static cl::opt<std::string>
+    name("name", cl::desc("C identifier prefixing every symbol"),
+         cl::value_desc("identifier"), cl::Required);
+static cl::opt<std::string>
+    cpu("cpu",
+        cl::desc("Target CPU: host (default) or an LLVM CPU name such as "
+                 "x86-64-v3 for binaries that run on other machines"),
+        cl::init("host"));
+static cl::opt<unsigned> optLevel("O", cl::desc("LLVM optimization level"),
+                                  cl::init(3), cl::Prefix);
+static cl::opt<std::string>
+    dumpDirectory("dump-dir", cl::desc("Write the IR of every stage here"),
+                  cl::init(""));
+
+int main(int argc, char **argv) {
+  InitLLVM init(argc, argv);
+  cl::ParseCommandLineOptions(argc, argv,
+                              "Kiln ahead-of-time compiler: kiln IR to an "
+                              "object file and a C header\n");
+  auto buffer = MemoryBuffer::getFileOrSTDIN(input);
+  if (!buffer) {
+    fmt::print(stderr, "kiln-compile: cannot read '{}': {}\n", input.getValue(),
+               buffer.getError().message());
+    return 1;
+  }
+  kiln::AotOptions options;
+  options.name = name;
+  options.cpu = cpu;
+  options.optLevel = optLevel;
+  options.lowering.dumpDirectory = dumpDirectory;
+  options.lowering.dumpStem = name;
+  try {
+    kiln::AotResult result =
+        kiln::compileAheadOfTime((*buffer)->getBuffer().str(),
+                                 "'" + input + "'", options, output, header);
+    fmt::print("kiln-compile: {} ({} functions, cpu {}) in {:.1f} s "
+               "(MLIR {:.1f} s, LLVM {:.1f} s) -> {}, {}\n",
+               name.getValue(), result.functions.size(), cpu.getValue(),
+               result.pipelineSeconds + result.codegenSeconds,
+               result.pipelineSeconds, result.codegenSeconds, output.getValue(),
+               header.getValue());
+    return 0;
+  } catch (const std::exception &e) {
+    fmt::print(stderr, "{}\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,606 @@
+//===- Function.cpp - Call compiled kiln functions ------------------------===//
+//
+// Argument checks, the packed calling convention, adoption of the results,
+// and the text forms of specs embedded in ahead-of-time objects.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/Function.h"
+
+#include "runtime/Error.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <set>
+#include <sstream>
+
+namespace kiln {
+
+//===----------------------------------------------------------------------===//
+// Text forms
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+void checkToken(const std::string &token, const char *what) {
+  if (token.empty() || token.find_first_of(" \t\n\r") != std::string::npos) {
+    throw Error(std::string("kiln: cannot serialize ") + what + " '" + token +
+                "': it must be non-empty and without white space");
+  }
+}
+
+std::string joinShape(const std::vector<int64_t> &shape) {
+  std::string text = "[";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    text += (i ? "," : "") + std::to_string(shape[i]);
+  }
+  return text + "]";
+}
+
+/// Reads the words of one line, reporting where a malformed one is.
+class LineReader {
+public:
+  LineReader(std::string_view text, const char *what) : what_(what) {
+    std::istringstream in{std::string(text)};
+    std::string line;
+    while (std::getline(in, line)) {
+      if (!line.empty()) {
+        lines_.push_back(line);
+      }
+    }
+  }
+  bool next() {
+    if (index_ >= lines_.size()) {
+      return false;
+    }
+    words_.clear();
+    std::istringstream in(lines_[index_++]);
+    std::string w;
+    while (in >> w) {
+      words_.push_back(w);
+    }
+    at_ = 0;
+    return true;
+  }
+  const std::string &keyword() const { return words_.front(); }
+  size_t size() const { return words_.size(); }
+  [[noreturn]] void fail(const std::string &why) const {
+    throw Error(std::string("kiln: malformed ") + what_ + " at line " +
+                std::to_string(index_) + " ('" + lines_[index_ - 1] +
+                "'): " + why);
+  }
+  void expectWords(size_t n) const {
+    if (words_.size() != n) {
+      fail("expected " + std::to_string(n) + " fields");
+    }
+  }
+  const std::string &word(size_t i) const { return words_.at(i); }
+  int64_t integer(size_t i) const {
+    const std::string &w = words_.at(i);
+    char *end = nullptr;
+    errno = 0;
+    long long v = std::strtoll(w.c_str(), &end, 10);
+    if (w.empty() || *end != '\0' || errno == ERANGE) {
+      fail("'" + w + "' is not an integer");
+    }
+    return v;
+  }
+  double real(size_t i) const {
+    const std::string &w = words_.at(i);
+    char *end = nullptr;
+    double v = std::strtod(w.c_str(), &end);
+    if (w.empty() || *end != '\0') {
+      fail("'" + w + "' is not a number");
+    }
+    return v;
+  }
+  std::vector<int64_t> shape(size_t i) const {
+    const std::string &w = words_.at(i);
+    if (w.size() < 2 || w.front() != '[' || w.back() != ']') {
+      fail("'" + w + "' is not a shape");
+    }
+    std::vector<int64_t> shape;
+    std::string inner = w.substr(1, w.size() - 2);
+    std::istringstream in(inner);
+    std::string part;
+    while (std::getline(in, part, ',')) {
+      char *end = nullptr;
+      long long v = std::strtoll(part.c_str(), &end, 10);
+      if (part.empty() || *end != '\0' || v < -1) {
+        fail("'" + w + "' is not a shape");
+      }
+      shape.push_back(v);
+    }
+    return shape;
+  }
+
+private:
+  const char *what_;
+  std::vector<std::string> lines_, words_;
+  size_t index_ = 0, at_ = 0;
+};
+
+DType parseDType(const LineReader &r, size_t i) {
+  for (DType d : {DType::f32, DType::i32, DType::i64, DType::i1}) {
+    if (r.word(i) == name(d)) {
+      return d;
+    }
+  }
+  r.fail("unknown dtype '" + r.word(i) + "'");
+}
+
+} // namespace
+
+std::string serialize(const FunctionSpec &spec) {
+  checkToken(spec.name, "a function name");
+  std::ostringstream os;
+  os << "function " << spec.name << "\n";
+  for (const ArgSpec &a : spec.args) {
+    checkToken(a.name, "an argument name");
+    std::string kind = a.isParam ? "param" : a.isState ? "state" : "input";
+    os << "arg " << a.name << " " << kind << " "
+       << (a.isScalar ? "scalar" : name(a.dtype)) << " " << joinShape(a.shape)
+       << " " << a.idBound << " " << a.ignoredId << "\n";
+  }
+  for (const auto &shape : spec.results) {
+    os << "result " << joinShape(shape) << "\n";
+  }
+  for (const DimGroup &g : spec.groups) {
+    os << "group " << g.size;
+    for (auto [arg, dim] : g.dims) {
+      os << " " << arg << ":" << dim;
+    }
+    os << "\n";
+  }
+  for (const PositionLimit &l : spec.positionLimits) {
+    os << "limit " << l.group << " " << l.offsetArg << " " << l.maxLen << "\n";
+  }
+  return os.str();
+}
+
+FunctionSpec parseFunctionSpec(std::string_view text) {
+  LineReader r(text, "function spec");
+  FunctionSpec spec;
+  if (!r.next() || r.keyword() != "function" || r.size() != 2) {
+    throw Error("kiln: malformed function spec: it must start with "
+                "'function <name>'");
+  }
+  spec.name = r.word(1);
+  while (r.next()) {
+    const std::string &k = r.keyword();
+    if (k == "arg") {
+      r.expectWords(7);
+      ArgSpec a;
+      a.name = r.word(1);
+      const std::string &kind = r.word(2);
+      if (kind != "param" && kind != "state" && kind != "input") {
+        r.fail("unknown argument kind '" + kind + "'");
+      }
+      a.isParam = kind == "param";
+      a.isState = kind == "state";
+      a.isScalar = r.word(3) == "scalar";
+      if (!a.isScalar) {
+        a.dtype = parseDType(r, 3);
+      }
+      a.shape = r.shape(4);
+      a.idBound = r.integer(5);
+      a.ignoredId = r.integer(6);
+      spec.args.push_back(a);
+    } else if (k == "result") {
+      r.expectWords(2);
+      spec.results.push_back(r.shape(1));
+    } else if (k == "group") {
+      if (r.size() < 2) {
+        r.fail("expected a size");
+      }
+      DimGroup g;
+      g.size = r.integer(1);
+      for (size_t i = 2; i < r.size(); ++i) {
+        const std::string &w = r.word(i);
+        size_t colon = w.find(':');
+        char *end = nullptr;
+        unsigned long long arg = std::strtoull(w.c_str(), &end, 10);
+        long long dim = colon == std::string::npos
+                            ? -1
+                            : std::strtoll(w.c_str() + colon + 1, nullptr, 10);
+        if (colon == std::string::npos || end != w.c_str() + colon ||
+            arg >= spec.args.size() || spec.args[arg].isScalar || dim < 0 ||
+            dim >= int64_t(spec.args[arg].shape.size())) {
+          r.fail("'" + w + "' is not an argument dimension");
+        }
+        g.dims.push_back({size_t(arg), dim});
+      }
+      if (g.dims.empty()) {
+        r.fail("an empty group");
+      }
+      spec.groups.push_back(g);
+    } else if (k == "limit") {
+      r.expectWords(4);
+      PositionLimit l;
+      int64_t group = r.integer(1);
+      l.offsetArg = r.integer(2);
+      l.maxLen = r.integer(3);
+      if (group < 0 || size_t(group) >= spec.groups.size()) {
+        r.fail("no such group");
+      }
+      if (l.offsetArg < -1 || l.offsetArg >= int64_t(spec.args.size()) ||
+          (l.offsetArg >= 0 && !spec.args[l.offsetArg].isScalar)) {
+        r.fail("the offset is not a scalar argument");
+      }
+      l.group = size_t(group);
+      spec.positionLimits.push_back(l);
+    } else {
+      r.fail("unknown entry '" + k + "'");
+    }
+  }
+  return spec;
+}
+
+std::string serialize(const std::vector<ParamSpec> &params) {
+  std::ostringstream os;
+  os.precision(17);
+  for (const ParamSpec &p : params) {
+    checkToken(p.name, "a parameter name");
+    os << "param " << p.name << " " << joinShape(p.shape) << " "
+       << int(p.init.kind) << " " << p.init.a << " " << p.init.b << "\n";
+  }
+  return os.str();
+}
+
+std::vector<ParamSpec> parseParamSpecs(std::string_view text) {
+  LineReader r(text, "parameter list");
+  std::vector<ParamSpec> params;
+  while (r.next()) {
+    if (r.keyword() != "param") {
+      r.fail("unknown entry '" + r.keyword() + "'");
+    }
+    r.expectWords(6);
+    ParamSpec p;
+    p.name = r.word(1);
+    p.shape = r.shape(2);
+    int64_t kind = r.integer(3);
+    if (kind < 0 || kind > int64_t(Init::Kind::xavierNormal)) {
+      r.fail("unknown initializer");
+    }
+    for (int64_t size : p.shape) {
+      if (size < 0) {
+        r.fail("a parameter needs a static shape");
+      }
+    }
+    p.init = {Init::Kind(kind), r.real(4), r.real(5)};
+    params.push_back(p);
+  }
+  return params;
+}
+
+//===----------------------------------------------------------------------===//
+// Calls
+//===----------------------------------------------------------------------===//
+
+CompiledFunction::CompiledFunction(FunctionSpec spec, PackedFunction fn)
+    : spec_(std::move(spec)), fn_(fn) {
+  if (!fn_) {
+    throw Error("kiln: function '" + spec_.name + "' has no code");
+  }
+}
+
+static std::string describeArg(const FunctionSpec &spec, size_t index) {
+  return "argument #" + std::to_string(index) + " '" + spec.args[index].name +
+         "' of '" + spec.name + "'";
+}
+
+template <typename T>
+static void checkIds(const Tensor &tensor, const ArgSpec &arg,
+                     const std::string &what) {
+  const T *data = tensor.data<T>();
+  for (int64_t i = 0, n = tensor.numel(); i < n; ++i) {
+    int64_t v = data[i];
+    if ((v < 0 || v >= arg.idBound) && v != arg.ignoredId) {
+      throw Error("kiln: " + what + " holds " + std::to_string(v) +
+                  " at flat index " + std::to_string(i) + ", outside [0, " +
+                  std::to_string(arg.idBound) + ")");
+    }
+  }
+}
+
+static void checkArguments(const FunctionSpec &spec,
+                           const std::vector<Arg> &args) {
+  if (args.size() != spec.args.size()) {
+    throw Error("kiln: '" + spec.name + "' takes " +
+                std::to_string(spec.args.size()) + " arguments, got " +
+                std::to_string(args.size()));
+  }
+  for (size_t i = 0; i < args.size(); ++i) {
+    const ArgSpec &expected = spec.args[i];
+    const Arg &arg = args[i];
+    std::string what = describeArg(spec, i);
+    if (expected.isScalar != arg.isScalar) {
+      throw Error("kiln: " + what + " must be " +
+                  (expected.isScalar ? "an i64 scalar" : "a tensor"));
+    }
+    if (arg.isScalar) {
+      continue;
+    }
+    const Tensor &t = arg.tensor;
+    if (!t.defined()) {
+      throw Error("kiln: " + what + " is an empty (undefined) tensor");
+    }
+    if (t.dtype() != expected.dtype) {
+      throw Error("kiln: " + what + " must have dtype " + name(expected.dtype) +
+                  ", got " + name(t.dtype()));
+    }
+    bool shapeOk = t.rank() == int64_t(expected.shape.size());
+    for (size_t d = 0; shapeOk && d < expected.shape.size(); ++d) {
+      shapeOk = expected.shape[d] < 0 || expected.shape[d] == t.shape()[d];
+    }
+    if (!shapeOk) {
+      std::vector<int64_t> shown = expected.shape;
+      throw Error("kiln: " + what + " must have shape " + formatShape(shown) +
+                  " (-1: any size), got " + formatShape(t.shape()));
+    }
+    if (expected.idBound >= 0) {
+      if (t.dtype() == DType::i64) {
+        checkIds<int64_t>(t, expected, what);
+      } else if (t.dtype() == DType::i32) {
+        checkIds<int32_t>(t, expected, what);
+      }
+    }
+  }
+  // Dynamic sizes that the model needs to agree.
+  for (const DimGroup &g : spec.groups) {
+    const auto &group = g.dims;
+    int64_t want = g.size;
+    size_t wantFrom = SIZE_MAX;
+    for (auto [argIndex, dim] : group) {
+      int64_t size = args[argIndex].tensor.shape()[dim];
+      if (want < 0) {
+        want = size;
+        wantFrom = argIndex;
+        continue;
+      }
+      if (size != want) {
+        std::string source = wantFrom == SIZE_MAX
+                                 ? "the model's size " + std::to_string(want)
+                                 : "dimension of " +
+                                       describeArg(spec, wantFrom) + " (" +
+                                       std::to_string(want) + ")";
+        throw Error("kiln: dimension " + std::to_string(dim) + " of " +
+                    describeArg(spec, argIndex) + " is " +
+                    std::to_string(size) + " but must equal " + source);
+      }
+    }
+  }
+  for (const PositionLimit &limit : spec.positionLimits) {
+    const auto &[argIndex, dim] = spec.groups[limit.group].dims.front();
+    int64_t length = args[argIndex].tensor.shape()[dim];
+    int64_t offset = limit.offsetArg >= 0 ? args[limit.offsetArg].scalar : 0;
+    if (offset < 0 || offset + length > limit.maxLen) {
+      throw Error("kiln: positions [" + std::to_string(offset) + ", " +
+                  std::to_string(offset + length) + ") of '" + spec.name +
+                  "' exceed the learned position table (max_len " +
+                  std::to_string(limit.maxLen) + ")");
+    }
+  }
+}
+
+namespace {
+/// Where a memref descriptor's words live in the packed argument list.
+struct Descriptor {
+  void *allocated;
+  void *aligned;
+  int64_t offset;
+  std::vector<int64_t> sizes, strides;
+};
+} // namespace
+
+/// The MLIR marker of a memref that points into a global (not malloc'ed).
+static constexpr uintptr_t kGlobalMarker = 0xdeadbeef;
+
+std::vector<Tensor>
+CompiledFunction::run(const ParameterStore &parameters,
+                      const std::map<std::string, Arg> &inputs) const {
+  const FunctionSpec &fs = spec_;
+  const std::string &name = fs.name;
+  std::vector<Arg> args;
+  size_t used = 0;
+  for (const ArgSpec &arg : fs.args) {
+    if (arg.isParam) {
+      args.emplace_back(parameters.get(arg.name));
+      continue;
+    }
+    auto it = inputs.find(arg.name);
+    if (it == inputs.end()) {
+      throw Error("kiln: '" + name + "' needs the input '" + arg.name + "'");
+    }
+    args.push_back(it->second);
+    ++used;
+  }
+  if (used != inputs.size()) {
+    for (const auto &[input, _] : inputs) {
+      bool known = false;
+      for (const ArgSpec &arg : fs.args) {
+        known |= !arg.isParam && arg.name == input;
+      }
+      if (!known) {
+        throw Error("kiln: '" + name + "' has no input '" + input + "'");
+      }
+    }
+  }
+  return call(args);
+}
+
+std::vector<Tensor> CompiledFunction::call(const std::vector<Arg> &args) const {
+  const FunctionSpec &fs = spec_;
+  checkArguments(fs, args);
+
+  // Lay the arguments out as the expanded LLVM arguments of the function:
+  // a memref is (allocated, aligned, offset, sizes..., strides...), an i64 is
+  // itself. The packed list points at each of those words.
+  std::vector<uint64_t> words;
+  std::vector<size_t> starts;
+  for (const Arg &arg : args) {
+    starts.push_back(words.size());
+    if (arg.isScalar) {
+      continue;
+    }
+    const Tensor &t = arg.tensor;
+    words.push_back(reinterpret_cast<uint64_t>(t.raw()));
+    words.push_back(reinterpret_cast<uint64_t>(t.raw()));
+    words.push_back(0);
+    for (int64_t s : t.shape()) {
+      words.push_back(uint64_t(s));
+    }
+    for (int64_t s : t.strides()) {
+      words.push_back(uint64_t(s));
+    }
+  }
+  std::vector<void *> packed;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const Arg &arg = args[i];
+    if (arg.isScalar) {
+      packed.push_back(const_cast<int64_t *>(&arg.scalar));
+      continue;
+    }
+    size_t count = 3 + 2 * arg.tensor.rank();
+    for (size_t k = 0; k < count; ++k) {
+      packed.push_back(&words[starts[i] + k]);
+    }
+  }
+  size_t resultWords = 0;
+  for (const auto &shape : fs.results) {
+    resultWords += 3 + 2 * shape.size();
+  }
+  std::vector<uint64_t> results(std::max<size_t>(resultWords, 1));
+  if (!fs.results.empty()) {
+    packed.push_back(results.data());
+  }
+  fn_(packed.data());
+
+  // Adopt the results (or copy those that alias an input, a global, or an
+  // earlier result, or are not contiguous).
+  std::set<uintptr_t> inputs;
+  for (const Arg &arg : args) {
+    if (!arg.isScalar) {
+      inputs.insert(reinterpret_cast<uintptr_t>(arg.tensor.raw()));
+    }
+  }
+  std::vector<Tensor> out;
+  std::set<uintptr_t> adopted;
+  std::vector<void *> toFree;
+  size_t at = 0;
+  for (const auto &shape : fs.results) {
+    size_t rank = shape.size();
+    Descriptor d;
+    d.allocated = reinterpret_cast<void *>(results[at]);
+    d.aligned = reinterpret_cast<void *>(results[at + 1]);
+    d.offset = int64_t(results[at + 2]);
+    for (size_t k = 0; k < rank; ++k) {
+      d.sizes.push_back(int64_t(results[at + 3 + k]));
+      d.strides.push_back(int64_t(results[at + 3 + rank + k]));
+    }
+    at += 3 + 2 * rank;
+    float *data = static_cast<float *>(d.aligned) + d.offset;
+    auto allocated = reinterpret_cast<uintptr_t>(d.allocated);
+    bool owned = allocated != kGlobalMarker && !inputs.count(allocated) &&
+                 !inputs.count(reinterpret_cast<uintptr_t>(d.aligned));
+    bool contiguous = true;
+    int64_t expect = 1;
+    for (size_t k = rank; k-- > 0;) {
+      if (d.sizes[k] != 1 && d.strides[k] != expect) {
+        contiguous = false;
+      }
+      expect *= d.sizes[k];
+    }
+    if (owned && contiguous && !adopted.count(allocated)) {
+      adopted.insert(allocated);
+      void *toRelease = d.allocated;
+      out.push_back(Tensor::adopt(data, d.sizes, DType::f32,
+                                  [toRelease] { std::free(toRelease); }));
+      continue;
+    }
+    Tensor copy = Tensor::empty(d.sizes, DType::f32);
+    float *dst = copy.data<float>();
+    int64_t n = copy.numel();
+    std::vector<int64_t> index(rank, 0);
+    for (int64_t i = 0; i < n; ++i) {
+      int64_t src = 0;
+      for (size_t k = 0; k < rank; ++k) {
+        src += index[k] * d.strides[k];
+      }
+      dst[i] = data[src];
+      for (size_t k = rank; k-- > 0;) {
+        if (++index[k] < d.sizes[k]) {
+          break;
+        }
+        index[k] = 0;
+      }
+    }
+    out.push_back(copy);
+    if (owned && !adopted.count(allocated)) {
+      adopted.insert(allocated);
+      toFree.push_back(d.allocated);
+    }
+  }
+  for (void *p : toFree) {
+    std::free(p);
+  }
+  return out;
+}
+
+//===----------------------------------------------------------------------===//
+// Executable
+//===----------------------------------------------------------------------===//
+
+Executable::~Executable() = default;
+
+void Executable::add(CompiledFunction function) {
+  std::string name = function.spec().name;
+  functions_.insert_or_assign(name, std::move(function));
+}
+
+const CompiledFunction &Executable::function(const std::string &name) const {
+  auto it = functions_.find(name);
+  if (it == functions_.end()) {
+    std::string known;
+    for (const auto &[fn, _] : functions_) {
+      known += (known.empty() ? "" : ", ") + fn;
+    }
+    throw Error("kiln: no function '" + name +
+                "' in the compiled module (it has: " + known + ")");
+  }
+  return it->second;
+}
+
+bool Executable::contains(const std::string &name) const {
+  return functions_.count(name) != 0;
+}
+
+std::vector<std::string> Executable::functions() const {
+  std::vector<std::string> names;
+  for (const auto &[name, _] : functions_) {
+    names.push_back(name);
+  }
+  return names;
+}
+
+std::vector<Tensor> Executable::call(const std::string &name,
+                                     const std::vector<Arg> &args) const {
+  return function(name).call(args);
+}
+
+std::vector<Tensor>
+Executable::run(const std::string &name, const ParameterStore &parameters,
+                const std::map<std::string, Arg> &inputs) const {
+  return function(name).run(parameters, inputs);
+}
+
+ParameterStore Executable::initParameters(uint64_t seed) const {
+  ParameterStore store;
+  Rng rng(seed);
+  for (const ParamSpec &p : params_) {
+    store.add(p.name, p.shape, p.init, rng);
+  }
+  return store;
+}
+
+} // namespace kiln

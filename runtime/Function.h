@@ -1,0 +1,151 @@
+//===- Function.h - Call compiled kiln functions ----------------*- C++ -*-===//
+//
+// The calling side of compiled code, shared by the JIT and ahead-of-time
+// objects, with no LLVM or MLIR dependency. A compiled function is reached
+// through its packed entry point, `void fn(void **args)`: one pointer per
+// word of the expanded arguments (a memref is allocated, aligned, offset,
+// sizes, strides; an i64 is itself) and, last, a pointer to the results'
+// descriptor words. Its FunctionSpec says what the arguments must be; every
+// call is checked against it before the compiled code runs, so that code only
+// ever sees inputs it can process without reading out of bounds.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_RUNTIME_FUNCTION_H
+#define KILN_RUNTIME_FUNCTION_H
+
+#include "runtime/Init.h"
+#include "runtime/ParameterStore.h"
+#include "runtime/Tensor.h"
+
+#include <climits>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace kiln {
+
+/// One argument of a compiled function: a tensor or an i64 scalar (a dropout
+/// seed, a start position).
+struct Arg {
+  Arg(Tensor tensor) : tensor(std::move(tensor)) {}
+  Arg(int64_t scalar) : scalar(scalar), isScalar(true) {}
+  Tensor tensor;
+  int64_t scalar = 0;
+  bool isScalar = false;
+};
+
+/// What a function argument must be.
+struct ArgSpec {
+  std::string name;           ///< kiln.name if the IR has one, else "arg<i>".
+  bool isParam = false;       ///< kiln.kind = "param": bound from a store.
+  bool isState = false;       ///< kiln.kind = "state": optimizer state.
+  bool isScalar = false;      ///< An i64 scalar rather than a tensor.
+  DType dtype = DType::f32;   ///< Element type of a tensor argument.
+  std::vector<int64_t> shape; ///< -1 for a dynamic size.
+  int64_t idBound = -1;       ///< When >= 0: values must lie in [0, idBound).
+  int64_t ignoredId = INT64_MIN; ///< A value exempt from idBound.
+};
+
+/// Sizes that must agree at run time.
+struct DimGroup {
+  std::vector<std::pair<size_t, int64_t>> dims; ///< (argument, dim)
+  int64_t size = -1; ///< A static size the group must have, or -1.
+};
+
+/// A learned position table: the positions [offset, offset + length) of a
+/// group's size must lie within it.
+struct PositionLimit {
+  size_t group = 0;
+  int64_t offsetArg = -1; ///< The scalar argument holding the offset, or -1.
+  int64_t maxLen = 0;
+};
+
+struct FunctionSpec {
+  std::string name;
+  std::vector<ArgSpec> args;
+  std::vector<std::vector<int64_t>> results; ///< Result shapes, -1 dynamic.
+  std::vector<DimGroup> groups;
+  std::vector<PositionLimit> positionLimits;
+};
+
+/// A parameter a model declares, in declaration order.
+struct ParamSpec {
+  std::string name;
+  std::vector<int64_t> shape;
+  Init init;
+};
+
+/// Line-oriented text forms, embedded in ahead-of-time objects. parse*()
+/// throw kiln::Error on anything malformed.
+std::string serialize(const FunctionSpec &spec);
+FunctionSpec parseFunctionSpec(std::string_view text);
+std::string serialize(const std::vector<ParamSpec> &params);
+std::vector<ParamSpec> parseParamSpecs(std::string_view text);
+
+/// The packed entry point of a compiled function.
+using PackedFunction = void (*)(void **);
+
+class CompiledFunction {
+public:
+  CompiledFunction(FunctionSpec spec, PackedFunction fn);
+
+  const FunctionSpec &spec() const { return spec_; }
+
+  /// Calls the function. Throws kiln::Error for a wrong argument count,
+  /// dtype, rank or static size, inconsistent dynamic sizes, token ids
+  /// outside their table, and positions past a learned position table.
+  std::vector<Tensor> call(const std::vector<Arg> &args) const;
+
+  /// Calls the function with its parameters taken from `parameters` and every
+  /// other argument from `inputs` by name. Throws kiln::Error for a missing
+  /// or an unknown input, and whatever call() throws.
+  std::vector<Tensor> run(const ParameterStore &parameters,
+                          const std::map<std::string, Arg> &inputs) const;
+
+private:
+  FunctionSpec spec_;
+  PackedFunction fn_;
+};
+
+/// A set of compiled functions and the parameters they share: what the JIT
+/// produces, and what an ahead-of-time object holds.
+class Executable {
+public:
+  virtual ~Executable();
+
+  std::vector<Tensor> call(const std::string &name,
+                           const std::vector<Arg> &args) const;
+  std::vector<Tensor> run(const std::string &name,
+                          const ParameterStore &parameters,
+                          const std::map<std::string, Arg> &inputs) const;
+  /// The function called `name`; throws kiln::Error listing the functions
+  /// there are when there is none.
+  const CompiledFunction &function(const std::string &name) const;
+  const FunctionSpec &spec(const std::string &name) const {
+    return function(name).spec();
+  }
+  bool contains(const std::string &name) const;
+  std::vector<std::string> functions() const;
+
+  /// The model's parameters, in declaration order, with their initializers.
+  const std::vector<ParamSpec> &params() const { return params_; }
+  /// A store holding every parameter, initialized as declared from a
+  /// generator seeded with `seed`.
+  ParameterStore initParameters(uint64_t seed) const;
+
+protected:
+  void add(CompiledFunction function);
+  void setParams(std::vector<ParamSpec> params) { params_ = std::move(params); }
+
+private:
+  std::map<std::string, CompiledFunction> functions_;
+  std::vector<ParamSpec> params_;
+};
+
+} // namespace kiln
+
+#endif // KILN_RUNTIME_FUNCTION_H

@@ -1,0 +1,199 @@
+//===- AotTest.cpp - Ahead-of-time compiled models against the JIT --------===//
+//
+// tiny_gpt.h and its object come from kiln_add_model (generator, kiln-compile)
+// at build time; the same module is JIT-compiled here. Both run the same
+// pipeline for the same CPU, so results must agree bit for bit.
+//
+//===----------------------------------------------------------------------===//
+
+#include "TinyGpt.h"
+#include "tiny_gpt.h"
+
+#include "../Runtime/TempDirTest.h"
+#include "runtime/Aot.h"
+#include "runtime/Checkpoint.h"
+#include "runtime/Error.h"
+#include "runtime/Generate.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+using namespace kiln;
+
+namespace {
+
+/// Compiled once for all tests.
+std::shared_ptr<JitModule> jitTinyGpt() {
+  static std::shared_ptr<JitModule> jit = [] {
+    dsl::Module module;
+    test::buildTinyGpt(module);
+    return compileTraining(module, "loss", test::tinyGptOptimizer());
+  }();
+  return jit;
+}
+
+Tensor randomIds(std::vector<int64_t> shape, uint64_t seed) {
+  Tensor t = Tensor::empty(shape, DType::i64);
+  Rng rng(seed);
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    t.data<int64_t>()[i] =
+        int64_t(rng.next() % uint64_t(test::tinyGptConfig().vocabSize));
+  }
+  return t;
+}
+
+void expectIdentical(const Tensor &a, const Tensor &b,
+                     const std::string &what) {
+  ASSERT_EQ(a.shape(), b.shape()) << what;
+  EXPECT_EQ(0, std::memcmp(a.raw(), b.raw(), a.numel() * sizeOf(a.dtype())))
+      << what << " differs";
+}
+
+} // namespace
+
+TEST(Aot, ForwardAndTrainingStepsMatchTheJitBitForBit) {
+  auto jit = jitTinyGpt();
+  auto aot = std::make_shared<AotModule>(tiny_gpt_model);
+  EXPECT_EQ(aot->functions(), jit->functions());
+  ASSERT_EQ(aot->params().size(), jit->params().size());
+  for (size_t i = 0; i < aot->params().size(); ++i) {
+    EXPECT_EQ(aot->params()[i].name, jit->params()[i].name);
+    EXPECT_EQ(aot->params()[i].shape, jit->params()[i].shape);
+  }
+
+  ParameterStore params = aot->initParameters(5);
+  Tensor ids = randomIds({3, 8}, 1);
+  Tensor aotLogits = aot->run("forward", params, {{"idx", ids}})[0];
+  Tensor jitLogits = jit->run("forward", params, {{"idx", ids}})[0];
+  expectIdentical(aotLogits, jitLogits, "forward logits");
+
+  Trainer aotTrainer(aot, /*seed=*/7), jitTrainer(jit, /*seed=*/7);
+  for (int step = 0; step < 3; ++step) {
+    std::map<std::string, Arg> batch{{"idx", randomIds({4, 8}, 10 + step)},
+                                     {"targets", randomIds({4, 8}, 20 + step)}};
+    float a = aotTrainer.step(batch, 1e-2f);
+    float j = jitTrainer.step(batch, 1e-2f);
+    EXPECT_EQ(a, j) << "loss of step " << step;
+  }
+  for (const std::string &name : aotTrainer.parameters().names()) {
+    expectIdentical(aotTrainer.parameters().get(name),
+                    jitTrainer.parameters().get(name), name);
+  }
+  for (const std::string &name : aotTrainer.state().names()) {
+    expectIdentical(aotTrainer.state().get(name), jitTrainer.state().get(name),
+                    name);
+  }
+  std::map<std::string, Arg> eval{{"idx", ids}, {"targets", ids}};
+  expectIdentical(aotTrainer.run("eval_loss", eval)[0],
+                  jitTrainer.run("eval_loss", eval)[0], "eval_loss");
+}
+
+TEST(Aot, CachedGenerationMatchesTheJit) {
+  auto jit = jitTinyGpt();
+  auto aot = std::make_shared<AotModule>(tiny_gpt_model);
+  ParameterStore params = aot->initParameters(3);
+  auto generate = [&](const Executable &exe) {
+    Rng rng(11);
+    return generateGpt(
+        [&](const std::string &graph, const std::map<std::string, Arg> &in) {
+          return exe.run(graph, params, in);
+        },
+        dsl::models::decodeShape(test::tinyGptConfig()), {1, 2, 3}, 12,
+        {.temperature = 1.0}, rng);
+  };
+  EXPECT_EQ(generate(*aot), generate(*jit));
+}
+
+TEST(Aot, TheCEntryPointsCheckTheirArguments) {
+  AotModule aot(tiny_gpt_model);
+  ParameterStore params = aot.initParameters(5);
+  Tensor ids = randomIds({2, 8}, 4);
+  Tensor expected = aot.run("forward", params, {{"idx", ids}})[0];
+
+  // The C interface: arguments in the header's order.
+  const FunctionSpec &spec = aot.spec("forward");
+  ASSERT_EQ(spec.args.size(), size_t(TINY_GPT_FORWARD_NUM_ARGS));
+  std::vector<kiln_tensor> args;
+  for (const ArgSpec &a : spec.args) {
+    const Tensor &t = a.isParam ? params.get(a.name) : ids;
+    kiln_tensor k{};
+    k.data = t.raw();
+    k.dtype = t.dtype() == DType::f32 ? KILN_F32 : KILN_I64;
+    k.rank = int32_t(t.rank());
+    for (int64_t d = 0; d < t.rank(); ++d) {
+      k.shape[d] = t.shape()[d];
+    }
+    args.push_back(k);
+  }
+  kiln_tensor result{};
+  ASSERT_EQ(0, tiny_gpt_forward(args.data(), args.size(), &result, 1))
+      << kiln_last_error();
+  ASSERT_EQ(result.rank, 3);
+  EXPECT_EQ(result.shape[0], 2);
+  EXPECT_EQ(result.shape[2], test::tinyGptConfig().vocabSize);
+  EXPECT_EQ(0, std::memcmp(result.data, expected.raw(),
+                           expected.numel() * sizeof(float)));
+  kiln_tensor_release(&result);
+  EXPECT_EQ(result.data, nullptr);
+
+  kiln_tensor untouched{};
+  EXPECT_NE(0, tiny_gpt_forward(args.data(), args.size() - 1, &untouched, 1));
+  EXPECT_NE(std::string(kiln_last_error()).find("arguments"), std::string::npos)
+      << kiln_last_error();
+  EXPECT_EQ(untouched.data, nullptr);
+
+  // A token id past the table, and a wrong rank: refused with the reason.
+  Tensor bad = ids.clone();
+  bad.data<int64_t>()[5] = 99;
+  size_t idx = 0;
+  while (spec.args[idx].isParam) {
+    ++idx;
+  }
+  args[idx].data = bad.raw();
+  EXPECT_NE(0, tiny_gpt_forward(args.data(), args.size(), &untouched, 1));
+  EXPECT_NE(std::string(kiln_last_error()).find("99"), std::string::npos)
+      << kiln_last_error();
+  args[idx].data = ids.raw();
+  args[idx].rank = 1;
+  EXPECT_NE(0, tiny_gpt_forward(args.data(), args.size(), &untouched, 1));
+  EXPECT_NE(std::string(kiln_last_error()).find("shape"), std::string::npos)
+      << kiln_last_error();
+  EXPECT_EQ(untouched.data, nullptr);
+}
+
+class AotCheckpoint : public test::TempDirTest {};
+
+TEST_F(AotCheckpoint, AWrongCheckpointIsRefusedAndChangesNothing) {
+  AotModule aot(tiny_gpt_model);
+  ParameterStore params = aot.initParameters(5);
+  Tensor before = params.get("wte.weight").clone();
+
+  // A checkpoint missing a tensor, and one with a wrong shape.
+  ParameterStore missing, reshaped;
+  for (const auto &[name, tensor] : params.namedTensors()) {
+    if (name != "ln_f.weight") {
+      missing.add(name, tensor.clone());
+    }
+    reshaped.add(name, name == "wte.weight" ? Tensor::zeros({7, 16}, DType::f32)
+                                            : tensor.clone());
+  }
+  saveCheckpoint(path("missing.safetensors"), missing, {}, {});
+  saveCheckpoint(path("reshaped.safetensors"), reshaped, {}, {});
+  ParameterStore target = aot.initParameters(9);
+  try {
+    loadCheckpoint(path("missing.safetensors"), target);
+    FAIL() << "a checkpoint without ln_f.weight was accepted";
+  } catch (const Error &e) {
+    EXPECT_NE(std::string(e.what()).find("ln_f.weight"), std::string::npos)
+        << e.what();
+  }
+  try {
+    loadCheckpoint(path("reshaped.safetensors"), target);
+    FAIL() << "a checkpoint with a wrong shape was accepted";
+  } catch (const Error &e) {
+    EXPECT_NE(std::string(e.what()).find("wte.weight"), std::string::npos)
+        << e.what();
+  }
+  expectIdentical(params.get("wte.weight"), before, "wte.weight");
+}
