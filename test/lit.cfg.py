@@ -11,12 +11,14 @@ config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
 config.suffixes = [".mlir"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.kiln_obj_root, "test")
-config.excludes = ["CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py", "Unit"]
+# Inputs of other tests and the user project of test/Install are not tests.
+config.excludes = ["CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py", "Unit",
+                   "Inputs", "project"]
 
 llvm_config.use_default_substitutions()
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 llvm_config.add_tool_substitutions(
-    ["kiln-opt"], [config.kiln_tools_dir, config.llvm_tools_dir]
+    ["kiln-opt", "kiln-compile"], [config.kiln_tools_dir, config.llvm_tools_dir]
 )
 llvm_config.add_tool_substitutions(
     [
@@ -27,6 +29,14 @@ llvm_config.add_tool_substitutions(
         "kiln-example-shakespeare",
         "kiln-example-translate",
         "kiln-example-custom-loop",
+        "kiln-shakespeare-train",
+        "kiln-shakespeare-generate",
     ],
     [os.path.join(config.kiln_obj_root, "examples")],
 )
+
+# A plain C/C++ compiler, for the generated headers.
+config.substitutions.append(("%clangxx", os.path.join(config.llvm_tools_dir, "clang++")))
+config.substitutions.append(("%clang", os.path.join(config.llvm_tools_dir, "clang")))
+config.substitutions.append(("%kiln_src", config.kiln_src_root))
+config.substitutions.append(("%kiln_obj", config.kiln_obj_root))

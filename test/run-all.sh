@@ -14,8 +14,15 @@ echo "== unit tests (ctest)"
 ctest --test-dir "$build" --output-on-failure 2>&1 | tee "$logs/ctest"
 ctest_rc=${PIPESTATUS[0]}
 
-# lit: "  Passed: N" / "  Failed: N"; ctest: "... 0 tests failed out of N".
-count() { grep -Eo "^ +$1: +[0-9]+" "$logs/lit" | grep -Eo '[0-9]+$' || echo 0; }
+# lit: "  Passed: N" (or "  Passed    : N" when several kinds are listed) /
+# "  Failed    : N"; ctest: "... 0 tests failed out of N".
+# The summary is at the end; a failing test's own output may hold similar
+# lines, so only the last match counts.
+count() {
+  local n
+  n=$(grep -Eo "^ +$1 *: +[0-9]+" "$logs/lit" | tail -1 | grep -Eo '[0-9]+$')
+  echo "${n:-0}"
+}
 lit_passed=$(count Passed)
 lit_failed=$(( $(count Failed) + $(count Unresolved) + $(count 'Unexpectedly Passed') ))
 read -r ctest_failed ctest_total < <(sed -nE \

@@ -116,9 +116,12 @@ def KilnFuseElementwisePass : Pass<"kiln-fuse-elementwise"> {
   let summary = "Fuse elementwise producers into elementwise consumers";
   let description = [{
     linalg's elementwise fusion, restricted to consumers whose loops are all
-    parallel: an activation fuses with the bias add or the residual add that
-    follows it, but is never fused into a contraction or a reduction, where
-    it would be recomputed once per reduction step.
+    parallel, and to producers all of whose users are such consumers: an
+    activation fuses with the bias add or the residual add that follows it,
+    but is never fused into a contraction or a reduction, where it would be
+    recomputed once per reduction step, nor into one consumer while it is
+    kept for another (along a residual stream, every layer would recompute
+    all the ones before it).
   }];
   let dependentDialects = ["::mlir::linalg::LinalgDialect"];
 }

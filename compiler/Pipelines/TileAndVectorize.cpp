@@ -380,9 +380,18 @@ struct KilnFuseElementwisePass
     RewritePatternSet patterns(&getContext());
     linalg::populateElementwiseOpsFusionPatterns(
         patterns, [](OpOperand *operand) {
-          auto consumer = dyn_cast<linalg::LinalgOp>(operand->getOwner());
-          return consumer &&
-                 consumer.getNumLoops() == consumer.getNumParallelLoops();
+          // A producer is duplicated into each consumer it fuses into, so
+          // it must fuse into all of its users or none: one that is kept
+          // for another user (a residual stream feeding a layer norm) would
+          // be computed twice, and along the stream every layer would
+          // recompute all the ones before it.
+          auto elementwise = [](Operation *op) {
+            auto linalgOp = dyn_cast<linalg::LinalgOp>(op);
+            return linalgOp &&
+                   linalgOp.getNumLoops() == linalgOp.getNumParallelLoops();
+          };
+          return elementwise(operand->getOwner()) &&
+                 llvm::all_of(operand->get().getUsers(), elementwise);
         });
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns)))) {
       signalPassFailure();

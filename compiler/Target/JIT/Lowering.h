@@ -1,4 +1,5 @@
-//===- Lowering.h - Kiln IR to the LLVM dialect, for JIT and AOT -*- C++ -*-===//
+//===- Lowering.h - Kiln IR to the LLVM dialect, for JIT and AOT -*- C++
+//-*-===//
 //
 // What the JIT and the ahead-of-time compiler share: reading the functions'
 // signatures and input contracts and the model's parameters off kiln IR,

@@ -1,0 +1,52 @@
+// kiln-compile: an object and a header that plain C and C++ programs use,
+// linked with the runtime alone; portable CPU levels; clear errors.
+// RUN: rm -rf %t && mkdir -p %t
+// RUN: kiln-compile %S/Inputs/relu2.mlir -o %t/relu2.o --header %t/relu2.h --name relu2 --cpu x86-64-v2 | FileCheck %s --check-prefix=COMPILE
+// RUN: FileCheck %s --check-prefix=HEADER < %t/relu2.h
+// RUN: %clang -std=c99 -Wall -Wextra -Werror -pedantic -fsyntax-only -I%t %S/Inputs/use_relu2.c
+// RUN: %clangxx -std=c++17 -Wall -Wextra -Werror -fsyntax-only -x c++ -I%t %S/Inputs/use_relu2.c
+// RUN: %clang -c -I%t %S/Inputs/use_relu2.c -o %t/use.o
+// RUN: %clangxx -fuse-ld=lld %t/use.o %t/relu2.o %kiln_obj/runtime/libKilnRuntime.a -lfmt -L/usr/lib/llvm-22/lib -Wl,-rpath,/usr/lib/llvm-22/lib -lomp -lm -o %t/use
+// RUN: %t/use | FileCheck %s --check-prefix=OUT
+// x86-64-v2 has no AVX: no ymm or zmm register in the code.
+// RUN: llvm-objdump -d %t/relu2.o | FileCheck %s --check-prefix=V2 --implicit-check-not=ymm --implicit-check-not=zmm
+// A static library, for the host CPU.
+// RUN: kiln-compile %S/Inputs/relu2.mlir -o %t/librelu2.a --header %t/relu2a.h --name relu2
+// RUN: llvm-nm %t/librelu2.a | FileCheck %s --check-prefix=ARCHIVE
+// Errors: nothing is written.
+// RUN: not kiln-compile %S/Inputs/relu2.mlir -o %t/bad.o --header %t/bad.h --name relu2 --cpu pentium9 2>&1 | FileCheck %s --check-prefix=CPU
+// RUN: not kiln-compile %S/Inputs/relu2.mlir -o %t/bad.o --header %t/bad.h --name 2fast 2>&1 | FileCheck %s --check-prefix=NAME
+// RUN: not kiln-compile %t/nothere.mlir -o %t/bad.o --header %t/bad.h --name relu2 2>&1 | FileCheck %s --check-prefix=MISSING
+// RUN: not kiln-compile %s -o %t/bad.o --header %t/bad.h --name relu2 2>&1 | FileCheck %s --check-prefix=PARSE
+// RUN: not ls %t/bad.o %t/bad.h
+
+this is not IR
+
+// COMPILE: kiln-compile: relu2 (1 functions, cpu x86-64-v2) in {{.*}} s (MLIR {{.*}} s, LLVM {{.*}} s) -> {{.*}}relu2.o, {{.*}}relu2.h
+
+// HEADER: #ifndef RELU2_KILN_H
+// HEADER: typedef struct kiln_tensor {
+// HEADER: int kiln_call(
+// HEADER: extern const kiln_model relu2_model;
+// HEADER: /* double_relu
+// HEADER-NEXT:  * Arguments, in this order (args[i]):
+// HEADER-NEXT:  *   [0] x: f32 [?, 3]
+// HEADER-NEXT:  * Results (results[i], f32; release each with kiln_tensor_release):
+// HEADER-NEXT:  *   [0] [?, 3]
+// HEADER: #define RELU2_DOUBLE_RELU_NUM_ARGS 1
+// HEADER: #define RELU2_DOUBLE_RELU_NUM_RESULTS 1
+// HEADER: int relu2_double_relu(const kiln_tensor *args, size_t num_args,
+
+// OUT: shape 2 [2, 3]: 0 0 3 4 0 8
+// OUT: refused: kiln: argument #0 'x' of 'double_relu' must have shape [-1, 3] (-1: any size), got [3, 2]
+
+// V2: <relu2_double_relu>:
+
+// ARCHIVE: relu2.o:
+// ARCHIVE: T relu2_double_relu
+// ARCHIVE: D relu2_model
+
+// CPU: kiln: unknown target CPU 'pentium9'
+// NAME: kiln: the model name '2fast' must be a C identifier
+// MISSING: kiln-compile: cannot read '{{.*}}nothere.mlir'
+// PARSE: kiln: '{{.*}}kiln-compile.mlir' does not parse:

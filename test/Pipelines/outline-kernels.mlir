@@ -1,0 +1,70 @@
+// RUN: kiln-opt --kiln-outline-kernels --split-input-file %s | FileCheck %s
+// RUN: kiln-opt --kiln-outline-kernels --convert-linalg-to-loops --convert-scf-to-cf --finalize-memref-to-llvm --convert-arith-to-llvm --convert-cf-to-llvm --convert-func-to-llvm --kiln-apply-noalias --reconcile-unrealized-casts --split-input-file %s | FileCheck %s --check-prefix=LLVM
+
+// Identical ops share one kernel; a different one gets its own. Buffers that
+// never overlap a written buffer are noalias; two views of one buffer are not.
+#map = affine_map<(d0, d1) -> (d0, d1)>
+func.func @layers(%a: memref<4x8xf32>) -> memref<4x8xf32> {
+  %b = memref.alloc() : memref<4x8xf32>
+  %c = memref.alloc() : memref<4x8xf32>
+  %one = arith.constant 1.0 : f32
+  linalg.generic {indexing_maps = [#map, #map], iterator_types = ["parallel", "parallel"]}
+      ins(%a : memref<4x8xf32>) outs(%b : memref<4x8xf32>) {
+  ^bb0(%x: f32, %y: f32):
+    %s = arith.addf %x, %one : f32
+    linalg.yield %s : f32
+  }
+  linalg.generic {indexing_maps = [#map, #map], iterator_types = ["parallel", "parallel"]}
+      ins(%b : memref<4x8xf32>) outs(%c : memref<4x8xf32>) {
+  ^bb0(%x: f32, %y: f32):
+    %s = arith.addf %x, %one : f32
+    linalg.yield %s : f32
+  }
+  // Reads one half of %c and writes the other: two views of one buffer.
+  %top = memref.subview %c[0, 0] [2, 8] [1, 1] : memref<4x8xf32> to memref<2x8xf32, strided<[8, 1]>>
+  %bottom = memref.subview %c[2, 0] [2, 8] [1, 1] : memref<4x8xf32> to memref<2x8xf32, strided<[8, 1], offset: 16>>
+  linalg.generic {indexing_maps = [#map, #map], iterator_types = ["parallel", "parallel"]}
+      ins(%top : memref<2x8xf32, strided<[8, 1]>>) outs(%bottom : memref<2x8xf32, strided<[8, 1], offset: 16>>) {
+  ^bb0(%x: f32, %y: f32):
+    %s = arith.mulf %x, %x : f32
+    linalg.yield %s : f32
+  }
+  memref.dealloc %b : memref<4x8xf32>
+  return %c : memref<4x8xf32>
+}
+
+// CHECK-LABEL: func.func @layers(
+// CHECK:         call @kiln_kernel_0(%{{.*}}, %[[B:.*]]) : (memref<4x8xf32>, memref<4x8xf32>) -> ()
+// CHECK:         call @kiln_kernel_0(%[[B]], %[[C:.*]]) : (memref<4x8xf32>, memref<4x8xf32>) -> ()
+// CHECK:         call @kiln_kernel_1(
+// CHECK-NOT:     linalg.generic
+// CHECK:       func.func private @kiln_kernel_0(%{{.*}}: memref<4x8xf32> {kiln.noalias}, %{{.*}}: memref<4x8xf32> {kiln.noalias})
+// CHECK-SAME:      kiln.noalias_args = array<i64: 1, 8>
+// CHECK-SAME:      passthrough = ["noinline"]
+// CHECK:         arith.constant 1.000000e+00 : f32
+// CHECK:         linalg.generic
+// CHECK:       func.func private @kiln_kernel_1(%{{.*}}: memref<2x8xf32, strided<[8, 1]>>, %{{.*}}: memref<2x8xf32, strided<[8, 1], offset: 16>>)
+// CHECK-SAME:      attributes {passthrough = ["noinline"]}
+// CHECK:         arith.mulf
+
+// LLVM: llvm.func @kiln_kernel_0(%{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr {llvm.noalias}, %{{.*}}: i64, %{{.*}}: i64, %{{.*}}: i64, %{{.*}}: i64, %{{.*}}: i64, %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr {llvm.noalias},
+// LLVM-NOT: kiln.noalias_args
+
+// -----
+
+// A buffer that is written and whose origin is unknown (a function
+// argument) keeps every argument of that call aliasable.
+#map = affine_map<(d0) -> (d0)>
+func.func @unknown(%a: memref<8xf32>, %b: memref<8xf32>) {
+  linalg.generic {indexing_maps = [#map, #map], iterator_types = ["parallel"]}
+      ins(%a : memref<8xf32>) outs(%b : memref<8xf32>) {
+  ^bb0(%x: f32, %y: f32):
+    linalg.yield %x : f32
+  }
+  return
+}
+
+// CHECK-LABEL: func.func @unknown(
+// CHECK:         call @kiln_kernel_0(
+// CHECK:       func.func private @kiln_kernel_0(%{{.*}}: memref<8xf32>, %{{.*}}: memref<8xf32>)
+// CHECK-NOT:     noalias

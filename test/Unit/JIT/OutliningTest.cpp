@@ -1,0 +1,57 @@
+//===- OutliningTest.cpp - Compile work does not grow with depth ----------===//
+//
+// kiln-outline-kernels gives identical layers the same kernels, so a deeper
+// model adds calls, not code: the number of kernel functions LLVM has to
+// optimize is the same for 2 and 6 layers, with and without a training step.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/DSL/DSL.h"
+#include "compiler/DSL/Models.h"
+#include "compiler/Target/JIT/Lowering.h"
+#include "compiler/Target/JIT/Trainer.h"
+
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+
+#include <gtest/gtest.h>
+
+using namespace kiln;
+
+namespace {
+
+/// Kernel functions in the lowered module of a GPT with `layers` blocks.
+int64_t kernels(int64_t layers, bool training) {
+  dsl::models::GptConfig config;
+  config.vocabSize = 17;
+  config.dModel = 16;
+  config.numHeads = 2;
+  config.numLayers = layers;
+  config.dFF = 32;
+  config.maxSeqLen = 8;
+  dsl::Module module;
+  dsl::models::addGptLoss(module, config);
+  LoweringOptions options;
+  if (training) {
+    options.prePipeline = trainingStepPipeline("loss", {});
+  }
+  LoweredModule lowered = lowerToLLVMDialect(module.op(), options);
+  int64_t count = 0;
+  lowered.module->walk([&](mlir::LLVM::LLVMFuncOp func) {
+    count += func.getName().starts_with("kiln_kernel_");
+  });
+  return count;
+}
+
+} // namespace
+
+TEST(Outlining, KernelCountDoesNotGrowWithDepth) {
+  int64_t two = kernels(2, false);
+  EXPECT_GT(two, 10);
+  EXPECT_EQ(kernels(6, false), two);
+}
+
+TEST(Outlining, TrainingStepKernelCountDoesNotGrowWithDepth) {
+  int64_t two = kernels(2, true);
+  EXPECT_GT(two, 20);
+  EXPECT_EQ(kernels(6, true), two);
+}
