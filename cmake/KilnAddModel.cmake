@@ -1,7 +1,7 @@
 #===- KilnAddModel.cmake - Compile DSL models ahead of time ---------------===#
 #
 # kiln_add_model(<target> GENERATOR <source>... [NAME <identifier>]
-#                [CPU <cpu>])
+#                [CPU <cpu>] [DEPENDS <file>...])
 #
 # Builds the generator program from <source>... (a main() that builds a DSL
 # model and calls kiln::generatorMain), runs it to get the model's kiln IR,
@@ -10,11 +10,13 @@
 # <target> into any program; it brings Kiln's runtime, never LLVM or MLIR.
 # NAME (default: <target> with '-' as '_') prefixes every symbol; CPU
 # (default: host) is the code's target, e.g. x86-64-v3 for portable code.
+# DEPENDS lists files the generator reads (a vocabulary, a config), so that
+# the model is regenerated when they change.
 #
 #===------------------------------------------------------------------------===#
 
 function(kiln_add_model target)
-  cmake_parse_arguments(ARG "" "NAME;CPU" "GENERATOR" ${ARGN})
+  cmake_parse_arguments(ARG "" "NAME;CPU" "GENERATOR;DEPENDS" ${ARGN})
   if(NOT ARG_GENERATOR)
     message(FATAL_ERROR "kiln_add_model(${target}): GENERATOR is required")
   endif()
@@ -34,7 +36,7 @@ function(kiln_add_model target)
   add_custom_command(
     OUTPUT ${dir}/${ARG_NAME}.mlir
     COMMAND $<TARGET_FILE:${target}-generator> -o ${dir}/${ARG_NAME}.mlir
-    DEPENDS ${target}-generator
+    DEPENDS ${target}-generator ${ARG_DEPENDS}
     COMMENT "Generating the kiln IR of ${target}")
   add_custom_command(
     OUTPUT ${dir}/${ARG_NAME}.o ${dir}/${ARG_NAME}.h

@@ -15,6 +15,12 @@
 namespace kiln {
 
 AotModule::AotModule(const kiln_model &model) {
+  if (model.abi_version != KILN_ABI_VERSION) {
+    throw Error("kiln: the compiled model was made for runtime interface " +
+                std::to_string(model.abi_version) + ", this runtime has " +
+                std::to_string(KILN_ABI_VERSION) +
+                ": compile it again with this Kiln");
+  }
   if (!model.params || (model.num_functions && !model.functions)) {
     throw Error("kiln: the compiled model is malformed");
   }
@@ -36,16 +42,23 @@ thread_local std::string lastError;
 /// The parsed function of each kiln_function, made on first use.
 const CompiledFunction &compiledFor(const kiln_function *fn) {
   static std::mutex mutex;
-  static std::map<const kiln_function *, CompiledFunction> cache;
+  struct Cached {
+    const char *spec;
+    void (*packed)(void **);
+    CompiledFunction function;
+  };
+  static std::map<const kiln_function *, Cached> cache;
   std::lock_guard<std::mutex> lock(mutex);
   auto it = cache.find(fn);
-  if (it == cache.end()) {
-    it = cache
-             .emplace(fn,
-                      CompiledFunction(parseFunctionSpec(fn->spec), fn->packed))
-             .first;
+  // The entry's address may be reused (a model unloaded and another loaded):
+  // the cached function must still be the entry's.
+  if (it == cache.end() || it->second.spec != fn->spec ||
+      it->second.packed != fn->packed) {
+    Cached fresh{fn->spec, fn->packed,
+                 CompiledFunction(parseFunctionSpec(fn->spec), fn->packed)};
+    it = cache.insert_or_assign(fn, std::move(fresh)).first;
   }
-  return it->second;
+  return it->second.function;
 }
 
 DType dtypeOf(int32_t code, size_t index) {

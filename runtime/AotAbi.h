@@ -40,9 +40,14 @@ typedef struct kiln_function {
   void (*packed)(void **);
 } kiln_function;
 
+/* The layout of kiln_model and kiln_function; a runtime refuses a model made
+ * for another. */
+#define KILN_ABI_VERSION 1
+
 /* A compiled model: its functions and its parameters (text: name, shape and
  * initializer of each), for kiln::AotModule (runtime/Aot.h). */
 typedef struct kiln_model {
+  int64_t abi_version;
   const char *name;
   const char *params;
   size_t num_functions;

@@ -59,8 +59,8 @@ public:
     while (in >> w) {
       words_.push_back(w);
     }
-    at_ = 0;
-    return true;
+    // A line of white space only says nothing.
+    return words_.empty() ? next() : true;
   }
   const std::string &keyword() const { return words_.front(); }
   size_t size() const { return words_.size(); }
@@ -117,7 +117,7 @@ public:
 private:
   const char *what_;
   std::vector<std::string> lines_, words_;
-  size_t index_ = 0, at_ = 0;
+  size_t index_ = 0;
 };
 
 DType parseDType(const LineReader &r, size_t i) {
@@ -374,7 +374,7 @@ static void checkArguments(const FunctionSpec &spec,
     const auto &[argIndex, dim] = spec.groups[limit.group].dims.front();
     int64_t length = args[argIndex].tensor.shape()[dim];
     int64_t offset = limit.offsetArg >= 0 ? args[limit.offsetArg].scalar : 0;
-    if (offset < 0 || offset + length > limit.maxLen) {
+    if (offset < 0 || length > limit.maxLen || offset > limit.maxLen - length) {
       throw Error("kiln: positions [" + std::to_string(offset) + ", " +
                   std::to_string(offset + length) + ") of '" + spec.name +
                   "' exceed the learned position table (max_len " +

@@ -19,6 +19,8 @@
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringMap.h"
 
+#include <limits>
+
 namespace mlir::kiln {
 #define GEN_PASS_DEF_KILNAPPLYNOALIASPASS
 #define GEN_PASS_DEF_KILNOUTLINEKERNELSPASS
@@ -45,13 +47,25 @@ struct OutlineKernels
       }
     }
     for (func::FuncOp func : callers) {
+      // What stays is glue (descriptors, allocations, calls): LLVM's
+      // optimizations would only cost time, which grows faster than the
+      // glue does with the depth of the model.
+      OpBuilder b(func);
+      func->setAttr("passthrough",
+                    b.getArrayAttr({b.getStringAttr("noinline"),
+                                    b.getStringAttr("optnone")}));
       SmallVector<linalg::LinalgOp> ops;
       func.walk<WalkOrder::PreOrder>([&](linalg::LinalgOp op) {
         ops.push_back(op);
         return WalkResult::skip();
       });
       for (linalg::LinalgOp op : ops) {
-        if (op->getNumResults() == 0) {
+        // On buffers, and with ranked ones (kiln-apply-noalias counts the
+        // words of ranked descriptors).
+        bool ranked = llvm::all_of(op->getOperandTypes(), [](Type t) {
+          return !isa<UnrankedMemRefType>(t);
+        });
+        if (op->getNumResults() == 0 && ranked) {
           outline(op, module, symbols);
         }
       }
@@ -99,26 +113,44 @@ struct OutlineKernels
     return v;
   }
 
-  /// For each argument of a call of `op`: may it overlap another argument
-  /// when one of the two is written?
+  /// Whether two different `known` roots are certainly different memory: a
+  /// fresh allocation, a global, or an argument of the calling function
+  /// (which compiled code never writes: they are not writable).
+  static bool isKnownRoot(Value root) {
+    if (auto arg = dyn_cast<BlockArgument>(root)) {
+      return isa<func::FuncOp>(arg.getOwner()->getParentOp());
+    }
+    return isa_and_nonnull<memref::AllocOp, memref::AllocaOp,
+                           memref::GetGlobalOp>(root.getDefiningOp());
+  }
+
+  /// For each argument of a call of `op`: may it overlap another buffer
+  /// argument when one of the two is written? Anything whose origin is not
+  /// known (a loop result, a select) may overlap whatever is written.
   static SmallVector<bool> mayAlias(linalg::LinalgOp op,
                                     ArrayRef<Value> arguments) {
+    size_t n = arguments.size();
     SmallVector<Value> roots;
-    SmallVector<bool> written;
-    bool unknownWrite = false;
+    SmallVector<bool> written, buffer, known;
     for (Value v : arguments) {
       roots.push_back(rootOf(v));
-      bool isInit = llvm::is_contained(op.getDpsInits(), v);
-      written.push_back(isInit);
-      // Compiled code writes only into buffers it allocated itself.
-      Operation *def = roots.back().getDefiningOp();
-      unknownWrite |=
-          isInit && !isa_and_nonnull<memref::AllocOp, memref::AllocaOp>(def);
+      buffer.push_back(isa<BaseMemRefType>(v.getType()));
+      written.push_back(buffer.back() &&
+                        llvm::is_contained(op.getDpsInits(), v));
+      Value root = roots.back();
+      // Written buffers are always fresh allocations in compiled code.
+      known.push_back(isKnownRoot(root) &&
+                      (!written.back() ||
+                       isa_and_nonnull<memref::AllocOp, memref::AllocaOp>(
+                           root.getDefiningOp())));
     }
-    SmallVector<bool> clash(arguments.size(), unknownWrite);
-    for (size_t i = 0; i < arguments.size(); ++i) {
-      for (size_t j = i + 1; j < arguments.size(); ++j) {
-        if (roots[i] == roots[j] && (written[i] || written[j])) {
+    SmallVector<bool> clash(n, false);
+    for (size_t i = 0; i < n; ++i) {
+      for (size_t j = i + 1; j < n; ++j) {
+        if (!buffer[i] || !buffer[j] || !(written[i] || written[j])) {
+          continue;
+        }
+        if (roots[i] == roots[j] || !known[i] || !known[j]) {
           clash[i] = clash[j] = true;
         }
       }
@@ -171,11 +203,18 @@ struct OutlineKernels
     builder.clone(*op, mapping);
     func::ReturnOp::create(builder, op.getLoc());
 
-    // Identical kernels print identically (locations are not printed).
+    // Identical kernels print identically. The flags are set here, not taken
+    // from the command line: regions, every constant and no locations.
     std::string key;
     {
+      OpPrintingFlags flags;
+      flags.printGenericOpForm()
+          .skipRegions(false)
+          .enableDebugInfo(false)
+          .elideLargeElementsAttrs(std::numeric_limits<int64_t>::max())
+          .elideLargeResourceString(std::numeric_limits<int64_t>::max());
       llvm::raw_string_ostream os(key);
-      kernel->print(os, OpPrintingFlags().printGenericOpForm());
+      kernel->print(os, flags);
     }
     auto [it, inserted] = kernels.try_emplace(key, StringRef());
     if (inserted) {

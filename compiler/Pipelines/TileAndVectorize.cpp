@@ -390,8 +390,12 @@ struct KilnFuseElementwisePass
             return linalgOp &&
                    linalgOp.getNumLoops() == linalgOp.getNumParallelLoops();
           };
-          return elementwise(operand->getOwner()) &&
-                 llvm::all_of(operand->get().getUsers(), elementwise);
+          Operation *producer = operand->get().getDefiningOp();
+          return producer && elementwise(operand->getOwner()) &&
+                 llvm::all_of(producer->getUses(), [&](OpOperand &use) {
+                   auto user = dyn_cast<linalg::LinalgOp>(use.getOwner());
+                   return user && elementwise(user) && user.isDpsInput(&use);
+                 });
         });
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns)))) {
       signalPassFailure();

@@ -182,7 +182,16 @@ inline void run(const Options &o, std::shared_ptr<const Executable> executable,
   };
 
   if (o.sampleOnly) {
-    loadCheckpoint(o.checkpoint, trainer.parameters());
+    TrainingState saved = loadCheckpoint(o.checkpoint, trainer.parameters());
+    // Same tensor shapes do not make the same model (the number of heads).
+    for (const auto &[key, value] : describe(o)) {
+      auto it = saved.info.find(key);
+      if (it != saved.info.end() && it->second != value) {
+        throw Error(fmt::format("{}: the checkpoint's model has {} {}, this "
+                                "one {}",
+                                o.checkpoint, key, it->second, value));
+      }
+    }
     fmt::print("loaded {}\n", o.checkpoint);
   } else {
     Rng dataRng(o.seed);

@@ -18,6 +18,7 @@
 // RUN: not kiln-compile %S/Inputs/relu2.mlir -o %t/bad.o --header %t/bad.h --name 2fast 2>&1 | FileCheck %s --check-prefix=NAME
 // RUN: not kiln-compile %t/nothere.mlir -o %t/bad.o --header %t/bad.h --name relu2 2>&1 | FileCheck %s --check-prefix=MISSING
 // RUN: not kiln-compile %s -o %t/bad.o --header %t/bad.h --name relu2 2>&1 | FileCheck %s --check-prefix=PARSE
+// RUN: not kiln-compile %S/Inputs/named-model.mlir -o %t/bad.o --header %t/bad.h --name relu2 2>&1 | FileCheck %s --check-prefix=RESERVED
 // RUN: not ls %t/bad.o %t/bad.h
 
 this is not IR
@@ -49,4 +50,5 @@ this is not IR
 // CPU: kiln: unknown target CPU 'pentium9'
 // NAME: kiln: the model name '2fast' must be a C identifier
 // MISSING: kiln-compile: cannot read '{{.*}}nothere.mlir'
+// RESERVED: kiln: a function cannot be called 'model' (the symbol relu2_model is the model's own)
 // PARSE: kiln: '{{.*}}kiln-compile.mlir' does not parse:

@@ -1,6 +1,6 @@
 // The ahead-of-time Shakespeare binaries: they train, checkpoint and sample;
 // greedy samples equal the JIT example's from the same checkpoint; a
-// checkpoint of another shape is refused; and they link no LLVM or MLIR.
+// checkpoint of another shape, or of another number of heads, is refused; and they link no LLVM or MLIR.
 // RUN: rm -rf %t && mkdir -p %t
 // RUN: kiln-shakespeare-train --steps 20 --batch 4 --warmup 5 --eval-every 10 --eval-batches 2 --sample 40 --checkpoint %t/ckpt.safetensors | FileCheck %s --check-prefix=TRAIN
 // RUN: kiln-shakespeare-generate --checkpoint %t/ckpt.safetensors --sample 60 --temperature 0 > %t/aot.txt
@@ -9,6 +9,8 @@
 // RUN: diff %t/aot.txt %t/jit.txt
 // RUN: kiln-example-shakespeare --steps 2 --batch 2 --context 16 --d-model 32 --layers 1 --heads 2 --eval-every 1 --eval-batches 1 --sample 0 --checkpoint %t/small.safetensors
 // RUN: not kiln-shakespeare-generate --checkpoint %t/small.safetensors 2>&1 | FileCheck %s --check-prefix=WRONG
+// RUN: kiln-example-shakespeare --steps 1 --batch 2 --heads 8 --eval-every 1 --eval-batches 1 --sample 0 --checkpoint %t/heads8.safetensors
+// RUN: not kiln-shakespeare-generate --checkpoint %t/heads8.safetensors 2>&1 | FileCheck %s --check-prefix=HEADS
 // RUN: not kiln-shakespeare-train --d-model 64 2>&1 | FileCheck %s --check-prefix=FLAG
 // RUN: llvm-readelf -d %kiln_obj/examples/kiln-shakespeare-train | FileCheck %s --check-prefix=DEPS
 // RUN: llvm-readelf -d %kiln_obj/examples/kiln-shakespeare-generate | FileCheck %s --check-prefix=DEPS
@@ -25,6 +27,8 @@
 // GEN-NEXT: ROMEO:
 
 // WRONG: error: {{.*}}small.safetensors: not a usable Kiln checkpoint: {{.*}}'wte.weight' has shape [65, 32] but the model expects [65, 128]
+
+// HEADS: error: {{.*}}heads8.safetensors: the checkpoint's model has heads 8, this one 4
 
 // FLAG: error: unknown option '--d-model' (see --help)
 

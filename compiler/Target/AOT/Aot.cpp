@@ -13,6 +13,7 @@
 
 #include "compiler/Target/AOT/Aot.h"
 
+#include "runtime/AotAbi.h"
 #include "runtime/Error.h"
 
 #include "mlir/IR/DialectRegistry.h"
@@ -213,6 +214,12 @@ AotResult compileAheadOfTime(const std::string &source, const std::string &what,
       throw Error("kiln: function '" + f.name +
                   "' needs a C identifier as its name");
     }
+    // <name>_model and <name>_functions are the model's own symbols.
+    if (f.name == "model" || f.name == "functions") {
+      throw Error("kiln: a function cannot be called '" + f.name +
+                  "' (the symbol " + options.name + "_" + f.name +
+                  " is the model's own)");
+    }
   }
 
   auto start = std::chrono::steady_clock::now();
@@ -262,6 +269,10 @@ AotResult compileAheadOfTime(const std::string &source, const std::string &what,
     auto *entry = llvm::Function::Create(
         llvm::FunctionType::get(i32, {ptr, i64, ptr, i64}, false),
         llvm::GlobalValue::ExternalLinkage, n + "_" + f.name, *m);
+    if (entry->getName() != n + "_" + f.name) {
+      throw Error("kiln: internal error: the symbol " + n + "_" + f.name +
+                  " is taken");
+    }
     llvm::IRBuilder<> b(llvm::BasicBlock::Create(llvmContext, "entry", entry));
     llvm::Value *fnEntry =
         b.CreateConstInBoundsGEP2_64(tableType, table, 0, uint64_t(index));
@@ -269,12 +280,14 @@ AotResult compileAheadOfTime(const std::string &source, const std::string &what,
         b.CreateCall(callee, {fnEntry, entry->getArg(0), entry->getArg(1),
                               entry->getArg(2), entry->getArg(3)}));
   }
-  auto *modelType = llvm::StructType::get(llvmContext, {ptr, ptr, i64, ptr});
+  auto *modelType =
+      llvm::StructType::get(llvmContext, {i64, ptr, ptr, i64, ptr});
   new llvm::GlobalVariable(
       *m, modelType, true, llvm::GlobalValue::ExternalLinkage,
       llvm::ConstantStruct::get(
           modelType,
-          {cString(*m, n, n + ".model.name"),
+          {llvm::ConstantInt::get(i64, KILN_ABI_VERSION),
+           cString(*m, n, n + ".model.name"),
            cString(*m, serialize(lowered.params), n + ".model.params"),
            llvm::ConstantInt::get(i64, entries.size()), table}),
       n + "_model");

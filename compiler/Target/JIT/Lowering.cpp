@@ -571,6 +571,16 @@ std::unique_ptr<llvm::TargetMachine> createTargetMachine(const std::string &cpu,
 
 void optimizeModule(llvm::Module &module, llvm::TargetMachine &machine,
                     unsigned optLevel) {
+  // The packed wrappers (ExecutionEngine's _mlir_<name>, AOT's <name>.packed)
+  // only move descriptor words, thousands of them for a deep model's
+  // training step: optimizing them would cost more than it could save.
+  for (llvm::Function &fn : module) {
+    if (!fn.isDeclaration() && (fn.getName().starts_with("_mlir_") ||
+                                fn.getName().ends_with(".packed"))) {
+      fn.addFnAttr(llvm::Attribute::NoInline);
+      fn.addFnAttr(llvm::Attribute::OptimizeNone);
+    }
+  }
   module.setDataLayout(machine.createDataLayout());
   module.setTargetTriple(machine.getTargetTriple());
   auto transformer = makeOptimizingTransformer(optLevel, 0, &machine);

@@ -1,0 +1,150 @@
+//===- FunctionTest.cpp - Specs, checked calls and AOT model loading ------===//
+//
+// The calling side of compiled code without a compiler: a hand-written
+// packed function stands for compiled code and records what it was given.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/Function.h"
+#include "runtime/Aot.h"
+
+#include "test/Unit/Runtime/ExpectError.h"
+
+#include <gtest/gtest.h>
+
+#include <climits>
+
+using namespace kiln;
+
+namespace {
+
+int calls = 0;
+void countingFunction(void **) { ++calls; }
+
+/// decode(ids: i64 [?, ?] in [0, 10), pos: i64 scalar) with a learned
+/// position table of 8 rows over the ids' dim 1.
+FunctionSpec decodeSpec() {
+  FunctionSpec spec;
+  spec.name = "decode";
+  ArgSpec ids;
+  ids.name = "ids";
+  ids.dtype = DType::i64;
+  ids.shape = {-1, -1};
+  ids.idBound = 10;
+  ArgSpec pos;
+  pos.name = "pos";
+  pos.isScalar = true;
+  ArgSpec table;
+  table.name = "wpe.weight";
+  table.isParam = true;
+  table.shape = {8, 4};
+  spec.args = {ids, pos, table};
+  spec.groups = {{{{0, 0}}, -1}, {{{0, 1}}, -1}, {{{2, 0}}, 8}, {{{2, 1}}, 4}};
+  spec.positionLimits = {{1, 1, 8}};
+  return spec;
+}
+
+} // namespace
+
+TEST(Function, SpecsRoundTripThroughText) {
+  FunctionSpec spec = decodeSpec();
+  spec.results = {{-1, -1, 10}};
+  FunctionSpec back = parseFunctionSpec(serialize(spec));
+  EXPECT_EQ(serialize(back), serialize(spec));
+  ASSERT_EQ(back.args.size(), 3u);
+  EXPECT_TRUE(back.args[1].isScalar);
+  EXPECT_TRUE(back.args[2].isParam);
+  EXPECT_EQ(back.args[0].idBound, 10);
+  EXPECT_EQ(back.positionLimits[0].maxLen, 8);
+  // Blank and white-space-only lines say nothing.
+  EXPECT_EQ(serialize(parseFunctionSpec("function f\n  \n\t\nresult [2]\n")),
+            "function f\nresult [2]\n");
+
+  std::vector<ParamSpec> params = {
+      {"wte.weight", {10, 4}, Init::normal(0.0, 0.02)},
+      {"ln.bias", {4}, Init::zeros()}};
+  std::vector<ParamSpec> read = parseParamSpecs(serialize(params));
+  ASSERT_EQ(read.size(), 2u);
+  EXPECT_EQ(read[0].name, "wte.weight");
+  EXPECT_EQ(read[0].shape, (std::vector<int64_t>{10, 4}));
+  EXPECT_EQ(read[0].init.kind, Init::Kind::normal);
+  EXPECT_EQ(read[0].init.b, 0.02);
+}
+
+TEST(Function, MalformedSpecsAreRefused) {
+  EXPECT_KILN_ERROR(parseFunctionSpec(""), "must start with 'function <name>'");
+  EXPECT_KILN_ERROR(parseFunctionSpec("function f\nbogus 1\n"),
+                    "unknown entry 'bogus'");
+  EXPECT_KILN_ERROR(parseFunctionSpec("function f\nresult [2,x]\n"),
+                    "is not a shape");
+  EXPECT_KILN_ERROR(parseFunctionSpec("function f\narg a input f32 [2] -1\n"),
+                    "expected 7 fields");
+  EXPECT_KILN_ERROR(parseFunctionSpec("function f\narg a input f64 [2] -1 0\n"),
+                    "unknown dtype 'f64'");
+  EXPECT_KILN_ERROR(
+      parseFunctionSpec("function f\narg a input f32 [2] -1 0\ngroup -1 0:1\n"),
+      "'0:1' is not an argument dimension");
+  EXPECT_KILN_ERROR(parseFunctionSpec("function f\nlimit 0 -1 8\n"),
+                    "no such group");
+  EXPECT_KILN_ERROR(parseParamSpecs("param w [-1] 0 0 0\n"),
+                    "needs a static shape");
+  EXPECT_KILN_ERROR(parseParamSpecs("param w [2] 99 0 0\n"),
+                    "unknown initializer");
+  EXPECT_KILN_ERROR(serialize(std::vector<ParamSpec>{{"a b", {1}, {}}}),
+                    "without white space");
+}
+
+TEST(Function, CallsAreCheckedBeforeTheCodeRuns) {
+  CompiledFunction fn(decodeSpec(), &countingFunction);
+  Tensor ids = Tensor::zeros({2, 3}, DType::i64);
+  Tensor table = Tensor::zeros({8, 4}, DType::f32);
+  calls = 0;
+  fn.call({ids, int64_t(5), table});
+  EXPECT_EQ(calls, 1);
+  // Positions [6, 9) pass the 8-row table; so would INT64_MAX - 1 with a
+  // naive offset + length.
+  EXPECT_KILN_ERROR(fn.call({ids, int64_t(6), table}), "positions [6, 9)");
+  EXPECT_KILN_ERROR(fn.call({ids, int64_t(INT64_MAX - 1), table}),
+                    "exceed the learned position table");
+  EXPECT_KILN_ERROR(fn.call({ids, int64_t(-1), table}),
+                    "exceed the learned position table");
+  Tensor bad = Tensor::fromVector<int64_t>({1, 2}, {3, 10});
+  EXPECT_KILN_ERROR(fn.call({bad, int64_t(0), table}),
+                    "holds 10 at flat index 1, outside [0, 10)");
+  EXPECT_KILN_ERROR(fn.call({ids, table, table}), "must be an i64 scalar");
+  EXPECT_EQ(calls, 1);
+}
+
+TEST(Function, AnAotModelForAnotherInterfaceIsRefused) {
+  FunctionSpec spec = decodeSpec();
+  std::string text = serialize(spec);
+  kiln_function function{"decode", text.c_str(), &countingFunction};
+  std::string params = "param wpe.weight [8,4] 0 0 0\n";
+  kiln_model model{KILN_ABI_VERSION, "m", params.c_str(), 1, &function};
+  AotModule aot(model);
+  EXPECT_EQ(aot.functions(), std::vector<std::string>{"decode"});
+  EXPECT_EQ(aot.initParameters(0).get("wpe.weight").shape(),
+            (std::vector<int64_t>{8, 4}));
+  model.abi_version = KILN_ABI_VERSION + 1;
+  EXPECT_KILN_ERROR(AotModule{model}, "compile it again with this Kiln");
+
+  // The C entry: the same checks, reported through kiln_last_error.
+  int64_t zeros[6] = {0}, pos = 7;
+  float rows[32] = {0};
+  kiln_tensor args[3] = {};
+  args[0] = {zeros, KILN_I64, 2, {2, 3}, nullptr};
+  args[1] = {&pos, KILN_I64, 0, {}, nullptr};
+  args[2] = {rows, KILN_F32, 2, {8, 4}, nullptr};
+  calls = 0;
+  EXPECT_NE(kiln_call(&function, args, 3, nullptr, 0), 0);
+  EXPECT_NE(std::string(kiln_last_error()).find("positions [7, 10)"),
+            std::string::npos)
+      << kiln_last_error();
+  pos = 2;
+  EXPECT_EQ(kiln_call(&function, args, 3, nullptr, 0), 0) << kiln_last_error();
+  args[0].dtype = 42;
+  EXPECT_NE(kiln_call(&function, args, 3, nullptr, 0), 0);
+  EXPECT_NE(std::string(kiln_last_error()).find("unknown dtype code 42"),
+            std::string::npos);
+  EXPECT_EQ(calls, 1);
+}
