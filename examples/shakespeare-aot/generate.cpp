@@ -28,8 +28,7 @@ Prints a sample of the Shakespeare GPT from a checkpoint (d_model 128,
 int main(int argc, char **argv) try {
   using namespace kiln;
   shakespeare::Options o = shakespeare::parseOptions(
-      argc, argv, kGenerateUsage, /*modelFlags=*/false, /*sampleFlag=*/false);
-  o.sampleOnly = true;
+      argc, argv, kGenerateUsage, shakespeare::Program::aotGenerate);
   CharDataset data = CharDataset::fromFile(o.data);
   shakespeare::run(o, std::make_shared<AotModule>(shakespeare_model), data);
   return 0;

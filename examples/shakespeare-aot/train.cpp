@@ -32,7 +32,7 @@ Trains the ahead-of-time compiled Shakespeare GPT (d_model 128, 4 layers,
 int main(int argc, char **argv) try {
   using namespace kiln;
   shakespeare::Options o = shakespeare::parseOptions(
-      argc, argv, kTrainUsage, /*modelFlags=*/false, /*sampleFlag=*/false);
+      argc, argv, kTrainUsage, shakespeare::Program::aotTrain);
   CharDataset data = CharDataset::fromFile(o.data);
   shakespeare::run(o, std::make_shared<AotModule>(shakespeare_model), data);
   return 0;

@@ -69,41 +69,46 @@ Trains a character-level GPT on Tiny Shakespeare and prints a sample.
   --seed N           initialization, data and sampling seed (1)
 )";
 
-/// Parses argv. The model's shape (--d-model, --layers, --heads,
-/// --context, --dropout) is an option only when `modelFlags` (not for a model
-/// compiled ahead of time), and --sample-only only when `sampleFlag`.
+/// Which options a program takes.
+enum class Program {
+  jit,         ///< all of them (the JIT example)
+  aotTrain,    ///< not the model's shape: it was compiled ahead of time
+  aotGenerate, ///< sampling from a checkpoint only
+};
+
+/// Parses argv for `program`; an option it does not take is an error.
 inline Options parseOptions(int argc, char **argv, const char *usage,
-                            bool modelFlags, bool sampleFlag) {
+                            Program program) {
   Options o;
   examples::CommandLine cl;
-  cl.integers = {{"--steps", &o.steps},
-                 {"--batch", &o.batch},
-                 {"--warmup", &o.warmup},
-                 {"--eval-every", &o.evalEvery},
-                 {"--eval-batches", &o.evalBatches},
-                 {"--sample", &o.sample},
-                 {"--top-k", &o.topK}};
+  cl.integers = {{"--sample", &o.sample}, {"--top-k", &o.topK}};
   cl.unsignedIntegers = {{"--seed", &o.seed}};
-  cl.reals = {{"--lr", &o.lr},
-              {"--min-lr", &o.minLr},
-              {"--temperature", &o.temperature}};
+  cl.reals = {{"--temperature", &o.temperature}};
   cl.strings = {{"--checkpoint", &o.checkpoint},
-                {"--csv", &o.csv},
                 {"--prompt", &o.prompt},
                 {"--data", &o.data}};
-  cl.switches = {{"--resume", &o.resume}};
-  if (modelFlags) {
+  if (program != Program::aotGenerate) {
+    cl.integers["--steps"] = &o.steps;
+    cl.integers["--batch"] = &o.batch;
+    cl.integers["--warmup"] = &o.warmup;
+    cl.integers["--eval-every"] = &o.evalEvery;
+    cl.integers["--eval-batches"] = &o.evalBatches;
+    cl.reals["--lr"] = &o.lr;
+    cl.reals["--min-lr"] = &o.minLr;
+    cl.strings["--csv"] = &o.csv;
+    cl.switches["--resume"] = &o.resume;
+  }
+  if (program == Program::jit) {
     cl.integers["--context"] = &o.context;
     cl.integers["--d-model"] = &o.dModel;
     cl.integers["--layers"] = &o.layers;
     cl.integers["--heads"] = &o.heads;
     cl.reals["--dropout"] = &o.dropout;
     cl.reals["--weight-decay"] = &o.weightDecay;
-  }
-  if (sampleFlag) {
     cl.switches["--sample-only"] = &o.sampleOnly;
   }
   cl.parse(argc, argv, usage);
+  o.sampleOnly |= program == Program::aotGenerate;
   return o;
 }
 

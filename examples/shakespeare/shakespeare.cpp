@@ -16,8 +16,7 @@ using namespace kiln;
 using namespace kiln::shakespeare;
 
 int main(int argc, char **argv) try {
-  Options o = parseOptions(argc, argv, kUsage, /*modelFlags=*/true,
-                           /*sampleFlag=*/true);
+  Options o = parseOptions(argc, argv, kUsage, Program::jit);
   CharDataset data = CharDataset::fromFile(o.data);
   if (o.sampleOnly) {
     adoptCheckpointConfig(o);

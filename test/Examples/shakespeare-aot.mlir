@@ -12,6 +12,7 @@
 // RUN: kiln-example-shakespeare --steps 1 --batch 2 --heads 8 --eval-every 1 --eval-batches 1 --sample 0 --checkpoint %t/heads8.safetensors
 // RUN: not kiln-shakespeare-generate --checkpoint %t/heads8.safetensors 2>&1 | FileCheck %s --check-prefix=HEADS
 // RUN: not kiln-shakespeare-train --d-model 64 2>&1 | FileCheck %s --check-prefix=FLAG
+// RUN: not kiln-shakespeare-generate --steps 10 2>&1 | FileCheck %s --check-prefix=GENFLAG
 // RUN: llvm-readelf -d %kiln_obj/examples/kiln-shakespeare-train | FileCheck %s --check-prefix=DEPS
 // RUN: llvm-readelf -d %kiln_obj/examples/kiln-shakespeare-generate | FileCheck %s --check-prefix=DEPS
 // RUN: llvm-nm --undefined-only %kiln_obj/examples/kiln-shakespeare-train | FileCheck %s --check-prefix=UNDEF
@@ -31,6 +32,8 @@
 // HEADS: error: {{.*}}heads8.safetensors: the checkpoint's model has heads 8, this one 4
 
 // FLAG: error: unknown option '--d-model' (see --help)
+
+// GENFLAG: error: unknown option '--steps' (see --help)
 
 // DEPS: libomp.so.5
 // DEPS-NOT: libLLVM
