@@ -1,7 +1,7 @@
 #===- KilnAddModel.cmake - Compile DSL models ahead of time ---------------===#
 #
 # kiln_add_model(<target> GENERATOR <source>... [NAME <identifier>]
-#                [CPU <cpu>] [DEPENDS <file>...])
+#                [CPU <cpu>] [FUNCTIONS <graph>...] [DEPENDS <file>...])
 #
 # Builds the generator program from <source>... (a main() that builds a DSL
 # model and calls kiln::generatorMain), runs it to get the model's kiln IR,
@@ -10,13 +10,15 @@
 # <target> into any program; it brings Kiln's runtime, never LLVM or MLIR.
 # NAME (default: <target> with '-' as '_') prefixes every symbol; CPU
 # (default: host) is the code's target, e.g. x86-64-v3 for portable code.
-# DEPENDS lists files the generator reads (a vocabulary, a config), so that
+# FUNCTIONS picks the graphs to compile (default: all of the module's, and
+# "train_step" when the generator adds one). DEPENDS lists files the
+# generator reads (a vocabulary, a config), so that
 # the model is regenerated when they change.
 #
 #===------------------------------------------------------------------------===#
 
 function(kiln_add_model target)
-  cmake_parse_arguments(ARG "" "NAME;CPU" "GENERATOR;DEPENDS" ${ARGN})
+  cmake_parse_arguments(ARG "" "NAME;CPU" "GENERATOR;FUNCTIONS;DEPENDS" ${ARGN})
   if(NOT ARG_GENERATOR)
     message(FATAL_ERROR "kiln_add_model(${target}): GENERATOR is required")
   endif()
@@ -25,6 +27,11 @@ function(kiln_add_model target)
   endif()
   if(NOT ARG_CPU)
     set(ARG_CPU host)
+  endif()
+  set(select)
+  if(ARG_FUNCTIONS)
+    string(REPLACE ";" "," list "${ARG_FUNCTIONS}")
+    set(select --functions ${list})
   endif()
   set(dir ${CMAKE_CURRENT_BINARY_DIR}/${target}.kiln)
   file(MAKE_DIRECTORY ${dir})
@@ -42,7 +49,7 @@ function(kiln_add_model target)
     OUTPUT ${dir}/${ARG_NAME}.o ${dir}/${ARG_NAME}.h
     COMMAND $<TARGET_FILE:Kiln::kiln-compile> ${dir}/${ARG_NAME}.mlir
             -o ${dir}/${ARG_NAME}.o --header ${dir}/${ARG_NAME}.h
-            --name ${ARG_NAME} --cpu ${ARG_CPU}
+            --name ${ARG_NAME} --cpu ${ARG_CPU} ${select}
     DEPENDS ${dir}/${ARG_NAME}.mlir Kiln::kiln-compile
     COMMENT "Compiling ${target} ahead of time (kiln-compile)")
   set_source_files_properties(${dir}/${ARG_NAME}.o PROPERTIES

@@ -13,7 +13,11 @@
 // A static library, for the host CPU.
 // RUN: kiln-compile %S/Inputs/relu2.mlir -o %t/librelu2.a --header %t/relu2a.h --name relu2
 // RUN: llvm-nm %t/librelu2.a | FileCheck %s --check-prefix=ARCHIVE
+// Chosen entry points only.
+// RUN: kiln-compile %S/Inputs/two.mlir -o %t/two.o --header %t/two.h --name two --functions second
+// RUN: FileCheck %s --check-prefix=CHOSEN --implicit-check-not=two_first < %t/two.h
 // Errors: nothing is written.
+// RUN: not kiln-compile %S/Inputs/two.mlir -o %t/bad.o --header %t/bad.h --name two --functions second,third 2>&1 | FileCheck %s --check-prefix=NOFUNC
 // RUN: not kiln-compile %S/Inputs/relu2.mlir -o %t/bad.o --header %t/bad.h --name relu2 --cpu pentium9 2>&1 | FileCheck %s --check-prefix=CPU
 // RUN: not kiln-compile %S/Inputs/relu2.mlir -o %t/bad.o --header %t/bad.h --name 2fast 2>&1 | FileCheck %s --check-prefix=NAME
 // RUN: not kiln-compile %t/nothere.mlir -o %t/bad.o --header %t/bad.h --name relu2 2>&1 | FileCheck %s --check-prefix=MISSING
@@ -46,6 +50,10 @@ this is not IR
 // ARCHIVE: relu2.o:
 // ARCHIVE: T relu2_double_relu
 // ARCHIVE: D relu2_model
+
+// CHOSEN: int two_second(
+
+// NOFUNC: kiln: no function 'third' to compile (the module has: first, second)
 
 // CPU: kiln: unknown target CPU 'pentium9'
 // NAME: kiln: the model name '2fast' must be a C identifier

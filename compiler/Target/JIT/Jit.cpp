@@ -41,7 +41,11 @@ double JitModule::pipelineSeconds() const { return impl_->pipelineSeconds; }
 double JitModule::codegenSeconds() const { return impl_->codegenSeconds; }
 
 static LoweringOptions loweringOptions(const JitOptions &options) {
-  return {options.prePipeline, options.dumpDirectory, options.dumpStem};
+  LoweringOptions lowering;
+  lowering.prePipeline = options.prePipeline;
+  lowering.dumpDirectory = options.dumpDirectory;
+  lowering.dumpStem = options.dumpStem;
+  return lowering;
 }
 
 std::shared_ptr<JitModule> JitModule::compile(ModuleOp source,

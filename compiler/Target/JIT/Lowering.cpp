@@ -445,9 +445,36 @@ static FunctionSpec readSpec(func::FuncOp func) {
   return spec;
 }
 
-static LoweredModule lower(LoweredModule lowered,
-                           const LoweringOptions &options,
-                           DiagnosticCollector &diagnostics) {
+/// Erases the public functions not in `names`; throws kiln::Error for a
+/// name that is not a public function.
+static void selectFunctions(ModuleOp module,
+                            const std::vector<std::string> &names) {
+  std::set<std::string> wanted(names.begin(), names.end());
+  std::vector<func::FuncOp> unwanted;
+  std::string known;
+  for (auto func : module.getOps<func::FuncOp>()) {
+    if (func.isExternal() || func.isPrivate()) {
+      continue;
+    }
+    std::string name = func.getName().str();
+    known += (known.empty() ? "" : ", ") + name;
+    if (!wanted.erase(name)) {
+      unwanted.push_back(func);
+    }
+  }
+  if (!wanted.empty()) {
+    throw Error("kiln: no function '" + *wanted.begin() +
+                "' to compile (the module has: " + known + ")");
+  }
+  for (func::FuncOp func : unwanted) {
+    func.erase();
+  }
+}
+
+/// Lowers `lowered.module` in place. `lowered` must outlive `diagnostics`
+/// (whose handler lives in its context), also when this throws.
+static void lower(LoweredModule &lowered, const LoweringOptions &options,
+                  DiagnosticCollector &diagnostics) {
   MLIRContext *context = lowered.context.get();
   ModuleOp module = *lowered.module;
   if (failed(verify(module))) {
@@ -464,6 +491,9 @@ static LoweredModule lower(LoweredModule lowered,
   dumpStage(options, "kiln.mlir",
             [&](llvm::raw_ostream &os) { module->print(os); });
 
+  if (!options.functions.empty()) {
+    selectFunctions(module, options.functions);
+  }
   lowered.params = readParams(module);
   for (auto func : module.getOps<func::FuncOp>()) {
     if (func.isExternal() || func.isPrivate()) {
@@ -499,7 +529,6 @@ static LoweredModule lower(LoweredModule lowered,
   dumpStage(options, "llvm.mlir",
             [&](llvm::raw_ostream &os) { module->print(os); });
   lowered.seconds = secondsSince(start);
-  return lowered;
 }
 
 LoweredModule lowerToLLVMDialect(ModuleOp source,
@@ -524,7 +553,8 @@ LoweredModule lowerSourceToLLVMDialect(const std::string &source,
   if (!lowered.module) {
     throw Error("kiln: " + what + " does not parse:" + diagnostics.str());
   }
-  return lower(std::move(lowered), options, diagnostics);
+  lower(lowered, options, diagnostics);
+  return lowered;
 }
 
 std::unique_ptr<llvm::TargetMachine> createTargetMachine(const std::string &cpu,

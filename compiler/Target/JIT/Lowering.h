@@ -34,6 +34,8 @@ struct LoweringOptions {
   /// <stem>.kiln.mlir, <stem>.linalg.mlir, <stem>.llvm.mlir and <stem>.ll.
   std::string dumpDirectory;
   std::string dumpStem = "module";
+  /// The public functions to compile (after prePipeline); empty: all.
+  std::vector<std::string> functions;
 };
 
 struct LoweredModule {

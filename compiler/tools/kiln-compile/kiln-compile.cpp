@@ -2,6 +2,7 @@
 //
 //   kiln-compile model.mlir -o model.o --header model.h --name model
 //                [--cpu host|x86-64|x86-64-v2|x86-64-v3|x86-64-v4|<llvm cpu>]
+//                [--functions forward,decode,train_step]
 //
 // Every public function of the module becomes a C entry point; see
 // compiler/Target/AOT/Aot.h.
@@ -34,6 +35,11 @@ static cl::opt<std::string>
         cl::desc("Target CPU: host (default) or an LLVM CPU name such as "
                  "x86-64-v3 for binaries that run on other machines"),
         cl::init("host"));
+static cl::list<std::string>
+    functions("functions",
+              cl::desc("The functions to compile, comma-separated "
+                       "(default: every public function)"),
+              cl::CommaSeparated, cl::value_desc("name,..."));
 static cl::opt<unsigned> optLevel("O", cl::desc("LLVM optimization level"),
                                   cl::init(3), cl::Prefix);
 static cl::opt<std::string>
@@ -57,6 +63,7 @@ int main(int argc, char **argv) {
   options.optLevel = optLevel;
   options.lowering.dumpDirectory = dumpDirectory;
   options.lowering.dumpStem = name;
+  options.lowering.functions.assign(functions.begin(), functions.end());
   try {
     kiln::AotResult result =
         kiln::compileAheadOfTime((*buffer)->getBuffer().str(),

@@ -11,6 +11,7 @@
 #include "compiler/InitAll.h"
 #include "compiler/Pipelines/Pipelines.h"
 #include "compiler/Target/JIT/Jit.h"
+#include "runtime/Error.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/DialectRegistry.h"
@@ -163,4 +164,25 @@ TEST(TrainingStep, AdamWOverfitsOneBatch) {
   }
   EXPECT_GT(first, 1.0f);
   EXPECT_LT(last, 0.05f) << "loss " << first << " -> " << last;
+}
+
+TEST(TrainingStep, AFailingPipelineIsAnErrorWithTheDiagnostics) {
+  // The diagnostics are collected in the compiler's own context, which must
+  // outlive the collector while the error propagates.
+  JitOptions options;
+  options.prePipeline = "kiln-training-step{function=nope}";
+  try {
+    JitModule::compileSource(R"(
+      func.func @loss(%x: tensor<4xf32> {kiln.name = "x"}) -> tensor<4xf32> {
+        %r = kiln.relu %x : (tensor<4xf32>) -> tensor<4xf32>
+        return %r : tensor<4xf32>
+      })",
+                             options);
+    FAIL() << "a training step of a missing function was made";
+  } catch (const kiln::Error &e) {
+    EXPECT_NE(std::string(e.what()).find("the pipeline"), std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("nope"), std::string::npos)
+        << e.what();
+  }
 }
