@@ -16,7 +16,7 @@ static const char *kTrainUsage =
     R"(usage: kiln-shakespeare-train [options]
 Trains the ahead-of-time compiled Shakespeare GPT (d_model 128, 4 layers,
 4 heads, context 64, AdamW with weight decay 0.1) and prints a sample.
-  --steps N          optimizer steps (1500)   --batch N  windows per step (16)
+  --steps N          optimizer steps (2500)   --batch N  windows per step (16)
   --lr X             peak learning rate (3e-3), linear warm-up then cosine
   --min-lr X         final learning rate (3e-4)  --warmup N  warm-up steps (100)
   --eval-every N     validation every N steps (250), on --eval-batches (40)

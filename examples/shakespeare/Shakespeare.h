@@ -32,7 +32,7 @@ namespace kiln::shakespeare {
 
 struct Options {
   std::string data = KILN_DATA_DIR "/tinyshakespeare.txt";
-  int64_t steps = 1500, batch = 16, context = 64;
+  int64_t steps = 2500, batch = 16, context = 64;
   int64_t dModel = 128, layers = 4, heads = 4;
   double lr = 3e-3, minLr = 3e-4, dropout = 0.0, weightDecay = 0.1;
   int64_t warmup = 100, evalEvery = 250, evalBatches = 40;
@@ -47,7 +47,7 @@ struct Options {
 
 inline const char *kUsage = R"(usage: kiln-example-shakespeare [options]
 Trains a character-level GPT on Tiny Shakespeare and prints a sample.
-  --steps N          optimizer steps (1500)
+  --steps N          optimizer steps (2500)
   --batch N          windows per step (16)
   --context N        characters per window = the model's max length (64)
   --d-model N        width (128)          --layers N   blocks (4)
