@@ -20,7 +20,9 @@
 #include "mlir/InitAllExtensions.h"
 #include "mlir/InitAllPasses.h"
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/GPU/GPUToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/NVVM/NVVMToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/OpenMP/OpenMPToLLVMIRTranslation.h"
 
 void kiln::registerAllDialects(mlir::DialectRegistry &registry) {
@@ -30,6 +32,9 @@ void kiln::registerAllDialects(mlir::DialectRegistry &registry) {
   mlir::registerBuiltinDialectTranslation(registry);
   mlir::registerLLVMDialectTranslation(registry);
   mlir::registerOpenMPDialectTranslation(registry);
+  // kiln-to-gpu: gpu.module bodies become NVVM IR, then PTX.
+  mlir::registerGPUDialectTranslation(registry);
+  mlir::registerNVVMDialectTranslation(registry);
 }
 
 void kiln::registerAllPasses() {

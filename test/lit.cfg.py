@@ -2,6 +2,8 @@
 # lit configuration for Kiln's FileCheck tests.
 
 import os
+import shutil
+import sys
 
 import lit.formats
 from lit.llvm import llvm_config
@@ -40,3 +42,14 @@ config.substitutions.append(("%clangxx", os.path.join(config.llvm_tools_dir, "cl
 config.substitutions.append(("%clang", os.path.join(config.llvm_tools_dir, "clang")))
 config.substitutions.append(("%kiln_src", config.kiln_src_root))
 config.substitutions.append(("%kiln_obj", config.kiln_obj_root))
+
+# ptxas (CUDA), for the PTX of kiln-to-gpu; tests that need it are
+# UNSUPPORTED where it is absent.
+ptxas = shutil.which("ptxas") or (
+    "/usr/local/cuda/bin/ptxas" if os.path.exists("/usr/local/cuda/bin/ptxas") else None)
+if ptxas:
+    config.available_features.add("ptxas")
+    config.substitutions.append(("%ptxas", ptxas))
+else:
+    lit_config.note("ptxas not found: the PTX of kiln-to-gpu is not checked")
+config.substitutions.append(("%python", sys.executable))

@@ -157,4 +157,16 @@ def KilnApplyNoAliasPass : Pass<"kiln-apply-noalias", "::mlir::ModuleOp"> {
   }];
 }
 
+def KilnDeviceBuffersPass : Pass<"kiln-device-buffers", "::mlir::ModuleOp"> {
+  let summary = "Allocate the buffers of GPU code in device memory";
+  let description = [{
+    For kiln-to-gpu, after the linalg ops have become GPU kernels: the host
+    code's `memref.alloc`/`dealloc`/`copy` become `gpu.alloc`/`dealloc`/
+    `memcpy`, so parameters, activations and temporaries live in device
+    memory. Host memory the kernels would read (a stack buffer, a global) is
+    an error naming the op.
+  }];
+  let dependentDialects = ["::mlir::gpu::GPUDialect"];
+}
+
 #endif // KILN_COMPILER_PIPELINES_PASSES_TD

@@ -9,7 +9,10 @@
 
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/raw_ostream.h"
+
+#include <cstdlib>
 
 using namespace mlir;
 
@@ -64,6 +67,59 @@ std::string kiln::linalgToLLVMPipeline() {
          "kiln-check-lowered{stage=llvm}";
 }
 
+std::string kiln::cudaToolkitPath() {
+  for (const char *variable : {"CUDA_HOME", "CUDA_PATH", "CUDA_ROOT"}) {
+    if (const char *path = std::getenv(variable); path && *path) {
+      return path;
+    }
+  }
+  return llvm::sys::fs::exists("/usr/local/cuda/nvvm/libdevice")
+             ? "/usr/local/cuda"
+             : "";
+}
+
+std::string kiln::kilnToGpuPipeline(const std::string &chip) {
+  // Every linalg op becomes a GPU kernel: its parallel loops are tiled by
+  // 16 x 16 and mapped to blocks and threads (loops past the second stay
+  // serial in each thread, as do reduction loops), its buffers live in
+  // device memory, the host code runs on one stream, and the kernels are
+  // compiled to PTX for `chip`. Math functions come from CUDA's libdevice,
+  // linked when a toolkit is found.
+  std::string toolkit = cudaToolkitPath();
+  return kilnToLinalgPipeline() +
+         ",one-shot-bufferize{bufferize-function-boundaries "
+         "function-boundary-type-conversion=identity-layout-map},"
+         "buffer-deallocation-pipeline,"
+         "convert-bufferization-to-memref,"
+         "func.func(convert-linalg-to-parallel-loops),"
+         "func.func(scf-parallel-loop-tiling{parallel-loop-tile-sizes=16,16 "
+         "no-min-max-bounds=true}),"
+         "func.func(gpu-map-parallel-loops),"
+         "func.func(convert-parallel-loops-to-gpu),"
+         "gpu-kernel-outlining,"
+         "kiln-device-buffers,"
+         "func.func(gpu-async-region),"
+         "lower-affine,"
+         "canonicalize,"
+         "nvvm-attach-target{chip=" +
+         chip +
+         " O=3},"
+         "gpu.module(kiln-approximate-math,convert-gpu-to-nvvm,canonicalize,"
+         "reconcile-unrealized-casts),"
+         "expand-strided-metadata,"
+         "lower-affine,"
+         "convert-scf-to-cf,"
+         "finalize-memref-to-llvm,"
+         "convert-arith-to-llvm,"
+         "convert-index-to-llvm,"
+         "convert-cf-to-llvm,"
+         "gpu-to-llvm,"
+         "convert-func-to-llvm,"
+         "reconcile-unrealized-casts,"
+         "gpu-module-to-binary{format=isa" +
+         (toolkit.empty() ? std::string() : " toolkit=" + toolkit) + "}";
+}
+
 LogicalResult kiln::addPipeline(OpPassManager &pm,
                                 const std::string &pipeline) {
   std::string errors;
@@ -75,8 +131,23 @@ LogicalResult kiln::addPipeline(OpPassManager &pm,
   return success();
 }
 
+namespace {
+struct GpuPipelineOptions : public PassPipelineOptions<GpuPipelineOptions> {
+  Option<std::string> chip{*this, "chip",
+                           llvm::cl::desc("The GPU architecture: sm_80, sm_90"),
+                           llvm::cl::init("sm_90")};
+};
+} // namespace
+
 void kiln::registerKilnPipelines() {
   registerKilnPipelinesPasses();
+  PassPipelineRegistration<GpuPipelineOptions>(
+      "kiln-to-gpu",
+      "Lower kiln to GPU kernels compiled to PTX, with host code that "
+      "launches them (NVIDIA)",
+      [](OpPassManager &pm, const GpuPipelineOptions &options) {
+        (void)addPipeline(pm, kilnToGpuPipeline(options.chip));
+      });
   PassPipelineRegistration<>(
       "kiln-to-linalg", "Lower kiln to linalg on tensors",
       [](OpPassManager &pm) { (void)addPipeline(pm, kilnToLinalgPipeline()); });

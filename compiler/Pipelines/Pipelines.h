@@ -36,6 +36,12 @@ std::string kilnToLinalgPipeline();
 std::string linalgToLLVMPipeline();
 /// kiln-to-linalg followed by linalg-to-LLVM.
 std::string kilnToLLVMPipeline();
+/// kiln -> GPU kernels (PTX for `chip`, e.g. "sm_90") and host code that
+/// launches them through the mgpu* runtime functions.
+std::string kilnToGpuPipeline(const std::string &chip);
+/// The CUDA toolkit whose libdevice GPU kernels link ($CUDA_HOME,
+/// $CUDA_PATH, $CUDA_ROOT or /usr/local/cuda), or "" when there is none.
+std::string cudaToolkitPath();
 
 /// Adds a textual pipeline to `pm`; fails with a diagnostic if it does not
 /// parse (every pass it names must be registered).

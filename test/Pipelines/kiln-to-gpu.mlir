@@ -1,0 +1,37 @@
+// RUN: kiln-opt %s --kiln-to-gpu | FileCheck %s
+// RUN: kiln-opt %s --kiln-to-gpu="chip=sm_80" | FileCheck %s --check-prefix=SM80
+// RUN: kiln-opt %s --kiln-to-gpu | %python %S/Inputs/ptxas-all.py %ptxas sm_90 | FileCheck %s --check-prefix=PTXAS
+// RUN: kiln-opt %s --kiln-to-gpu="chip=sm_80" | %python %S/Inputs/ptxas-all.py %ptxas sm_80 | FileCheck %s --check-prefix=PTXAS80
+// RUN: kiln-opt %kiln_src/examples/gpt/gpt_tiny_block.mlir --kiln-to-gpu | %python %S/Inputs/ptxas-all.py %ptxas sm_90 | FileCheck %s --check-prefix=BLOCK
+// REQUIRES: ptxas
+
+// A linear layer, an activation and a softmax: every loop nest becomes a
+// kernel launched on one stream, every buffer is device memory, and the
+// kernels are PTX that ptxas accepts.
+func.func @f(%x: tensor<?x64xf32>, %w: tensor<32x64xf32>, %b: tensor<32xf32>) -> tensor<?x32xf32> {
+  %y = kiln.linear %x, %w, %b : (tensor<?x64xf32>, tensor<32x64xf32>, tensor<32xf32>) -> tensor<?x32xf32>
+  %r = kiln.gelu %y : (tensor<?x32xf32>) -> tensor<?x32xf32>
+  %s = kiln.softmax %r {axis = -1 : i64} : (tensor<?x32xf32>) -> tensor<?x32xf32>
+  return %s : tensor<?x32xf32>
+}
+
+// CHECK-LABEL: llvm.func @f(
+// CHECK:         llvm.call @mgpuStreamCreate()
+// CHECK:         llvm.call @mgpuMemAlloc(
+// CHECK:         gpu.launch_func <%{{.*}} : !llvm.ptr> @f_kernel::@f_kernel blocks in
+// CHECK-NOT:     llvm.call @malloc
+// CHECK:         llvm.call @mgpuStreamSynchronize(
+// CHECK:         llvm.call @mgpuStreamDestroy(
+// CHECK:       gpu.binary @f_kernel [#gpu.object<#nvvm.target<O = 3, chip = "sm_90">
+// CHECK-SAME:    .target sm_90
+// CHECK-SAME:    .entry f_kernel(
+
+// SM80: gpu.binary @f_kernel [#gpu.object<#nvvm.target<O = 3, chip = "sm_80">
+// SM80-SAME: .target sm_80
+
+// PTXAS: ptxas accepted {{[0-9]+}} modules for sm_90
+// PTXAS80: ptxas accepted {{[0-9]+}} modules for sm_80
+
+// A whole GPT block with its loss (attention with a causal mask, dropout,
+// layer norms, GELU, cross-entropy): every kernel is valid PTX.
+// BLOCK: ptxas accepted {{[0-9]+}} modules for sm_90
