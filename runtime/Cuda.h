@@ -1,0 +1,39 @@
+//===- Cuda.h - Kiln's GPU runtime over the CUDA driver API -----*- C++ -*-===//
+//
+// Code from kiln-to-gpu calls the mgpu* functions (module load, kernel
+// launch, streams, device memory, copies); this runtime implements them over
+// the CUDA driver API, which it loads with dlopen when first needed. Kiln
+// therefore builds and runs without a GPU or a CUDA driver; asking for the
+// GPU where there is none is a clear error.
+//
+// The driver is libcuda.so.1, or the library named by $KILN_CUDA_DRIVER.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_RUNTIME_CUDA_H
+#define KILN_RUNTIME_CUDA_H
+
+#include <cstddef>
+#include <string>
+
+namespace kiln::cuda {
+
+/// Whether a CUDA device can be used here. When not, `why` (if given) says
+/// why: no driver library, no device, or the driver's error.
+bool available(std::string *why = nullptr);
+
+/// Throws kiln::Error with the reason when no CUDA device can be used.
+void requireDevice();
+
+/// The name of device 0 ("NVIDIA H100 80GB HBM3"). Throws like
+/// requireDevice().
+std::string deviceName();
+
+/// Copies between host and device memory (synchronously). Throw
+/// kiln::Error when the driver fails.
+void copyToDevice(void *device, const void *host, size_t bytes);
+void copyToHost(void *host, const void *device, size_t bytes);
+
+} // namespace kiln::cuda
+
+#endif // KILN_RUNTIME_CUDA_H

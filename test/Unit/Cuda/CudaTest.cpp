@@ -1,0 +1,94 @@
+//===- CudaTest.cpp - Kiln's GPU runtime without a GPU --------------------===//
+//
+// Run twice by CTest: against a missing driver ($KILN_CUDA_DRIVER names a
+// file that does not exist: the GPU is refused with the reason) and against
+// FakeDriver.cpp (a driver on the host: the mgpu* functions that compiled GPU
+// code calls allocate, copy, load modules and launch kernels through it).
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/Cuda.h"
+#include "runtime/Error.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <vector>
+
+// The runtime's mgpu* functions, as compiled GPU code declares them.
+extern "C" {
+void *mgpuModuleLoadJIT(void *data, int optLevel);
+void mgpuModuleUnload(void *module);
+void *mgpuModuleGetFunction(void *module, const char *name);
+void mgpuLaunchKernel(void *function, intptr_t gridX, intptr_t gridY,
+                      intptr_t gridZ, intptr_t blockX, intptr_t blockY,
+                      intptr_t blockZ, int32_t smem, void *stream,
+                      void **params, void **extra, size_t paramsCount);
+void *mgpuStreamCreate();
+void mgpuStreamSynchronize(void *stream);
+void mgpuStreamDestroy(void *stream);
+void *mgpuMemAlloc(uint64_t bytes, void *stream, bool hostShared);
+void mgpuMemFree(void *pointer, void *stream);
+void mgpuMemcpy(void *dst, void *src, size_t bytes, void *stream);
+void mgpuMemset32(void *dst, unsigned value, size_t count, void *stream);
+}
+
+TEST(NoDriver, TheGpuIsRefusedWithTheReason) {
+  std::string why;
+  EXPECT_FALSE(kiln::cuda::available(&why));
+  EXPECT_NE(why.find("no NVIDIA driver"), std::string::npos) << why;
+  try {
+    kiln::cuda::requireDevice();
+    FAIL() << "a GPU was accepted without a driver";
+  } catch (const kiln::Error &e) {
+    EXPECT_NE(std::string(e.what()).find("the GPU target needs an NVIDIA GPU"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(kiln::cuda::deviceName(), kiln::Error);
+  // A program with GPU code starts (its constructors register modules) and
+  // dies with the reason only when it uses the GPU.
+  static char image[] = "kernels";
+  void *module = mgpuModuleLoadJIT(image, 3);
+  EXPECT_DEATH(mgpuModuleGetFunction(module, "scale"),
+               "kiln: a GPU kernel needs a GPU: no NVIDIA driver");
+  mgpuModuleUnload(module);
+}
+
+TEST(FakeDriver, MemoryCopiesAndLaunchesGoThroughTheDriver) {
+  ASSERT_TRUE(kiln::cuda::available());
+  EXPECT_EQ(kiln::cuda::deviceName(), "Kiln fake GPU");
+
+  std::vector<float> host = {1, 2, 3, 4, 5, 6, 7};
+  long n = long(host.size());
+  void *stream = mgpuStreamCreate();
+  void *device = mgpuMemAlloc(n * sizeof(float), stream, false);
+  kiln::cuda::copyToDevice(device, host.data(), n * sizeof(float));
+  void *copy = mgpuMemAlloc(n * sizeof(float), stream, false);
+  mgpuMemcpy(copy, device, n * sizeof(float), stream);
+
+  static char image[] = "kernels";
+  void *module = mgpuModuleLoadJIT(image, 3);
+  void *scale = mgpuModuleGetFunction(module, "scale");
+  float factor = 3.0f;
+  void *params[] = {&copy, &n, &factor};
+  // 2 blocks of 4 threads cover the 7 elements.
+  mgpuLaunchKernel(scale, 2, 1, 1, 4, 1, 1, 0, stream, params, nullptr, 3);
+  mgpuStreamSynchronize(stream);
+
+  std::vector<float> back(host.size());
+  kiln::cuda::copyToHost(back.data(), copy, n * sizeof(float));
+  for (size_t i = 0; i < host.size(); ++i) {
+    EXPECT_EQ(back[i], 3.0f * host[i]) << i;
+  }
+  mgpuMemset32(copy, 0, size_t(n), stream);
+  kiln::cuda::copyToHost(back.data(), copy, n * sizeof(float));
+  EXPECT_EQ(back, std::vector<float>(host.size(), 0.0f));
+
+  mgpuMemFree(copy, stream);
+  mgpuMemFree(device, stream);
+  mgpuStreamDestroy(stream);
+  EXPECT_DEATH(mgpuModuleGetFunction(module, "missing"),
+               "kiln: cuModuleGetFunction failed: named symbol not found");
+  mgpuModuleUnload(module);
+}
