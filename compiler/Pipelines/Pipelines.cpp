@@ -79,7 +79,8 @@ std::string kiln::cudaToolkitPath() {
 }
 
 std::string kiln::kilnToGpuPipeline(const std::string &chip) {
-  // Every linalg op becomes a GPU kernel: its parallel loops are tiled by
+  // Every distinct linalg op becomes one GPU kernel (kiln-outline-kernels
+  // shares it between identical layers): its parallel loops are tiled by
   // 16 x 16 and mapped to blocks and threads (loops past the second stay
   // serial in each thread, as do reduction loops), its buffers live in
   // device memory, the host code runs on one stream, and the kernels are
@@ -91,12 +92,18 @@ std::string kiln::kilnToGpuPipeline(const std::string &chip) {
          "function-boundary-type-conversion=identity-layout-map},"
          "buffer-deallocation-pipeline,"
          "convert-bufferization-to-memref,"
+         "kiln-outline-kernels,"
          "func.func(convert-linalg-to-parallel-loops),"
          "func.func(scf-parallel-loop-tiling{parallel-loop-tile-sizes=16,16 "
          "no-min-max-bounds=true}),"
          "func.func(gpu-map-parallel-loops),"
          "func.func(convert-parallel-loops-to-gpu),"
          "gpu-kernel-outlining,"
+         // The host side of each kernel goes back into its callers, so that
+         // all launches of a function share one stream; the device side
+         // stays shared.
+         "inline{default-pipeline=},"
+         "symbol-dce,"
          "kiln-device-buffers,"
          "func.func(gpu-async-region),"
          "lower-affine,"

@@ -6,8 +6,8 @@
 // REQUIRES: ptxas
 
 // A linear layer, an activation and a softmax: every loop nest becomes a
-// kernel launched on one stream, every buffer is device memory, and the
-// kernels are PTX that ptxas accepts.
+// kernel launched on the function's one stream, every buffer is device
+// memory, and the kernels are PTX that ptxas accepts.
 func.func @f(%x: tensor<?x64xf32>, %w: tensor<32x64xf32>, %b: tensor<32xf32>) -> tensor<?x32xf32> {
   %y = kiln.linear %x, %w, %b : (tensor<?x64xf32>, tensor<32x64xf32>, tensor<32xf32>) -> tensor<?x32xf32>
   %r = kiln.gelu %y : (tensor<?x32xf32>) -> tensor<?x32xf32>
@@ -16,17 +16,20 @@ func.func @f(%x: tensor<?x64xf32>, %w: tensor<32x64xf32>, %b: tensor<32xf32>) ->
 }
 
 // CHECK-LABEL: llvm.func @f(
-// CHECK:         llvm.call @mgpuStreamCreate()
-// CHECK:         llvm.call @mgpuMemAlloc(
-// CHECK:         gpu.launch_func <%{{.*}} : !llvm.ptr> @f_kernel::@f_kernel blocks in
+// CHECK:         %[[STREAM:.*]] = llvm.call @mgpuStreamCreate()
+// CHECK:         llvm.call @mgpuMemAlloc(%{{.*}}, %[[STREAM]], %{{.*}})
+// CHECK:         gpu.launch_func <%[[STREAM]] : !llvm.ptr> @kiln_kernel_0_kernel::@kiln_kernel_0_kernel blocks in
 // CHECK-NOT:     llvm.call @malloc
-// CHECK:         llvm.call @mgpuStreamSynchronize(
-// CHECK:         llvm.call @mgpuStreamDestroy(
-// CHECK:       gpu.binary @f_kernel [#gpu.object<#nvvm.target<O = 3, chip = "sm_90">
+// CHECK:         gpu.launch_func <%[[STREAM]] : !llvm.ptr> @kiln_kernel_8_kernel::@kiln_kernel_8_kernel
+// CHECK:         llvm.call @mgpuMemFree(%{{.*}}, %[[STREAM]])
+// CHECK:         llvm.call @mgpuStreamSynchronize(%[[STREAM]])
+// CHECK:         llvm.call @mgpuStreamDestroy(%[[STREAM]])
+// CHECK-NOT:     llvm.call @mgpuStreamCreate
+// CHECK:       gpu.binary @kiln_kernel_0_kernel  [#gpu.object<#nvvm.target<O = 3, chip = "sm_90">
 // CHECK-SAME:    .target sm_90
-// CHECK-SAME:    .entry f_kernel(
+// CHECK-SAME:    .entry kiln_kernel_0_kernel(
 
-// SM80: gpu.binary @f_kernel [#gpu.object<#nvvm.target<O = 3, chip = "sm_80">
+// SM80: gpu.binary @kiln_kernel_0_kernel  [#gpu.object<#nvvm.target<O = 3, chip = "sm_80">
 // SM80-SAME: .target sm_80
 
 // PTXAS: ptxas accepted {{[0-9]+}} modules for sm_90

@@ -8,10 +8,15 @@
 
 #include "compiler/DSL/DSL.h"
 #include "compiler/DSL/Models.h"
+#include "compiler/InitAll.h"
+#include "compiler/Pipelines/Pipelines.h"
 #include "compiler/Target/JIT/Lowering.h"
 #include "compiler/Target/JIT/Trainer.h"
 
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Pass/PassManager.h"
 
 #include <gtest/gtest.h>
 
@@ -42,7 +47,37 @@ int64_t kernels(int64_t layers, bool training) {
   return count;
 }
 
+/// GPU kernels (gpu.binary ops) of a GPT training step with `layers`
+/// blocks, through kiln-to-gpu.
+int64_t gpuKernels(int64_t layers) {
+  dsl::models::GptConfig config;
+  config.vocabSize = 17;
+  config.dModel = 16;
+  config.numHeads = 2;
+  config.numLayers = layers;
+  config.dFF = 32;
+  config.maxSeqLen = 8;
+  dsl::Module module;
+  dsl::models::addGptLoss(module, config);
+  registerAllPasses();
+  mlir::OwningOpRef<mlir::ModuleOp> copy = module.op().clone();
+  mlir::PassManager pm(copy->getContext());
+  EXPECT_TRUE(succeeded(mlir::kiln::addPipeline(
+      pm, trainingStepPipeline("loss", {}) + "," +
+              mlir::kiln::kilnToGpuPipeline("sm_90"))));
+  EXPECT_TRUE(succeeded(pm.run(*copy)));
+  int64_t count = 0;
+  copy->walk([&](mlir::gpu::BinaryOp) { ++count; });
+  return count;
+}
+
 } // namespace
+
+TEST(Outlining, GpuKernelCountDoesNotGrowWithDepth) {
+  int64_t two = gpuKernels(2);
+  EXPECT_GT(two, 20);
+  EXPECT_EQ(gpuKernels(6), two);
+}
 
 TEST(Outlining, KernelCountDoesNotGrowWithDepth) {
   int64_t two = kernels(2, false);
