@@ -62,9 +62,9 @@ int64_t gpuKernels(int64_t layers) {
   registerAllPasses();
   mlir::OwningOpRef<mlir::ModuleOp> copy = module.op().clone();
   mlir::PassManager pm(copy->getContext());
-  EXPECT_TRUE(succeeded(mlir::kiln::addPipeline(
-      pm, trainingStepPipeline("loss", {}) + "," +
-              mlir::kiln::kilnToGpuPipeline("sm_90"))));
+  EXPECT_TRUE(succeeded(
+      mlir::kiln::addPipeline(pm, trainingStepPipeline("loss", {}) + "," +
+                                      mlir::kiln::kilnToGpuPipeline("sm_90"))));
   EXPECT_TRUE(succeeded(pm.run(*copy)));
   int64_t count = 0;
   copy->walk([&](mlir::gpu::BinaryOp) { ++count; });
