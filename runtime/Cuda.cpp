@@ -66,7 +66,8 @@ std::string describe(const Driver &d, CUresult result) {
 
 /// Loads the driver and makes device 0's primary context current, once.
 Driver &driver() {
-  static Driver d;
+  // Never destroyed: modules are unloaded by global destructors.
+  static Driver &d = *new Driver;
   static std::once_flag once;
   std::call_once(once, [] {
     const char *override = std::getenv("KILN_CUDA_DRIVER");
@@ -263,7 +264,9 @@ extern "C" void mgpuLaunchKernel(void *function, intptr_t gridX, intptr_t gridY,
 extern "C" void *mgpuStreamCreate() {
   Driver &d = driverOrAbort("a GPU stream");
   Handle stream = nullptr;
-  check(d, d.cuStreamCreate(&stream, /*CU_STREAM_NON_BLOCKING=*/1),
+  // A blocking stream: it orders with the synchronous copies of
+  // copyToDevice/copyToHost (the legacy default stream).
+  check(d, d.cuStreamCreate(&stream, /*CU_STREAM_DEFAULT=*/0),
         "cuStreamCreate");
   return stream;
 }

@@ -53,3 +53,5 @@ if ptxas:
 else:
     lit_config.note("ptxas not found: the PTX of kiln-to-gpu is not checked")
 config.substitutions.append(("%python", sys.executable))
+# Where kiln-to-gpu finds libdevice.
+llvm_config.with_system_environment(["CUDA_HOME", "CUDA_PATH", "CUDA_ROOT"])

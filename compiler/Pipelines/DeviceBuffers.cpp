@@ -6,19 +6,59 @@
 
 #include "compiler/Pipelines/Pipelines.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/PatternMatch.h"
+#include "mlir/Interfaces/CallInterfaces.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "mlir/Interfaces/ViewLikeInterface.h"
 
 namespace mlir::kiln {
 #define GEN_PASS_DEF_KILNDEVICEBUFFERSPASS
+#define GEN_PASS_DEF_KILNSERIALNESTSTOPARALLELPASS
+#define GEN_PASS_DEF_KILNSTRIDEDCOPIESTOLINALGPASS
 #include "compiler/Pipelines/Passes.h.inc"
 } // namespace mlir::kiln
 
 using namespace mlir;
 
 namespace {
+
+/// A small host buffer that only describes a shape: written by stores and
+/// read by memref.reshape on the host, never by a kernel.
+bool isShapeBuffer(Value buffer) {
+  bool reshaped = llvm::any_of(buffer.getUsers(), [&](Operation *user) {
+    auto reshape = dyn_cast<memref::ReshapeOp>(user);
+    return reshape && reshape.getShape() == buffer;
+  });
+  return reshaped && llvm::all_of(buffer.getUsers(), [&](Operation *user) {
+           if (auto store = dyn_cast<memref::StoreOp>(user)) {
+             return store.getMemRef() == buffer;
+           }
+           if (auto reshape = dyn_cast<memref::ReshapeOp>(user)) {
+             return reshape.getShape() == buffer;
+           }
+           return isa<memref::DeallocOp>(user);
+         });
+}
+
+/// Whether `op` reads or writes a shape buffer only.
+bool onShapeBuffer(Operation *op) {
+  if (auto store = dyn_cast<memref::StoreOp>(op)) {
+    return isShapeBuffer(store.getMemRef());
+  }
+  if (auto dealloc = dyn_cast<memref::DeallocOp>(op)) {
+    return isShapeBuffer(dealloc.getMemref());
+  }
+  if (auto alloc = dyn_cast<memref::AllocOp>(op)) {
+    return isShapeBuffer(alloc.getResult());
+  }
+  return false;
+}
 
 struct DeviceBuffers
     : public kiln::impl::KilnDeviceBuffersPassBase<DeviceBuffers> {
@@ -30,13 +70,17 @@ struct DeviceBuffers
         return WalkResult::skip();
       }
       if (isa<memref::AllocOp, memref::DeallocOp, memref::CopyOp,
-              memref::AllocaOp, memref::GetGlobalOp>(op)) {
+              memref::AllocaOp, memref::GetGlobalOp, memref::LoadOp,
+              memref::StoreOp>(op)) {
         ops.push_back(op);
       }
       return WalkResult::advance();
     });
     IRRewriter rewriter(&getContext());
     for (Operation *op : ops) {
+      if (onShapeBuffer(op)) {
+        continue; // stays on the host, for memref.reshape
+      }
       rewriter.setInsertionPoint(op);
       if (auto alloc = dyn_cast<memref::AllocOp>(op)) {
         rewriter.replaceOp(
@@ -53,10 +97,166 @@ struct DeviceBuffers
         gpu::MemcpyOp::create(rewriter, copy.getLoc(), Type(), ValueRange(),
                               copy.getTarget(), copy.getSource());
         rewriter.eraseOp(copy);
+      } else if (isa<memref::LoadOp, memref::StoreOp>(op)) {
+        // Every access must be in a kernel by now.
+        op->emitOpError("would access device memory from the host");
+        return signalPassFailure();
       } else {
         // Host memory that kernels would read: not supported yet.
         op->emitOpError("is host memory, which GPU kernels cannot read");
         return signalPassFailure();
+      }
+    }
+  }
+};
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// kiln-strided-copies-to-linalg, kiln-serial-nests-to-parallel
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+struct StridedCopiesToLinalg
+    : public kiln::impl::KilnStridedCopiesToLinalgPassBase<
+          StridedCopiesToLinalg> {
+  void runOnOperation() override {
+    SmallVector<memref::CopyOp> copies;
+    getOperation().walk([&](memref::CopyOp copy) {
+      auto source = cast<MemRefType>(copy.getSource().getType());
+      auto target = cast<MemRefType>(copy.getTarget().getType());
+      if (!source.getLayout().isIdentity() ||
+          !target.getLayout().isIdentity()) {
+        copies.push_back(copy);
+      }
+    });
+    IRRewriter rewriter(&getContext());
+    for (memref::CopyOp copy : copies) {
+      rewriter.setInsertionPoint(copy);
+      linalg::CopyOp::create(rewriter, copy.getLoc(), copy.getSource(),
+                             copy.getTarget());
+      rewriter.eraseOp(copy);
+    }
+  }
+};
+
+/// Does `op` read or write memory other than by allocating, freeing,
+/// copying whole buffers or taking views?
+bool touchesMemory(Operation *op) {
+  if (onShapeBuffer(op)) {
+    return false;
+  }
+  if (isa<memref::AllocOp, memref::DeallocOp, memref::CopyOp,
+          ViewLikeOpInterface, memref::DimOp, memref::ExtractStridedMetadataOp,
+          scf::ParallelOp>(op)) {
+    return false;
+  }
+  auto effects = dyn_cast<MemoryEffectOpInterface>(op);
+  if (effects) {
+    return effects.hasEffect<MemoryEffects::Read>() ||
+           effects.hasEffect<MemoryEffects::Write>();
+  }
+  return op->getNumRegions() > 0; // loops: whatever their bodies do
+}
+
+/// Ops a run of serial code does not extend over.
+bool isBarrier(Operation *op) {
+  bool hasParallel = false;
+  op->walk([&](scf::ParallelOp) { hasParallel = true; });
+  return hasParallel || op->hasTrait<OpTrait::IsTerminator>() ||
+         isa<memref::AllocOp, memref::DeallocOp, memref::CopyOp,
+             CallOpInterface>(op);
+}
+
+struct SerialNestsToParallel
+    : public kiln::impl::KilnSerialNestsToParallelPassBase<
+          SerialNestsToParallel> {
+  void runOnOperation() override {
+    // A load on the host whose value only parallel loops use (a learning
+    // rate, a clipping scale) is done by every thread instead.
+    SmallVector<memref::LoadOp> loads;
+    for (Block &block : getOperation().getBody()) {
+      for (auto load : block.getOps<memref::LoadOp>()) {
+        loads.push_back(load);
+      }
+    }
+    for (memref::LoadOp load : loads) {
+      Block *block = load->getBlock();
+      SmallVector<Operation *> users(load->getUsers().begin(),
+                                     load->getUsers().end());
+      bool inKernels = !users.empty() && llvm::all_of(users, [&](Operation *u) {
+        Operation *top = block->findAncestorOpInBlock(*u);
+        return top && top != u && isa<scf::ParallelOp>(top);
+      });
+      if (!inKernels) {
+        continue;
+      }
+      for (OpOperand &use : llvm::make_early_inc_range(load->getUses())) {
+        auto parallel = cast<scf::ParallelOp>(
+            block->findAncestorOpInBlock(*use.getOwner()));
+        OpBuilder b(parallel.getBody(), parallel.getBody()->begin());
+        use.set(b.clone(*load)->getResult(0));
+      }
+      load->erase();
+    }
+    // Runs of ops between barriers that touch memory outside any parallel
+    // loop; each becomes one kernel, if no value it defines is used after
+    // it (otherwise it stays, and kiln-device-buffers reports it).
+    // Constants stay outside (moved before the run): later code uses them.
+    SmallVector<SmallVector<Operation *>> runs, constants;
+    for (Block &block : getOperation().getBody()) {
+      SmallVector<Operation *> run, runConstants;
+      bool touches = false;
+      auto flush = [&] {
+        if (touches) {
+          runs.push_back(run);
+          constants.push_back(runConstants);
+        }
+        run.clear();
+        runConstants.clear();
+        touches = false;
+      };
+      for (Operation &op : block) {
+        if (isBarrier(&op)) {
+          flush();
+          continue;
+        }
+        if (op.hasTrait<OpTrait::ConstantLike>()) {
+          if (!run.empty()) {
+            runConstants.push_back(&op);
+          }
+          continue;
+        }
+        run.push_back(&op);
+        touches |= touchesMemory(&op);
+      }
+      flush();
+    }
+    OpBuilder b(&getContext());
+    for (auto [run, runConstants] : llvm::zip(runs, constants)) {
+      llvm::SmallPtrSet<Operation *, 16> inside(run.begin(), run.end());
+      bool escapes = llvm::any_of(run, [&](Operation *op) {
+        return llvm::any_of(op->getUsers(), [&](Operation *user) {
+          Operation *top =
+              run.front()->getBlock()->findAncestorOpInBlock(*user);
+          return !top || !inside.contains(top);
+        });
+      });
+      if (escapes) {
+        continue;
+      }
+      for (Operation *constant : runConstants) {
+        constant->moveBefore(run.front());
+      }
+      b.setInsertionPoint(run.front());
+      Location loc = run.front()->getLoc();
+      Value zero = arith::ConstantIndexOp::create(b, loc, 0);
+      Value one = arith::ConstantIndexOp::create(b, loc, 1);
+      auto parallel = scf::ParallelOp::create(b, loc, ValueRange{zero},
+                                              ValueRange{one}, ValueRange{one});
+      for (Operation *op : run) {
+        op->moveBefore(parallel.getBody()->getTerminator());
       }
     }
   }

@@ -163,10 +163,35 @@ def KilnDeviceBuffersPass : Pass<"kiln-device-buffers", "::mlir::ModuleOp"> {
     For kiln-to-gpu, after the linalg ops have become GPU kernels: the host
     code's `memref.alloc`/`dealloc`/`copy` become `gpu.alloc`/`dealloc`/
     `memcpy`, so parameters, activations and temporaries live in device
-    memory. Host memory the kernels would read (a stack buffer, a global) is
-    an error naming the op.
+    memory. Host memory the kernels would read (a stack buffer, a global), and
+    a load or store left in host code, are errors naming the op.
   }];
   let dependentDialects = ["::mlir::gpu::GPUDialect"];
+}
+
+def KilnStridedCopiesToLinalgPass
+    : Pass<"kiln-strided-copies-to-linalg", "::mlir::ModuleOp"> {
+  let summary = "Turn copies between views into linalg.copy";
+  let description = [{
+    For kiln-to-gpu: a `memref.copy` whose source or target is a view (not an
+    identity layout) becomes `linalg.copy`, which becomes a kernel like any
+    linalg op; whole-buffer copies stay, for `gpu.memcpy`.
+  }];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect"];
+}
+
+def KilnSerialNestsToParallelPass
+    : Pass<"kiln-serial-nests-to-parallel", "::mlir::func::FuncOp"> {
+  let summary = "Put loop nests without parallel loops in a one-iteration scf.parallel";
+  let description = [{
+    For kiln-to-gpu, after convert-linalg-to-parallel-loops: a run of ops
+    between allocations, calls and parallel loops that touches memory (a
+    rank-0 fill, a reduction over every element, the mean that follows) is
+    wrapped in a one-iteration `scf.parallel`, so that it becomes a kernel
+    (of one thread) instead of host code touching device memory. A load whose
+    value only parallel loops use (a learning rate) moves into each of them.
+  }];
+  let dependentDialects = ["::mlir::scf::SCFDialect", "::mlir::arith::ArithDialect"];
 }
 
 #endif // KILN_COMPILER_PIPELINES_PASSES_TD

@@ -30,3 +30,32 @@ func.func @global() -> memref<4xf32> {
   %t = memref.get_global @table : memref<4xf32>
   return %t : memref<4xf32>
 }
+
+// -----
+
+// A shape buffer that memref.reshape reads on the host stays host memory.
+// CHECK-LABEL: func.func @shape(
+// CHECK:         %[[S:.*]] = memref.alloc() : memref<2xindex>
+// CHECK:         memref.store %{{.*}}, %[[S]]
+// CHECK:         memref.reshape %{{.*}}(%[[S]])
+func.func @shape(%x: memref<8xf32>, %n: index) -> memref<?x?xf32> {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c2 = arith.constant 2 : index
+  %s = memref.alloc() : memref<2xindex>
+  memref.store %c2, %s[%c0] : memref<2xindex>
+  memref.store %n, %s[%c1] : memref<2xindex>
+  %r = memref.reshape %x(%s) : (memref<8xf32>, memref<2xindex>) -> memref<?x?xf32>
+  return %r : memref<?x?xf32>
+}
+
+// -----
+
+// Host code reading a buffer is refused: it would read device memory.
+func.func @host_load(%n: index) -> f32 {
+  %c0 = arith.constant 0 : index
+  %a = memref.alloc(%n) : memref<?xf32>
+  // expected-error @+1 {{'memref.load' op would access device memory from the host}}
+  %v = memref.load %a[%c0] : memref<?xf32>
+  return %v : f32
+}

