@@ -7,10 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "../shakespeare/Shakespeare.h"
-
-#include "runtime/Aot.h"
-#include "shakespeare.h"
+#include "AotMain.h"
 
 static const char *kGenerateUsage =
     R"(usage: kiln-shakespeare-generate [options]
@@ -25,14 +22,7 @@ Prints a sample of the Shakespeare GPT from a checkpoint (d_model 128,
   --seed N           sampling seed (1)
 )";
 
-int main(int argc, char **argv) try {
-  using namespace kiln;
-  shakespeare::Options o = shakespeare::parseOptions(
-      argc, argv, kGenerateUsage, shakespeare::Program::aotGenerate);
-  CharDataset data = CharDataset::fromFile(o.data);
-  shakespeare::run(o, std::make_shared<AotModule>(shakespeare_model), data);
-  return 0;
-} catch (const kiln::Error &e) {
-  fmt::print(stderr, "error: {}\n", e.what());
-  return 1;
+int main(int argc, char **argv) {
+  return aotMain(argc, argv, kGenerateUsage,
+                 kiln::shakespeare::Program::aotGenerate);
 }

@@ -7,10 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "../shakespeare/Shakespeare.h"
-
-#include "runtime/Aot.h"
-#include "shakespeare.h"
+#include "AotMain.h"
 
 static const char *kTrainUsage =
     R"(usage: kiln-shakespeare-train [options]
@@ -29,14 +26,6 @@ Trains the ahead-of-time compiled Shakespeare GPT (d_model 128, 4 layers,
   --data PATH        the text to train on     --seed N  seed (1)
 )";
 
-int main(int argc, char **argv) try {
-  using namespace kiln;
-  shakespeare::Options o = shakespeare::parseOptions(
-      argc, argv, kTrainUsage, shakespeare::Program::aotTrain);
-  CharDataset data = CharDataset::fromFile(o.data);
-  shakespeare::run(o, std::make_shared<AotModule>(shakespeare_model), data);
-  return 0;
-} catch (const kiln::Error &e) {
-  fmt::print(stderr, "error: {}\n", e.what());
-  return 1;
+int main(int argc, char **argv) {
+  return aotMain(argc, argv, kTrainUsage, kiln::shakespeare::Program::aotTrain);
 }

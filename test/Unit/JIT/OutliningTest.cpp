@@ -24,8 +24,8 @@ using namespace kiln;
 
 namespace {
 
-/// Kernel functions in the lowered module of a GPT with `layers` blocks.
-int64_t kernels(int64_t layers, bool training) {
+/// A small GPT's loss graph with `layers` blocks.
+void addGptLoss(dsl::Module &module, int64_t layers) {
   dsl::models::GptConfig config;
   config.vocabSize = 17;
   config.dModel = 16;
@@ -33,8 +33,13 @@ int64_t kernels(int64_t layers, bool training) {
   config.numLayers = layers;
   config.dFF = 32;
   config.maxSeqLen = 8;
-  dsl::Module module;
   dsl::models::addGptLoss(module, config);
+}
+
+/// Kernel functions in the lowered module of a GPT with `layers` blocks.
+int64_t kernels(int64_t layers, bool training) {
+  dsl::Module module;
+  addGptLoss(module, layers);
   LoweringOptions options;
   if (training) {
     options.prePipeline = trainingStepPipeline("loss", {});
@@ -52,15 +57,8 @@ int64_t kernels(int64_t layers, bool training) {
 /// scatter-add of embedding gradients reads token ids on the host, which
 /// kiln-device-buffers refuses.)
 int64_t gpuKernels(int64_t layers) {
-  dsl::models::GptConfig config;
-  config.vocabSize = 17;
-  config.dModel = 16;
-  config.numHeads = 2;
-  config.numLayers = layers;
-  config.dFF = 32;
-  config.maxSeqLen = 8;
   dsl::Module module;
-  dsl::models::addGptLoss(module, config);
+  addGptLoss(module, layers);
   registerAllPasses();
   mlir::OwningOpRef<mlir::ModuleOp> copy = module.op().clone();
   mlir::PassManager pm(copy->getContext());
