@@ -166,7 +166,7 @@ bool isBarrier(Operation *op) {
   op->walk([&](scf::ParallelOp) { hasParallel = true; });
   return hasParallel || op->hasTrait<OpTrait::IsTerminator>() ||
          isa<memref::AllocOp, memref::DeallocOp, memref::CopyOp,
-             CallOpInterface>(op);
+             CallOpInterface, gpu::LaunchOp>(op);
 }
 
 struct SerialNestsToParallel

@@ -194,4 +194,24 @@ def KilnSerialNestsToParallelPass
   let dependentDialects = ["::mlir::scf::SCFDialect", "::mlir::arith::ArithDialect"];
 }
 
+def KilnGpuKernelsPass : Pass<"kiln-gpu-kernels", "::mlir::func::FuncOp"> {
+  let summary = "Turn contractions and long reductions into tuned GPU kernels";
+  let description = [{
+    For kiln-to-gpu, on linalg ops on buffers, before the others become
+    parallel loops: a contraction (any loop order, any number of batch, m, n
+    and k dimensions; f32) becomes a `gpu.launch` that computes 64 x 64
+    outputs per block of 16 x 16 threads, 4 x 4 per thread in registers,
+    staging 64 x 16 tiles of both operands through shared memory. A reduction
+    over at least 64 elements (or a dynamic number) whose outputs each
+    accumulate with one commutative combiner (add, mul, max, min) becomes a
+    `gpu.launch` with one block per output: the threads stride over the
+    reduced elements and combine their partial results with
+    `gpu.all_reduce`. Other ops are left as they are.
+  }];
+  let dependentDialects = ["::mlir::gpu::GPUDialect", "::mlir::scf::SCFDialect",
+                           "::mlir::math::MathDialect",
+                           "::mlir::affine::AffineDialect",
+                           "::mlir::memref::MemRefDialect"];
+}
+
 #endif // KILN_COMPILER_PIPELINES_PASSES_TD

@@ -94,6 +94,7 @@ std::string kiln::kilnToGpuPipeline(const std::string &chip) {
          "convert-bufferization-to-memref,"
          "kiln-outline-kernels,"
          "kiln-strided-copies-to-linalg,"
+         "func.func(kiln-gpu-kernels),"
          "func.func(convert-linalg-to-parallel-loops),"
          "func.func(kiln-serial-nests-to-parallel),"
          "func.func(scf-parallel-loop-tiling{parallel-loop-tile-sizes=16,16 "
@@ -113,7 +114,9 @@ std::string kiln::kilnToGpuPipeline(const std::string &chip) {
          "nvvm-attach-target{chip=" +
          chip +
          " O=3},"
-         "gpu.module(kiln-approximate-math,convert-gpu-to-nvvm,canonicalize,"
+         "gpu.module(kiln-approximate-math,convert-scf-to-cf,convert-gpu-to-"
+         "nvvm,"
+         "canonicalize,"
          "reconcile-unrealized-casts),"
          "expand-strided-metadata,"
          "lower-affine,"

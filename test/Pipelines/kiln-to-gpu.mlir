@@ -8,11 +8,11 @@
 // A linear layer, an activation and a softmax: every loop nest becomes a
 // kernel launched on the function's one stream, every buffer is device
 // memory, and the kernels are PTX that ptxas accepts.
-func.func @f(%x: tensor<?x64xf32>, %w: tensor<32x64xf32>, %b: tensor<32xf32>) -> tensor<?x32xf32> {
-  %y = kiln.linear %x, %w, %b : (tensor<?x64xf32>, tensor<32x64xf32>, tensor<32xf32>) -> tensor<?x32xf32>
-  %r = kiln.gelu %y : (tensor<?x32xf32>) -> tensor<?x32xf32>
-  %s = kiln.softmax %r {axis = -1 : i64} : (tensor<?x32xf32>) -> tensor<?x32xf32>
-  return %s : tensor<?x32xf32>
+func.func @f(%x: tensor<?x64xf32>, %w: tensor<128x64xf32>, %b: tensor<128xf32>) -> tensor<?x128xf32> {
+  %y = kiln.linear %x, %w, %b : (tensor<?x64xf32>, tensor<128x64xf32>, tensor<128xf32>) -> tensor<?x128xf32>
+  %r = kiln.gelu %y : (tensor<?x128xf32>) -> tensor<?x128xf32>
+  %s = kiln.softmax %r {axis = -1 : i64} : (tensor<?x128xf32>) -> tensor<?x128xf32>
+  return %s : tensor<?x128xf32>
 }
 
 // CHECK-LABEL: llvm.func @f(
@@ -28,6 +28,15 @@ func.func @f(%x: tensor<?x64xf32>, %w: tensor<32x64xf32>, %b: tensor<32xf32>) ->
 // CHECK:       gpu.binary @kiln_kernel_0_kernel  [#gpu.object<#nvvm.target<O = 3, chip = "sm_90">
 // CHECK-SAME:    .target sm_90
 // CHECK-SAME:    .entry kiln_kernel_0_kernel(
+// The matmul is tiled through shared memory (kiln-gpu-kernels); softmax's
+// max and sum over rows of 128 are block reductions with warp shuffles.
+// CHECK:       gpu.binary @kiln_kernel_2_kernel
+// CHECK-SAME:    .shared .align 4 .b8 __wg_kiln_kernel_2_kernel_0[4160]
+// CHECK-SAME:    fma.rn.f32
+// CHECK:       gpu.binary @kiln_kernel_5_kernel
+// CHECK-SAME:    shfl.sync.bfly.b32
+// CHECK:       gpu.binary @kiln_kernel_7_kernel
+// CHECK-SAME:    shfl.sync.bfly.b32
 
 // SM80: gpu.binary @kiln_kernel_0_kernel  [#gpu.object<#nvvm.target<O = 3, chip = "sm_80">
 // SM80-SAME: .target sm_80

@@ -1,0 +1,578 @@
+//===- GpuKernels.cpp - Contractions and reductions as tuned GPU kernels --===//
+//
+// Implements kiln-gpu-kernels: the linalg ops that the generic mapping
+// (parallel loops tiled 16 x 16, one thread per output element) would run
+// badly become gpu.launch ops of their own.
+//
+//  - A contraction (a matmul, a batched matmul, a projection over [B, T, D],
+//    attention's Q.K^T, a weight gradient summing over B and T) is tiled by
+//    64 x 64 outputs per block of 16 x 16 threads, each thread computing a
+//    4 x 4 sub-tile held in registers, with 16 x 64 tiles of each operand
+//    staged through shared memory, loaded by the whole block in the order
+//    that reads global memory contiguously. The arithmetic is fp32 FMA on the
+//    CUDA cores, so results match the CPU's to rounding (see the README for
+//    why not TF32 tensor cores).
+//  - A reduction over at least 64 elements (softmax's max and sum,
+//    layernorm's mean and variance, the loss) gives each output element a
+//    block: the threads stride over the reduced elements, then combine their
+//    partial results with gpu.all_reduce (warp shuffles, then shared memory).
+//
+// Both accept any loop order and any number of batch, m, n, k or reduced
+// dimensions (linearized, and split again at each access).
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/Pipelines/Pipelines.h"
+
+#include "mlir/Analysis/SliceAnalysis.h"
+#include "mlir/Dialect/Affine/IR/AffineOps.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Arith/Utils/Utils.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/IR/PatternMatch.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+namespace mlir::kiln {
+#define GEN_PASS_DEF_KILNGPUKERNELSPASS
+#include "compiler/Pipelines/Passes.h.inc"
+} // namespace mlir::kiln
+
+using namespace mlir;
+
+namespace {
+
+/// Reductions over fewer elements than this keep one thread per output.
+constexpr int64_t kMinBlockReduction = 64;
+/// Contraction tiling: a block of kThreads x kThreads threads computes
+/// kTile x kTile outputs, stepping over the reduction kDepth at a time.
+constexpr int64_t kThreads = 16, kTile = 64, kDepth = 16;
+constexpr int64_t kPerThread = kTile / kThreads;
+
+Value index(OpBuilder &b, Location loc, int64_t v) {
+  return arith::ConstantIndexOp::create(b, loc, v);
+}
+
+Value product(OpBuilder &b, Location loc, ArrayRef<Value> values) {
+  if (values.empty()) {
+    return index(b, loc, 1);
+  }
+  Value p = values.front();
+  for (Value v : values.drop_front()) {
+    p = arith::MulIOp::create(b, loc, p, v);
+  }
+  return p;
+}
+
+/// Splits `linear` into indices of `sizes` (the last one fastest).
+SmallVector<Value> delinearize(OpBuilder &b, Location loc, Value linear,
+                               ArrayRef<Value> sizes) {
+  SmallVector<Value> indices(sizes.size());
+  for (size_t i = sizes.size(); i-- > 0;) {
+    if (i == 0) {
+      indices[i] = linear;
+      break;
+    }
+    indices[i] = arith::RemUIOp::create(b, loc, linear, sizes[i]);
+    linear = arith::DivUIOp::create(b, loc, linear, sizes[i]);
+  }
+  return indices;
+}
+
+/// The indices of `operand` at the iteration `loops` (one index per loop).
+SmallVector<Value> operandIndices(OpBuilder &b, Location loc,
+                                  linalg::LinalgOp op, OpOperand &operand,
+                                  ArrayRef<Value> loops) {
+  AffineMap map = op.getMatchingIndexingMap(&operand);
+  SmallVector<Value> indices;
+  for (unsigned r = 0; r < map.getNumResults(); ++r) {
+    AffineExpr e = map.getResult(r);
+    if (auto dim = dyn_cast<AffineDimExpr>(e)) {
+      indices.push_back(loops[dim.getPosition()]);
+    } else {
+      indices.push_back(
+          affine::AffineApplyOp::create(b, loc, map.getSubMap({r}), loops));
+    }
+  }
+  return indices;
+}
+
+/// The loop sizes of a linalg op on buffers.
+SmallVector<Value> loopSizes(OpBuilder &b, Location loc, linalg::LinalgOp op) {
+  SmallVector<Value> sizes;
+  for (Range range : op.createLoopRanges(b, loc)) {
+    sizes.push_back(getValueOrCreateConstantIndexOp(b, loc, range.size));
+  }
+  return sizes;
+}
+
+/// ceil(a / b) for positive b.
+Value ceilDiv(OpBuilder &b, Location loc, Value a, int64_t d) {
+  return arith::CeilDivUIOp::create(b, loc, a, index(b, loc, d));
+}
+
+gpu::LaunchOp createLaunch(OpBuilder &b, Location loc, Value gridX, Value gridY,
+                           Value blockX, Value blockY,
+                           TypeRange workgroup = {}) {
+  Value one = index(b, loc, 1);
+  auto launch = gpu::LaunchOp::create(
+      b, loc, gridX, gridY, one, blockX, blockY, one,
+      /*dynamicSharedMemorySize=*/nullptr,
+      /*asyncTokenType=*/nullptr, ValueRange(), workgroup);
+  b.setInsertionPointToEnd(&launch.getBody().front());
+  gpu::TerminatorOp::create(b, loc);
+  b.setInsertionPointToStart(&launch.getBody().front());
+  return launch;
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions
+//===----------------------------------------------------------------------===//
+
+std::optional<gpu::AllReduceOperation> allReduceKind(Operation *combiner) {
+  using K = gpu::AllReduceOperation;
+  return llvm::TypeSwitch<Operation *, std::optional<K>>(combiner)
+      .Case<arith::AddFOp, arith::AddIOp>([](auto) { return K::ADD; })
+      .Case<arith::MulFOp, arith::MulIOp>([](auto) { return K::MUL; })
+      .Case([](arith::MaximumFOp) { return K::MAXIMUMF; })
+      .Case([](arith::MinimumFOp) { return K::MINIMUMF; })
+      .Case([](arith::MaxNumFOp) { return K::MAXNUMF; })
+      .Case([](arith::MinNumFOp) { return K::MINNUMF; })
+      .Case([](arith::MaxSIOp) { return K::MAXSI; })
+      .Case([](arith::MinSIOp) { return K::MINSI; })
+      .Default([](Operation *) { return std::nullopt; });
+}
+
+/// Whether `value` is computed (in `body`) from any of `args`.
+bool dependsOn(Value value, ArrayRef<BlockArgument> args) {
+  if (auto arg = dyn_cast<BlockArgument>(value)) {
+    return llvm::is_contained(args, arg);
+  }
+  Operation *def = value.getDefiningOp();
+  return def && llvm::any_of(def->getOperands(),
+                             [&](Value v) { return dependsOn(v, args); });
+}
+
+struct ReductionPlan {
+  SmallVector<Operation *> combiners; ///< One per output.
+  SmallVector<gpu::AllReduceOperation> kinds;
+};
+
+/// The plan for a reduction every output of which accumulates one value per
+/// iteration with one commutative combiner, or nothing.
+std::optional<ReductionPlan> planReduction(linalg::LinalgOp op) {
+  if (op.getNumReductionLoops() == 0) {
+    return std::nullopt;
+  }
+  bool usesIndex = false;
+  op->walk([&](linalg::IndexOp) { usesIndex = true; });
+  if (usesIndex) {
+    return std::nullopt;
+  }
+  // Small reductions: one thread per output is as good.
+  int64_t reduced = 1;
+  for (auto [size, type] :
+       llvm::zip(op.getStaticLoopRanges(), op.getIteratorTypesArray())) {
+    if (type == utils::IteratorType::reduction) {
+      reduced = ShapedType::isDynamic(size) || ShapedType::isDynamic(reduced)
+                    ? ShapedType::kDynamic
+                    : reduced * size;
+    }
+  }
+  if (!ShapedType::isDynamic(reduced) && reduced < kMinBlockReduction) {
+    return std::nullopt;
+  }
+  Block *body = op.getBlock();
+  SmallVector<BlockArgument> outs(op.getRegionOutputArgs());
+  ReductionPlan plan;
+  for (unsigned k = 0; k < outs.size(); ++k) {
+    SmallVector<Operation *> combiners;
+    Value reducedValue = matchReduction(outs, k, combiners);
+    if (!reducedValue || combiners.size() != 1 ||
+        combiners[0]->getBlock() != body || dependsOn(reducedValue, outs)) {
+      return std::nullopt;
+    }
+    std::optional<gpu::AllReduceOperation> kind = allReduceKind(combiners[0]);
+    if (!kind || !arith::getNeutralElement(combiners[0])) {
+      return std::nullopt;
+    }
+    plan.combiners.push_back(combiners[0]);
+    plan.kinds.push_back(*kind);
+  }
+  return plan;
+}
+
+void buildReduction(RewriterBase &b, linalg::LinalgOp op,
+                    const ReductionPlan &plan) {
+  Location loc = op.getLoc();
+  SmallVector<Value> sizes = loopSizes(b, loc, op);
+  SmallVector<utils::IteratorType> iterators = op.getIteratorTypesArray();
+  SmallVector<Value> parallelSizes, reducedSizes;
+  for (auto [size, type] : llvm::zip(sizes, iterators)) {
+    (type == utils::IteratorType::reduction ? reducedSizes : parallelSizes)
+        .push_back(size);
+  }
+  Value outputs = product(b, loc, parallelSizes);
+  Value reduced = product(b, loc, reducedSizes);
+  // As many threads as there are elements to reduce, in whole warps, up to
+  // 256.
+  int64_t threads = 256;
+  if (auto n = getConstantIntValue(reduced)) {
+    threads = std::clamp<int64_t>((*n + 31) / 32 * 32, 32, 256);
+  }
+  // One block per output; an empty launch is not allowed.
+  Value grid = arith::MaxUIOp::create(b, loc, outputs, index(b, loc, 1));
+  auto launch = createLaunch(b, loc, grid, index(b, loc, 1),
+                             index(b, loc, threads), index(b, loc, 1));
+
+  Value block = launch.getBlockIds().x, thread = launch.getThreadIds().x;
+  Value zero = index(b, loc, 0);
+  Value active =
+      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, block, outputs);
+  auto ifActive = scf::IfOp::create(b, loc, active, /*withElse=*/false);
+  b.setInsertionPointToStart(&ifActive.getThenRegion().front());
+
+  SmallVector<Value> parallelIndices =
+      delinearize(b, loc, block, parallelSizes);
+  SmallVector<Value> identities;
+  for (Operation *combiner : plan.combiners) {
+    identities.push_back(
+        arith::ConstantOp::create(b, loc, *arith::getNeutralElement(combiner)));
+  }
+  // Each thread's partial results over the elements it visits.
+  auto loop = scf::ForOp::create(b, loc, thread, reduced,
+                                 launch.getBlockSize().x, identities);
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(loop.getBody());
+    SmallVector<Value> reducedIndices =
+        delinearize(b, loc, loop.getInductionVar(), reducedSizes);
+    SmallVector<Value> loops;
+    auto p = parallelIndices.begin(), r = reducedIndices.begin();
+    for (utils::IteratorType type : iterators) {
+      loops.push_back(type == utils::IteratorType::reduction ? *r++ : *p++);
+    }
+    IRMapping mapping;
+    for (OpOperand *input : op.getDpsInputOperands()) {
+      Value value = input->get();
+      if (isa<MemRefType>(value.getType())) {
+        value = memref::LoadOp::create(
+            b, loc, value, operandIndices(b, loc, op, *input, loops));
+      }
+      mapping.map(op.getMatchingBlockArgument(input), value);
+    }
+    for (auto [arg, partial] :
+         llvm::zip(op.getRegionOutputArgs(), loop.getRegionIterArgs())) {
+      mapping.map(arg, partial);
+    }
+    for (Operation &bodyOp : op.getBlock()->without_terminator()) {
+      b.clone(bodyOp, mapping);
+    }
+    SmallVector<Value> next;
+    for (Value yielded : op.getBlock()->getTerminator()->getOperands()) {
+      next.push_back(mapping.lookupOrDefault(yielded));
+    }
+    scf::YieldOp::create(b, loc, next);
+  }
+  // The block's results, added to the outputs by thread 0.
+  SmallVector<Value> totals;
+  for (auto [partial, kind] : llvm::zip(loop.getResults(), plan.kinds)) {
+    totals.push_back(gpu::AllReduceOp::create(
+        b, loc, partial, gpu::AllReduceOperationAttr::get(b.getContext(), kind),
+        /*uniform=*/b.getUnitAttr()));
+  }
+  Value first =
+      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, thread, zero);
+  auto ifFirst = scf::IfOp::create(b, loc, first, /*withElse=*/false);
+  b.setInsertionPointToStart(&ifFirst.getThenRegion().front());
+  SmallVector<Value> loops;
+  auto p = parallelIndices.begin();
+  for (utils::IteratorType type : iterators) {
+    loops.push_back(type == utils::IteratorType::reduction ? zero : *p++);
+  }
+  for (auto [k, output] : llvm::enumerate(op.getDpsInitsMutable())) {
+    SmallVector<Value> indices = operandIndices(b, loc, op, output, loops);
+    Value old = memref::LoadOp::create(b, loc, output.get(), indices);
+    Operation *combiner = plan.combiners[k];
+    BlockArgument arg = op.getRegionOutputArgs()[k];
+    IRMapping mapping;
+    for (Value operand : combiner->getOperands()) {
+      mapping.map(operand, operand == arg ? old : totals[k]);
+    }
+    Value result = b.clone(*combiner, mapping)->getResult(0);
+    memref::StoreOp::create(b, loc, result, output.get(), indices);
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Contractions
+//===----------------------------------------------------------------------===//
+
+struct ContractionPlan {
+  linalg::ContractionDimensions dims;
+  /// Whether an operand's innermost dimension is a reduction dimension (its
+  /// tile is then read along k, else along m or n).
+  bool lhsAlongK = false, rhsAlongK = false;
+};
+
+std::optional<ContractionPlan> planContraction(linalg::LinalgOp op) {
+  if (op.getNumDpsInputs() != 2 || op.getNumDpsInits() != 1 ||
+      !linalg::isaContractionOpInterface(op)) {
+    return std::nullopt;
+  }
+  for (OpOperand &operand : op->getOpOperands()) {
+    auto type = dyn_cast<MemRefType>(operand.get().getType());
+    if (!type || !type.getElementType().isF32()) {
+      return std::nullopt;
+    }
+  }
+  FailureOr<linalg::ContractionDimensions> dims =
+      linalg::inferContractionDims(op);
+  if (failed(dims) ||
+      dims->batch.size() + dims->m.size() + dims->n.size() + dims->k.size() !=
+          op.getNumLoops()) {
+    return std::nullopt;
+  }
+  auto alongK = [&](OpOperand *operand) {
+    AffineMap map = op.getMatchingIndexingMap(operand);
+    if (map.getNumResults() == 0) {
+      return false;
+    }
+    auto last = dyn_cast<AffineDimExpr>(map.getResults().back());
+    return last && llvm::is_contained(dims->k, last.getPosition());
+  };
+  ContractionPlan plan{*dims, alongK(op.getDpsInputOperand(0)),
+                       alongK(op.getDpsInputOperand(1))};
+  return plan;
+}
+
+/// The sizes of the loops `dims`, in order.
+SmallVector<Value> sizesOf(ArrayRef<Value> sizes, ArrayRef<unsigned> dims) {
+  SmallVector<Value> result;
+  for (unsigned d : dims) {
+    result.push_back(sizes[d]);
+  }
+  return result;
+}
+
+void buildContraction(RewriterBase &b, linalg::LinalgOp op,
+                      const ContractionPlan &plan) {
+  Location loc = op.getLoc();
+  const linalg::ContractionDimensions &dims = plan.dims;
+  SmallVector<Value> sizes = loopSizes(b, loc, op);
+  SmallVector<Value> batchSizes = sizesOf(sizes, dims.batch),
+                     mSizes = sizesOf(sizes, dims.m),
+                     nSizes = sizesOf(sizes, dims.n),
+                     kSizes = sizesOf(sizes, dims.k);
+  Value batch = product(b, loc, batchSizes), m = product(b, loc, mSizes),
+        n = product(b, loc, nSizes), k = product(b, loc, kSizes);
+  Value tilesN = ceilDiv(b, loc, n, kTile);
+  Value one = index(b, loc, 1);
+  // Grid x: the n tiles of every batch; grid y: the m tiles.
+  Value gridX = arith::MaxUIOp::create(
+      b, loc, arith::MulIOp::create(b, loc, tilesN, batch), one);
+  Value gridY = arith::MaxUIOp::create(b, loc, ceilDiv(b, loc, m, kTile), one);
+  // One column of padding: the threads that store a column along k then
+  // hit distinct shared-memory banks.
+  auto tileType = MemRefType::get(
+      {kDepth, kTile + 1}, b.getF32Type(), AffineMap(),
+      gpu::AddressSpaceAttr::get(b.getContext(), gpu::AddressSpace::Workgroup));
+  auto launch = createLaunch(b, loc, gridX, gridY, index(b, loc, kThreads),
+                             index(b, loc, kThreads), {tileType, tileType});
+  Value lhsTile = launch.getWorkgroupAttributions()[0];
+  Value rhsTile = launch.getWorkgroupAttributions()[1];
+
+  Value tx = launch.getThreadIds().x, ty = launch.getThreadIds().y;
+  Value safeTilesN = arith::MaxUIOp::create(b, loc, tilesN, one);
+  Value batchIndex =
+      arith::DivUIOp::create(b, loc, launch.getBlockIds().x, safeTilesN);
+  Value n0 = arith::MulIOp::create(
+      b, loc,
+      arith::RemUIOp::create(b, loc, launch.getBlockIds().x, safeTilesN),
+      index(b, loc, kTile));
+  Value m0 = arith::MulIOp::create(b, loc, launch.getBlockIds().y,
+                                   index(b, loc, kTile));
+  SmallVector<Value> batchIndices = delinearize(b, loc, batchIndex, batchSizes);
+  Value inBatch = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult,
+                                        batchIndex, batch);
+  Value zeroF = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0));
+  Value linearThread = arith::AddIOp::create(
+      b, loc, arith::MulIOp::create(b, loc, ty, index(b, loc, kThreads)), tx);
+
+  // The loop indices of the iteration (batch, m, n, k).
+  auto iteration = [&](ArrayRef<Value> mIdx, ArrayRef<Value> nIdx,
+                       ArrayRef<Value> kIdx) {
+    SmallVector<Value> loops(op.getNumLoops());
+    auto place = [&](ArrayRef<unsigned> ds, ArrayRef<Value> values) {
+      for (auto [d, v] : llvm::zip(ds, values)) {
+        loops[d] = v;
+      }
+    };
+    place(dims.batch, batchIndices);
+    place(dims.m, mIdx);
+    place(dims.n, nIdx);
+    place(dims.k, kIdx);
+    for (Value &v : loops) {
+      if (!v) {
+        v = index(b, loc, 0); // a dimension the operand does not use
+      }
+    }
+    return loops;
+  };
+
+  // Copies the kDepth x kTile tile of operand `which` (0: lhs along m, 1:
+  // rhs along n) at (k0, start) into `tile`, zero outside the operand; the
+  // block's threads read consecutive elements of its innermost dimension.
+  auto loadTile = [&](unsigned which, Value k0, Value start, Value tile) {
+    OpOperand *operand = op.getDpsInputOperand(which);
+    bool alongK = which == 0 ? plan.lhsAlongK : plan.rhsAlongK;
+    Value extent = which == 0 ? m : n;
+    ArrayRef<Value> extentSizes = which == 0 ? mSizes : nSizes;
+    for (int64_t e = 0; e < kDepth * kTile / (kThreads * kThreads); ++e) {
+      Value linear = arith::AddIOp::create(
+          b, loc, linearThread, index(b, loc, e * kThreads * kThreads));
+      Value kk, xx;
+      if (alongK) {
+        kk = arith::RemUIOp::create(b, loc, linear, index(b, loc, kDepth));
+        xx = arith::DivUIOp::create(b, loc, linear, index(b, loc, kDepth));
+      } else {
+        xx = arith::RemUIOp::create(b, loc, linear, index(b, loc, kTile));
+        kk = arith::DivUIOp::create(b, loc, linear, index(b, loc, kTile));
+      }
+      Value gk = arith::AddIOp::create(b, loc, k0, kk);
+      Value gx = arith::AddIOp::create(b, loc, start, xx);
+      Value inside = arith::AndIOp::create(
+          b, loc,
+          arith::AndIOp::create(
+              b, loc,
+              arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, gk, k),
+              arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, gx,
+                                    extent)),
+          inBatch);
+      auto ifInside = scf::IfOp::create(b, loc, b.getF32Type(), inside,
+                                        /*withElseRegion=*/true);
+      {
+        OpBuilder::InsertionGuard guard(b);
+        b.setInsertionPointToStart(&ifInside.getThenRegion().front());
+        SmallVector<Value> kIdx = delinearize(b, loc, gk, kSizes);
+        SmallVector<Value> xIdx = delinearize(b, loc, gx, extentSizes);
+        SmallVector<Value> loops =
+            which == 0 ? iteration(xIdx, {}, kIdx) : iteration({}, xIdx, kIdx);
+        Value v =
+            memref::LoadOp::create(b, loc, operand->get(),
+                                   operandIndices(b, loc, op, *operand, loops));
+        scf::YieldOp::create(b, loc, v);
+        b.setInsertionPointToStart(&ifInside.getElseRegion().front());
+        scf::YieldOp::create(b, loc, zeroF);
+      }
+      memref::StoreOp::create(b, loc, ifInside.getResult(0), tile,
+                              ValueRange{kk, xx});
+    }
+  };
+
+  // Thread (tx, ty) accumulates rows ty + 16 i and columns tx + 16 j.
+  SmallVector<Value> zeros(kPerThread * kPerThread, zeroF);
+  auto kLoop = scf::ForOp::create(b, loc, index(b, loc, 0), k,
+                                  index(b, loc, kDepth), zeros);
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(kLoop.getBody());
+    Value k0 = kLoop.getInductionVar();
+    loadTile(0, k0, m0, lhsTile);
+    loadTile(1, k0, n0, rhsTile);
+    gpu::BarrierOp::create(b, loc);
+    auto inner =
+        scf::ForOp::create(b, loc, index(b, loc, 0), index(b, loc, kDepth), one,
+                           kLoop.getRegionIterArgs());
+    {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(inner.getBody());
+      Value kk = inner.getInductionVar();
+      SmallVector<Value> a, c;
+      for (int64_t i = 0; i < kPerThread; ++i) {
+        Value row =
+            arith::AddIOp::create(b, loc, ty, index(b, loc, i * kThreads));
+        a.push_back(
+            memref::LoadOp::create(b, loc, lhsTile, ValueRange{kk, row}));
+        Value col =
+            arith::AddIOp::create(b, loc, tx, index(b, loc, i * kThreads));
+        c.push_back(
+            memref::LoadOp::create(b, loc, rhsTile, ValueRange{kk, col}));
+      }
+      SmallVector<Value> next;
+      for (int64_t i = 0; i < kPerThread; ++i) {
+        for (int64_t j = 0; j < kPerThread; ++j) {
+          next.push_back(math::FmaOp::create(
+              b, loc, a[i], c[j],
+              inner.getRegionIterArgs()[i * kPerThread + j]));
+        }
+      }
+      scf::YieldOp::create(b, loc, next);
+    }
+    gpu::BarrierOp::create(b, loc);
+    scf::YieldOp::create(b, loc, inner.getResults());
+  }
+
+  // out += acc, where inside the output.
+  OpOperand &output = op.getDpsInitsMutable()[0];
+  for (int64_t i = 0; i < kPerThread; ++i) {
+    for (int64_t j = 0; j < kPerThread; ++j) {
+      Value gm = arith::AddIOp::create(
+          b, loc, m0,
+          arith::AddIOp::create(b, loc, ty, index(b, loc, i * kThreads)));
+      Value gn = arith::AddIOp::create(
+          b, loc, n0,
+          arith::AddIOp::create(b, loc, tx, index(b, loc, j * kThreads)));
+      Value inside = arith::AndIOp::create(
+          b, loc,
+          arith::AndIOp::create(
+              b, loc,
+              arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, gm, m),
+              arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, gn, n)),
+          inBatch);
+      auto ifInside = scf::IfOp::create(b, loc, inside, /*withElse=*/false);
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(&ifInside.getThenRegion().front());
+      SmallVector<Value> loops = iteration(delinearize(b, loc, gm, mSizes),
+                                           delinearize(b, loc, gn, nSizes), {});
+      SmallVector<Value> indices = operandIndices(b, loc, op, output, loops);
+      Value old = memref::LoadOp::create(b, loc, output.get(), indices);
+      Value sum = arith::AddFOp::create(b, loc, old,
+                                        kLoop.getResult(i * kPerThread + j));
+      memref::StoreOp::create(b, loc, sum, output.get(), indices);
+    }
+  }
+}
+
+struct GpuKernels : public kiln::impl::KilnGpuKernelsPassBase<GpuKernels> {
+  void runOnOperation() override {
+    SmallVector<linalg::LinalgOp> ops;
+    getOperation().walk([&](linalg::LinalgOp op) {
+      if (op.hasPureBufferSemantics() &&
+          llvm::all_of(op.getIndexingMapsArray(), [](AffineMap map) {
+            return map.isProjectedPermutation(/*allowZeroInResults=*/true);
+          })) {
+        ops.push_back(op);
+      }
+    });
+    IRRewriter rewriter(&getContext());
+    for (linalg::LinalgOp op : ops) {
+      rewriter.setInsertionPoint(op);
+      if (auto plan = planContraction(op)) {
+        buildContraction(rewriter, op, *plan);
+      } else if (auto plan = planReduction(op)) {
+        buildReduction(rewriter, op, *plan);
+      } else {
+        continue;
+      }
+      rewriter.eraseOp(op);
+    }
+  }
+};
+
+} // namespace

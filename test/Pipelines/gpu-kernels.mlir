@@ -1,0 +1,133 @@
+// RUN: kiln-opt %s --pass-pipeline="builtin.module(func.func(kiln-gpu-kernels,canonicalize))" --split-input-file | FileCheck %s
+// RUN: kiln-opt %s --pass-pipeline="builtin.module(func.func(kiln-gpu-kernels),gpu-kernel-outlining,lower-affine,nvvm-attach-target{chip=sm_90},gpu.module(convert-scf-to-cf,convert-gpu-to-nvvm,reconcile-unrealized-casts),gpu-module-to-binary{format=isa})" --split-input-file | FileCheck %s --check-prefix=PTX
+
+// A matmul becomes one launch: blocks of 16 x 16 threads, each block 64 x 64
+// outputs (the grid is ceil(N / 64) x ceil(M / 64)), the operands staged
+// through two padded 16 x 65 shared-memory tiles, 16 FMAs per thread per step.
+// CHECK-LABEL: func.func @matmul(
+// CHECK-NOT:     linalg.matmul
+// CHECK:         %[[M:.*]] = memref.dim %{{.*}}, %c0
+// CHECK:         %[[TM:.*]] = arith.ceildivui %[[M]], %c64
+// CHECK:         %[[GY:.*]] = arith.maxui %[[TM]], %c1
+// CHECK:         gpu.launch blocks({{.*}}) in ({{.*}} = %c1, {{.*}} = %[[GY]], {{.*}} = %c1) threads({{.*}}) in ({{.*}} = %c16, {{.*}} = %c16, {{.*}} = %c1) workgroup(%[[A:.*]] : memref<16x65xf32, #gpu.address_space<workgroup>>, %[[B:.*]] : memref<16x65xf32, #gpu.address_space<workgroup>>)
+// CHECK:           scf.for %{{.*}} = %c0 to %c64 step %c16 iter_args(
+// CHECK-COUNT-4:     memref.store %{{.*}}, %[[A]]
+// CHECK-COUNT-4:     memref.store %{{.*}}, %[[B]]
+// CHECK:             gpu.barrier
+// CHECK:             scf.for
+// CHECK-COUNT-16:      math.fma
+// CHECK:             gpu.barrier
+// CHECK-COUNT-16:  arith.addf
+// CHECK:           gpu.terminator
+// PTX-LABEL: gpu.binary @matmul_kernel
+// PTX-SAME: .shared .align 4 .b8 __wg_matmul_kernel_0[4160]
+// PTX-SAME: bar.sync
+// PTX-SAME: fma.rn.f32
+func.func @matmul(%a: memref<?x64xf32>, %b: memref<64x32xf32>, %c: memref<?x32xf32>) {
+  linalg.matmul ins(%a, %b : memref<?x64xf32>, memref<64x32xf32>) outs(%c : memref<?x32xf32>)
+  return
+}
+
+// -----
+
+// A weight gradient, dW[d, e] = sum over (b, t) of x[b, t, d] g[b, t, e]: two
+// reduction dimensions, linearized into one k.
+// CHECK-LABEL: func.func @weight_grad(
+// CHECK-NOT:     linalg.generic
+// CHECK:         gpu.launch {{.*}} workgroup(
+// CHECK:           math.fma
+#x = affine_map<(d, e, b, t) -> (b, t, d)>
+#g = affine_map<(d, e, b, t) -> (b, t, e)>
+#w = affine_map<(d, e, b, t) -> (d, e)>
+func.func @weight_grad(%x: memref<?x?x32xf32>, %g: memref<?x?x48xf32>, %w: memref<32x48xf32>) {
+  linalg.generic {indexing_maps = [#x, #g, #w], iterator_types = ["parallel", "parallel", "reduction", "reduction"]}
+      ins(%x, %g : memref<?x?x32xf32>, memref<?x?x48xf32>) outs(%w : memref<32x48xf32>) {
+  ^bb0(%xv: f32, %gv: f32, %acc: f32):
+    %p = arith.mulf %xv, %gv : f32
+    %s = arith.addf %acc, %p : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+
+// -----
+
+// A sum over rows of 128: one block of 128 threads per row; each thread adds
+// its elements (the exp of the input here), then the block adds the partial
+// sums and thread 0 adds the total to the output.
+// CHECK-LABEL: func.func @row_sum(
+// CHECK-NOT:     linalg.generic
+// CHECK:         gpu.launch blocks(%[[ROW:.*]], %{{.*}}, %{{.*}}) in ({{.*}}) threads(%[[T:.*]], %{{.*}}, %{{.*}}) in (%[[BD:.*]] = %c128, {{.*}})
+// CHECK:           scf.if
+// CHECK:             %[[PART:.*]] = scf.for %[[I:.*]] = %[[T]] to %c128 step %[[BD]] iter_args(%[[ACC:.*]] = %cst
+// CHECK:               %[[V:.*]] = memref.load %{{.*}}[%[[ROW]], %[[I]]]
+// CHECK:               %[[E:.*]] = math.exp %[[V]]
+// CHECK:               %[[S:.*]] = arith.addf %[[E]], %[[ACC]]
+// CHECK:               scf.yield %[[S]]
+// CHECK:             %[[TOTAL:.*]] = gpu.all_reduce {{ *}}add %[[PART]] uniform
+// CHECK:             arith.cmpi eq, %[[T]], %c0
+// CHECK:             %[[OLD:.*]] = memref.load %{{.*}}[%[[ROW]]]
+// CHECK:             %[[NEW:.*]] = arith.addf %[[TOTAL]], %[[OLD]]
+// CHECK:             memref.store %[[NEW]], %{{.*}}[%[[ROW]]]
+// PTX-LABEL: gpu.binary @row_sum_kernel
+// PTX-SAME: shfl.sync.bfly.b32
+#rows = affine_map<(i, j) -> (i, j)>
+#row = affine_map<(i, j) -> (i)>
+func.func @row_sum(%x: memref<?x128xf32>, %s: memref<?xf32>) {
+  linalg.generic {indexing_maps = [#rows, #row], iterator_types = ["parallel", "reduction"]}
+      ins(%x : memref<?x128xf32>) outs(%s : memref<?xf32>) {
+  ^bb0(%v: f32, %acc: f32):
+    %e = math.exp %v : f32
+    %r = arith.addf %e, %acc : f32
+    linalg.yield %r : f32
+  }
+  return
+}
+
+// -----
+
+// A max over rows of dynamic length: 256 threads, -inf to start with.
+// CHECK-LABEL: func.func @row_max(
+// CHECK:         %[[NEG:.*]] = arith.constant 0xFF800000 : f32
+// CHECK:         gpu.launch {{.*}} threads({{.*}}) in (%{{.*}} = %c256
+// CHECK:           scf.for {{.*}} iter_args(%{{.*}} = %[[NEG]])
+// CHECK:           gpu.all_reduce {{ *}}maximumf
+#rows = affine_map<(i, j) -> (i, j)>
+#row = affine_map<(i, j) -> (i)>
+func.func @row_max(%x: memref<?x?xf32>, %s: memref<?xf32>) {
+  linalg.generic {indexing_maps = [#rows, #row], iterator_types = ["parallel", "reduction"]}
+      ins(%x : memref<?x?xf32>) outs(%s : memref<?xf32>) {
+  ^bb0(%v: f32, %acc: f32):
+    %r = arith.maximumf %v, %acc : f32
+    linalg.yield %r : f32
+  }
+  return
+}
+
+// -----
+
+// Left to the generic mapping: a reduction over 16 elements (too short to
+// share), and one whose combiner is not a single commutative op.
+// CHECK-LABEL: func.func @left_alone(
+// CHECK-NOT:     gpu.launch
+// CHECK:         linalg.generic
+// CHECK:         linalg.generic
+// CHECK-NOT:     gpu.launch
+#rows = affine_map<(i, j) -> (i, j)>
+#row = affine_map<(i, j) -> (i)>
+func.func @left_alone(%x: memref<?x16xf32>, %y: memref<?x?xf32>, %s: memref<?xf32>) {
+  linalg.generic {indexing_maps = [#rows, #row], iterator_types = ["parallel", "reduction"]}
+      ins(%x : memref<?x16xf32>) outs(%s : memref<?xf32>) {
+  ^bb0(%v: f32, %acc: f32):
+    %r = arith.addf %v, %acc : f32
+    linalg.yield %r : f32
+  }
+  linalg.generic {indexing_maps = [#rows, #row], iterator_types = ["parallel", "reduction"]}
+      ins(%y : memref<?x?xf32>) outs(%s : memref<?xf32>) {
+  ^bb0(%v: f32, %acc: f32):
+    %gt = arith.cmpf ogt, %v, %acc : f32
+    %r = arith.select %gt, %v, %acc : f32
+    linalg.yield %r : f32
+  }
+  return
+}
