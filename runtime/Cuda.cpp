@@ -11,10 +11,12 @@
 
 #include "runtime/Error.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <mutex>
 #include <type_traits>
 
@@ -33,6 +35,7 @@ struct Driver {
   CUresult (*cuDeviceGetCount)(int *);
   CUresult (*cuDeviceGet)(CUdevice *, int);
   CUresult (*cuDeviceGetName)(char *, int, CUdevice);
+  CUresult (*cuDeviceGetAttribute)(int *, int, CUdevice);
   CUresult (*cuDevicePrimaryCtxRetain)(Handle *, CUdevice);
   CUresult (*cuCtxSetCurrent)(Handle);
   CUresult (*cuModuleLoadData)(Handle *, const void *);
@@ -92,6 +95,7 @@ Driver &driver() {
     bind(d.cuDeviceGetCount, "cuDeviceGetCount");
     bind(d.cuDeviceGet, "cuDeviceGet");
     bind(d.cuDeviceGetName, "cuDeviceGetName");
+    bind(d.cuDeviceGetAttribute, "cuDeviceGetAttribute");
     bind(d.cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain");
     bind(d.cuCtxSetCurrent, "cuCtxSetCurrent");
     bind(d.cuModuleLoadData, "cuModuleLoadData");
@@ -177,6 +181,23 @@ std::string deviceName() {
     throw Error("kiln: cannot read the GPU's name: " + describe(d, r));
   }
   return name;
+}
+
+std::string architecture() {
+  requireDevice();
+  Driver &d = driver();
+  // CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR and _MINOR.
+  constexpr int kMajor = 75, kMinor = 76;
+  int major = 0, minor = 0;
+  CUdevice device = 0;
+  d.cuDeviceGet(&device, 0);
+  if (CUresult r = d.cuDeviceGetAttribute(&major, kMajor, device)) {
+    throw Error("kiln: cannot read the GPU's architecture: " + describe(d, r));
+  }
+  if (CUresult r = d.cuDeviceGetAttribute(&minor, kMinor, device)) {
+    throw Error("kiln: cannot read the GPU's architecture: " + describe(d, r));
+  }
+  return "sm_" + std::to_string(major * 10 + minor);
 }
 
 void copyToDevice(void *device, const void *host, size_t bytes) {
@@ -271,28 +292,104 @@ extern "C" void *mgpuStreamCreate() {
   return stream;
 }
 
+namespace {
+/// Device memory is cached: cuMemFree waits for the whole device, and a
+/// training step frees hundreds of temporaries. A freed block goes back to
+/// the pool only once the stream it was freed on has finished (work queued
+/// there may still use it); until then only that stream, which runs in
+/// order, may reuse it. Blocks are reused for requests of the same rounded
+/// size; when the driver runs out of memory, the pool is emptied and the
+/// allocation tried again.
+struct MemoryPool {
+  std::mutex mutex;
+  std::multimap<size_t, CUdeviceptr> free;
+  std::map<void *, std::multimap<size_t, CUdeviceptr>> pending; // by stream
+  std::map<CUdeviceptr, size_t> sizes;
+
+  static size_t round(uint64_t bytes) {
+    constexpr size_t kGranule = 512;
+    return std::max<size_t>((bytes + kGranule - 1) / kGranule, 1) * kGranule;
+  }
+  static bool take(std::multimap<size_t, CUdeviceptr> &from, size_t bytes,
+                   CUdeviceptr &pointer) {
+    auto it = from.find(bytes);
+    if (it == from.end()) {
+      return false;
+    }
+    pointer = it->second;
+    from.erase(it);
+    return true;
+  }
+  /// The blocks freed on `stream` are free for all (it has finished).
+  void settle(void *stream) {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto it = pending.find(stream);
+    if (it != pending.end()) {
+      free.insert(it->second.begin(), it->second.end());
+      pending.erase(it);
+    }
+  }
+  /// Returns every free block to the driver.
+  void release(Driver &d) {
+    for (auto [bytes, pointer] : free) {
+      d.cuMemFree(pointer);
+      sizes.erase(pointer);
+    }
+    free.clear();
+  }
+};
+
+MemoryPool &pool() {
+  static MemoryPool &p = *new MemoryPool; // used by global destructors
+  return p;
+}
+} // namespace
+
 extern "C" void mgpuStreamDestroy(void *stream) {
   Driver &d = driverOrAbort("a GPU stream");
+  check(d, d.cuStreamSynchronize(stream), "cuStreamSynchronize");
+  pool().settle(stream);
   check(d, d.cuStreamDestroy(stream), "cuStreamDestroy");
 }
 
 extern "C" void mgpuStreamSynchronize(void *stream) {
   Driver &d = driverOrAbort("a GPU stream");
   check(d, d.cuStreamSynchronize(stream), "cuStreamSynchronize");
+  pool().settle(stream);
 }
 
-extern "C" void *mgpuMemAlloc(uint64_t bytes, void * /*stream*/,
+extern "C" void *mgpuMemAlloc(uint64_t bytes, void *stream,
                               bool /*isHostShared*/) {
   Driver &d = driverOrAbort("GPU memory");
+  MemoryPool &p = pool();
+  size_t size = MemoryPool::round(bytes);
+  std::lock_guard<std::mutex> lock(p.mutex);
   CUdeviceptr pointer = 0;
-  // A zero-size buffer still gets a distinct address.
-  check(d, d.cuMemAlloc(&pointer, bytes ? bytes : 1), "cuMemAlloc");
+  auto own = p.pending.find(stream);
+  if (MemoryPool::take(p.free, size, pointer) ||
+      (own != p.pending.end() &&
+       MemoryPool::take(own->second, size, pointer))) {
+    return reinterpret_cast<void *>(pointer);
+  }
+  if (d.cuMemAlloc(&pointer, size) != 0) {
+    p.release(d);
+    check(d, d.cuMemAlloc(&pointer, size), "cuMemAlloc");
+  }
+  p.sizes[pointer] = size;
   return reinterpret_cast<void *>(pointer);
 }
 
-extern "C" void mgpuMemFree(void *pointer, void * /*stream*/) {
-  Driver &d = driverOrAbort("GPU memory");
-  check(d, d.cuMemFree(reinterpret_cast<CUdeviceptr>(pointer)), "cuMemFree");
+extern "C" void mgpuMemFree(void *pointer, void *stream) {
+  driverOrAbort("GPU memory");
+  MemoryPool &p = pool();
+  std::lock_guard<std::mutex> lock(p.mutex);
+  auto device = reinterpret_cast<CUdeviceptr>(pointer);
+  auto it = p.sizes.find(device);
+  if (it == p.sizes.end()) {
+    std::fprintf(stderr, "kiln: freeing GPU memory that was not allocated\n");
+    std::abort();
+  }
+  p.pending[stream].emplace(it->second, device);
 }
 
 extern "C" void mgpuMemcpy(void *dst, void *src, size_t bytes, void *stream) {
@@ -310,4 +407,25 @@ extern "C" void mgpuMemset32(void *dst, unsigned value, size_t count,
         d.cuMemsetD32Async(reinterpret_cast<CUdeviceptr>(dst), value, count,
                            stream),
         "cuMemsetD32Async");
+}
+
+const std::vector<std::pair<const char *, void *>> &
+kiln::cuda::runtimeSymbols() {
+  static const std::vector<std::pair<const char *, void *>> symbols = {
+      {"mgpuModuleLoadJIT", reinterpret_cast<void *>(&mgpuModuleLoadJIT)},
+      {"mgpuModuleLoad", reinterpret_cast<void *>(&mgpuModuleLoad)},
+      {"mgpuModuleUnload", reinterpret_cast<void *>(&mgpuModuleUnload)},
+      {"mgpuModuleGetFunction",
+       reinterpret_cast<void *>(&mgpuModuleGetFunction)},
+      {"mgpuLaunchKernel", reinterpret_cast<void *>(&mgpuLaunchKernel)},
+      {"mgpuStreamCreate", reinterpret_cast<void *>(&mgpuStreamCreate)},
+      {"mgpuStreamDestroy", reinterpret_cast<void *>(&mgpuStreamDestroy)},
+      {"mgpuStreamSynchronize",
+       reinterpret_cast<void *>(&mgpuStreamSynchronize)},
+      {"mgpuMemAlloc", reinterpret_cast<void *>(&mgpuMemAlloc)},
+      {"mgpuMemFree", reinterpret_cast<void *>(&mgpuMemFree)},
+      {"mgpuMemcpy", reinterpret_cast<void *>(&mgpuMemcpy)},
+      {"mgpuMemset32", reinterpret_cast<void *>(&mgpuMemset32)},
+  };
+  return symbols;
 }

@@ -15,6 +15,8 @@
 
 #include <cstddef>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace kiln::cuda {
 
@@ -28,6 +30,14 @@ void requireDevice();
 /// The name of device 0 ("NVIDIA H100 80GB HBM3"). Throws like
 /// requireDevice().
 std::string deviceName();
+
+/// Device 0's architecture as nvvm names it ("sm_90" for an H100). Throws
+/// like requireDevice().
+std::string architecture();
+
+/// The mgpu* functions compiled GPU code calls, by name, for a JIT to
+/// resolve them.
+const std::vector<std::pair<const char *, void *>> &runtimeSymbols();
 
 /// Copies between host and device memory (synchronously). Throw
 /// kiln::Error when the driver fails.

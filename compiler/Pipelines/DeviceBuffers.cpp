@@ -16,9 +16,11 @@
 #include "mlir/Interfaces/CallInterfaces.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "mlir/Interfaces/ViewLikeInterface.h"
+#include "llvm/ADT/SetVector.h"
 
 namespace mlir::kiln {
 #define GEN_PASS_DEF_KILNDEVICEBUFFERSPASS
+#define GEN_PASS_DEF_KILNHOSTINTERFACEPASS
 #define GEN_PASS_DEF_KILNSERIALNESTSTOPARALLELPASS
 #define GEN_PASS_DEF_KILNSTRIDEDCOPIESTOLINALGPASS
 #include "compiler/Pipelines/Passes.h.inc"
@@ -97,16 +99,144 @@ struct DeviceBuffers
         gpu::MemcpyOp::create(rewriter, copy.getLoc(), Type(), ValueRange(),
                               copy.getTarget(), copy.getSource());
         rewriter.eraseOp(copy);
+      } else if (auto global = dyn_cast<memref::GetGlobalOp>(op)) {
+        // A constant: copied into device memory, freed on return.
+        auto type = cast<MemRefType>(global.getType());
+        Location loc = global.getLoc();
+        rewriter.setInsertionPointAfter(global);
+        Value device =
+            gpu::AllocOp::create(rewriter, loc, type, Type(), ValueRange(),
+                                 ValueRange(), ValueRange())
+                .getMemref();
+        auto copy = gpu::MemcpyOp::create(rewriter, loc, Type(), ValueRange(),
+                                          device, global);
+        global.getResult().replaceAllUsesExcept(device, copy);
+        global->getParentOfType<func::FuncOp>().walk([&](func::ReturnOp ret) {
+          rewriter.setInsertionPoint(ret);
+          gpu::DeallocOp::create(rewriter, loc, Type(), ValueRange(), device);
+        });
       } else if (isa<memref::LoadOp, memref::StoreOp>(op)) {
         // Every access must be in a kernel by now.
         op->emitOpError("would access device memory from the host");
         return signalPassFailure();
       } else {
-        // Host memory that kernels would read: not supported yet.
+        // A stack buffer in host code, which kernels would read.
         op->emitOpError("is host memory, which GPU kernels cannot read");
         return signalPassFailure();
       }
     }
+  }
+};
+
+/// The sizes of `buffer`'s dynamic dimensions.
+SmallVector<Value> dynamicSizes(OpBuilder &b, Location loc, Value buffer) {
+  SmallVector<Value> sizes;
+  auto type = cast<MemRefType>(buffer.getType());
+  for (int64_t d = 0; d < type.getRank(); ++d) {
+    if (type.isDynamicDim(d)) {
+      sizes.push_back(memref::DimOp::create(b, loc, buffer, d));
+    }
+  }
+  return sizes;
+}
+
+/// The buffer `value` is a view of (itself when it is none).
+Value viewRoot(Value value) {
+  while (auto view = value.getDefiningOp<ViewLikeOpInterface>()) {
+    value = view.getViewSource();
+  }
+  return value;
+}
+
+struct HostInterface
+    : public kiln::impl::KilnHostInterfacePassBase<HostInterface> {
+  void runOnOperation() override {
+    for (auto func : getOperation().getOps<func::FuncOp>()) {
+      if (func.isExternal() || func.isPrivate()) {
+        continue;
+      }
+      if (failed(convert(func))) {
+        return signalPassFailure();
+      }
+    }
+  }
+
+  LogicalResult convert(func::FuncOp func) {
+    OpBuilder b(func.getBody());
+    // Arguments: copied into device buffers, which the body then uses.
+    llvm::SmallPtrSet<Operation *, 8> argumentBuffers;
+    for (BlockArgument arg : func.getArguments()) {
+      auto type = dyn_cast<MemRefType>(arg.getType());
+      if (!type) {
+        continue;
+      }
+      if (!type.getLayout().isIdentity()) {
+        return func.emitOpError("argument ")
+               << arg.getArgNumber() << " is not a contiguous buffer";
+      }
+      Location loc = arg.getLoc();
+      llvm::SmallPtrSet<Operation *, 4> keep;
+      SmallVector<Value> sizes = dynamicSizes(b, loc, arg);
+      for (Value size : sizes) {
+        keep.insert(size.getDefiningOp());
+      }
+      auto device = gpu::AllocOp::create(b, loc, type, Type(), ValueRange(),
+                                         sizes, ValueRange());
+      auto copy = gpu::MemcpyOp::create(b, loc, Type(), ValueRange(),
+                                        device.getMemref(), arg);
+      keep.insert(device);
+      keep.insert(copy);
+      arg.replaceUsesWithIf(device.getMemref(), [&](OpOperand &use) {
+        return !keep.contains(use.getOwner());
+      });
+      argumentBuffers.insert(device);
+    }
+    // Results: copied into new host buffers; the device buffers they came
+    // from are freed, as are the arguments' device copies.
+    WalkResult walk = func.walk([&](func::ReturnOp ret) {
+      // Before the buffers freed on return (a constant's device copy).
+      Operation *at = ret;
+      while (isa_and_nonnull<gpu::DeallocOp>(at->getPrevNode())) {
+        at = at->getPrevNode();
+      }
+      b.setInsertionPoint(at);
+      Location loc = ret.getLoc();
+      SmallVector<Value> results;
+      llvm::SetVector<Value> owned;
+      for (Value value : ret.getOperands()) {
+        auto type = dyn_cast<MemRefType>(value.getType());
+        if (!type) {
+          results.push_back(value);
+          continue;
+        }
+        auto host = memref::AllocOp::create(
+            b, loc, type, dynamicSizes(b, loc, value), b.getI64IntegerAttr(64));
+        gpu::MemcpyOp::create(b, loc, Type(), ValueRange(), host, value);
+        results.push_back(host);
+        Value root = viewRoot(value);
+        auto alloc = root.getDefiningOp<gpu::AllocOp>();
+        if (!alloc) {
+          ret.emitOpError("returns a buffer of unknown origin from GPU code");
+          return WalkResult::interrupt();
+        }
+        bool freed = llvm::any_of(root.getUsers(), [](Operation *user) {
+          return isa<gpu::DeallocOp>(user);
+        });
+        if (!argumentBuffers.contains(alloc) && !freed) {
+          owned.insert(root);
+        }
+      }
+      for (Value buffer : owned) {
+        gpu::DeallocOp::create(b, loc, Type(), ValueRange(), buffer);
+      }
+      for (Operation *buffer : argumentBuffers) {
+        gpu::DeallocOp::create(b, loc, Type(), ValueRange(),
+                               buffer->getResult(0));
+      }
+      ret->setOperands(results);
+      return WalkResult::advance();
+    });
+    return failure(walk.wasInterrupted());
   }
 };
 
@@ -203,7 +333,6 @@ struct SerialNestsToParallel
     // Runs of ops between barriers that touch memory outside any parallel
     // loop; each becomes one kernel, if no value it defines is used after
     // it (otherwise it stays, and kiln-device-buffers reports it).
-    // Constants stay outside (moved before the run): later code uses them.
     SmallVector<SmallVector<Operation *>> runs, constants;
     for (Block &block : getOperation().getBody()) {
       SmallVector<Operation *> run, runConstants;
@@ -217,18 +346,27 @@ struct SerialNestsToParallel
         runConstants.clear();
         touches = false;
       };
+      llvm::SmallPtrSet<Operation *, 16> inRun;
       for (Operation &op : block) {
         if (isBarrier(&op)) {
           flush();
+          inRun.clear();
           continue;
         }
-        if (op.hasTrait<OpTrait::ConstantLike>()) {
+        // Pure ops on values from before the run (constants, sizes) stay
+        // outside it: code after the run may use them.
+        bool hoistable = op.getNumRegions() == 0 && isMemoryEffectFree(&op) &&
+                         llvm::none_of(op.getOperands(), [&](Value v) {
+                           return inRun.contains(v.getDefiningOp());
+                         });
+        if (hoistable) {
           if (!run.empty()) {
             runConstants.push_back(&op);
           }
           continue;
         }
         run.push_back(&op);
+        inRun.insert(&op);
         touches |= touchesMemory(&op);
       }
       flush();

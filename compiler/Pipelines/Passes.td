@@ -169,6 +169,18 @@ def KilnDeviceBuffersPass : Pass<"kiln-device-buffers", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::gpu::GPUDialect"];
 }
 
+def KilnHostInterfacePass : Pass<"kiln-host-interface", "::mlir::ModuleOp"> {
+  let summary = "Public functions of GPU code take and return host memory";
+  let description = [{
+    For kiln-to-gpu, after kiln-device-buffers: each public function copies
+    its buffer arguments into device memory on entry, and its results back
+    into new host buffers before it returns, freeing the device buffers it
+    owned. A compiled GPU function is then called exactly like a CPU one,
+    by the JIT or from an ahead-of-time object.
+  }];
+  let dependentDialects = ["::mlir::gpu::GPUDialect", "::mlir::memref::MemRefDialect"];
+}
+
 def KilnStridedCopiesToLinalgPass
     : Pass<"kiln-strided-copies-to-linalg", "::mlir::ModuleOp"> {
   let summary = "Turn copies between views into linalg.copy";

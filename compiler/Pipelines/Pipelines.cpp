@@ -78,7 +78,17 @@ std::string kiln::cudaToolkitPath() {
              : "";
 }
 
+bool kiln::isGpuChip(llvm::StringRef chip) {
+  unsigned version = 0;
+  return chip.consume_front("sm_") && !chip.getAsInteger(10, version) &&
+         version >= 50;
+}
+
 std::string kiln::kilnToGpuPipeline(const std::string &chip) {
+  return kilnToLinalgPipeline() + "," + linalgToGpuPipeline(chip);
+}
+
+std::string kiln::linalgToGpuPipeline(const std::string &chip) {
   // Every distinct linalg op becomes one GPU kernel (kiln-outline-kernels
   // shares it between identical layers): its parallel loops are tiled by
   // 16 x 16 and mapped to blocks and threads (loops past the second stay
@@ -87,8 +97,7 @@ std::string kiln::kilnToGpuPipeline(const std::string &chip) {
   // compiled to PTX for `chip`. Math functions come from CUDA's libdevice,
   // linked when a toolkit is found.
   std::string toolkit = cudaToolkitPath();
-  return kilnToLinalgPipeline() +
-         ",one-shot-bufferize{bufferize-function-boundaries "
+  return "one-shot-bufferize{bufferize-function-boundaries "
          "function-boundary-type-conversion=identity-layout-map},"
          "buffer-deallocation-pipeline,"
          "convert-bufferization-to-memref,"
@@ -101,6 +110,7 @@ std::string kiln::kilnToGpuPipeline(const std::string &chip) {
          "no-min-max-bounds=true}),"
          "func.func(gpu-map-parallel-loops),"
          "func.func(convert-parallel-loops-to-gpu),"
+         "gpu-launch-sink-index-computations,"
          "gpu-kernel-outlining,"
          // The host side of each kernel goes back into its callers, so that
          // all launches of a function share one stream; the device side
@@ -108,6 +118,7 @@ std::string kiln::kilnToGpuPipeline(const std::string &chip) {
          "inline{default-pipeline=},"
          "symbol-dce,"
          "kiln-device-buffers,"
+         "kiln-host-interface,"
          "func.func(gpu-async-region),"
          "lower-affine,"
          "canonicalize,"

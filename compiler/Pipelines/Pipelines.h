@@ -23,22 +23,27 @@ namespace kiln {
 #define GEN_PASS_REGISTRATION
 #include "compiler/Pipelines/Passes.h.inc"
 
-/// The textual pass pipeline (without the `builtin.module(...)` wrapper)
-/// from kiln to linalg on tensors.
 /// The argument attribute that marks a kernel's buffer argument as
 /// overlapping no other argument written by the kernel (see
 /// kiln-outline-kernels).
 constexpr llvm::StringLiteral kNoAliasArgAttr = "kiln.noalias";
 
+/// The textual pass pipeline (without the `builtin.module(...)` wrapper)
+/// from kiln to linalg on tensors.
 std::string kilnToLinalgPipeline();
 /// The textual pass pipeline from linalg on tensors (the output of
 /// kiln-to-linalg) to the LLVM dialect: bufferization, loops, LLVM.
 std::string linalgToLLVMPipeline();
 /// kiln-to-linalg followed by linalg-to-LLVM.
 std::string kilnToLLVMPipeline();
-/// kiln -> GPU kernels (PTX for `chip`, e.g. "sm_90") and host code that
-/// launches them through the mgpu* runtime functions.
+/// linalg on tensors -> GPU kernels (PTX for `chip`, e.g. "sm_90") and host
+/// code in the LLVM dialect that launches them through the mgpu* runtime
+/// functions; public functions take and return host buffers.
+std::string linalgToGpuPipeline(const std::string &chip);
+/// kiln-to-linalg followed by linalg-to-GPU.
 std::string kilnToGpuPipeline(const std::string &chip);
+/// Whether `chip` names an NVIDIA architecture ("sm_80", "sm_90", ...).
+bool isGpuChip(llvm::StringRef chip);
 /// The CUDA toolkit whose libdevice GPU kernels link ($CUDA_HOME,
 /// $CUDA_PATH, $CUDA_ROOT or /usr/local/cuda), or "" when there is none.
 std::string cudaToolkitPath();

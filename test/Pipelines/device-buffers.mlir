@@ -24,11 +24,37 @@ gpu.module @kernels {
 
 // -----
 
+// A constant is copied into device memory where it is taken, and freed on
+// every return.
+// CHECK-LABEL: func.func @global(
+// CHECK:         %[[H:.*]] = memref.get_global @table : memref<4xf32>
+// CHECK:         %[[D:.*]] = gpu.alloc  () : memref<4xf32>
+// CHECK:         gpu.memcpy  %[[D]], %[[H]]
+// CHECK:         gpu.launch_func @kernels::@use blocks in {{.*}} args(%[[D]] : memref<4xf32>)
+// CHECK:         gpu.dealloc  %[[D]]
+// CHECK-NEXT:    return
+module attributes {gpu.container_module} {
 memref.global "private" constant @table : memref<4xf32> = dense<1.0>
-func.func @global() -> memref<4xf32> {
-  // expected-error @+1 {{'memref.get_global' op is host memory, which GPU kernels cannot read}}
+func.func @global() {
   %t = memref.get_global @table : memref<4xf32>
-  return %t : memref<4xf32>
+  %c1 = arith.constant 1 : index
+  gpu.launch_func @kernels::@use blocks in (%c1, %c1, %c1) threads in (%c1, %c1, %c1) args(%t : memref<4xf32>)
+  return
+}
+gpu.module @kernels {
+  gpu.func @use(%t: memref<4xf32>) kernel {
+    gpu.return
+  }
+}
+}
+
+// -----
+
+// A stack buffer in host code is refused: kernels could not read it.
+func.func @stack() {
+  // expected-error @+1 {{'memref.alloca' op is host memory, which GPU kernels cannot read}}
+  %t = memref.alloca() : memref<4xf32>
+  return
 }
 
 // -----

@@ -21,10 +21,15 @@ func.func @f(%x: tensor<?x64xf32>, %w: tensor<128x64xf32>, %b: tensor<128xf32>) 
 // CHECK:         gpu.launch_func <%[[STREAM]] : !llvm.ptr> @kiln_kernel_0_kernel::@kiln_kernel_0_kernel blocks in
 // CHECK-NOT:     llvm.call @malloc
 // CHECK:         gpu.launch_func <%[[STREAM]] : !llvm.ptr> @kiln_kernel_8_kernel::@kiln_kernel_8_kernel
-// CHECK:         llvm.call @mgpuMemFree(%{{.*}}, %[[STREAM]])
 // CHECK:         llvm.call @mgpuStreamSynchronize(%[[STREAM]])
 // CHECK:         llvm.call @mgpuStreamDestroy(%[[STREAM]])
-// CHECK-NOT:     llvm.call @mgpuStreamCreate
+// The result is copied into a new host buffer; the device buffers are freed.
+// CHECK:         llvm.call @malloc
+// CHECK:         %[[S2:.*]] = llvm.call @mgpuStreamCreate()
+// CHECK:         llvm.call @mgpuMemcpy(%{{.*}}, %{{.*}}, %{{.*}}, %[[S2]])
+// CHECK:         llvm.call @mgpuMemFree(%{{.*}}, %[[S2]])
+// CHECK:         llvm.call @mgpuStreamSynchronize(%[[S2]])
+// CHECK:         llvm.call @mgpuStreamDestroy(%[[S2]])
 // CHECK:       gpu.binary @kiln_kernel_0_kernel  [#gpu.object<#nvvm.target<O = 3, chip = "sm_90">
 // CHECK-SAME:    .target sm_90
 // CHECK-SAME:    .entry kiln_kernel_0_kernel(

@@ -9,6 +9,7 @@
 #include "compiler/Target/JIT/Jit.h"
 
 #include "compiler/Target/JIT/Lowering.h"
+#include "runtime/Cuda.h"
 #include "runtime/Error.h"
 #include "runtime/MemrefCopy.h"
 
@@ -40,6 +41,25 @@ JitModule::~JitModule() = default;
 double JitModule::pipelineSeconds() const { return impl_->pipelineSeconds; }
 double JitModule::codegenSeconds() const { return impl_->codegenSeconds; }
 
+/// The GPU architecture `target` names ("" for the CPU); checks that there
+/// is a GPU to run on.
+static std::string gpuChip(const std::string &target) {
+  if (target == "cpu") {
+    return "";
+  }
+  llvm::StringRef rest = target;
+  if (rest.consume_front("cuda")) {
+    if (!rest.empty() && !rest.consume_front(":")) {
+      rest = target; // "cudafoo"
+    } else {
+      cuda::requireDevice();
+      return rest.empty() ? cuda::architecture() : rest.str();
+    }
+  }
+  throw Error("kiln: unknown target '" + target +
+              "': use cpu, cuda or cuda:<architecture> (cuda:sm_90)");
+}
+
 static LoweringOptions loweringOptions(const JitOptions &options) {
   LoweringOptions lowering;
   lowering.prePipeline = options.prePipeline;
@@ -48,10 +68,17 @@ static LoweringOptions loweringOptions(const JitOptions &options) {
   return lowering;
 }
 
+/// loweringOptions() with the target's architecture.
+static LoweringOptions targetLoweringOptions(const JitOptions &options) {
+  LoweringOptions lowering = loweringOptions(options);
+  lowering.gpuChip = gpuChip(options.target);
+  return lowering;
+}
+
 std::shared_ptr<JitModule> JitModule::compile(ModuleOp source,
                                               const JitOptions &options) {
-  return compileLowered(lowerToLLVMDialect(source, loweringOptions(options)),
-                        options);
+  return compileLowered(
+      lowerToLLVMDialect(source, targetLoweringOptions(options)), options);
 }
 
 std::shared_ptr<JitModule>
@@ -98,8 +125,16 @@ JitModule::compileLowered(LoweredModule lowered, const JitOptions &options) {
     symbols[interner("memrefCopy")] = {
         llvm::orc::ExecutorAddr::fromPtr(&memrefCopy),
         llvm::JITSymbolFlags::Exported};
+    for (auto [name, address] : cuda::runtimeSymbols()) {
+      symbols[interner(name)] = {llvm::orc::ExecutorAddr::fromPtr(address),
+                                 llvm::JITSymbolFlags::Exported};
+    }
     return symbols;
   });
+  if (options.target != "cpu") {
+    // The constructors that register the GPU kernels' modules.
+    impl->engine->initialize();
+  }
   auto module = std::shared_ptr<JitModule>(new JitModule(std::move(impl)));
   // Machine code is generated on the first lookup: do it now, so that calls
   // are fast from the first one and the time is reported as compile time.
@@ -127,7 +162,7 @@ std::shared_ptr<JitModule> JitModule::compileCached(ModuleOp module,
     llvm::raw_string_ostream os(key);
     module->print(os, OpPrintingFlags().printGenericOpForm());
     os << "\n// opt=" << options.optLevel << " dump=" << options.dumpDirectory
-       << " pre=" << options.prePipeline;
+       << " pre=" << options.prePipeline << " target=" << options.target;
   }
   std::lock_guard<std::mutex> lock(mutex);
   if (auto found = cache[key].lock()) {
@@ -141,7 +176,8 @@ std::shared_ptr<JitModule> JitModule::compileCached(ModuleOp module,
 std::shared_ptr<JitModule> JitModule::compileSource(const std::string &source,
                                                     const JitOptions &options) {
   return compileLowered(
-      lowerSourceToLLVMDialect(source, "the source", loweringOptions(options)),
+      lowerSourceToLLVMDialect(source, "the source",
+                               targetLoweringOptions(options)),
       options);
 }
 

@@ -34,6 +34,13 @@ struct JitOptions {
   /// A textual pass pipeline run on the kiln module before it is compiled
   /// (e.g. "kiln-training-step{optimizer=adamw}" to add a training step).
   std::string prePipeline;
+  /// Where the functions run: "cpu"; "cuda", this machine's NVIDIA GPU
+  /// (kernels compiled for its architecture); or "cuda:sm_80"-style, a
+  /// given architecture. Functions take and return host tensors either way;
+  /// on the GPU, every buffer they use lives in device memory during the
+  /// call. A GPU target where there is no usable GPU is a kiln::Error that
+  /// says why, before anything is compiled.
+  std::string target = "cpu";
 };
 
 class JitModule : public Executable {

@@ -477,6 +477,10 @@ static void lower(LoweredModule &lowered, const LoweringOptions &options,
                   DiagnosticCollector &diagnostics) {
   MLIRContext *context = lowered.context.get();
   ModuleOp module = *lowered.module;
+  if (!options.gpuChip.empty() && !mlir::kiln::isGpuChip(options.gpuChip)) {
+    throw Error("kiln: '" + options.gpuChip +
+                "' is not an NVIDIA GPU architecture (sm_80, sm_90, ...)");
+  }
   if (failed(verify(module))) {
     throw Error("kiln: the module does not verify:" + diagnostics.str());
   }
@@ -512,10 +516,12 @@ static void lower(LoweredModule &lowered, const LoweringOptions &options,
   auto start = std::chrono::steady_clock::now();
   PassManager linalg(context);
   PassManager llvmPm(context);
+  std::string toLLVM = options.gpuChip.empty()
+                           ? mlir::kiln::linalgToLLVMPipeline()
+                           : mlir::kiln::linalgToGpuPipeline(options.gpuChip);
   if (failed(mlir::kiln::addPipeline(linalg,
                                      mlir::kiln::kilnToLinalgPipeline())) ||
-      failed(mlir::kiln::addPipeline(llvmPm,
-                                     mlir::kiln::linalgToLLVMPipeline()))) {
+      failed(mlir::kiln::addPipeline(llvmPm, toLLVM))) {
     throw Error("kiln: internal error: the pipelines do not parse");
   }
   if (failed(linalg.run(module))) {

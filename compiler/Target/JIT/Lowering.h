@@ -36,9 +36,27 @@ struct LoweringOptions {
   std::string dumpStem = "module";
   /// The public functions to compile (after prePipeline); empty: all.
   std::vector<std::string> functions;
+  /// When non-empty, the NVIDIA architecture ("sm_80", "sm_90") to compile
+  /// GPU kernels for, with host code that launches them (kiln-to-gpu)
+  /// instead of CPU code. The functions keep their signatures: they take
+  /// and return host buffers.
+  std::string gpuChip;
 };
 
 struct LoweredModule {
+  LoweredModule() = default;
+  LoweredModule(LoweredModule &&) = default;
+  /// Destroys the old module before the context it lives in.
+  LoweredModule &operator=(LoweredModule &&other) {
+    module = {};
+    context = std::move(other.context);
+    module = std::move(other.module);
+    functions = std::move(other.functions);
+    params = std::move(other.params);
+    seconds = other.seconds;
+    return *this;
+  }
+
   std::unique_ptr<mlir::MLIRContext> context;
   mlir::OwningOpRef<mlir::ModuleOp> module; ///< In the LLVM dialect.
   std::vector<FunctionSpec> functions;      ///< The public functions.

@@ -46,6 +46,7 @@ TEST(NoDriver, TheGpuIsRefusedWithTheReason) {
         << e.what();
   }
   EXPECT_THROW(kiln::cuda::deviceName(), kiln::Error);
+  EXPECT_THROW(kiln::cuda::architecture(), kiln::Error);
   // A program with GPU code starts (its constructors register modules) and
   // dies with the reason only when it uses the GPU.
   static char image[] = "kernels";
@@ -58,6 +59,7 @@ TEST(NoDriver, TheGpuIsRefusedWithTheReason) {
 TEST(FakeDriver, MemoryCopiesAndLaunchesGoThroughTheDriver) {
   ASSERT_TRUE(kiln::cuda::available());
   EXPECT_EQ(kiln::cuda::deviceName(), "Kiln fake GPU");
+  EXPECT_EQ(kiln::cuda::architecture(), "sm_90");
 
   std::vector<float> host = {1, 2, 3, 4, 5, 6, 7};
   long n = long(host.size());
@@ -91,4 +93,36 @@ TEST(FakeDriver, MemoryCopiesAndLaunchesGoThroughTheDriver) {
   EXPECT_DEATH(mgpuModuleGetFunction(module, "missing"),
                "kiln: cuModuleGetFunction failed: named symbol not found");
   mgpuModuleUnload(module);
+}
+
+TEST(FakeDriver, FreedMemoryIsReusedOnlyOnceItsStreamIsDone) {
+  ASSERT_TRUE(kiln::cuda::available());
+  void *a = mgpuStreamCreate(), *b = mgpuStreamCreate();
+  void *p = mgpuMemAlloc(1000, a, false);
+  mgpuMemFree(p, a);
+  // The same stream runs in order: the block is reused at once.
+  void *q = mgpuMemAlloc(1000, a, false);
+  EXPECT_EQ(q, p);
+  mgpuMemFree(q, a);
+  // Another stream must wait until stream a has finished with it.
+  void *r = mgpuMemAlloc(1000, b, false);
+  EXPECT_NE(r, p);
+  mgpuStreamSynchronize(a);
+  void *s = mgpuMemAlloc(1000, b, false);
+  EXPECT_EQ(s, p);
+  // Sizes are rounded: 1000 and 600 bytes share a size class, 4096 not.
+  mgpuMemFree(s, b);
+  mgpuMemFree(r, b);
+  mgpuStreamDestroy(b);
+  void *t = mgpuMemAlloc(600, a, false);
+  EXPECT_TRUE(t == p || t == r);
+  void *u = mgpuMemAlloc(4096, a, false);
+  EXPECT_NE(u, p);
+  EXPECT_NE(u, r);
+  mgpuMemFree(t, a);
+  mgpuMemFree(u, a);
+  int local = 0;
+  EXPECT_DEATH(mgpuMemFree(&local, a),
+               "kiln: freeing GPU memory that was not allocated");
+  mgpuStreamDestroy(a);
 }

@@ -46,6 +46,11 @@ CUresult cuDeviceGetName(char *name, int length, int) {
   std::strncpy(name, "Kiln fake GPU", size_t(length));
   return 0;
 }
+CUresult cuDeviceGetAttribute(int *value, int attribute, int) {
+  // Compute capability 9.0, like an H100.
+  *value = attribute == 75 ? 9 : 0;
+  return 0;
+}
 CUresult cuDevicePrimaryCtxRetain(void **context, int) {
   static int primary;
   *context = &primary;
@@ -80,11 +85,13 @@ CUresult cuLaunchKernel(void *function, unsigned gx, unsigned gy, unsigned gz,
   return 0;
 }
 CUresult cuStreamCreate(void **stream, unsigned) {
-  static int streams;
-  *stream = &streams;
+  *stream = new int; // a distinct handle per stream
   return 0;
 }
-CUresult cuStreamDestroy_v2(void *) { return 0; }
+CUresult cuStreamDestroy_v2(void *stream) {
+  delete static_cast<int *>(stream);
+  return 0;
+}
 CUresult cuStreamSynchronize(void *) { return 0; }
 CUresult cuMemAlloc_v2(unsigned long long *pointer, size_t bytes) {
   *pointer = reinterpret_cast<unsigned long long>(std::malloc(bytes));

@@ -1,0 +1,321 @@
+//===- GpuTest.cpp - The GPU target against the CPU -----------------------===//
+//
+// Every kiln op (each function of test/Dialect/Kiln/ops.mlir), a GPT and an
+// encoder-decoder forward pass, and a few training steps of each, compiled
+// for the GPU and for the CPU from the same IR and run on the same inputs:
+// results must agree within floating-point tolerance. These need an NVIDIA
+// GPU and skip with the reason where there is none. What runs everywhere:
+// asking for the GPU where there is none, or for an unknown target, is a
+// clear error before anything is compiled.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/DSL/DSL.h"
+#include "compiler/DSL/Models.h"
+#include "compiler/Target/JIT/Jit.h"
+#include "compiler/Target/JIT/Lowering.h"
+#include "compiler/Target/JIT/Trainer.h"
+#include "runtime/Cuda.h"
+#include "runtime/Error.h"
+#include "runtime/Trainer.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+using namespace kiln;
+
+namespace {
+
+std::string errorOf(const std::function<void()> &f) {
+  try {
+    f();
+  } catch (const Error &e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+#define SKIP_WITHOUT_GPU()                                                     \
+  do {                                                                         \
+    std::string why;                                                           \
+    if (!cuda::available(&why)) {                                              \
+      GTEST_SKIP() << "needs an NVIDIA GPU: " << why;                          \
+    }                                                                          \
+  } while (false)
+
+const char *kTinySource = R"(
+  func.func @f(%x: tensor<?x8xf32>) -> tensor<?x8xf32> {
+    %0 = kiln.gelu %x : (tensor<?x8xf32>) -> tensor<?x8xf32>
+    return %0 : tensor<?x8xf32>
+  })";
+
+/// Inputs for a function: f32 uniform in [0.1, 1.1) (positive, for logs,
+/// square roots and Adam's second moments), ids within their tables, i1
+/// masks mostly true, dynamic sizes from `dynamic`, scalars 3.
+std::vector<Arg> inputsFor(const FunctionSpec &spec, int64_t dynamic,
+                           uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  // Dynamic sizes that must agree share one value; a static member wins.
+  std::map<std::pair<size_t, int64_t>, int64_t> sizes;
+  for (const DimGroup &group : spec.groups) {
+    for (auto dim : group.dims) {
+      sizes[dim] = group.size >= 0 ? group.size : dynamic;
+    }
+  }
+  std::vector<Arg> args;
+  for (size_t i = 0; i < spec.args.size(); ++i) {
+    const ArgSpec &a = spec.args[i];
+    if (a.isScalar) {
+      args.emplace_back(int64_t(3));
+      continue;
+    }
+    std::vector<int64_t> shape;
+    for (size_t d = 0; d < a.shape.size(); ++d) {
+      auto found = sizes.find({i, int64_t(d)});
+      shape.push_back(a.shape[d] >= 0        ? a.shape[d]
+                      : found != sizes.end() ? found->second
+                                             : dynamic);
+    }
+    Tensor t = Tensor::empty(shape, a.dtype);
+    for (int64_t k = 0; k < t.numel(); ++k) {
+      uint64_t r = rng();
+      switch (a.dtype) {
+      case DType::f32:
+        t.data<float>()[k] = 0.1f + float(r >> 40) / float(1 << 24);
+        break;
+      case DType::i64:
+        t.data<int64_t>()[k] =
+            int64_t(r % uint64_t(a.idBound > 0 ? a.idBound : 2));
+        break;
+      case DType::i32:
+        t.data<int32_t>()[k] =
+            int32_t(r % uint64_t(a.idBound > 0 ? a.idBound : 2));
+        break;
+      case DType::i1:
+        t.data<bool>()[k] = k == 0 || r % 4 != 0;
+        break;
+      }
+    }
+    args.emplace_back(t);
+  }
+  return args;
+}
+
+/// |gpu - cpu| <= atol + rtol |cpu| everywhere (NaN only where both are).
+void expectClose(const Tensor &gpu, const Tensor &cpu, const std::string &what,
+                 double rtol = 1e-4, double atol = 1e-5) {
+  ASSERT_EQ(gpu.shape(), cpu.shape()) << what;
+  ASSERT_EQ(gpu.dtype(), cpu.dtype()) << what;
+  if (cpu.dtype() != DType::f32) {
+    ASSERT_EQ(std::memcmp(gpu.raw(), cpu.raw(), cpu.nbytes()), 0) << what;
+    return;
+  }
+  int64_t bad = 0;
+  for (int64_t i = 0; i < cpu.numel(); ++i) {
+    double g = gpu.data<float>()[i], c = cpu.data<float>()[i];
+    bool ok = std::isnan(c) ? std::isnan(g)
+                            : std::abs(g - c) <= atol + rtol * std::abs(c);
+    if (!ok && bad++ < 5) {
+      ADD_FAILURE() << what << ": element " << i << " is " << g
+                    << " on the GPU, " << c << " on the CPU";
+    }
+  }
+  EXPECT_EQ(bad, 0) << what << ": " << bad << " of " << cpu.numel()
+                    << " elements differ";
+}
+
+std::string readFile(const std::string &path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+JitOptions onTarget(const std::string &target) {
+  JitOptions options;
+  options.target = target;
+  return options;
+}
+
+/// The models the tests compile both ways: forward and training loss.
+dsl::models::GptConfig gptConfig() {
+  dsl::models::GptConfig config = dsl::models::gptTiny();
+  config.numLayers = 2;
+  return config;
+}
+
+void buildGpt(dsl::Module &module) {
+  dsl::models::addGptForward(module, gptConfig());
+  dsl::models::addGptLoss(module, gptConfig(), {.training = true});
+}
+
+const OptimizerConfig kGptOptimizer{
+    .kind = "adamw", .weightDecay = 0.1, .clipNorm = 1.0};
+
+void buildEncDec(dsl::Module &module) {
+  dsl::models::addEncDecForward(module, dsl::models::encdecTiny());
+  dsl::models::addEncDecLoss(module, dsl::models::encdecTiny());
+}
+
+const OptimizerConfig kEncDecOptimizer{.kind = "adam"};
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Everywhere
+//===----------------------------------------------------------------------===//
+
+TEST(GpuTarget, UnknownTargetsAreRefusedBeforeCompiling) {
+  for (const char *target : {"tpu", "cudax", "gpu"}) {
+    std::string message = errorOf(
+        [&] { JitModule::compileSource(kTinySource, onTarget(target)); });
+    EXPECT_NE(message.find("unknown target '" + std::string(target) + "'"),
+              std::string::npos)
+        << message;
+  }
+}
+
+TEST(GpuTarget, WithoutAGpuTheTargetIsRefusedWithTheReason) {
+  std::string why;
+  if (cuda::available(&why)) {
+    GTEST_SKIP() << "this machine has a GPU";
+  }
+  for (const char *target : {"cuda", "cuda:sm_90"}) {
+    std::string message = errorOf(
+        [&] { JitModule::compileSource(kTinySource, onTarget(target)); });
+    EXPECT_NE(message.find("the GPU target needs an NVIDIA GPU, but " + why),
+              std::string::npos)
+        << message;
+  }
+}
+
+// No GPU is needed to compile: kernels become PTX, host code LLVM IR.
+TEST(GpuTarget, EveryOpAndTheModelsTrainingStepsCompileForTheGpu) {
+  LoweringOptions options;
+  options.gpuChip = "sm_90";
+  std::string ops = readFile(KILN_SOURCE_DIR "/test/Dialect/Kiln/ops.mlir");
+  ASSERT_FALSE(ops.empty());
+  LoweredModule lowered = lowerSourceToLLVMDialect(ops, "ops.mlir", options);
+  EXPECT_EQ(lowered.functions.size(), 14u);
+  for (auto [build, optimizer] : {std::pair{&buildGpt, kGptOptimizer},
+                                  std::pair{&buildEncDec, kEncDecOptimizer}}) {
+    dsl::Module module;
+    build(module);
+    options.prePipeline = trainingStepPipeline("loss", optimizer);
+    lowered = lowerToLLVMDialect(module.op(), options);
+    EXPECT_EQ(lowered.functions.size(), 3u); // forward, loss, train_step
+  }
+  options.gpuChip = "sm_9O";
+  EXPECT_NE(errorOf([&] {
+              lowerSourceToLLVMDialect(ops, "ops", options);
+            }).find("'sm_9O' is not an NVIDIA GPU architecture"),
+            std::string::npos);
+}
+
+//===----------------------------------------------------------------------===//
+// On a GPU
+//===----------------------------------------------------------------------===//
+
+TEST(GpuTarget, UnknownArchitecturesAreRefused) {
+  SKIP_WITHOUT_GPU();
+  std::string message = errorOf(
+      [&] { JitModule::compileSource(kTinySource, onTarget("cuda:volta")); });
+  EXPECT_NE(message.find("'volta' is not an NVIDIA GPU architecture"),
+            std::string::npos)
+      << message;
+}
+
+TEST(GpuTarget, EveryOpMatchesTheCpu) {
+  SKIP_WITHOUT_GPU();
+  std::string source = readFile(KILN_SOURCE_DIR "/test/Dialect/Kiln/ops.mlir");
+  ASSERT_FALSE(source.empty());
+  auto cpu = JitModule::compileSource(source);
+  auto gpu = JitModule::compileSource(source, onTarget("cuda"));
+  ASSERT_EQ(gpu->functions(), cpu->functions());
+  for (const std::string &name : cpu->functions()) {
+    for (int64_t dynamic : {1, 5}) {
+      std::vector<Arg> args = inputsFor(cpu->spec(name), dynamic, 17);
+      std::vector<Tensor> expected = cpu->call(name, args);
+      std::vector<Tensor> actual = gpu->call(name, args);
+      ASSERT_EQ(actual.size(), expected.size()) << name;
+      for (size_t r = 0; r < expected.size(); ++r) {
+        expectClose(actual[r], expected[r],
+                    name + " result " + std::to_string(r) + " at size " +
+                        std::to_string(dynamic));
+      }
+    }
+  }
+}
+
+TEST(GpuTarget, GptForwardAndTrainingStepsMatchTheCpu) {
+  SKIP_WITHOUT_GPU();
+  dsl::Module module;
+  buildGpt(module);
+  dsl::models::GptConfig config = gptConfig();
+  auto cpu = compileTraining(module, "loss", kGptOptimizer);
+  auto gpu = compileTraining(module, "loss", kGptOptimizer, onTarget("cuda"));
+  Trainer onCpu(cpu, 5), onGpu(gpu, 5);
+  std::mt19937_64 rng(3);
+  auto ids = [&](int64_t b, int64_t t) {
+    Tensor x = Tensor::empty({b, t}, DType::i64);
+    for (int64_t i = 0; i < x.numel(); ++i) {
+      x.data<int64_t>()[i] = int64_t(rng() % uint64_t(config.vocabSize));
+    }
+    return x;
+  };
+  Tensor idx = ids(4, 32);
+  expectClose(onGpu.run("forward", {{"idx", idx}})[0],
+              onCpu.run("forward", {{"idx", idx}})[0], "GPT logits");
+  for (int step = 0; step < 3; ++step) {
+    std::map<std::string, Arg> batch{{"idx", ids(4, 32)},
+                                     {"targets", ids(4, 32)}};
+    float c = onCpu.step(batch, 1e-3f), g = onGpu.step(batch, 1e-3f);
+    EXPECT_NEAR(g, c, 1e-4 * std::abs(c)) << "loss at step " << step;
+  }
+  for (const std::string &name : onCpu.parameters().names()) {
+    expectClose(onGpu.parameters().get(name), onCpu.parameters().get(name),
+                name, 1e-3, 1e-5);
+  }
+}
+
+TEST(GpuTarget, EncoderDecoderForwardAndTrainingStepsMatchTheCpu) {
+  SKIP_WITHOUT_GPU();
+  dsl::Module module;
+  buildEncDec(module);
+  dsl::nn::TransformerConfig config = dsl::models::encdecTiny();
+  auto cpu = compileTraining(module, "loss", kEncDecOptimizer);
+  auto gpu =
+      compileTraining(module, "loss", kEncDecOptimizer, onTarget("cuda"));
+  Trainer onCpu(cpu, 9), onGpu(gpu, 9);
+  std::mt19937_64 rng(4);
+  auto ids = [&](int64_t b, int64_t t, int64_t vocab) {
+    Tensor x = Tensor::empty({b, t}, DType::i64);
+    for (int64_t i = 0; i < x.numel(); ++i) {
+      x.data<int64_t>()[i] = int64_t(rng() % uint64_t(vocab));
+    }
+    return x;
+  };
+  Tensor mask = Tensor::empty({3, 10}, DType::i1);
+  for (int64_t i = 0; i < mask.numel(); ++i) {
+    mask.data<bool>()[i] = i % 10 < 7 || i < 10; // padding in rows 1 and 2
+  }
+  std::map<std::string, Arg> inputs{{"src", ids(3, 10, config.srcVocab)},
+                                    {"tgt", ids(3, 6, config.tgtVocab)},
+                                    {"src_mask", mask}};
+  expectClose(onGpu.run("forward", inputs)[0], onCpu.run("forward", inputs)[0],
+              "encoder-decoder output");
+  for (int step = 0; step < 3; ++step) {
+    std::map<std::string, Arg> batch = inputs;
+    batch.emplace("targets", ids(3, 6, config.tgtVocab));
+    float c = onCpu.step(batch, 1e-3f), g = onGpu.step(batch, 1e-3f);
+    EXPECT_NEAR(g, c, 1e-4 * std::abs(c)) << "loss at step " << step;
+  }
+  for (const std::string &name : onCpu.parameters().names()) {
+    expectClose(onGpu.parameters().get(name), onCpu.parameters().get(name),
+                name, 1e-3, 1e-5);
+  }
+}
