@@ -16,7 +16,18 @@
 // Chosen entry points only.
 // RUN: kiln-compile %S/Inputs/two.mlir -o %t/two.o --header %t/two.h --name two --functions second
 // RUN: FileCheck %s --check-prefix=CHOSEN --implicit-check-not=two_first < %t/two.h
+// The GPU target: PTX kernels in the object, loaded by a constructor and
+// launched through the runtime's mgpu* functions. Without a driver the
+// program stops with the reason; with the test's fake driver it gets as far
+// as loading the kernels, which the fake refuses.
+// RUN: kiln-compile %S/Inputs/relu2.mlir -o %t/relu2gpu.o --header %t/relu2gpu.h --name relu2 --gpu sm_90 | FileCheck %s --check-prefix=GPUCOMPILE
+// RUN: llvm-nm %t/relu2gpu.o | FileCheck %s --check-prefix=GPUSYMS
+// RUN: llvm-objdump -h %t/relu2gpu.o | FileCheck %s --check-prefix=INIT
+// RUN: %clangxx -fuse-ld=lld %t/use.o %t/relu2gpu.o %kiln_obj/runtime/libKilnRuntime.a -lfmt -L/usr/lib/llvm-22/lib -Wl,-rpath,/usr/lib/llvm-22/lib -lomp -lm -o %t/usegpu
+// RUN: env KILN_CUDA_DRIVER=%t/no-such-libcuda.so not --crash %t/usegpu 2>&1 | FileCheck %s --check-prefix=NOGPU
+// RUN: env KILN_CUDA_DRIVER=%kiln_obj/test/Unit/Cuda/libkiln-fake-cuda.so not --crash %t/usegpu 2>&1 | FileCheck %s --check-prefix=FAKEGPU
 // Errors: nothing is written.
+// RUN: not kiln-compile %S/Inputs/relu2.mlir -o %t/bad.o --header %t/bad.h --name relu2 --gpu sm_x 2>&1 | FileCheck %s --check-prefix=CHIP
 // RUN: not kiln-compile %S/Inputs/two.mlir -o %t/bad.o --header %t/bad.h --name two --functions second,third 2>&1 | FileCheck %s --check-prefix=NOFUNC
 // RUN: not kiln-compile %S/Inputs/relu2.mlir -o %t/bad.o --header %t/bad.h --name relu2 --cpu pentium9 2>&1 | FileCheck %s --check-prefix=CPU
 // RUN: not kiln-compile %S/Inputs/relu2.mlir -o %t/bad.o --header %t/bad.h --name 2fast 2>&1 | FileCheck %s --check-prefix=NAME
@@ -26,6 +37,14 @@
 // RUN: not ls %t/bad.o %t/bad.h
 
 this is not IR
+
+// GPUCOMPILE: kiln-compile: relu2 (1 functions, cpu host, gpu sm_90)
+// GPUSYMS: U mgpuLaunchKernel
+// GPUSYMS: U mgpuModuleLoadJIT
+// INIT: .init_array
+// NOGPU: kiln: a GPU stream needs a GPU: no NVIDIA driver
+// FAKEGPU: kiln: cuModuleLoadData (loading GPU kernels) failed: invalid image (fake)
+// CHIP: kiln: 'sm_x' is not an NVIDIA GPU architecture (sm_80, sm_90, ...)
 
 // COMPILE: kiln-compile: relu2 (1 functions, cpu x86-64-v2) in {{.*}} s (MLIR {{.*}} s, LLVM {{.*}} s) -> {{.*}}relu2.o, {{.*}}relu2.h
 

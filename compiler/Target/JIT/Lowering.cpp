@@ -595,6 +595,9 @@ std::unique_ptr<llvm::TargetMachine> createTargetMachine(const std::string &cpu,
   llvm::TargetOptions targetOptions;
   // Fuse multiply-adds into FMAs (as every BLAS does).
   targetOptions.AllowFPOpFusion = llvm::FPOpFusion::Fast;
+  // Constructors (the GPU target's module loads) in .init_array, which the
+  // C runtime runs; it ignores .ctors sections.
+  targetOptions.UseInitArray = true;
   std::unique_ptr<llvm::TargetMachine> machine(target->createTargetMachine(
       triple, name, features, targetOptions, llvm::Reloc::PIC_, std::nullopt,
       optLevel >= 3 ? llvm::CodeGenOptLevel::Aggressive

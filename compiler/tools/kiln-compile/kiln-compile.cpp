@@ -2,7 +2,7 @@
 //
 //   kiln-compile model.mlir -o model.o --header model.h --name model
 //                [--cpu host|x86-64|x86-64-v2|x86-64-v3|x86-64-v4|<llvm cpu>]
-//                [--functions forward,decode,train_step]
+//                [--functions forward,decode,train_step] [--gpu sm_90]
 //
 // Every public function of the module becomes a C entry point; see
 // compiler/Target/AOT/Aot.h.
@@ -40,6 +40,11 @@ static cl::list<std::string>
               cl::desc("The functions to compile, comma-separated "
                        "(default: every public function)"),
               cl::CommaSeparated, cl::value_desc("name,..."));
+static cl::opt<std::string>
+    gpu("gpu",
+        cl::desc("Run the model on an NVIDIA GPU of this architecture "
+                 "(sm_80, sm_90): kernels in PTX, host code for --cpu"),
+        cl::value_desc("sm_XX"), cl::init(""));
 static cl::opt<unsigned> optLevel("O", cl::desc("LLVM optimization level"),
                                   cl::init(3), cl::Prefix);
 static cl::opt<std::string>
@@ -64,13 +69,15 @@ int main(int argc, char **argv) {
   options.lowering.dumpDirectory = dumpDirectory;
   options.lowering.dumpStem = name;
   options.lowering.functions.assign(functions.begin(), functions.end());
+  options.lowering.gpuChip = gpu;
   try {
     kiln::AotResult result =
         kiln::compileAheadOfTime((*buffer)->getBuffer().str(),
                                  "'" + input + "'", options, output, header);
-    fmt::print("kiln-compile: {} ({} functions, cpu {}) in {:.1f} s "
+    fmt::print("kiln-compile: {} ({} functions, cpu {}{}) in {:.1f} s "
                "(MLIR {:.1f} s, LLVM {:.1f} s) -> {}, {}\n",
                name.getValue(), result.functions.size(), cpu.getValue(),
+               gpu.empty() ? "" : ", gpu " + gpu.getValue(),
                result.pipelineSeconds + result.codegenSeconds,
                result.pipelineSeconds, result.codegenSeconds, output.getValue(),
                header.getValue());
