@@ -10,6 +10,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Reference.h"
+
 #include "compiler/DSL/DSL.h"
 #include "compiler/DSL/Models.h"
 #include "compiler/Target/JIT/Jit.h"
@@ -259,20 +261,13 @@ TEST(GpuTarget, GptForwardAndTrainingStepsMatchTheCpu) {
   auto cpu = compileTraining(module, "loss", kGptOptimizer);
   auto gpu = compileTraining(module, "loss", kGptOptimizer, onTarget("cuda"));
   Trainer onCpu(cpu, 5), onGpu(gpu, 5);
-  std::mt19937_64 rng(3);
-  auto ids = [&](int64_t b, int64_t t) {
-    Tensor x = Tensor::empty({b, t}, DType::i64);
-    for (int64_t i = 0; i < x.numel(); ++i) {
-      x.data<int64_t>()[i] = int64_t(rng() % uint64_t(config.vocabSize));
-    }
-    return x;
-  };
-  Tensor idx = ids(4, 32);
+  Tensor idx = ref::randomIds({4, 32}, config.vocabSize, 3);
   expectClose(onGpu.run("forward", {{"idx", idx}})[0],
               onCpu.run("forward", {{"idx", idx}})[0], "GPT logits");
   for (int step = 0; step < 3; ++step) {
-    std::map<std::string, Arg> batch{{"idx", ids(4, 32)},
-                                     {"targets", ids(4, 32)}};
+    std::map<std::string, Arg> batch{
+        {"idx", ref::randomIds({4, 32}, config.vocabSize, 10 + step)},
+        {"targets", ref::randomIds({4, 32}, config.vocabSize, 20 + step)}};
     float c = onCpu.step(batch, 1e-3f), g = onGpu.step(batch, 1e-3f);
     EXPECT_NEAR(g, c, 1e-4 * std::abs(c)) << "loss at step " << step;
   }
@@ -291,26 +286,20 @@ TEST(GpuTarget, EncoderDecoderForwardAndTrainingStepsMatchTheCpu) {
   auto gpu =
       compileTraining(module, "loss", kEncDecOptimizer, onTarget("cuda"));
   Trainer onCpu(cpu, 9), onGpu(gpu, 9);
-  std::mt19937_64 rng(4);
-  auto ids = [&](int64_t b, int64_t t, int64_t vocab) {
-    Tensor x = Tensor::empty({b, t}, DType::i64);
-    for (int64_t i = 0; i < x.numel(); ++i) {
-      x.data<int64_t>()[i] = int64_t(rng() % uint64_t(vocab));
-    }
-    return x;
-  };
   Tensor mask = Tensor::empty({3, 10}, DType::i1);
   for (int64_t i = 0; i < mask.numel(); ++i) {
     mask.data<bool>()[i] = i % 10 < 7 || i < 10; // padding in rows 1 and 2
   }
-  std::map<std::string, Arg> inputs{{"src", ids(3, 10, config.srcVocab)},
-                                    {"tgt", ids(3, 6, config.tgtVocab)},
-                                    {"src_mask", mask}};
+  std::map<std::string, Arg> inputs{
+      {"src", ref::randomIds({3, 10}, config.srcVocab, 4)},
+      {"tgt", ref::randomIds({3, 6}, config.tgtVocab, 5)},
+      {"src_mask", mask}};
   expectClose(onGpu.run("forward", inputs)[0], onCpu.run("forward", inputs)[0],
               "encoder-decoder output");
   for (int step = 0; step < 3; ++step) {
     std::map<std::string, Arg> batch = inputs;
-    batch.emplace("targets", ids(3, 6, config.tgtVocab));
+    batch.emplace("targets",
+                  ref::randomIds({3, 6}, config.tgtVocab, 30 + step));
     float c = onCpu.step(batch, 1e-3f), g = onGpu.step(batch, 1e-3f);
     EXPECT_NEAR(g, c, 1e-4 * std::abs(c)) << "loss at step " << step;
   }
