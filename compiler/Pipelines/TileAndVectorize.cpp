@@ -6,6 +6,7 @@
 
 #include "compiler/Pipelines/Pipelines.h"
 
+#include "mlir/Analysis/SliceAnalysis.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
@@ -61,6 +62,64 @@ SmallVector<int64_t> chooseTileSizes(linalg::LinalgOp op, int64_t tileM,
     clampTo(loops - 1, width);
   }
   return sizes;
+}
+
+/// Does linalg::vectorize compute every reduction of `op` exactly?
+///
+/// The vectorizer reads each input as a vector of the whole (tile's)
+/// iteration space and reduces the combiner's other operand over the
+/// reduction dimensions with vector.multi_reduction. A value that is not such
+/// a vector (a constant, a function argument, a scalar operand, or something
+/// computed from those only) is left as it is, and the combiner then applies
+/// it ONCE per tile instead of once per reduced element: a count written as
+/// `acc + 1.0` over a 16-wide tile adds 1, not 16 (MLIR 22). Index-only
+/// bodies get a vector of the innermost loop alone and are no safer. So a
+/// reduction is vectorized only when each accumulator has exactly one
+/// combiner the vectorizer knows and the value it combines is computed from
+/// an input element; anything else stays a scalar loop, which is exact.
+bool reductionsVectorizeExactly(linalg::LinalgOp op) {
+  if (op.getNumReductionLoops() == 0) {
+    return true;
+  }
+  Block *body = op.getBlock();
+  auto readsAnInputElement = [&](Value value) {
+    SmallVector<Value> worklist = {value};
+    DenseSet<Value> seen;
+    while (!worklist.empty()) {
+      Value v = worklist.pop_back_val();
+      if (!seen.insert(v).second) {
+        continue;
+      }
+      if (auto arg = dyn_cast<BlockArgument>(v)) {
+        if (arg.getOwner() == body &&
+            arg.getArgNumber() < unsigned(op.getNumDpsInputs()) &&
+            isa<ShapedType>(op.getDpsInputs()[arg.getArgNumber()].getType())) {
+          return true;
+        }
+        continue;
+      }
+      Operation *def = v.getDefiningOp();
+      if (def && def->getBlock() == body) {
+        llvm::append_range(worklist, def->getOperands());
+      }
+    }
+    return false;
+  };
+  for (OpOperand &init : op.getDpsInitsMutable()) {
+    if (op.getMatchingIndexingMap(&init).isPermutation()) {
+      continue; // not reduced: every iteration has its own element
+    }
+    unsigned position = init.getOperandNumber() - op.getNumDpsInputs();
+    SmallVector<Operation *> combiners;
+    Value reduced =
+        matchReduction(op.getRegionOutputArgs(), position, combiners);
+    if (!reduced || combiners.size() != 1 ||
+        !linalg::getCombinerOpKind(combiners.front()) ||
+        !readsAnInputElement(reduced)) {
+      return false;
+    }
+  }
+  return true;
 }
 
 /// Marks ops created by tiling with the vector sizes they were tiled for.
@@ -179,7 +238,8 @@ struct KilnTileAndVectorizePass
     });
     for (linalg::LinalgOp op : tiles) {
       op->removeAttr(kTileAttr);
-      if (llvm::any_of(op.getStaticLoopRanges(), ShapedType::isDynamic)) {
+      if (llvm::any_of(op.getStaticLoopRanges(), ShapedType::isDynamic) ||
+          !reductionsVectorizeExactly(op)) {
         continue;
       }
       rewriter.setInsertionPoint(op);

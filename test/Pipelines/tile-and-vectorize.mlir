@@ -66,3 +66,117 @@ func.func @elementwise(%x: memref<?x64xf32>, %y: memref<?x64xf32>) {
   }
   return
 }
+
+// A row sum: each 16-wide tile of the row is read as a vector and reduced
+// into the accumulator.
+// CHECK-LABEL: func.func @row_sum
+// CHECK: vector.transfer_read {{.*}} vector<16xf32>
+// CHECK: vector.{{(multi_)?}}reduction <add>
+// CHECK-NOT: linalg.generic
+// CHECK: return
+func.func @row_sum(%x: memref<4x64xf32>, %y: memref<4xf32>) {
+  linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i)>],
+                  iterator_types = ["parallel", "reduction"]}
+      ins(%x : memref<4x64xf32>) outs(%y : memref<4xf32>) {
+  ^bb0(%v: f32, %acc: f32):
+    %s = arith.addf %v, %acc : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+
+// Reductions whose combined value is not computed from an input element are
+// never vectorized: MLIR's vectorizer would apply the value once per tile
+// instead of once per element (a count of 16 elements came out as 1). They
+// stay scalar loops over the tile, which are exact.
+// A count: the sum of the constant 1 over the elements.
+// CHECK-LABEL: func.func @count
+// CHECK-NOT: vector.
+// CHECK: linalg.generic
+// CHECK: arith.addf %{{.+}}, %{{.+}} : f32
+// CHECK-NOT: vector.
+// CHECK: return
+func.func @count(%t: memref<1x16xi64>, %r: memref<f32>) {
+  %one = arith.constant 1.0 : f32
+  linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> ()>],
+                  iterator_types = ["reduction", "reduction"]}
+      ins(%t : memref<1x16xi64>) outs(%r : memref<f32>) {
+  ^bb0(%in: i64, %out: f32):
+    %s = arith.addf %out, %one : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+
+// The sum of a value from outside the body (a function argument).
+// CHECK-LABEL: func.func @sum_of_outside_value
+// CHECK-NOT: vector.
+// CHECK: linalg.generic
+// CHECK-NOT: vector.
+// CHECK: return
+func.func @sum_of_outside_value(%x: memref<4x64xf32>, %v: f32, %y: memref<4xf32>) {
+  linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i)>],
+                  iterator_types = ["parallel", "reduction"]}
+      ins(%x : memref<4x64xf32>) outs(%y : memref<4xf32>) {
+  ^bb0(%in: f32, %acc: f32):
+    %s = arith.addf %acc, %v : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+
+// The sum of a scalar (not shaped) input operand.
+// CHECK-LABEL: func.func @sum_of_scalar_operand
+// CHECK-NOT: vector.
+// CHECK: linalg.generic
+// CHECK-NOT: vector.
+// CHECK: return
+func.func @sum_of_scalar_operand(%x: memref<4x64xf32>, %v: f32, %y: memref<4xf32>) {
+  linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> ()>, affine_map<(i, j) -> (i)>],
+                  iterator_types = ["parallel", "reduction"]}
+      ins(%x, %v : memref<4x64xf32>, f32) outs(%y : memref<4xf32>) {
+  ^bb0(%in: f32, %s: f32, %acc: f32):
+    %r = arith.addf %acc, %s : f32
+    linalg.yield %r : f32
+  }
+  return
+}
+
+// An index-only body: the sum of the positions.
+// CHECK-LABEL: func.func @sum_of_indices
+// CHECK-NOT: vector.
+// CHECK: linalg.generic
+// CHECK: linalg.index 1
+// CHECK-NOT: vector.
+// CHECK: return
+func.func @sum_of_indices(%x: memref<4x64xf32>, %y: memref<4xf32>) {
+  linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i)>],
+                  iterator_types = ["parallel", "reduction"]}
+      ins(%x : memref<4x64xf32>) outs(%y : memref<4xf32>) {
+  ^bb0(%in: f32, %acc: f32):
+    %j = linalg.index 1 : index
+    %i = arith.index_cast %j : index to i64
+    %f = arith.sitofp %i : i64 to f32
+    %r = arith.addf %acc, %f : f32
+    linalg.yield %r : f32
+  }
+  return
+}
+
+// A combiner the vectorizer does not know (a subtraction).
+// CHECK-LABEL: func.func @unknown_combiner
+// CHECK-NOT: vector.
+// CHECK: linalg.generic
+// CHECK: arith.subf
+// CHECK-NOT: vector.
+// CHECK: return
+func.func @unknown_combiner(%x: memref<4x64xf32>, %y: memref<4xf32>) {
+  linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i)>],
+                  iterator_types = ["parallel", "reduction"]}
+      ins(%x : memref<4x64xf32>) outs(%y : memref<4xf32>) {
+  ^bb0(%in: f32, %acc: f32):
+    %r = arith.subf %acc, %in : f32
+    linalg.yield %r : f32
+  }
+  return
+}

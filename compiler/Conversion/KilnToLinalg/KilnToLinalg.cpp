@@ -227,6 +227,42 @@ struct Emitter {
     return arith::SIToFPOp::create(b, loc, f32(), i64);
   }
 
+  /// How many positions of `targets` a mean loss divides by, as a rank-0
+  /// f32 tensor: all of them (the product of the sizes, computed exactly in
+  /// integers), or those whose target is not `ignore` (a sum of the mask).
+  /// Never a reduction of a constant: a body that ignores the reduced
+  /// elements is what vectorizers get wrong.
+  Value keptCount(Value targets, std::optional<int64_t> ignore) {
+    int64_t rank = type(targets).getRank();
+    if (!ignore) {
+      Value count = index(1);
+      for (int64_t d = 0; d < rank; ++d) {
+        count = arith::MulIOp::create(b, loc, count, sizeValue(targets, d));
+      }
+      Value i64 = arith::IndexCastOp::create(b, loc, b.getI64Type(), count);
+      Value f = arith::SIToFPOp::create(b, loc, f32(), i64);
+      return linalg::FillOp::create(b, loc, ValueRange{f},
+                                    ValueRange{empty({}, f32())})
+          .getResult(0);
+    }
+    SmallVector<IteratorType> all(rank, IteratorType::reduction);
+    int64_t ignored = *ignore;
+    return generic(
+        RankedTensorType::get({}, f32()), targets, filled({}, 0.0),
+        {identity(rank), AffineMap::get(rank, 0, {}, b.getContext())}, all,
+        [&](OpBuilder &nb, Location nl, ValueRange a) {
+          Value id = arith::ConstantOp::create(
+              nb, nl, nb.getIntegerAttr(a[0].getType(), ignored));
+          Value skip =
+              arith::CmpIOp::create(nb, nl, arith::CmpIPredicate::eq, a[0], id);
+          Value one = arith::SelectOp::create(
+              nb, nl, skip,
+              arith::ConstantOp::create(nb, nl, nb.getF32FloatAttr(0.0f)),
+              arith::ConstantOp::create(nb, nl, nb.getF32FloatAttr(1.0f)));
+          return arith::AddFOp::create(nb, nl, one, a[1]);
+        });
+  }
+
   /// Clamps an integer index value (any integer type) into [0, bound) and
   /// returns it as an index.
   static Value clampIndex(OpBuilder &nb, Location nl, Value value,
@@ -1480,7 +1516,7 @@ struct LossPattern : KilnPattern<Op> {
           });
     }
     Value classSum = smoothing > 0.0 ? e.reduce(x, axis, 0.0, add) : Value();
-    // Per position: (loss, weight).
+    // Per position: the loss (0 where the target is ignored).
     auto rowType =
         RankedTensorType::get(Emitter::type(targets).getShape(), e.f32());
     SmallVector<OpFoldResult> rowShape = e.sizes(targets);
@@ -1491,12 +1527,12 @@ struct LossPattern : KilnPattern<Op> {
     if (classSum) {
       inputs.push_back(classSum);
     }
-    SmallVector<AffineMap> maps(inputs.size() + 2, e.identity(rowRank));
+    SmallVector<AffineMap> maps(inputs.size() + 1, e.identity(rowRank));
     SmallVector<IteratorType> rowPar(rowRank, IteratorType::parallel);
     auto generic = linalg::GenericOp::create(
-        rewriter, loc, TypeRange{rowType, rowType}, inputs,
-        ValueRange{e.empty(rowShape, e.f32()), e.empty(rowShape, e.f32())},
-        maps, rowPar, [&](OpBuilder &b, Location l, ValueRange args) {
+        rewriter, loc, TypeRange{rowType}, inputs,
+        ValueRange{e.empty(rowShape, e.f32())}, maps, rowPar,
+        [&](OpBuilder &b, Location l, ValueRange args) {
           auto c = [&](double v) {
             return arith::ConstantOp::create(b, l, b.getF32FloatAttr(float(v)));
           };
@@ -1519,38 +1555,33 @@ struct LossPattern : KilnPattern<Op> {
             loss = arith::SubFOp::create(
                 b, l, loss, arith::MulFOp::create(b, l, c(smoothing), mean));
           }
-          Value weight = c(1.0);
           if (ignore) {
             Value ignored = arith::CmpIOp::create(
                 b, l, arith::CmpIPredicate::eq, target,
                 arith::ConstantOp::create(
                     b, l, b.getIntegerAttr(target.getType(), *ignore)));
-            weight = arith::SelectOp::create(b, l, ignored, c(0.0), c(1.0));
             loss = arith::SelectOp::create(b, l, ignored, c(0.0), loss);
           }
-          linalg::YieldOp::create(b, l, ValueRange{loss, weight});
+          linalg::YieldOp::create(b, l, ValueRange{loss});
         });
     Value losses = generic.getResult(0);
-    Value weights = generic.getResult(1);
     LossReduction reduction = op.getReduction();
     if (reduction == LossReduction::none) {
       rewriter.replaceOp(op, losses);
       return success();
     }
-    // Sum of losses (and of weights for the mean) over every position.
+    // Sum of losses over every position, divided by the kept count for the
+    // mean.
     auto scalarType = RankedTensorType::get({}, e.f32());
     SmallVector<IteratorType> all(rowRank, IteratorType::reduction);
     AffineMap toScalar = AffineMap::get(rowRank, 0, {}, rewriter.getContext());
-    auto total = [&](Value t) {
-      return e.generic(scalarType, t, e.filled({}, 0.0),
-                       {e.identity(rowRank), toScalar}, all,
-                       [](OpBuilder &b, Location l, ValueRange args) {
-                         return arith::AddFOp::create(b, l, args[0], args[1]);
-                       });
-    };
-    Value sum = total(losses);
+    Value sum = e.generic(
+        scalarType, losses, e.filled({}, 0.0), {e.identity(rowRank), toScalar},
+        all, [](OpBuilder &b, Location l, ValueRange args) {
+          return arith::AddFOp::create(b, l, args[0], args[1]);
+        });
     if (reduction == LossReduction::mean) {
-      Value count = total(weights);
+      Value count = e.keptCount(targets, ignore);
       AffineMap scalar = AffineMap::get(0, 0, {}, rewriter.getContext());
       sum = e.generic(scalarType, ValueRange{sum, count}, e.empty({}, e.f32()),
                       {scalar, scalar, scalar}, {},
@@ -1847,18 +1878,7 @@ struct LossGradPattern : KilnPattern<LossGradOp> {
     Value scale = lossGrad; // rank 0, or [rows] for none
     if (reduction == LossReduction::mean) {
       auto scalar = RankedTensorType::get({}, e.f32());
-      SmallVector<IteratorType> all(rowRank, IteratorType::reduction);
-      AffineMap toScalar =
-          AffineMap::get(rowRank, 0, {}, rewriter.getContext());
-      Value count = e.generic(
-          scalar, targets, e.filled({}, 0.0), {e.identity(rowRank), toScalar},
-          all, [&](OpBuilder &b, Location l, ValueRange a) {
-            Value one = arith::SelectOp::create(
-                b, l, isIgnored(b, l, a[0]),
-                arith::ConstantOp::create(b, l, b.getF32FloatAttr(0.0f)),
-                arith::ConstantOp::create(b, l, b.getF32FloatAttr(1.0f)));
-            return arith::AddFOp::create(b, l, one, a[1]);
-          });
+      Value count = e.keptCount(targets, ignore);
       AffineMap none = AffineMap::get(0, 0, {}, rewriter.getContext());
       scale = e.generic(scalar, ValueRange{lossGrad, count},
                         e.empty({}, e.f32()), {none, none, none}, {},

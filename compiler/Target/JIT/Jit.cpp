@@ -89,7 +89,7 @@ JitModule::compileLowered(LoweredModule lowered, const JitOptions &options) {
 
   auto start = std::chrono::steady_clock::now();
   std::unique_ptr<llvm::TargetMachine> machine =
-      createTargetMachine("host", options.optLevel);
+      createTargetMachine(options.cpu, options.optLevel);
   llvm::TargetMachine *target = machine.get();
   std::function<llvm::Error(llvm::Module *)> optimizeAndDump =
       [&](llvm::Module *m) -> llvm::Error {
@@ -162,7 +162,8 @@ std::shared_ptr<JitModule> JitModule::compileCached(ModuleOp module,
     llvm::raw_string_ostream os(key);
     module->print(os, OpPrintingFlags().printGenericOpForm());
     os << "\n// opt=" << options.optLevel << " dump=" << options.dumpDirectory
-       << " pre=" << options.prePipeline << " target=" << options.target;
+       << " pre=" << options.prePipeline << " target=" << options.target
+       << " cpu=" << options.cpu;
   }
   std::lock_guard<std::mutex> lock(mutex);
   if (auto found = cache[key].lock()) {

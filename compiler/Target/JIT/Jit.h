@@ -41,6 +41,11 @@ struct JitOptions {
   /// call. A GPU target where there is no usable GPU is a kiln::Error that
   /// says why, before anything is compiled.
   std::string target = "cpu";
+  /// The CPU code is generated for: "host" (this machine's CPU and
+  /// features), or an LLVM CPU name as kiln-compile's --cpu takes
+  /// ("x86-64-v3", "x86-64-v4", "znver4"). Code for a CPU the host lacks
+  /// features of compiles, but calling it may fault.
+  std::string cpu = "host";
 };
 
 class JitModule : public Executable {

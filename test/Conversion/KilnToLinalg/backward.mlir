@@ -67,6 +67,29 @@ func.func @loss_grad(%x: tensor<?x?x5xf32>, %t: tensor<?x?xi64>, %g: tensor<f32>
 
 // -----
 
+// Without ignore_index the mean's gradient divides by the number of
+// positions, the product of the sizes (not a reduction of the constant 1).
+// CHECK-LABEL: func.func @loss_grad_mean
+// CHECK-SAME: (%{{.+}}: tensor<?x?x5xf32>, %[[T:.+]]: tensor<?x?xi64>, %[[G:.+]]: tensor<f32>)
+// CHECK: %[[N0:.+]] = arith.muli %{{.+}}, %[[D0:[a-z0-9_]+]] : index
+// CHECK-NEXT: %{{.+}} = arith.constant 1 : index
+// CHECK-NEXT: %[[D1:.+]] = tensor.dim %[[T]], %{{.+}} : tensor<?x?xi64>
+// CHECK-NEXT: %[[N:.+]] = arith.muli %[[N0]], %[[D1]] : index
+// CHECK: arith.sitofp
+// CHECK: %[[COUNT:.+]] = linalg.fill
+// CHECK: linalg.generic {{.*}}ins(%[[G]], %[[COUNT]] : tensor<f32>, tensor<f32>)
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT: arith.divf
+// CHECK-NOT: "reduction", "reduction"
+// CHECK: return
+func.func @loss_grad_mean(%x: tensor<?x?x5xf32>, %t: tensor<?x?xi64>, %g: tensor<f32>) -> tensor<?x?x5xf32> {
+  %0 = kiln.loss_grad %x, %t, %g {from_logits}
+      : (tensor<?x?x5xf32>, tensor<?x?xi64>, tensor<f32>) -> tensor<?x?x5xf32>
+  return %0 : tensor<?x?x5xf32>
+}
+
+// -----
+
 // The attention backward pass: probabilities recomputed (max, exp, sum),
 // dP, the softmax backward with masked scores zeroed, then dQ, dK, dV.
 // CHECK-LABEL: func.func @attention_grad

@@ -1,0 +1,2 @@
+//===- DifferentialBlocksTest.cpp - (being written) --------------------------===//
+#include "Differential.h"

@@ -1,0 +1,2 @@
+//===- DifferentialElementwiseTest.cpp - (being written) --------------------------===//
+#include "Differential.h"
