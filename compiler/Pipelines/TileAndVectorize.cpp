@@ -122,6 +122,18 @@ bool reductionsVectorizeExactly(linalg::LinalgOp op) {
   return true;
 }
 
+/// Does `op` read or write buffers of elements narrower than a byte (i1)?
+/// A buffer of i1 holds one byte per element, but LLVM loads and stores a
+/// vector of i1 as packed bits: vectorized, a 16-wide tile of an attention
+/// mask read 2 bytes instead of 16.
+bool touchesSubByteElements(linalg::LinalgOp op) {
+  return llvm::any_of(op->getOperands(), [](Value v) {
+    auto shaped = dyn_cast<ShapedType>(v.getType());
+    Type elem = shaped ? shaped.getElementType() : Type();
+    return elem && elem.isIntOrFloat() && elem.getIntOrFloatBitWidth() % 8;
+  });
+}
+
 /// Marks ops created by tiling with the vector sizes they were tiled for.
 constexpr llvm::StringLiteral kTileAttr = "kiln.tile";
 constexpr llvm::StringLiteral kLoopAttr = "kiln.tile_loop";
@@ -229,7 +241,8 @@ struct KilnTileAndVectorizePass
     }
 
     // 3. Vectorize the tiles: full tiles have static shapes; partial ones
-    //    stay scalar loops.
+    //    stay scalar loops, and so do tiles the vectorizer would get wrong
+    //    (reductions of values not read from an input element, i1 buffers).
     SmallVector<linalg::LinalgOp> tiles;
     getOperation().walk([&](linalg::LinalgOp op) {
       if (op->hasAttr(kTileAttr)) {
@@ -239,7 +252,7 @@ struct KilnTileAndVectorizePass
     for (linalg::LinalgOp op : tiles) {
       op->removeAttr(kTileAttr);
       if (llvm::any_of(op.getStaticLoopRanges(), ShapedType::isDynamic) ||
-          !reductionsVectorizeExactly(op)) {
+          !reductionsVectorizeExactly(op) || touchesSubByteElements(op)) {
         continue;
       }
       rewriter.setInsertionPoint(op);

@@ -180,3 +180,40 @@ func.func @unknown_combiner(%x: memref<4x64xf32>, %y: memref<4xf32>) {
   }
   return
 }
+
+// Buffers of i1 hold a byte per element, but a vector of i1 is loaded and
+// stored as packed bits: an op on an i1 buffer stays scalar.
+// CHECK-LABEL: func.func @select_by_i1_mask
+// CHECK-NOT: vector.
+// CHECK: linalg.generic
+// CHECK-NOT: vector.
+// CHECK: return
+func.func @select_by_i1_mask(%m: memref<4x64xi1>, %x: memref<4x64xf32>, %y: memref<4x64xf32>) {
+  linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i, j)>],
+                  iterator_types = ["parallel", "parallel"]}
+      ins(%m, %x : memref<4x64xi1>, memref<4x64xf32>) outs(%y : memref<4x64xf32>) {
+  ^bb0(%keep: i1, %v: f32, %o: f32):
+    %z = arith.constant 0.0 : f32
+    %r = arith.select %keep, %v, %z : f32
+    linalg.yield %r : f32
+  }
+  return
+}
+
+// The same with a byte mask is vectorized.
+// CHECK-LABEL: func.func @select_by_i8_mask
+// CHECK: vector.transfer_read {{.*}} vector<16xi8>
+// CHECK: arith.select {{.*}} vector<16xi1>, vector<16xf32>
+func.func @select_by_i8_mask(%m: memref<4x64xi8>, %x: memref<4x64xf32>, %y: memref<4x64xf32>) {
+  linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i, j)>],
+                  iterator_types = ["parallel", "parallel"]}
+      ins(%m, %x : memref<4x64xi8>, memref<4x64xf32>) outs(%y : memref<4x64xf32>) {
+  ^bb0(%keep: i8, %v: f32, %o: f32):
+    %z = arith.constant 0.0 : f32
+    %c0 = arith.constant 0 : i8
+    %k = arith.cmpi ne, %keep, %c0 : i8
+    %r = arith.select %k, %v, %z : f32
+    linalg.yield %r : f32
+  }
+  return
+}

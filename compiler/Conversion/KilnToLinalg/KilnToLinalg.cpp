@@ -1285,6 +1285,18 @@ struct Attention {
 template <typename Op>
 static Attention attentionFor(Emitter &e, Op op, Value query, Value key,
                               Value mask, Value seed) {
+  // An i1 mask is widened to i8 once ([B, Tk] elements), so that the
+  // [B, H, Tq, Tk] score kernels read bytes and stay vectorized: vectors of
+  // i1 are bit-packed in memory, buffers of i1 hold a byte per element, and
+  // kiln-tile-and-vectorize leaves ops on i1 buffers scalar.
+  if (mask && Emitter::type(mask).getElementType().isInteger(1)) {
+    auto maskType = Emitter::type(mask);
+    mask = e.elementwise(
+        RankedTensorType::get(maskType.getShape(), e.b.getI8Type()),
+        e.sizes(mask), mask, [](OpBuilder &nb, Location l, ValueRange a) {
+          return arith::ExtUIOp::create(nb, l, nb.getI8Type(), a[0]);
+        });
+  }
   int64_t dim = Emitter::type(query).getDimSize(2);
   int64_t heads = int64_t(op.getNumHeads());
   return Attention{e,

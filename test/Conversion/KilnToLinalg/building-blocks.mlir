@@ -93,13 +93,18 @@ func.func @linear(%x: tensor<?x?x8xf32>, %w: tensor<4x8xf32>, %b: tensor<4xf32>)
 
 // -----
 
-// Attention: q/k/v projections, heads split by expand_shape, a score
-// contraction over (b, h, i, j, d), masking, softmax, the weighted sum,
-// heads merged by collapse_shape, and the output projection.
+// Attention: q/k/v projections, the i1 padding mask widened to bytes once
+// (vectors of i1 are bit-packed; buffers of i1 are not), heads split by
+// expand_shape, a score contraction over (b, h, i, j, d), masking, softmax,
+// the weighted sum, heads merged by collapse_shape, and the output
+// projection.
 // CHECK-LABEL: func.func @mha
 // CHECK-COUNT-3: iterator_types = ["parallel", "parallel", "parallel", "reduction"]
+// CHECK: %[[MASK:.+]] = linalg.generic {{.*}} ins(%arg2 : tensor<?x?xi1>) outs(%{{.+}} : tensor<?x?xi8>)
+// CHECK: arith.extui %{{.+}} : i1 to i8
 // CHECK: tensor.expand_shape {{.*}} {{\[\[}}0], [1], [2, 3]]
 // CHECK: iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]
+// CHECK: ins(%{{.+}}, %[[MASK]] : tensor<?x2x?x?xf32>, tensor<?x?xi8>)
 // CHECK: arith.cmpi ne
 // CHECK: arith.cmpi sle
 // CHECK: arith.constant -1.000000e+09 : f32
