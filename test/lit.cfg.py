@@ -55,3 +55,19 @@ else:
 config.substitutions.append(("%python", sys.executable))
 # Where kiln-to-gpu finds libdevice.
 llvm_config.with_system_environment(["CUDA_HOME", "CUDA_PATH", "CUDA_ROOT"])
+
+# The x86-64 levels this host runs (tests run code compiled for a level only
+# where the CPU has its instructions).
+try:
+    with open("/proc/cpuinfo") as cpuinfo:
+        flags = set()
+        for line in cpuinfo:
+            if line.startswith("flags"):
+                flags = set(line.split(":", 1)[1].split())
+                break
+except OSError:
+    flags = set()
+if {"avx2", "fma", "bmi2", "movbe"} <= flags:
+    config.available_features.add("x86-64-v3")
+if {"avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl"} <= flags:
+    config.available_features.add("x86-64-v4")
