@@ -53,19 +53,23 @@ Value spread(OpBuilder &b, Location loc, Value grad, Value x,
              ArrayRef<int64_t> axes, bool keptDims) {
   auto xType = typeOf(x);
   if (!keptDims) {
-    // Reinsert the reduced axes as 1 so that the gradient broadcasts.
-    SmallVector<int64_t> spec;
-    int64_t g = 0;
-    auto gType = typeOf(grad);
-    for (int64_t i = 0; i < xType.getRank(); ++i) {
-      if (llvm::is_contained(axes, i)) {
-        spec.push_back(1);
-      } else {
-        int64_t size = gType.getDimSize(g++);
-        spec.push_back(ShapedType::isDynamic(size) ? -1 : size);
-      }
-    }
+    // Reinsert the reduced axes as 1 so that the gradient broadcasts: append
+    // them (each kept size copied with 0, so any number of them may be
+    // dynamic), then move them into place.
+    int64_t rank = xType.getRank();
+    int64_t kept = rank - int64_t(axes.size());
+    SmallVector<int64_t> spec(kept, 0);
+    spec.append(axes.size(), 1);
     grad = ReshapeOp::create(b, loc, grad, spec);
+    SmallVector<int64_t> permutation;
+    int64_t nextKept = 0, nextUnit = kept;
+    for (int64_t i = 0; i < rank; ++i) {
+      permutation.push_back(llvm::is_contained(axes, i) ? nextUnit++
+                                                        : nextKept++);
+    }
+    if (!llvm::equal(permutation, llvm::seq<int64_t>(0, rank))) {
+      grad = TransposeOp::create(b, loc, grad, permutation);
+    }
   }
   // x·0 + g has x's shape (x is finite wherever a gradient is meaningful).
   return AddOp::create(b, loc, scaled(b, loc, x, 0.0), grad);

@@ -96,8 +96,13 @@ struct Case {
   std::map<std::string, std::vector<int64_t>> sweep;
   Sizes base;
   /// Symbols that stay static in the dynamic variant (sizes an attribute
-  /// or the op's type inference needs statically).
+  /// or the op's type inference needs statically). Such a symbol may be
+  /// swept: the dynamic variant is then compiled once per value it takes.
   std::set<std::string> alwaysStatic;
+  /// The operands whose types the op's signature lists, in order, when the
+  /// op uses one twice (self-attention "kiln.mha %a0, %a0 ...": {0, 0, 1,
+  /// ...}); by default every operand once, in order.
+  std::vector<size_t> signature;
   /// False for ops without a gradient (the optimizer updates).
   bool differentiable = true;
   /// |compiled - reference| <= atol + rtol·|reference|, fixed per case.
@@ -174,7 +179,13 @@ inline std::string moduleSource(const Case &c, const Sizes &sizes,
     args += (i ? ", " : "") + std::string("%a") + std::to_string(i) + ": " +
             type + " {kiln.kind = \"" +
             (o.kind == Operand::Param ? "param" : "input") + "\"}";
-    types += (i ? ", " : "") + type;
+    if (c.signature.empty()) {
+      types += (i ? ", " : "") + type;
+    }
+  }
+  for (size_t i = 0; i < c.signature.size(); ++i) {
+    types += (i ? ", " : "") +
+             operandType(c.operands[c.signature[i]], sizes, dynamic);
   }
   std::vector<std::string> resultTypes;
   std::string results;
@@ -538,18 +549,38 @@ inline void run(const Case &c) {
     }
   }
   std::vector<Sizes> all = sweeps(c);
-  // Dynamic sizes: one compilation per CPU, every size through it.
-  for (const std::string cpu : {"host", "x86-64-v3", "x86-64-v4"}) {
-    std::string source = detail::moduleSource(c, all.front(), dynamic);
-    auto jit = detail::compile(source, c.differentiable, cpu);
-    ASSERT_TRUE(jit) << c.name;
-    if (!detail::hostRuns(cpu)) {
-      continue; // compiled, not run
+  // The sizes grouped by the values of the symbols that stay static (one
+  // group unless such a symbol is swept), in the order of `all`.
+  std::vector<std::vector<Sizes>> groups;
+  std::map<Sizes, size_t> groupOf;
+  for (const Sizes &sizes : all) {
+    Sizes key;
+    for (const std::string &s : c.alwaysStatic) {
+      if (sizes.count(s)) {
+        key[s] = sizes.at(s);
+      }
     }
-    for (const Sizes &sizes : all) {
-      detail::runAt(c, *jit, sizes, c.name + " (dynamic, " + cpu + ")");
-      if (::testing::Test::HasFatalFailure()) {
-        return;
+    auto [it, inserted] = groupOf.try_emplace(key, groups.size());
+    if (inserted) {
+      groups.emplace_back();
+    }
+    groups[it->second].push_back(sizes);
+  }
+  // Dynamic sizes: one compilation per CPU (and per group), every size of
+  // the group through it.
+  for (const std::string cpu : {"host", "x86-64-v3", "x86-64-v4"}) {
+    for (const std::vector<Sizes> &group : groups) {
+      std::string source = detail::moduleSource(c, group.front(), dynamic);
+      auto jit = detail::compile(source, c.differentiable, cpu);
+      ASSERT_TRUE(jit) << c.name;
+      if (!detail::hostRuns(cpu)) {
+        continue; // compiled, not run
+      }
+      for (const Sizes &sizes : group) {
+        detail::runAt(c, *jit, sizes, c.name + " (dynamic, " + cpu + ")");
+        if (::testing::Test::HasFatalFailure()) {
+          return;
+        }
       }
     }
   }

@@ -3,6 +3,7 @@
 // RUN: kiln-opt %s -kiln-autodiff=function=loss | FileCheck %s
 // RUN: kiln-opt %s -kiln-autodiff=function=twice | FileCheck %s --check-prefix=TWICE
 // RUN: kiln-opt %s -kiln-autodiff=function=max_loss | FileCheck %s --check-prefix=MAX
+// RUN: kiln-opt %s -kiln-autodiff=function=middle_sum | FileCheck %s --check-prefix=SPREAD
 
 // A linear layer with a summed loss: the seed gradient 1 is spread over the
 // output, then dW = gᵀ·x and db = Σ g; the input (not a parameter) gets no
@@ -51,5 +52,18 @@ func.func @twice(%p: tensor<4xf32> {kiln.kind = "param"},
 func.func @max_loss(%x: tensor<?x8xf32> {kiln.kind = "param"}) -> tensor<f32> {
   %0 = kiln.reduce max %x {axes = array<i64: 1>, keep_dims} : (tensor<?x8xf32>) -> tensor<?x1xf32>
   %1 = kiln.reduce sum %0 {axes = array<i64: 0, 1>} : (tensor<?x1xf32>) -> tensor<f32>
+  return %1 : tensor<f32>
+}
+
+// The gradient of a sum over a middle axis, without keep_dims, with several
+// dynamic kept sizes: the reduced axis comes back as a trailing 1 (each kept
+// size copied with 0), moved into place by a transpose, and broadcast.
+// SPREAD-LABEL: func.func @middle_sum_grad
+// SPREAD: %[[R:.+]] = kiln.reshape %{{.+}} [0, 0, 0, 1] : (tensor<?x?x?xf32>) -> tensor<?x?x?x1xf32>
+// SPREAD-NEXT: %[[T:.+]] = kiln.transpose %[[R]] [0, 3, 1, 2] : (tensor<?x?x?x1xf32>) -> tensor<?x1x?x?xf32>
+// SPREAD: kiln.add %{{.+}}, %[[T]] : (tensor<?x3x?x?xf32>, tensor<?x1x?x?xf32>) -> tensor<?x3x?x?xf32>
+func.func @middle_sum(%x: tensor<?x3x?x?xf32> {kiln.kind = "param"}) -> tensor<f32> {
+  %0 = kiln.reduce sum %x {axes = array<i64: 1>} : (tensor<?x3x?x?xf32>) -> tensor<?x?x?xf32>
+  %1 = kiln.reduce sum %0 {axes = array<i64: 0, 1, 2>} : (tensor<?x?x?xf32>) -> tensor<f32>
   return %1 : tensor<f32>
 }
