@@ -1,2 +1,653 @@
-//===- DifferentialBlocksTest.cpp - (being written) --------------------------===//
+//===- DifferentialBlocksTest.cpp - Model blocks at every size, both ways -===//
+//
+// The building blocks through Differential.h: linear (with and without
+// bias), batched matmul (plain and with either transpose), layernorm (both
+// modes), embedding (with and without padding_idx), positional encodings
+// (sinusoidal and learned, with an offset), feed-forward blocks (each
+// activation, with and without biases), multi-head attention (causal
+// self-attention with a padding mask, cross-attention with another key
+// length and width, with biases and without) and the attention core.
+//
+// Weights are drawn as nn.Linear initializes them, uniform in
+// ±1/sqrt(fan_in), so that a dot product over 257 terms stays of order one
+// and its float32 rounding (about sqrt(K)·2^-24 relative to the terms)
+// remains well inside the harness's default tolerances; the inputs stay in
+// [-1, 1].
+//
+//===----------------------------------------------------------------------===//
+
 #include "Differential.h"
+
+#include <optional>
+
+using namespace kiln;
+using diff::Case;
+using diff::Operand;
+
+namespace {
+
+using Vec = std::vector<double>;
+
+/// Sizes crossing 15/16/17, 31/32/33 and 65 without the 257 of
+/// kBoundarySizes, for the symbols of the quadratic attention.
+const std::vector<int64_t> kUpTo65 = {1, 7, 15, 16, 17, 31, 32, 33, 65};
+
+//===----------------------------------------------------------------------===//
+// Operands
+//===----------------------------------------------------------------------===//
+
+/// A differentiated f32 operand, uniform in [-1, 1].
+Operand param(std::vector<std::string> dims) {
+  Operand o;
+  o.dims = std::move(dims);
+  o.kind = Operand::Param;
+  return o;
+}
+
+/// A differentiated weight, uniform in ±1/sqrt(size of `fanIn`).
+Operand weight(std::vector<std::string> dims, std::string fanIn) {
+  Operand o = param(std::move(dims));
+  o.make = [fanIn](const std::vector<int64_t> &shape, uint32_t seed,
+                   const diff::Sizes &sizes) {
+    float bound = float(1.0 / std::sqrt(double(sizes.at(fanIn))));
+    return ref::randomTensor(shape, seed, -bound, bound);
+  };
+  return o;
+}
+
+/// An i1 key padding mask (the harness keeps the first key of each row).
+Operand mask(std::vector<std::string> dims) {
+  Operand o;
+  o.dims = std::move(dims);
+  o.kind = Operand::Mask;
+  return o;
+}
+
+/// Integer ids in [0, bound) with `first` at flat index 0 when given.
+Operand ids(std::vector<std::string> dims, std::string bound, std::string elem,
+            int64_t first = -1) {
+  Operand o;
+  o.dims = std::move(dims);
+  o.kind = Operand::Ids;
+  o.bound = bound;
+  o.elem = elem;
+  if (first >= 0) {
+    o.make = [bound, elem, first](const std::vector<int64_t> &shape,
+                                  uint32_t seed, const diff::Sizes &sizes) {
+      Tensor t = ref::randomIds(shape, sizes.at(bound), seed);
+      t.data<int64_t>()[0] = first;
+      if (elem == "i64") {
+        return t;
+      }
+      Tensor narrow = Tensor::empty(shape, DType::i32);
+      for (int64_t i = 0; i < t.numel(); ++i) {
+        narrow.data<int32_t>()[i] = int32_t(t.data<int64_t>()[i]);
+      }
+      return narrow;
+    };
+  }
+  return o;
+}
+
+Operand scalar(int64_t value) {
+  Operand o;
+  o.kind = Operand::Scalar;
+  o.scalar = value;
+  return o;
+}
+
+//===----------------------------------------------------------------------===//
+// Double references
+//===----------------------------------------------------------------------===//
+
+/// y[r, o] = b[o] + sum_i x[r, i]·w[o, i] over `rows` rows.
+Vec linearRef(const Vec &x, const Vec &w, const Vec *b, int64_t rows,
+              int64_t in, int64_t out) {
+  Vec y(rows * out);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t o = 0; o < out; ++o) {
+      double acc = b ? (*b)[o] : 0.0;
+      for (int64_t i = 0; i < in; ++i) {
+        acc += x[r * in + i] * w[o * in + i];
+      }
+      y[r * out + o] = acc;
+    }
+  }
+  return y;
+}
+
+/// `batch` products of [M, K] and [K, N] matrices, each stored transposed
+/// when asked.
+Vec matmulRef(const Vec &a, const Vec &b, int64_t batch, int64_t m, int64_t k,
+              int64_t n, bool transposeLhs, bool transposeRhs) {
+  Vec y(batch * m * n);
+  for (int64_t t = 0; t < batch; ++t) {
+    const double *pa = a.data() + t * m * k, *pb = b.data() + t * k * n;
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < n; ++j) {
+        double acc = 0;
+        for (int64_t l = 0; l < k; ++l) {
+          double lhs = transposeLhs ? pa[l * m + i] : pa[i * k + l];
+          double rhs = transposeRhs ? pb[j * k + l] : pb[l * n + j];
+          acc += lhs * rhs;
+        }
+        y[(t * m + i) * n + j] = acc;
+      }
+    }
+  }
+  return y;
+}
+
+/// torch.nn.LayerNorm (biased variance inside the root), or the std_eps
+/// form (unbiased standard deviation plus eps).
+Vec layerNormRef(const Vec &x, const Vec &g, const Vec &b, int64_t d,
+                 double eps, bool stdEps) {
+  Vec y(x.size());
+  for (size_t r = 0; r < x.size() / d; ++r) {
+    const double *row = x.data() + r * d;
+    double mean = 0;
+    for (int64_t i = 0; i < d; ++i) {
+      mean += row[i];
+    }
+    mean /= double(d);
+    double sq = 0;
+    for (int64_t i = 0; i < d; ++i) {
+      sq += (row[i] - mean) * (row[i] - mean);
+    }
+    double inv = stdEps ? 1.0 / (std::sqrt(sq / double(d - 1)) + eps)
+                        : 1.0 / std::sqrt(sq / double(d) + eps);
+    for (int64_t i = 0; i < d; ++i) {
+      y[r * d + i] = (row[i] - mean) * inv * g[i] + b[i];
+    }
+  }
+  return y;
+}
+
+double geluRef(double x, bool tanhApprox) {
+  if (tanhApprox) {
+    return 0.5 * x *
+           (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+  }
+  return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
+}
+
+/// Scaled dot-product attention of projected q [B, Tq, D] and k, v
+/// [B, Tk, D] in `heads` heads. mask [B, Tk]: non-zero attends; causal lets
+/// query i see key j <= i + (Tk - Tq); masked scores are -1e9.
+Vec attentionRef(const Vec &q, const Vec &k, const Vec &v, const Vec *mask,
+                 int64_t batch, int64_t tq, int64_t tk, int64_t d,
+                 int64_t heads, bool causal) {
+  int64_t dh = d / heads;
+  Vec o(batch * tq * d), s(tk);
+  for (int64_t n = 0; n < batch; ++n) {
+    for (int64_t h = 0; h < heads; ++h) {
+      for (int64_t i = 0; i < tq; ++i) {
+        double mx = -1e300, sum = 0;
+        for (int64_t j = 0; j < tk; ++j) {
+          double acc = 0;
+          for (int64_t c = 0; c < dh; ++c) {
+            acc += q[(n * tq + i) * d + h * dh + c] *
+                   k[(n * tk + j) * d + h * dh + c];
+          }
+          bool keep = (!mask || (*mask)[n * tk + j] != 0) &&
+                      !(causal && j > i + (tk - tq));
+          s[j] = keep ? acc / std::sqrt(double(dh)) : -1e9;
+          mx = std::max(mx, s[j]);
+        }
+        for (int64_t j = 0; j < tk; ++j) {
+          s[j] = std::exp(s[j] - mx);
+          sum += s[j];
+        }
+        for (int64_t c = 0; c < dh; ++c) {
+          double acc = 0;
+          for (int64_t j = 0; j < tk; ++j) {
+            acc += s[j] / sum * v[(n * tk + j) * d + h * dh + c];
+          }
+          o[(n * tq + i) * d + h * dh + c] = acc;
+        }
+      }
+    }
+  }
+  return o;
+}
+
+//===----------------------------------------------------------------------===//
+// kiln.linear
+//===----------------------------------------------------------------------===//
+
+/// [B, T, K] x [N, K] weights (+ [N] bias) -> [B, T, N].
+Case linearCase(bool bias) {
+  Case c;
+  c.name = bias ? "linear bias" : "linear";
+  c.operands = {param({"B", "T", "K"}), weight({"N", "K"}, "K")};
+  c.op = "kiln.linear %a0, %a1";
+  if (bias) {
+    c.operands.push_back(weight({"N"}, "K"));
+    c.op += ", %a2";
+  }
+  c.results = {{"B", "T", "N"}};
+  c.reference = [bias](const diff::Values &in, const diff::Sizes &s) {
+    int64_t rows = s.at("B") * s.at("T");
+    return diff::Values{linearRef(in[0], in[1], bias ? &in[2] : nullptr, rows,
+                                  s.at("K"), s.at("N"))};
+  };
+  // kiln-autodiff flattens the input and the result's gradient to [-1, K]
+  // and [-1, N] for the weight's gradient: reshapes that need K and N
+  // static. Each static size is a compilation per CPU, so the case with a
+  // bias sweeps K (257: the long reduction) and the one without sweeps N.
+  c.alwaysStatic = {"K", "N"};
+  c.base = {{"B", 2}, {"T", 17}, {"K", 17}, {"N", 17}};
+  c.sweep = {{"B", {1, 3}}};
+  c.sweep[bias ? "N" : "K"] = {17};
+  return c;
+}
+
+TEST(DifferentialBlocks, LinearWithBias) { diff::run(linearCase(true)); }
+
+TEST(DifferentialBlocks, LinearWithoutBias) { diff::run(linearCase(false)); }
+
+//===----------------------------------------------------------------------===//
+// kiln.matmul
+//===----------------------------------------------------------------------===//
+
+/// Batched [.., M, K] x [.., K, N] with the operands stored transposed when
+/// asked; `heads` adds a literal batch dimension of 2 after B.
+Case matmulCase(const std::string &name, bool transposeLhs, bool transposeRhs,
+                bool heads) {
+  Case c;
+  c.name = name;
+  std::vector<std::string> lead = {"B"};
+  if (heads) {
+    lead.push_back("2");
+  }
+  auto dims = [&](std::string a, std::string b) {
+    std::vector<std::string> d = lead;
+    d.push_back(a);
+    d.push_back(b);
+    return d;
+  };
+  c.operands = {param(transposeLhs ? dims("K", "M") : dims("M", "K")),
+                weight(transposeRhs ? dims("N", "K") : dims("K", "N"), "K")};
+  std::string attrs;
+  if (transposeLhs) {
+    attrs = " {transpose_lhs}";
+  } else if (transposeRhs) {
+    attrs = " {transpose_rhs}";
+  }
+  c.op = "kiln.matmul %a0, %a1" + attrs;
+  c.results = {dims("M", "N")};
+  int64_t extra = heads ? 2 : 1;
+  c.reference = [=](const diff::Values &in, const diff::Sizes &s) {
+    return diff::Values{matmulRef(in[0], in[1], s.at("B") * extra, s.at("M"),
+                                  s.at("K"), s.at("N"), transposeLhs,
+                                  transposeRhs)};
+  };
+  c.base = {{"B", 2}, {"M", 17}, {"K", 17}, {"N", 17}};
+  c.sweep = {{"B", {1, 3}}};
+  return c;
+}
+
+TEST(DifferentialBlocks, MatmulBatched) {
+  diff::run(matmulCase("matmul", false, false, false));
+}
+
+TEST(DifferentialBlocks, MatmulTransposeRhsWithHeads) {
+  diff::run(matmulCase("matmul transpose_rhs", false, true, true));
+}
+
+TEST(DifferentialBlocks, MatmulTransposeLhs) {
+  diff::run(matmulCase("matmul transpose_lhs", true, false, false));
+}
+
+//===----------------------------------------------------------------------===//
+// kiln.layernorm
+//===----------------------------------------------------------------------===//
+
+Case layerNormCase(bool stdEps) {
+  Case c;
+  c.name = stdEps ? "layernorm std_eps" : "layernorm";
+  Operand x = param({"B", "T", "D"});
+  x.lo = -3;
+  x.hi = 3;
+  c.operands = {x, param({"D"}), param({"D"})};
+  c.results = {{"B", "T", "D"}};
+  // The default mode keeps the default eps (1e-5); std_eps names its own.
+  double eps = stdEps ? 1e-3 : 1e-5;
+  c.op = "kiln.layernorm %a0, %a1, %a2";
+  if (stdEps) {
+    c.op += " {eps = 1.0e-3 : f64, mode = #kiln<norm_mode std_eps>}";
+  }
+  c.reference = [=](const diff::Values &in, const diff::Sizes &s) {
+    return diff::Values{
+        layerNormRef(in[0], in[1], in[2], s.at("D"), eps, stdEps)};
+  };
+  c.base = {{"B", 2}, {"T", 17}, {"D", 17}};
+  c.sweep = {{"B", {1, 3}}};
+  if (stdEps) {
+    // The unbiased standard deviation needs two features (the verifier
+    // rejects D = 1 when it is static).
+    c.sweep["D"] = {2, 7, 15, 16, 17, 31, 32, 33, 65, 257};
+  }
+  return c;
+}
+
+TEST(DifferentialBlocks, LayerNormStandard) { diff::run(layerNormCase(false)); }
+
+TEST(DifferentialBlocks, LayerNormStdEps) { diff::run(layerNormCase(true)); }
+
+//===----------------------------------------------------------------------===//
+// kiln.embedding
+//===----------------------------------------------------------------------===//
+
+/// [B, T] ids into a [V, D] table. With padding_idx the row reads normally
+/// but gets no gradient: the reference reads it from the table as the
+/// harness made it, so that the differences of the loss do not see it move.
+Case embeddingCase(std::optional<int64_t> padding) {
+  Case c;
+  c.name = padding ? "embedding padding_idx" : "embedding";
+  std::string elem = padding ? "i64" : "i32";
+  c.operands = {ids({"B", "T"}, "V", elem, padding ? *padding : -1),
+                param({"V", "D"})};
+  c.results = {{"B", "T", "D"}};
+  c.op = "kiln.embedding %a0, %a1";
+  if (padding) {
+    c.op += " {padding_idx = " + std::to_string(*padding) + " : i64}";
+  }
+  std::string name = c.name;
+  c.reference = [=](const diff::Values &in, const diff::Sizes &s) {
+    int64_t d = s.at("D");
+    Vec made;
+    if (padding) {
+      made = diff::detail::valuesOf(Arg(
+          ref::randomTensor({s.at("V"), d}, diff::detail::seedOf(name, s, 1))));
+    }
+    Vec y(in[0].size() * d);
+    for (size_t i = 0; i < in[0].size(); ++i) {
+      int64_t id = int64_t(in[0][i]);
+      const Vec &table = padding && id == *padding ? made : in[1];
+      for (int64_t e = 0; e < d; ++e) {
+        y[i * d + e] = table[id * d + e];
+      }
+    }
+    return diff::Values{y};
+  };
+  // The table's row count is an attribute of embedding_grad.
+  c.alwaysStatic = {"V"};
+  c.base = {{"B", 2}, {"T", 17}, {"V", 17}, {"D", 17}};
+  c.sweep = {{"B", {1, 3}}};
+  if (padding) {
+    c.sweep["V"] = {7, 15, 16, 17, 31, 32, 33, 65, 257};
+  }
+  return c;
+}
+
+TEST(DifferentialBlocks, Embedding) { diff::run(embeddingCase(std::nullopt)); }
+
+TEST(DifferentialBlocks, EmbeddingPaddingIdx) {
+  diff::run(embeddingCase(int64_t(5)));
+}
+
+//===----------------------------------------------------------------------===//
+// kiln.pe
+//===----------------------------------------------------------------------===//
+
+TEST(DifferentialBlocks, PositionalEncodingSinusoidalOffset) {
+  const int64_t offset = 3;
+  Case c;
+  c.name = "pe sinusoidal offset";
+  c.operands = {param({"B", "T", "D"}), scalar(offset)};
+  c.results = {{"B", "T", "D"}};
+  c.op = "kiln.pe sinusoidal %a0 offset %a1";
+  c.reference = [=](const diff::Values &in, const diff::Sizes &s) {
+    int64_t t = s.at("T"), d = s.at("D");
+    Vec y = in[0];
+    for (size_t i = 0; i < y.size(); ++i) {
+      int64_t col = int64_t(i) % d, pos = (int64_t(i) / d) % t + offset;
+      double angle = double(pos) *
+                     std::exp(double(col / 2 * 2) * -(std::log(10000.0) / d));
+      y[i] += col % 2 ? std::cos(angle) : std::sin(angle);
+    }
+    return diff::Values{y};
+  };
+  c.base = {{"B", 2}, {"T", 17}, {"D", 17}};
+  c.sweep = {{"B", {1, 3}}};
+  // Positions reach 259: a float32 angle there is off by up to an ulp of
+  // 256 (3.05e-5) from its rounding, and as much again from the product
+  // that forms it; the sine inherits that absolute error.
+  c.atol = 6.1e-5;
+  diff::run(c);
+}
+
+TEST(DifferentialBlocks, PositionalEncodingLearnedOffset) {
+  const int64_t offset = 2;
+  Case c;
+  c.name = "pe learned offset";
+  c.operands = {param({"B", "T", "D"}), param({"L", "D"}), scalar(offset)};
+  c.results = {{"B", "T", "D"}};
+  c.op = "kiln.pe learned %a0 table %a1 offset %a2";
+  c.reference = [=](const diff::Values &in, const diff::Sizes &s) {
+    int64_t t = s.at("T"), d = s.at("D");
+    Vec y = in[0];
+    for (size_t i = 0; i < y.size(); ++i) {
+      int64_t col = int64_t(i) % d, pos = (int64_t(i) / d) % t + offset;
+      y[i] += in[1][pos * d + col];
+    }
+    return diff::Values{y};
+  };
+  // max_len is an attribute of pe_grad; every table holds T + offset rows.
+  c.alwaysStatic = {"L"};
+  c.base = {{"B", 2}, {"T", 17}, {"D", 17}, {"L", 257}};
+  c.sweep = {{"B", {1, 3}},
+             {"T", {1, 7, 15, 16, 17, 31, 32, 33, 65, 255}},
+             {"L", {19, 31, 32, 33, 65, 257}}};
+  diff::run(c);
+}
+
+//===----------------------------------------------------------------------===//
+// kiln.ffn
+//===----------------------------------------------------------------------===//
+
+/// [B, T, D] through w1 [F, D] (+ b1 [F]), the activation, and w2 [D, F]
+/// (+ b2 [D]).
+Case ffnCase(const std::string &activation, bool biases) {
+  Case c;
+  c.name = "ffn " + activation + (biases ? " biases" : "");
+  Operand x = param({"B", "T", "D"});
+  x.lo = -2;
+  x.hi = 2;
+  c.operands = {x, weight({"F", "D"}, "D"), weight({"D", "F"}, "F")};
+  c.op = "kiln.ffn " + activation + " %a0, %a1, %a2";
+  if (biases) {
+    c.operands.push_back(weight({"F"}, "D"));
+    c.operands.push_back(weight({"D"}, "F"));
+    c.op += " biases(%a3, %a4)";
+  }
+  c.results = {{"B", "T", "D"}};
+  c.reference = [=](const diff::Values &in, const diff::Sizes &s) {
+    int64_t rows = s.at("B") * s.at("T"), d = s.at("D"), f = s.at("F");
+    Vec h = linearRef(in[0], in[1], biases ? &in[3] : nullptr, rows, d, f);
+    for (double &v : h) {
+      v = activation == "relu" ? std::max(v, 0.0)
+                               : geluRef(v, activation == "gelu_tanh");
+    }
+    return diff::Values{
+        linearRef(h, in[2], biases ? &in[4] : nullptr, rows, f, d)};
+  };
+  // The inputs of both projections are flattened for the weights'
+  // gradients (see linearCase).
+  c.alwaysStatic = {"D", "F"};
+  // Each static size is a compilation per CPU: the case with biases sweeps
+  // the model width D, the one without the hidden width F.
+  c.base = {{"B", 2}, {"T", 7}, {"D", 17}, {"F", 33}};
+  c.sweep = {{"B", {1, 3}}};
+  c.sweep[biases ? "F" : "D"] = {biases ? 33 : 17};
+  if (activation == "relu") {
+    // A step of 1e-6 along a random direction moved a pre-activation
+    // across relu's kink (B=2 T=33 D=17 F=33), where central differences
+    // are not a derivative.
+    c.fdStep = 1e-8;
+  }
+  return c;
+}
+
+TEST(DifferentialBlocks, FeedForwardReluBiases) {
+  diff::run(ffnCase("relu", true));
+}
+
+TEST(DifferentialBlocks, FeedForwardRelu) { diff::run(ffnCase("relu", false)); }
+
+TEST(DifferentialBlocks, FeedForwardGeluBiases) {
+  diff::run(ffnCase("gelu", true));
+}
+
+TEST(DifferentialBlocks, FeedForwardGelu) { diff::run(ffnCase("gelu", false)); }
+
+TEST(DifferentialBlocks, FeedForwardGeluTanhBiases) {
+  diff::run(ffnCase("gelu_tanh", true));
+}
+
+TEST(DifferentialBlocks, FeedForwardGeluTanh) {
+  diff::run(ffnCase("gelu_tanh", false));
+}
+
+//===----------------------------------------------------------------------===//
+// kiln.mha and kiln.attention
+//===----------------------------------------------------------------------===//
+
+/// Multi-head attention of query [B, Tq, D] over key_value [B, Tk, E]
+/// (self-attention: the same value, Tk = Tq and E = D), with PyTorch-layout
+/// weights, optional biases, an optional i1 mask [B, Tk] and causal.
+Case mhaCase(const std::string &name, bool self, bool biases, bool masked,
+             bool causal, int64_t heads) {
+  Case c;
+  c.name = name;
+  std::string tk = self ? "T" : "S", e = self ? "D" : "E";
+  c.operands = {param({"B", "T", "D"})};
+  if (!self) {
+    c.operands.push_back(param({"B", "S", "E"}));
+  }
+  int first = int(c.operands.size());
+  auto id = [&](int i) { return "%a" + std::to_string(first + i); };
+  c.operands.push_back(weight({"D", "D"}, "D"));
+  c.operands.push_back(weight({"D", e}, e));
+  c.operands.push_back(weight({"D", e}, e));
+  c.operands.push_back(weight({"D", "D"}, "D"));
+  c.op = std::string("kiln.mha %a0, ") + (self ? "%a0" : "%a1") + " weights(" +
+         id(0) + ", " + id(1) + ", " + id(2) + ", " + id(3) + ")";
+  if (biases) {
+    c.operands.push_back(weight({"D"}, "D"));
+    c.operands.push_back(weight({"D"}, e));
+    c.operands.push_back(weight({"D"}, e));
+    c.operands.push_back(weight({"D"}, "D"));
+    c.op +=
+        " biases(" + id(4) + ", " + id(5) + ", " + id(6) + ", " + id(7) + ")";
+  }
+  int maskIndex = int(c.operands.size());
+  if (masked) {
+    c.operands.push_back(mask({"B", tk}));
+    c.op += " mask %a" + std::to_string(maskIndex);
+  }
+  c.op += " {num_heads = " + std::to_string(heads) + " : i64" +
+          (causal ? ", causal}" : "}");
+  c.results = {{"B", "T", "D"}};
+  c.reference = [=](const diff::Values &in, const diff::Sizes &s) {
+    int64_t b = s.at("B"), tq = s.at("T"), tkv = s.at(tk), d = s.at("D"),
+            ekv = s.at(e);
+    const Vec &x = in[0], &kv = self ? in[0] : in[1];
+    auto bias = [&](int i) { return biases ? &in[first + 4 + i] : nullptr; };
+    Vec q = linearRef(x, in[first], bias(0), b * tq, d, d);
+    Vec k = linearRef(kv, in[first + 1], bias(1), b * tkv, ekv, d);
+    Vec v = linearRef(kv, in[first + 2], bias(2), b * tkv, ekv, d);
+    Vec o = attentionRef(q, k, v, masked ? &in[maskIndex] : nullptr, b, tq, tkv,
+                         d, heads, causal);
+    return diff::Values{linearRef(o, in[first + 3], bias(3), b * tq, d, d)};
+  };
+  // num_heads must divide the static model width; the key/value width is
+  // flattened for the projections' gradients (see linearCase).
+  c.alwaysStatic = {"D", "E"};
+  if (self) {
+    // The op reads %a0 twice.
+    c.signature.push_back(0);
+    for (size_t i = 0; i < c.operands.size(); ++i) {
+      c.signature.push_back(i);
+    }
+  }
+  c.base = {{"B", 2}, {"T", 17}, {"S", 9}, {"D", 9 * heads}, {"E", 17}};
+  c.sweep = {{"B", {1, 3}}, {"T", kUpTo65}, {"S", kUpTo65}};
+  return c;
+}
+
+/// Widths that are multiples of `heads` and put the model width (heads = 1)
+/// or the head width across 15/16/17, 31/32/33 and 65.
+std::vector<int64_t> widthsFor(int64_t heads) {
+  std::vector<int64_t> out;
+  for (int64_t dh : {1, 7, 15, 16, 17, 31, 32, 33, 65}) {
+    if (heads == 1 || dh < 65) {
+      out.push_back(dh * heads);
+    }
+  }
+  return out;
+}
+
+TEST(DifferentialBlocks, MhaSelfCausalMaskBiases) {
+  Case c = mhaCase("mha self causal mask biases", true, true, true, true, 2);
+  c.sweep["D"] = widthsFor(2);
+  diff::run(c);
+}
+
+TEST(DifferentialBlocks, MhaSelfCausalMask) {
+  Case c = mhaCase("mha self causal mask", true, false, true, true, 1);
+  c.base["D"] = 17;
+  c.sweep["D"] = widthsFor(1);
+  diff::run(c);
+}
+
+TEST(DifferentialBlocks, MhaCrossBiases) {
+  Case c = mhaCase("mha cross biases", false, true, true, false, 4);
+  c.sweep["D"] = widthsFor(4);
+  diff::run(c);
+}
+
+TEST(DifferentialBlocks, MhaCross) {
+  Case c = mhaCase("mha cross", false, false, false, false, 1);
+  c.base["D"] = 17;
+  c.sweep["D"] = widthsFor(1);
+  diff::run(c);
+}
+
+/// The attention core: queries [B, Q, D] over keys and values [B, K, D]
+/// (Q <= K where causal, aligned at the end).
+Case attentionCase(const std::string &name, bool masked, bool causal,
+                   int64_t heads) {
+  Case c;
+  c.name = name;
+  c.operands = {param({"B", "Q", "D"}), param({"B", "K", "D"}),
+                param({"B", "K", "D"})};
+  c.op = "kiln.attention %a0, %a1, %a2";
+  if (masked) {
+    c.operands.push_back(mask({"B", "K"}));
+    c.op += " mask %a3";
+  }
+  c.op += " {num_heads = " + std::to_string(heads) + " : i64" +
+          (causal ? ", causal}" : "}");
+  c.results = {{"B", "Q", "D"}};
+  c.reference = [=](const diff::Values &in, const diff::Sizes &s) {
+    return diff::Values{
+        attentionRef(in[0], in[1], in[2], masked ? &in[3] : nullptr, s.at("B"),
+                     s.at("Q"), s.at("K"), s.at("D"), heads, causal)};
+  };
+  // num_heads must divide the static model width.
+  c.alwaysStatic = {"D"};
+  c.base = {{"B", 2}, {"Q", 17}, {"K", 33}, {"D", 9 * heads}};
+  c.sweep = {{"B", {1, 3}},
+             {"Q", {1, 7, 15, 16, 17, 31, 32, 33}},
+             {"K", {17, 31, 32, 33, 65}},
+             {"D", widthsFor(heads)}};
+  return c;
+}
+
+TEST(DifferentialBlocks, AttentionCoreCausalMask) {
+  diff::run(attentionCase("attention causal mask", true, true, 2));
+}
+
+} // namespace
