@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs the lit tests and the C++ unit tests of a built tree, then prints one
+# Runs the lit tests and the C++ unit tests (two at a time) of a built tree,
+# then prints one
 # summary line: "kiln tests: N passed, M failed".
 set -uo pipefail
 build=${1:-build}
@@ -11,7 +12,7 @@ echo "== lit (check-kiln)"
 lit_rc=${PIPESTATUS[0]}
 
 echo "== unit tests (ctest)"
-ctest --test-dir "$build" --output-on-failure 2>&1 | tee "$logs/ctest"
+ctest --test-dir "$build" --output-on-failure -j2 2>&1 | tee "$logs/ctest"
 ctest_rc=${PIPESTATUS[0]}
 
 # lit: "  Passed: N" (or "  Passed    : N" when several kinds are listed) /
