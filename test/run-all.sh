@@ -1,7 +1,6 @@
 #!/usr/bin/env bash
 # Runs the lit tests and the C++ unit tests (two at a time) of a built tree,
-# then prints one
-# summary line: "kiln tests: N passed, M failed".
+# then prints one summary line: "kiln tests: N passed, M failed".
 set -uo pipefail
 build=${1:-build}
 logs=$(mktemp -d)
