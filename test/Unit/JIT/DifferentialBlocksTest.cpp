@@ -18,6 +18,8 @@
 
 #include "Differential.h"
 
+#include "../Models/DoubleReference.h"
+
 #include <optional>
 
 using namespace kiln;
@@ -26,7 +28,7 @@ using diff::Operand;
 
 namespace {
 
-using Vec = std::vector<double>;
+using dref::Vec;
 
 /// Sizes crossing 15/16/17, 31/32/33 and 65 without the 257 of
 /// kBoundarySizes, for the symbols of the quadratic attention.
@@ -99,22 +101,6 @@ Operand scalar(int64_t value) {
 //===----------------------------------------------------------------------===//
 // Double references
 //===----------------------------------------------------------------------===//
-
-/// y[r, o] = b[o] + sum_i x[r, i]·w[o, i] over `rows` rows.
-Vec linearRef(const Vec &x, const Vec &w, const Vec *b, int64_t rows,
-              int64_t in, int64_t out) {
-  Vec y(rows * out);
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t o = 0; o < out; ++o) {
-      double acc = b ? (*b)[o] : 0.0;
-      for (int64_t i = 0; i < in; ++i) {
-        acc += x[r * in + i] * w[o * in + i];
-      }
-      y[r * out + o] = acc;
-    }
-  }
-  return y;
-}
 
 /// `batch` products of [M, K] and [K, N] matrices, each stored transposed
 /// when asked.
@@ -228,8 +214,8 @@ Case linearCase(bool bias) {
   c.results = {{"B", "T", "N"}};
   c.reference = [bias](const diff::Values &in, const diff::Sizes &s) {
     int64_t rows = s.at("B") * s.at("T");
-    return diff::Values{linearRef(in[0], in[1], bias ? &in[2] : nullptr, rows,
-                                  s.at("K"), s.at("N"))};
+    return diff::Values{dref::linear(in[0], rows, s.at("K"), in[1], s.at("N"),
+                                     bias ? &in[2] : nullptr)};
   };
   // kiln-autodiff flattens the input and the result's gradient to [-1, K]
   // and [-1, N] for the weight's gradient: reshapes that need K and N
@@ -465,13 +451,13 @@ Case ffnCase(const std::string &activation, bool biases) {
   c.results = {{"B", "T", "D"}};
   c.reference = [=](const diff::Values &in, const diff::Sizes &s) {
     int64_t rows = s.at("B") * s.at("T"), d = s.at("D"), f = s.at("F");
-    Vec h = linearRef(in[0], in[1], biases ? &in[3] : nullptr, rows, d, f);
+    Vec h = dref::linear(in[0], rows, d, in[1], f, biases ? &in[3] : nullptr);
     for (double &v : h) {
       v = activation == "relu" ? std::max(v, 0.0)
                                : geluRef(v, activation == "gelu_tanh");
     }
     return diff::Values{
-        linearRef(h, in[2], biases ? &in[4] : nullptr, rows, f, d)};
+        dref::linear(h, rows, f, in[2], d, biases ? &in[4] : nullptr)};
   };
   // The inputs of both projections are flattened for the weights'
   // gradients (see linearCase).
@@ -555,12 +541,12 @@ Case mhaCase(const std::string &name, bool self, bool biases, bool masked,
             ekv = s.at(e);
     const Vec &x = in[0], &kv = self ? in[0] : in[1];
     auto bias = [&](int i) { return biases ? &in[first + 4 + i] : nullptr; };
-    Vec q = linearRef(x, in[first], bias(0), b * tq, d, d);
-    Vec k = linearRef(kv, in[first + 1], bias(1), b * tkv, ekv, d);
-    Vec v = linearRef(kv, in[first + 2], bias(2), b * tkv, ekv, d);
+    Vec q = dref::linear(x, b * tq, d, in[first], d, bias(0));
+    Vec k = dref::linear(kv, b * tkv, ekv, in[first + 1], d, bias(1));
+    Vec v = dref::linear(kv, b * tkv, ekv, in[first + 2], d, bias(2));
     Vec o = attentionRef(q, k, v, masked ? &in[maskIndex] : nullptr, b, tq, tkv,
                          d, heads, causal);
-    return diff::Values{linearRef(o, in[first + 3], bias(3), b * tq, d, d)};
+    return diff::Values{dref::linear(o, b * tq, d, in[first + 3], d, bias(3))};
   };
   // num_heads must divide the static model width; the key/value width is
   // flattened for the projections' gradients (see linearCase).

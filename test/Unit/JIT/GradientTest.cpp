@@ -6,7 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "Reference.h"
+#include "Differential.h"
 
 #include "compiler/InitAll.h"
 #include "compiler/Pipelines/Pipelines.h"
@@ -30,18 +30,9 @@ namespace {
 
 /// Differentiates @loss of `source` and compiles the module.
 std::shared_ptr<JitModule> differentiate(const std::string &source) {
-  mlir::DialectRegistry registry;
-  registerAllDialects(registry);
-  registerAllPasses();
-  mlir::MLIRContext context(registry);
-  context.loadAllAvailableDialects();
-  auto module = mlir::parseSourceString<mlir::ModuleOp>(source, &context);
-  EXPECT_TRUE(module);
-  mlir::PassManager pm(&context);
-  EXPECT_TRUE(mlir::succeeded(mlir::kiln::addPipeline(
-      pm, "kiln-autodiff{function=loss},canonicalize")));
-  EXPECT_TRUE(mlir::succeeded(pm.run(*module)));
-  return JitModule::compile(*module);
+  auto jit = diff::detail::compile(source, /*differentiate=*/true, "host");
+  EXPECT_TRUE(jit);
+  return jit;
 }
 
 using Loss = std::function<double(const std::vector<std::vector<double>> &)>;
