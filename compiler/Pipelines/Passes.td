@@ -48,25 +48,32 @@ def KilnTileAndVectorizePass
     : Pass<"kiln-tile-and-vectorize", "::mlir::func::FuncOp"> {
   let summary = "Tile linalg ops on buffers into register tiles and vectorize them";
   let description = [{
-    CPU code generation for the linalg ops that kiln-to-linalg produces:
+    CPU code generation for the linalg ops that kiln-to-linalg produces, with
+    sizes derived from the target CPU (`target-cpu`: `host` or an LLVM CPU
+    name; see compiler/Codegen/CPU/TargetInfo.h):
 
     - contractions (matrix products, attention scores) are tiled into
-      `m x n x 1` register tiles (`m = 8` rows of `n = 32` columns: 16
-      AVX-512 accumulators) and vectorized into `vector.contract`, which
+      `m x n x 1` register tiles (`n` = two vector registers of f32, `m` the
+      rows of accumulators that fit the register file, at most 8: 6 x 16 on
+      AVX2, 8 x 32 on AVX-512) and vectorized into `vector.contract`, which
       later becomes one broadcast-FMA outer product per reduction step;
-    - every other op is tiled along its innermost loop by the vector width
-      (16 f32) and vectorized.
+    - every other op is tiled along its innermost loop by one vector
+      register (8 f32 on AVX2, 16 on AVX-512) and vectorized.
 
-    Tiles of dynamic sizes are vectorized with masks. An op the vectorizer
-    cannot handle stays a scalar loop nest (correct, slower).
+    Partial tiles stay scalar loop nests, and so do tiles the vectorizer
+    would get wrong: reductions whose combined value is not read from an
+    input element, and ops on i1 buffers. An unknown CPU is an error.
   }];
   let options = [
-    Option<"tileM", "tile-m", "int64_t", /*default=*/"8",
-           "Rows of a contraction register tile">,
-    Option<"tileN", "tile-n", "int64_t", /*default=*/"32",
-           "Columns of a contraction register tile">,
-    Option<"vectorWidth", "vector-width", "int64_t", /*default=*/"16",
-           "Elements per vector for elementwise ops and reductions">
+    Option<"targetCpu", "target-cpu", "std::string", /*default=*/"\"host\"",
+           "The CPU the tiles are sized for: host, or an LLVM CPU name">,
+    Option<"tileM", "tile-m", "int64_t", /*default=*/"0",
+           "Rows of a contraction register tile (0: from the target)">,
+    Option<"tileN", "tile-n", "int64_t", /*default=*/"0",
+           "Columns of a contraction register tile (0: from the target)">,
+    Option<"vectorWidth", "vector-width", "int64_t", /*default=*/"0",
+           "Elements per vector for elementwise ops and reductions (0: from "
+           "the target)">
   ];
   let dependentDialects = [
     "::mlir::scf::SCFDialect", "::mlir::vector::VectorDialect",

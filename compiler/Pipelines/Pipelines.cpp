@@ -25,17 +25,19 @@ std::string kiln::kilnToLinalgPipeline() {
          "kiln-check-lowered{stage=linalg}";
 }
 
-std::string kiln::kilnToLLVMPipeline() {
-  return kilnToLinalgPipeline() + "," + linalgToLLVMPipeline();
+std::string kiln::kilnToLLVMPipeline(const std::string &cpu) {
+  return kilnToLinalgPipeline() + "," + linalgToLLVMPipeline(cpu);
 }
 
-std::string kiln::linalgToLLVMPipeline() {
+std::string kiln::linalgToLLVMPipeline(const std::string &cpu) {
   return "one-shot-bufferize{bufferize-function-boundaries "
          "function-boundary-type-conversion=identity-layout-map},"
          "buffer-deallocation-pipeline,"
          "convert-bufferization-to-memref,"
          "kiln-outline-kernels,"
-         "func.func(kiln-tile-and-vectorize),"
+         "func.func(kiln-tile-and-vectorize{target-cpu=" +
+         cpu +
+         "}),"
          "canonicalize,"
          "cse,"
          "fold-memref-alias-ops,"
@@ -160,6 +162,12 @@ struct GpuPipelineOptions : public PassPipelineOptions<GpuPipelineOptions> {
                            llvm::cl::desc("The GPU architecture: sm_80, sm_90"),
                            llvm::cl::init("sm_90")};
 };
+struct CpuPipelineOptions : public PassPipelineOptions<CpuPipelineOptions> {
+  Option<std::string> cpu{
+      *this, "cpu",
+      llvm::cl::desc("The CPU: host, or an LLVM CPU name (x86-64-v3, ...)"),
+      llvm::cl::init("host")};
+};
 } // namespace
 
 void kiln::registerKilnPipelines() {
@@ -174,7 +182,9 @@ void kiln::registerKilnPipelines() {
   PassPipelineRegistration<>(
       "kiln-to-linalg", "Lower kiln to linalg on tensors",
       [](OpPassManager &pm) { (void)addPipeline(pm, kilnToLinalgPipeline()); });
-  PassPipelineRegistration<>(
+  PassPipelineRegistration<CpuPipelineOptions>(
       "kiln-to-llvm", "Lower kiln to the LLVM dialect (CPU)",
-      [](OpPassManager &pm) { (void)addPipeline(pm, kilnToLLVMPipeline()); });
+      [](OpPassManager &pm, const CpuPipelineOptions &options) {
+        (void)addPipeline(pm, kilnToLLVMPipeline(options.cpu));
+      });
 }

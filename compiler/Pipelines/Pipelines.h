@@ -32,10 +32,11 @@ constexpr llvm::StringLiteral kNoAliasArgAttr = "kiln.noalias";
 /// from kiln to linalg on tensors.
 std::string kilnToLinalgPipeline();
 /// The textual pass pipeline from linalg on tensors (the output of
-/// kiln-to-linalg) to the LLVM dialect: bufferization, loops, LLVM.
-std::string linalgToLLVMPipeline();
+/// kiln-to-linalg) to the LLVM dialect: bufferization, loops, LLVM, with
+/// tiles sized for `cpu` ("host" or an LLVM CPU name).
+std::string linalgToLLVMPipeline(const std::string &cpu = "host");
 /// kiln-to-linalg followed by linalg-to-LLVM.
-std::string kilnToLLVMPipeline();
+std::string kilnToLLVMPipeline(const std::string &cpu = "host");
 /// linalg on tensors -> GPU kernels (PTX for `chip`, e.g. "sm_90") and host
 /// code in the LLVM dialect that launches them through the mgpu* runtime
 /// functions; public functions take and return host buffers.

@@ -6,6 +6,8 @@
 
 #include "compiler/Pipelines/Pipelines.h"
 
+#include "compiler/Codegen/CPU/TargetInfo.h"
+
 #include "mlir/Analysis/SliceAnalysis.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -176,6 +178,16 @@ struct KilnTileAndVectorizePass
   void runOnOperation() override {
     MLIRContext *context = &getContext();
     IRRewriter rewriter(context);
+    llvm::Expected<kiln::cpu::TargetInfo> target =
+        kiln::cpu::lookupTarget(targetCpu);
+    if (!target) {
+      getOperation().emitError("kiln-tile-and-vectorize: ")
+          << llvm::toString(target.takeError());
+      return signalPassFailure();
+    }
+    int64_t rows = tileM ? int64_t(tileM) : target->tileM();
+    int64_t columns = tileN ? int64_t(tileN) : target->tileN();
+    int64_t width = vectorWidth ? int64_t(vectorWidth) : target->vectorWidth();
 
     // 1. Tile every linalg op (on buffers).
     SmallVector<linalg::LinalgOp> ops;
@@ -185,8 +197,7 @@ struct KilnTileAndVectorizePass
       }
     });
     for (linalg::LinalgOp op : ops) {
-      SmallVector<int64_t> sizes =
-          chooseTileSizes(op, tileM, tileN, vectorWidth);
+      SmallVector<int64_t> sizes = chooseTileSizes(op, rows, columns, width);
       std::optional<unsigned> parallelDim = chooseParallelDim(op);
       rewriter.setInsertionPoint(op);
       scf::SCFTilingOptions options;

@@ -2,6 +2,14 @@
 // elementwise producers), kiln-to-llvm leaves nothing but the LLVM dialect.
 // RUN: kiln-opt %s --kiln-to-linalg | FileCheck %s --check-prefix=LINALG
 // RUN: kiln-opt %s --kiln-to-llvm | FileCheck %s --check-prefix=LLVM
+// The pipeline sizes its tiles for the CPU it is given: AVX2 rows of 8 f32
+// (contraction tiles of 6 x 16, two registers a row), AVX-512 rows of 16
+// (tiles of 8 x 32).
+// RUN: kiln-opt %s --kiln-to-llvm="cpu=x86-64-v3" | FileCheck %s --check-prefix=AVX2 --implicit-check-not="vector<32xf32>"
+// RUN: kiln-opt %s --kiln-to-llvm="cpu=x86-64-v4" | FileCheck %s --check-prefix=AVX512
+// AVX2: llvm.fmul {{.*}} : vector<8xf32>
+// AVX512: vector<32xf32>
+// AVX512: llvm.fmul {{.*}} : vector<16xf32>
 
 // LINALG-LABEL: func.func @block
 // LINALG-NOT: kiln.

@@ -204,8 +204,9 @@ AotResult compileAheadOfTime(const std::string &source, const std::string &what,
   std::unique_ptr<llvm::TargetMachine> machine =
       createTargetMachine(options.cpu, options.optLevel);
 
-  LoweredModule lowered =
-      lowerSourceToLLVMDialect(source, what, options.lowering);
+  LoweringOptions lowering = options.lowering;
+  lowering.cpu = options.cpu; // tiles sized for the CPU the object is for
+  LoweredModule lowered = lowerSourceToLLVMDialect(source, what, lowering);
   AotResult result;
   result.pipelineSeconds = lowered.seconds;
   result.functions = lowered.functions;

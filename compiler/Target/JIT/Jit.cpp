@@ -65,6 +65,7 @@ static LoweringOptions loweringOptions(const JitOptions &options) {
   lowering.prePipeline = options.prePipeline;
   lowering.dumpDirectory = options.dumpDirectory;
   lowering.dumpStem = options.dumpStem;
+  lowering.cpu = options.cpu;
   return lowering;
 }
 

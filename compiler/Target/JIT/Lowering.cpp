@@ -517,7 +517,7 @@ static void lower(LoweredModule &lowered, const LoweringOptions &options,
   PassManager linalg(context);
   PassManager llvmPm(context);
   std::string toLLVM = options.gpuChip.empty()
-                           ? mlir::kiln::linalgToLLVMPipeline()
+                           ? mlir::kiln::linalgToLLVMPipeline(options.cpu)
                            : mlir::kiln::linalgToGpuPipeline(options.gpuChip);
   if (failed(mlir::kiln::addPipeline(linalg,
                                      mlir::kiln::kilnToLinalgPipeline())) ||

@@ -41,6 +41,9 @@ struct LoweringOptions {
   /// instead of CPU code. The functions keep their signatures: they take
   /// and return host buffers.
   std::string gpuChip;
+  /// The CPU the code is tiled for (CPU target): "host" or an LLVM CPU
+  /// name, as createTargetMachine takes.
+  std::string cpu = "host";
 };
 
 struct LoweredModule {

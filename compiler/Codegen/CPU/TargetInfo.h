@@ -1,0 +1,51 @@
+//===- TargetInfo.h - What CPU code generation needs of the target -*- C++
+//-*-===//
+//
+// The vector registers of an x86-64 CPU, read from the host or implied by an
+// LLVM CPU name (kiln-compile --cpu, JitOptions::cpu), and the register tile
+// and vector sizes kiln-tile-and-vectorize derives from them.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_COMPILER_CODEGEN_CPU_TARGETINFO_H
+#define KILN_COMPILER_CODEGEN_CPU_TARGETINFO_H
+
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+
+#include <cstdint>
+#include <string>
+
+namespace mlir::kiln::cpu {
+
+struct TargetInfo {
+  /// The LLVM CPU name ("host" resolved to the host's, e.g. "znver5").
+  std::string cpu;
+  /// The widest vector register for f32 arithmetic: 512 bits with AVX-512,
+  /// 256 with AVX, else 128 (SSE2, the x86-64 baseline).
+  int64_t vectorBits = 128;
+  /// Architectural vector registers: 32 with AVX-512, else 16.
+  int64_t vectorRegisters = 16;
+
+  /// f32 elements in one vector register.
+  int64_t f32Lanes() const { return vectorBits / 32; }
+  /// Elements per vector for elementwise ops and reductions: one register.
+  int64_t vectorWidth() const { return f32Lanes(); }
+  /// Columns of a contraction's register tile: two vector registers, so
+  /// that each broadcast of an A element feeds two FMAs.
+  int64_t tileN() const { return 2 * f32Lanes(); }
+  /// Rows of a contraction's register tile: as many rows of accumulators
+  /// (tileN / lanes registers each) as fit beside the loaded B vectors and
+  /// one broadcast register, at most 8 (the largest measured without
+  /// spills through vector.contract's outer-product lowering). AVX2 (16
+  /// registers): 6 x 16; AVX-512 (32 registers): 8 x 32.
+  int64_t tileM() const;
+};
+
+/// The target of "host" (this machine's CPU and features) or of an LLVM CPU
+/// name. An unknown name is an error that lists the usual ones.
+llvm::Expected<TargetInfo> lookupTarget(llvm::StringRef cpu);
+
+} // namespace mlir::kiln::cpu
+
+#endif // KILN_COMPILER_CODEGEN_CPU_TARGETINFO_H
