@@ -67,6 +67,8 @@ struct Options {
   std::vector<std::string> modes = {"forward", "train"};
   int steps = 10;
   bool batch1 = true;
+  /// The CPU the models are compiled for (JitOptions::cpu).
+  std::string cpu = "host";
 };
 
 void measure(const std::string &name, const std::string &mode, const Shape &c,
@@ -132,7 +134,9 @@ void benchTrain(const std::string &name, const dsl::Module &module,
   OptimizerConfig adamw;
   adamw.weightDecay = 0.01;
   auto start = std::chrono::steady_clock::now();
-  Trainer trainer(compileTraining(module, "loss", adamw), 1);
+  JitOptions jit;
+  jit.cpu = options.cpu;
+  Trainer trainer(compileTraining(module, "loss", adamw, jit), 1);
   fmt::print(
       "{}: training step compiled in {:.1f} s\n", name,
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
@@ -155,7 +159,9 @@ void benchGpt(const std::string &name, dsl::models::GptConfig config,
     return;
   }
   auto start = std::chrono::steady_clock::now();
-  CompiledModel model(module, 1);
+  JitOptions jit;
+  jit.cpu = options.cpu;
+  CompiledModel model(module, 1, jit);
   fmt::print(
       "{}: compiled in {:.1f} s\n", name,
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
@@ -196,7 +202,9 @@ void benchEncDec(const Options &options) {
     return;
   }
   auto start = std::chrono::steady_clock::now();
-  CompiledModel model(module, 1);
+  JitOptions jit;
+  jit.cpu = options.cpu;
+  CompiledModel model(module, 1, jit);
   fmt::print(
       "encdec: compiled in {:.1f} s\n",
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
@@ -219,6 +227,8 @@ int main(int argc, char **argv) try {
     std::string arg = argv[i];
     if (arg == "--steps" && i + 1 < argc) {
       options.steps = std::max(1, std::atoi(argv[++i]));
+    } else if (arg == "--cpu" && i + 1 < argc) {
+      options.cpu = argv[++i];
     } else if ((arg == "--models" || arg == "--modes") && i + 1 < argc) {
       std::vector<std::string> &out =
           arg == "--models" ? options.models : options.modes;
@@ -232,7 +242,8 @@ int main(int argc, char **argv) try {
     } else {
       fmt::print(stderr,
                  "usage: kiln-bench [--models gpt-tiny,gpt-small,encdec] "
-                 "[--modes forward,train] [--steps N]\n");
+                 "[--modes forward,train] [--steps N] [--cpu host|x86-64-v3|"
+                 "x86-64-v4|<llvm cpu>]\n");
       return 2;
     }
   }
