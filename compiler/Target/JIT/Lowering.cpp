@@ -9,6 +9,8 @@
 
 #include "compiler/Target/JIT/Lowering.h"
 
+#include "compiler/Codegen/CPU/TargetInfo.h"
+
 #include "compiler/InitAll.h"
 #include "compiler/Pipelines/Pipelines.h"
 #include "dialects/Kiln/IR/KilnOps.h"
@@ -27,7 +29,6 @@
 #include "llvm/ADT/EquivalenceClasses.h"
 #include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
 #include "llvm/IR/Module.h"
-#include "llvm/MC/MCSubtargetInfo.h"
 #include "llvm/MC/TargetRegistry.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/TargetSelect.h"
@@ -585,12 +586,10 @@ std::unique_ptr<llvm::TargetMachine> createTargetMachine(const std::string &cpu,
       list.AddFeature(feature.getKey(), feature.getValue());
     }
     features = list.getString();
-  } else if (std::unique_ptr<llvm::MCSubtargetInfo> info(
-                 target->createMCSubtargetInfo(triple, name, ""));
-             !info || !info->isCPUStringValid(name)) {
-    throw Error("kiln: unknown target CPU '" + cpu +
-                "' (use host, or an LLVM CPU name such as x86-64, "
-                "x86-64-v2, x86-64-v3, x86-64-v4, znver4)");
+  } else if (llvm::Expected<mlir::kiln::cpu::TargetInfo> info =
+                 mlir::kiln::cpu::lookupTarget(cpu);
+             !info) {
+    throw Error("kiln: " + llvm::toString(info.takeError()));
   }
   llvm::TargetOptions targetOptions;
   // Fuse multiply-adds into FMAs (as every BLAS does).
