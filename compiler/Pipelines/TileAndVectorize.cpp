@@ -175,19 +175,29 @@ struct KilnTileAndVectorizePass
     : kiln::impl::KilnTileAndVectorizePassBase<KilnTileAndVectorizePass> {
   using Base::Base;
 
+  /// The target is looked up once per pass instance, not per function (a
+  /// model has hundreds of outlined kernels).
+  LogicalResult initialize(MLIRContext *) override {
+    llvm::Expected<kiln::cpu::TargetInfo> found =
+        kiln::cpu::lookupTarget(targetCpu);
+    if (!found) {
+      targetError = llvm::toString(found.takeError());
+      return success(); // reported on each function, where there is a loc
+    }
+    target = *found;
+    return success();
+  }
+
   void runOnOperation() override {
     MLIRContext *context = &getContext();
     IRRewriter rewriter(context);
-    llvm::Expected<kiln::cpu::TargetInfo> target =
-        kiln::cpu::lookupTarget(targetCpu);
-    if (!target) {
-      getOperation().emitError("kiln-tile-and-vectorize: ")
-          << llvm::toString(target.takeError());
+    if (!targetError.empty()) {
+      getOperation().emitError("kiln-tile-and-vectorize: ") << targetError;
       return signalPassFailure();
     }
-    int64_t rows = tileM ? int64_t(tileM) : target->tileM();
-    int64_t columns = tileN ? int64_t(tileN) : target->tileN();
-    int64_t width = vectorWidth ? int64_t(vectorWidth) : target->vectorWidth();
+    int64_t rows = tileM ? int64_t(tileM) : target.tileM();
+    int64_t columns = tileN ? int64_t(tileN) : target.tileN();
+    int64_t width = vectorWidth ? int64_t(vectorWidth) : target.vectorWidth();
 
     // 1. Tile every linalg op (on buffers).
     SmallVector<linalg::LinalgOp> ops;
@@ -288,6 +298,9 @@ struct KilnTileAndVectorizePass
     vector::ExtractOp::getCanonicalizationPatterns(patterns, context);
     (void)applyPatternsGreedily(getOperation(), std::move(patterns));
   }
+
+  kiln::cpu::TargetInfo target;
+  std::string targetError;
 };
 } // namespace
 

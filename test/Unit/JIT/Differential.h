@@ -31,15 +31,8 @@
 
 #include "Reference.h"
 
-#include "compiler/InitAll.h"
-#include "compiler/Pipelines/Pipelines.h"
 #include "compiler/Target/JIT/Jit.h"
-
-#include "mlir/IR/BuiltinOps.h"
-#include "mlir/IR/DialectRegistry.h"
-#include "mlir/IR/MLIRContext.h"
-#include "mlir/Parser/Parser.h"
-#include "mlir/Pass/PassManager.h"
+#include "runtime/Error.h"
 
 #include <gtest/gtest.h>
 
@@ -75,8 +68,9 @@ struct Operand {
   };
   std::vector<std::string> dims; ///< symbols ("B", "D") or literals ("3")
   Kind kind = Param;
-  std::string bound;  ///< Ids: a symbol or a literal
-  int64_t scalar = 0; ///< Scalar: the value
+  std::string bound;    ///< Ids: a symbol or a literal
+  int64_t firstId = -1; ///< Ids: when >= 0, the value at flat index 0
+  int64_t scalar = 0;   ///< Scalar: the value
   float lo = -1.0f, hi = 1.0f;
   std::string elem = "f32";
   /// When set, makes the operand's tensor instead (shape, seed, sizes).
@@ -253,30 +247,22 @@ inline std::string moduleSource(const Case &c, const Sizes &sizes,
   return src;
 }
 
+/// Compiles `source` for `cpu`, with @loss differentiated into @loss_grad
+/// first when asked (JitOptions::prePipeline). A module that does not
+/// verify or differentiate is a kiln::Error naming the diagnostics.
 inline std::shared_ptr<JitModule>
 compile(const std::string &source, bool differentiate, const std::string &cpu) {
-  mlir::DialectRegistry registry;
-  registerAllDialects(registry);
-  registerAllPasses();
-  mlir::MLIRContext context(registry);
-  context.loadAllAvailableDialects();
-  auto module = mlir::parseSourceString<mlir::ModuleOp>(source, &context);
-  if (!module) {
-    ADD_FAILURE() << "the generated module does not parse:\n" << source;
-    return nullptr;
-  }
-  if (differentiate) {
-    mlir::PassManager pm(&context);
-    if (mlir::failed(mlir::kiln::addPipeline(
-            pm, "kiln-autodiff{function=loss},canonicalize")) ||
-        mlir::failed(pm.run(*module))) {
-      ADD_FAILURE() << "kiln-autodiff failed on:\n" << source;
-      return nullptr;
-    }
-  }
   JitOptions options;
   options.cpu = cpu;
-  return JitModule::compile(*module, options);
+  if (differentiate) {
+    options.prePipeline = "kiln-autodiff{function=loss},canonicalize";
+  }
+  try {
+    return JitModule::compileSource(source, options);
+  } catch (const Error &e) {
+    ADD_FAILURE() << e.what() << "\nin:\n" << source;
+    return nullptr;
+  }
 }
 
 inline uint32_t seedOf(const std::string &name, const Sizes &sizes,
@@ -303,6 +289,9 @@ inline Arg makeOperand(const Operand &o, const Sizes &sizes, uint32_t seed) {
   }
   if (o.kind == Operand::Ids) {
     Tensor ids = ref::randomIds(shape, sizeOf(o.bound, sizes), seed);
+    if (o.firstId >= 0 && ids.numel() > 0) {
+      ids.data<int64_t>()[0] = o.firstId;
+    }
     if (o.elem == "i64") {
       return ids;
     }

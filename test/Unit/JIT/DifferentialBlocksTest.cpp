@@ -73,21 +73,7 @@ Operand ids(std::vector<std::string> dims, std::string bound, std::string elem,
   o.kind = Operand::Ids;
   o.bound = bound;
   o.elem = elem;
-  if (first >= 0) {
-    o.make = [bound, elem, first](const std::vector<int64_t> &shape,
-                                  uint32_t seed, const diff::Sizes &sizes) {
-      Tensor t = ref::randomIds(shape, sizes.at(bound), seed);
-      t.data<int64_t>()[0] = first;
-      if (elem == "i64") {
-        return t;
-      }
-      Tensor narrow = Tensor::empty(shape, DType::i32);
-      for (int64_t i = 0; i < t.numel(); ++i) {
-        narrow.data<int32_t>()[i] = int32_t(t.data<int64_t>()[i]);
-      }
-      return narrow;
-    };
-  }
+  o.firstId = first;
   return o;
 }
 
@@ -155,46 +141,6 @@ double geluRef(double x, bool tanhApprox) {
            (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
   }
   return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
-}
-
-/// Scaled dot-product attention of projected q [B, Tq, D] and k, v
-/// [B, Tk, D] in `heads` heads. mask [B, Tk]: non-zero attends; causal lets
-/// query i see key j <= i + (Tk - Tq); masked scores are -1e9.
-Vec attentionRef(const Vec &q, const Vec &k, const Vec &v, const Vec *mask,
-                 int64_t batch, int64_t tq, int64_t tk, int64_t d,
-                 int64_t heads, bool causal) {
-  int64_t dh = d / heads;
-  Vec o(batch * tq * d), s(tk);
-  for (int64_t n = 0; n < batch; ++n) {
-    for (int64_t h = 0; h < heads; ++h) {
-      for (int64_t i = 0; i < tq; ++i) {
-        double mx = -1e300, sum = 0;
-        for (int64_t j = 0; j < tk; ++j) {
-          double acc = 0;
-          for (int64_t c = 0; c < dh; ++c) {
-            acc += q[(n * tq + i) * d + h * dh + c] *
-                   k[(n * tk + j) * d + h * dh + c];
-          }
-          bool keep = (!mask || (*mask)[n * tk + j] != 0) &&
-                      !(causal && j > i + (tk - tq));
-          s[j] = keep ? acc / std::sqrt(double(dh)) : -1e9;
-          mx = std::max(mx, s[j]);
-        }
-        for (int64_t j = 0; j < tk; ++j) {
-          s[j] = std::exp(s[j] - mx);
-          sum += s[j];
-        }
-        for (int64_t c = 0; c < dh; ++c) {
-          double acc = 0;
-          for (int64_t j = 0; j < tk; ++j) {
-            acc += s[j] / sum * v[(n * tk + j) * d + h * dh + c];
-          }
-          o[(n * tq + i) * d + h * dh + c] = acc;
-        }
-      }
-    }
-  }
-  return o;
 }
 
 //===----------------------------------------------------------------------===//
@@ -544,8 +490,8 @@ Case mhaCase(const std::string &name, bool self, bool biases, bool masked,
     Vec q = dref::linear(x, b * tq, d, in[first], d, bias(0));
     Vec k = dref::linear(kv, b * tkv, ekv, in[first + 1], d, bias(1));
     Vec v = dref::linear(kv, b * tkv, ekv, in[first + 2], d, bias(2));
-    Vec o = attentionRef(q, k, v, masked ? &in[maskIndex] : nullptr, b, tq, tkv,
-                         d, heads, causal);
+    Vec o = dref::attention(q, k, v, masked ? &in[maskIndex] : nullptr, b, tq,
+                            tkv, d, heads, causal);
     return diff::Values{dref::linear(o, b * tq, d, in[first + 3], d, bias(3))};
   };
   // num_heads must divide the static model width; the key/value width is
@@ -618,9 +564,9 @@ Case attentionCase(const std::string &name, bool masked, bool causal,
           (causal ? ", causal}" : "}");
   c.results = {{"B", "Q", "D"}};
   c.reference = [=](const diff::Values &in, const diff::Sizes &s) {
-    return diff::Values{
-        attentionRef(in[0], in[1], in[2], masked ? &in[3] : nullptr, s.at("B"),
-                     s.at("Q"), s.at("K"), s.at("D"), heads, causal)};
+    return diff::Values{dref::attention(
+        in[0], in[1], in[2], masked ? &in[3] : nullptr, s.at("B"), s.at("Q"),
+        s.at("K"), s.at("D"), heads, causal)};
   };
   // num_heads must divide the static model width.
   c.alwaysStatic = {"D"};

@@ -80,19 +80,8 @@ Case lossCase(const std::string &name, const std::string &op, bool fromLogits,
   targets.elem = idType;
   // The first target is never ignored (ignore_index is 1, and there may be
   // one class only), so the mean never divides by zero.
-  targets.make = [idType](const std::vector<int64_t> &shape, uint32_t seed,
-                          const diff::Sizes &sizes) {
-    Tensor ids = ref::randomIds(shape, sizes.at("C"), seed);
-    ids.data<int64_t>()[0] = 0;
-    if (idType == "i64") {
-      return ids;
-    }
-    Tensor narrow = Tensor::empty(shape, DType::i32);
-    for (int64_t i = 0; i < ids.numel(); ++i) {
-      narrow.data<int32_t>()[i] = int32_t(ids.data<int64_t>()[i]);
-    }
-    return narrow;
-  };
+  targets.bound = "C";
+  targets.firstId = 0;
   c.operands = {scores, targets};
   c.results = {reduction == "none" ? std::vector<std::string>{"B", "T"}
                                    : std::vector<std::string>{}};

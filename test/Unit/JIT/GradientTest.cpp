@@ -8,6 +8,8 @@
 
 #include "Differential.h"
 
+#include "../Models/DoubleReference.h"
+
 #include "compiler/InitAll.h"
 #include "compiler/Pipelines/Pipelines.h"
 #include "compiler/Target/JIT/Jit.h"
@@ -496,61 +498,17 @@ TEST(Gradients, SinusoidalEncodingPassesTheGradient) {
 namespace {
 using Vec = std::vector<double>;
 
-/// y = x·wᵀ + b on rows of `in` features (double precision).
-Vec linearD(const Vec &x, const Vec &w, const Vec *b, int64_t in, int64_t out) {
-  int64_t rows = int64_t(x.size()) / in;
-  Vec y(rows * out);
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t o = 0; o < out; ++o) {
-      double acc = b ? (*b)[o] : 0.0;
-      for (int64_t i = 0; i < in; ++i) {
-        acc += x[r * in + i] * w[o * in + i];
-      }
-      y[r * out + o] = acc;
-    }
-  }
-  return y;
-}
-
-/// Multi-head attention in double precision ([B, T, width] row-major).
+/// Multi-head attention with projections, in double precision ([B, T,
+/// width] row-major); `mask` [B, tk] (non-zero attends) or null.
 Vec mhaD(const Vec &q_in, const Vec &kv_in, int64_t b, int64_t tq, int64_t tk,
          int64_t d, int64_t dkv, const Vec &wq, const Vec &wk, const Vec &wv,
          const Vec &wo, const Vec *bq, const Vec *bk, const Vec *bv,
-         const Vec *bo, const int64_t *mask, int64_t heads, bool causal) {
-  Vec q = linearD(q_in, wq, bq, d, d), k = linearD(kv_in, wk, bk, dkv, d),
-      v = linearD(kv_in, wv, bv, dkv, d);
-  int64_t dh = d / heads;
-  Vec o(b * tq * d, 0.0), s(tk);
-  for (int64_t n = 0; n < b; ++n) {
-    for (int64_t h = 0; h < heads; ++h) {
-      for (int64_t i = 0; i < tq; ++i) {
-        double mx = -1e300, sum = 0;
-        for (int64_t j = 0; j < tk; ++j) {
-          double acc = 0;
-          for (int64_t c = 0; c < dh; ++c) {
-            acc += q[(n * tq + i) * d + h * dh + c] *
-                   k[(n * tk + j) * d + h * dh + c];
-          }
-          bool keep =
-              (!mask || mask[n * tk + j] != 0) && !(causal && j > i + tk - tq);
-          s[j] = keep ? acc / std::sqrt(double(dh)) : -1e9;
-          mx = std::max(mx, s[j]);
-        }
-        for (int64_t j = 0; j < tk; ++j) {
-          s[j] = std::exp(s[j] - mx);
-          sum += s[j];
-        }
-        for (int64_t c = 0; c < dh; ++c) {
-          double acc = 0;
-          for (int64_t j = 0; j < tk; ++j) {
-            acc += s[j] / sum * v[(n * tk + j) * d + h * dh + c];
-          }
-          o[(n * tq + i) * d + h * dh + c] = acc;
-        }
-      }
-    }
-  }
-  return linearD(o, wo, bo, d, d);
+         const Vec *bo, const Vec *mask, int64_t heads, bool causal) {
+  Vec q = dref::linear(q_in, b * tq, d, wq, d, bq),
+      k = dref::linear(kv_in, b * tk, dkv, wk, d, bk),
+      v = dref::linear(kv_in, b * tk, dkv, wv, d, bv);
+  Vec o = dref::attention(q, k, v, mask, b, tq, tk, d, heads, causal);
+  return dref::linear(o, b * tq, d, wo, d, bo);
 }
 } // namespace
 
@@ -599,12 +557,12 @@ TEST(Gradients, MultiHeadAttentionSelfAndCross) {
                                                       {4, 4}}) {
     args.push_back(ref::randomTensor(shape, seed++));
   }
-  const int64_t *m = mask.data<int64_t>();
+  Vec m(mask.data<int64_t>(), mask.data<int64_t>() + mask.numel());
   expectGradientsMatch(
       *jit, args, {4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15},
       [&](const auto &v) {
         Vec h = mhaD(v[0], v[0], 2, 3, 3, 4, 4, v[4], v[5], v[6], v[7], &v[8],
-                     &v[9], &v[10], &v[11], m, 2, true);
+                     &v[9], &v[10], &v[11], &m, 2, true);
         Vec y = mhaD(h, v[2], 2, 3, 5, 4, 6, v[12], v[13], v[14], v[15],
                      nullptr, nullptr, nullptr, nullptr, nullptr, 2, false);
         double total = 0;

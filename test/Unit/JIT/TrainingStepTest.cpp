@@ -8,16 +8,8 @@
 
 #include "Reference.h"
 
-#include "compiler/InitAll.h"
-#include "compiler/Pipelines/Pipelines.h"
 #include "compiler/Target/JIT/Jit.h"
 #include "runtime/Error.h"
-
-#include "mlir/IR/BuiltinOps.h"
-#include "mlir/IR/DialectRegistry.h"
-#include "mlir/IR/MLIRContext.h"
-#include "mlir/Parser/Parser.h"
-#include "mlir/Pass/PassManager.h"
 
 #include <gtest/gtest.h>
 
@@ -28,18 +20,9 @@ using namespace kiln;
 namespace {
 std::shared_ptr<JitModule> withTrainingStep(const std::string &source,
                                             const std::string &options) {
-  mlir::DialectRegistry registry;
-  registerAllDialects(registry);
-  registerAllPasses();
-  mlir::MLIRContext context(registry);
-  context.loadAllAvailableDialects();
-  auto module = mlir::parseSourceString<mlir::ModuleOp>(source, &context);
-  EXPECT_TRUE(module);
-  mlir::PassManager pm(&context);
-  EXPECT_TRUE(mlir::succeeded(mlir::kiln::addPipeline(
-      pm, "kiln-training-step{" + options + "},canonicalize")));
-  EXPECT_TRUE(mlir::succeeded(pm.run(*module)));
-  return JitModule::compile(*module);
+  JitOptions jit;
+  jit.prePipeline = "kiln-training-step{" + options + "},canonicalize";
+  return JitModule::compileSource(source, jit);
 }
 } // namespace
 

@@ -12,6 +12,7 @@
 #ifndef KILN_TEST_UNIT_MODELS_DOUBLEREFERENCE_H
 #define KILN_TEST_UNIT_MODELS_DOUBLEREFERENCE_H
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <map>
@@ -67,6 +68,46 @@ inline Vec layerNorm(const Vec &x, int64_t n, int64_t d, const Vec &g,
     }
   }
   return y;
+}
+
+/// Scaled dot-product attention of projected q [B, Tq, D] and k, v
+/// [B, Tk, D] in `heads` heads. mask [B, Tk]: non-zero attends; causal lets
+/// query i see key j <= i + (Tk - Tq); masked scores are -1e9.
+inline Vec attention(const Vec &q, const Vec &k, const Vec &v, const Vec *mask,
+                     int64_t batch, int64_t tq, int64_t tk, int64_t d,
+                     int64_t heads, bool causal) {
+  int64_t dh = d / heads;
+  Vec o(batch * tq * d), s(tk);
+  for (int64_t n = 0; n < batch; ++n) {
+    for (int64_t h = 0; h < heads; ++h) {
+      for (int64_t i = 0; i < tq; ++i) {
+        double mx = -1e300, sum = 0;
+        for (int64_t j = 0; j < tk; ++j) {
+          double acc = 0;
+          for (int64_t c = 0; c < dh; ++c) {
+            acc += q[(n * tq + i) * d + h * dh + c] *
+                   k[(n * tk + j) * d + h * dh + c];
+          }
+          bool keep = (!mask || (*mask)[n * tk + j] != 0) &&
+                      !(causal && j > i + (tk - tq));
+          s[j] = keep ? acc / std::sqrt(double(dh)) : -1e9;
+          mx = std::max(mx, s[j]);
+        }
+        for (int64_t j = 0; j < tk; ++j) {
+          s[j] = std::exp(s[j] - mx);
+          sum += s[j];
+        }
+        for (int64_t c = 0; c < dh; ++c) {
+          double acc = 0;
+          for (int64_t j = 0; j < tk; ++j) {
+            acc += s[j] / sum * v[(n * tk + j) * d + h * dh + c];
+          }
+          o[(n * tq + i) * d + h * dh + c] = acc;
+        }
+      }
+    }
+  }
+  return o;
 }
 
 /// Multi-head attention of projected q [tq, d] over k, v [tk, d] of one
