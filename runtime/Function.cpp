@@ -7,6 +7,8 @@
 
 #include "runtime/Function.h"
 
+#include "runtime/Allocator.h"
+
 #include "runtime/Error.h"
 
 #include <cstdlib>
@@ -515,7 +517,7 @@ std::vector<Tensor> CompiledFunction::call(const std::vector<Arg> &args) const {
       adopted.insert(allocated);
       void *toRelease = d.allocated;
       out.push_back(Tensor::adopt(data, d.sizes, DType::f32,
-                                  [toRelease] { std::free(toRelease); }));
+                                  [toRelease] { memory::release(toRelease); }));
       continue;
     }
     Tensor copy = Tensor::empty(d.sizes, DType::f32);
@@ -542,7 +544,7 @@ std::vector<Tensor> CompiledFunction::call(const std::vector<Arg> &args) const {
     }
   }
   for (void *p : toFree) {
-    std::free(p);
+    memory::release(p);
   }
   return out;
 }

@@ -56,7 +56,13 @@ def KilnTileAndVectorizePass
       `m x n x 1` register tiles (`n` = two vector registers of f32, `m` the
       rows of accumulators that fit the register file, at most 8: 6 x 16 on
       AVX2, 8 x 32 on AVX-512) and vectorized into `vector.contract`, which
-      later becomes one broadcast-FMA outer product per reduction step;
+      later becomes one broadcast-FMA outer product per reduction step.
+      Around the register tiles, a contraction larger than the caches is
+      blocked (`nc` columns, `kc` reduction steps; loops n-block, k-block,
+      then the tiles) so that a register tile's rows of A stay in L1 and a
+      `kc x nc` block of B stays in L2 while every row tile reads it
+      (TargetInfo::blockK/blockN: 304 x 416 with a 48 KiB L1 and 1 MiB L2 on
+      AVX-512);
     - every other op is tiled along its innermost loop by one vector
       register (8 f32 on AVX2, 16 on AVX-512) and vectorized.
 
@@ -73,7 +79,12 @@ def KilnTileAndVectorizePass
            "Columns of a contraction register tile (0: from the target)">,
     Option<"vectorWidth", "vector-width", "int64_t", /*default=*/"0",
            "Elements per vector for elementwise ops and reductions (0: from "
-           "the target)">
+           "the target)">,
+    Option<"blockK", "block-k", "int64_t", /*default=*/"0",
+           "Reduction steps of a contraction's cache block (0: from the "
+           "target)">,
+    Option<"blockN", "block-n", "int64_t", /*default=*/"0",
+           "Columns of a contraction's cache block (0: from the target)">
   ];
   let dependentDialects = [
     "::mlir::scf::SCFDialect", "::mlir::vector::VectorDialect",

@@ -57,7 +57,9 @@ std::string kiln::linalgToLLVMPipeline(const std::string &cpu) {
          "convert-vector-to-llvm{vector-contract-lowering=outerproduct},"
          "convert-math-to-llvm,"
          "convert-math-to-libm,"
-         "finalize-memref-to-llvm,"
+         // Buffers come from Kiln's allocator (runtime/Allocator.h), which
+         // reuses the blocks of earlier steps.
+         "finalize-memref-to-llvm{use-generic-functions use-aligned-alloc},"
          "convert-arith-to-llvm,"
          "convert-index-to-llvm,"
          "convert-cf-to-llvm,"

@@ -21,9 +21,13 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/Dialect/Vector/Transforms/VectorRewritePatterns.h"
+#include "mlir/IR/Dominance.h"
+#include "mlir/IR/IRMapping.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Interfaces/ViewLikeInterface.h"
+#include "mlir/Transforms/CSE.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+#include "mlir/Transforms/LoopInvariantCodeMotionUtils.h"
 
 namespace mlir::kiln {
 #define GEN_PASS_DEF_KILNHOISTVECTORTRANSFERSPASS
@@ -136,39 +140,90 @@ bool touchesSubByteElements(linalg::LinalgOp op) {
   });
 }
 
+/// Blocks a contraction for the caches: loops over `blockN` columns, then
+/// `blockK` reduction steps, around the op (whose register tiles then run
+/// over a block). Dimensions already within a block are left whole; an op
+/// that fits entirely, or is no contraction, is returned as it is.
+linalg::LinalgOp blockForCaches(RewriterBase &rewriter, linalg::LinalgOp op,
+                                int64_t blockK, int64_t blockN) {
+  if (!linalg::isaContractionOpInterface(op)) {
+    return op;
+  }
+  SmallVector<unsigned> parallel, reduction;
+  op.getParallelDims(parallel);
+  op.getReductionDims(reduction);
+  if (parallel.size() < 2 || reduction.size() != 1) {
+    return op;
+  }
+  SmallVector<int64_t> ranges = op.getStaticLoopRanges();
+  auto exceeds = [&](unsigned dim, int64_t block) {
+    return ShapedType::isDynamic(ranges[dim]) || ranges[dim] > block;
+  };
+  unsigned n = parallel.back(), k = reduction.front();
+  SmallVector<int64_t> sizes(op.getNumLoops(), 0);
+  if (exceeds(n, blockN)) {
+    sizes[n] = blockN;
+  }
+  if (exceeds(k, blockK)) {
+    sizes[k] = blockK;
+  }
+  if (llvm::all_of(sizes, [](int64_t s) { return s == 0; })) {
+    return op;
+  }
+  SmallVector<OpFoldResult> tileSizes;
+  for (int64_t s : sizes) {
+    tileSizes.push_back(rewriter.getIndexAttr(s));
+  }
+  // n-blocks outside k-blocks: a column block of C is finished before the
+  // next one starts.
+  SmallVector<int64_t> interchange;
+  for (unsigned d = 0; d < op.getNumLoops(); ++d) {
+    if (d != n && d != k) {
+      interchange.push_back(d);
+    }
+  }
+  interchange.insert(interchange.begin(), {int64_t(n), int64_t(k)});
+  scf::SCFTilingOptions options;
+  options.setTileSizes(tileSizes);
+  options.setInterchange(interchange);
+  rewriter.setInsertionPoint(op);
+  FailureOr<scf::SCFTilingResult> tiled = scf::tileUsingSCF(
+      rewriter, cast<TilingInterface>(op.getOperation()), options);
+  if (failed(tiled) || tiled->tiledOps.size() != 1) {
+    return op;
+  }
+  rewriter.replaceOp(op, tiled->replacements);
+  return cast<linalg::LinalgOp>(tiled->tiledOps.front());
+}
+
 /// Marks ops created by tiling with the vector sizes they were tiled for.
 constexpr llvm::StringLiteral kTileAttr = "kiln.tile";
 constexpr llvm::StringLiteral kLoopAttr = "kiln.tile_loop";
 /// Marks the tiled loop whose iterations run on all cores.
 constexpr llvm::StringLiteral kParallelAttr = "kiln.parallel";
 
-/// The loop of an op to spread across threads: the row loop of a
-/// contraction, else the outermost parallel loop that is not statically
-/// tiny. Never a loop nested in a reduction loop (a bias gradient summing
-/// [B, T, D] into [D]): that would start threads once per reduced element.
-std::optional<unsigned> chooseParallelDim(linalg::LinalgOp op) {
+/// The loops of an op to spread across threads, outermost first: every
+/// parallel loop outside the innermost one (a contraction's: every one but
+/// its column loop; batch, head and row loops together), so that the
+/// threads share the product of their trip counts (a batch of 1 still
+/// splits its rows). Never a loop nested in a reduction loop (a bias
+/// gradient summing [B, T, D] into [D]): that would start threads once per
+/// reduced element. An op with a single parallel loop spreads that one.
+SmallVector<unsigned> chooseParallelDims(linalg::LinalgOp op) {
   SmallVector<unsigned> parallel;
   op.getParallelDims(parallel);
   SmallVector<unsigned> reduction;
   op.getReductionDims(reduction);
-  if (!reduction.empty()) {
-    llvm::erase_if(parallel, [&](unsigned dim) {
-      return !linalg::isaContractionOpInterface(op) && dim > reduction.front();
-    });
+  bool contraction = linalg::isaContractionOpInterface(op);
+  if (!reduction.empty() && !contraction) {
+    llvm::erase_if(parallel,
+                   [&](unsigned dim) { return dim > reduction.front(); });
   }
-  if (parallel.empty()) {
-    return std::nullopt;
+  if (parallel.size() >= 2 &&
+      (contraction || parallel.back() == op.getNumLoops() - 1)) {
+    parallel.pop_back(); // the columns: vectors (and register tiles)
   }
-  if (linalg::isaContractionOpInterface(op) && parallel.size() >= 2) {
-    return parallel[parallel.size() - 2];
-  }
-  SmallVector<int64_t> ranges = op.getStaticLoopRanges();
-  for (unsigned dim : parallel) {
-    if (ShapedType::isDynamic(ranges[dim]) || ranges[dim] >= 4) {
-      return dim;
-    }
-  }
-  return std::nullopt;
+  return parallel;
 }
 
 struct KilnTileAndVectorizePass
@@ -198,6 +253,8 @@ struct KilnTileAndVectorizePass
     int64_t rows = tileM ? int64_t(tileM) : target.tileM();
     int64_t columns = tileN ? int64_t(tileN) : target.tileN();
     int64_t width = vectorWidth ? int64_t(vectorWidth) : target.vectorWidth();
+    int64_t cacheK = blockK ? int64_t(blockK) : target.blockK();
+    int64_t cacheN = blockN ? int64_t(blockN) : target.blockN();
 
     // 1. Tile every linalg op (on buffers).
     SmallVector<linalg::LinalgOp> ops;
@@ -206,9 +263,12 @@ struct KilnTileAndVectorizePass
         ops.push_back(op);
       }
     });
+    for (linalg::LinalgOp &op : ops) {
+      op = blockForCaches(rewriter, op, cacheK, cacheN);
+    }
     for (linalg::LinalgOp op : ops) {
       SmallVector<int64_t> sizes = chooseTileSizes(op, rows, columns, width);
-      std::optional<unsigned> parallelDim = chooseParallelDim(op);
+      SmallVector<unsigned> parallelDims = chooseParallelDims(op);
       rewriter.setInsertionPoint(op);
       scf::SCFTilingOptions options;
       SmallVector<OpFoldResult> tileSizes;
@@ -227,7 +287,7 @@ struct KilnTileAndVectorizePass
       }
       for (auto [dim, loop] : llvm::enumerate(tiled->loops)) {
         loop->setAttr(kLoopAttr, rewriter.getUnitAttr());
-        if (parallelDim && dim == *parallelDim) {
+        if (llvm::is_contained(parallelDims, unsigned(dim))) {
           loop->setAttr(kParallelAttr, rewriter.getUnitAttr());
         }
       }
@@ -395,6 +455,14 @@ struct KilnHoistVectorTransfersPass
     IRRewriter rewriter(&getContext());
     SmallVector<scf::ForOp> loops;
     getOperation().walk([&](scf::ForOp loop) { loops.push_back(loop); });
+    // Index arithmetic that tiling left inside loops (a block's offset plus
+    // a tile's, once per transfer) must move out and merge first, or a
+    // tile's read and write look loop-variant or at different places.
+    for (scf::ForOp loop : loops) {
+      moveLoopInvariantCode(cast<LoopLikeOpInterface>(loop.getOperation()));
+    }
+    DominanceInfo dominance(getOperation());
+    eliminateCommonSubExpressions(rewriter, dominance, getOperation());
     for (scf::ForOp loop : loops) { // innermost first (post-order)
       hoistTransferPairs(rewriter, loop);
     }
@@ -403,36 +471,136 @@ struct KilnHoistVectorTransfersPass
 } // namespace
 
 namespace {
-/// Turns the loops that kiln-tile-and-vectorize marked into scf.parallel
-/// (outermost marked loop of each nest, when it carries no values).
+/// The marked loops directly inside `loop` that can join it in one
+/// scf.parallel: each the only op of its parent's body but pure index
+/// arithmetic (moved into it), with bounds that do not depend on the outer
+/// loops.
+SmallVector<scf::ForOp> collapsibleNest(scf::ForOp outer) {
+  SmallVector<scf::ForOp> nest = {outer};
+  while (true) {
+    Block *body = nest.back().getBody();
+    scf::ForOp inner;
+    bool movable = true;
+    for (Operation &op : body->without_terminator()) {
+      if (auto loop = dyn_cast<scf::ForOp>(&op)) {
+        if (inner) {
+          return nest;
+        }
+        inner = loop;
+        continue;
+      }
+      movable &= isPure(&op) && op.getNumRegions() == 0;
+    }
+    if (!inner || !inner->hasAttr(kParallelAttr) || !movable ||
+        inner.getNumResults() != 0) {
+      return nest;
+    }
+    for (Value bound :
+         {inner.getLowerBound(), inner.getUpperBound(), inner.getStep()}) {
+      if (!outer.isDefinedOutsideOfLoop(bound)) {
+        return nest;
+      }
+    }
+    // The index arithmetic (used by the inner loop only: there is nothing
+    // else in the body) moves to the front of the inner body, in order.
+    Operation *anchor = &inner.getBody()->front();
+    for (Operation &op :
+         llvm::make_early_inc_range(body->without_terminator())) {
+      if (&op != inner.getOperation()) {
+        op.moveBefore(anchor);
+      }
+    }
+    nest.push_back(inner);
+  }
+}
+
+/// Splits a marked loop whose body runs several loops (the full tiles of a
+/// row loop and its peeled partial tile) into one copy per inner loop, so
+/// that each copy is a perfect nest that can be collapsed. Legal because a
+/// marked loop is a parallel dimension of its op: its iterations write
+/// disjoint elements, in any order.
+void distribute(RewriterBase &rewriter, scf::ForOp loop) {
+  SmallVector<Operation *> inner;
+  for (Operation &op : loop.getBody()->without_terminator()) {
+    if (op.getNumRegions() > 0) {
+      if (!isa<scf::ForOp>(op)) {
+        return;
+      }
+      inner.push_back(&op);
+    } else if (!isPure(&op)) {
+      return;
+    }
+  }
+  if (inner.size() < 2 || loop.getNumResults() != 0) {
+    return;
+  }
+  rewriter.setInsertionPointAfter(loop);
+  for (size_t keep = inner.size(); keep-- > 1;) {
+    IRMapping mapping;
+    auto copy = cast<scf::ForOp>(rewriter.clone(*loop, mapping));
+    rewriter.setInsertionPoint(copy);
+    for (size_t other = 0; other < inner.size(); ++other) {
+      if (other != keep) {
+        rewriter.eraseOp(mapping.lookup(inner[other]));
+      }
+    }
+  }
+  for (size_t other = 1; other < inner.size(); ++other) {
+    rewriter.eraseOp(inner[other]);
+  }
+}
+
+/// Turns the loops that kiln-tile-and-vectorize marked into scf.parallel:
+/// the outermost marked loop of each nest, with the marked loops perfectly
+/// nested in it (one multi-dimensional scf.parallel, which libomp runs as
+/// one collapsed iteration space), when they carry no values.
 struct KilnParallelizeLoopsPass
     : kiln::impl::KilnParallelizeLoopsPassBase<KilnParallelizeLoopsPass> {
   void runOnOperation() override {
     IRRewriter rewriter(&getContext());
     SmallVector<scf::ForOp> marked;
+    getOperation().walk([&](scf::ForOp loop) { // innermost first
+      if (loop->hasAttr(kParallelAttr)) {
+        marked.push_back(loop);
+      }
+    });
+    for (scf::ForOp loop : marked) {
+      distribute(rewriter, loop);
+    }
+    SmallVector<scf::ForOp> outermost;
     getOperation().walk<WalkOrder::PreOrder>([&](scf::ForOp loop) {
       if (!loop->hasAttr(kParallelAttr)) {
         return WalkResult::advance();
       }
-      loop->removeAttr(kParallelAttr);
       if (loop.getNumResults() == 0 &&
           !loop->getParentOfType<scf::ParallelOp>()) {
-        marked.push_back(loop);
-        return WalkResult::skip(); // nested marks stay serial
+        outermost.push_back(loop);
+        return WalkResult::skip(); // nested marks join it or stay serial
       }
       return WalkResult::advance();
     });
-    getOperation().walk(
-        [&](scf::ForOp loop) { loop->removeAttr(kParallelAttr); });
-    for (scf::ForOp loop : marked) {
+    for (scf::ForOp loop : outermost) {
+      SmallVector<scf::ForOp> nest = collapsibleNest(loop);
+      SmallVector<Value> lower, upper, steps;
+      for (scf::ForOp l : nest) {
+        lower.push_back(l.getLowerBound());
+        upper.push_back(l.getUpperBound());
+        steps.push_back(l.getStep());
+      }
       rewriter.setInsertionPoint(loop);
-      auto parallel = scf::ParallelOp::create(
-          rewriter, loop.getLoc(), ValueRange{loop.getLowerBound()},
-          ValueRange{loop.getUpperBound()}, ValueRange{loop.getStep()});
+      auto parallel =
+          scf::ParallelOp::create(rewriter, loop.getLoc(), lower, upper, steps);
       Block *body = parallel.getBody();
       rewriter.eraseOp(body->getTerminator());
-      rewriter.mergeBlocks(loop.getBody(), body,
-                           body->getArguments().take_front(1));
+      // The innermost loop's body, with each loop's induction variable
+      // replaced by the matching one of the scf.parallel (the index
+      // arithmetic moved into the inner loops comes along).
+      scf::ForOp innermost = nest.back();
+      for (auto [l, iv] : llvm::zip(nest, body->getArguments())) {
+        rewriter.replaceAllUsesWith(l.getInductionVar(), iv);
+      }
+      rewriter.mergeBlocks(innermost.getBody(), body,
+                           body->getArguments().take_back(1));
       // The scf.yield of the for loop becomes the scf.reduce terminator.
       Operation *yield = body->getTerminator();
       rewriter.setInsertionPoint(yield);
@@ -440,6 +608,8 @@ struct KilnParallelizeLoopsPass
       rewriter.eraseOp(yield);
       rewriter.eraseOp(loop);
     }
+    getOperation().walk(
+        [&](scf::ForOp loop) { loop->removeAttr(kParallelAttr); });
   }
 };
 } // namespace

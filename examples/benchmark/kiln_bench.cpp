@@ -9,6 +9,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "examples/benchmark/fma_peak.h"
+
 #include "compiler/DSL/DSL.h"
 #include "compiler/DSL/Models.h"
 #include "compiler/Target/JIT/CompiledModel.h"
@@ -27,6 +29,7 @@
 #include <map>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 using namespace kiln;
@@ -69,6 +72,10 @@ struct Options {
   bool batch1 = true;
   /// The CPU the models are compiled for (JitOptions::cpu).
   std::string cpu = "host";
+  /// Threads (libomp's: OMP_NUM_THREADS, else every core) and their
+  /// measured FMA peak.
+  int threads = 1;
+  double peak = 0;
 };
 
 void measure(const std::string &name, const std::string &mode, const Shape &c,
@@ -111,13 +118,14 @@ void measure(const std::string &name, const std::string &mode, const Shape &c,
   fmt::print("{:<10} {:<11} {:>9.2f} ms  {:>9.0f} tok/s  {:>6.1f} GFLOP/s  "
              "{:>5.1f}% of peak  peak RSS {:>5.0f} MiB (now {:.0f})\n",
              name, mode, median, c.b * c.t / (median * 1e-3), gflops,
-             100 * gflops / 387.0, usage.ru_maxrss / 1024.0, residentMiB);
+             (options.peak > 0 ? 100 * gflops / options.peak : 0.0),
+             usage.ru_maxrss / 1024.0, residentMiB);
   fmt::print("RESULT peer=kiln model={} mode={} median_ms={:.2f} min_ms={:.2f} "
              "tokens_per_s={:.0f} gflops={:.1f} peak_pct={:.1f} rss_mib={:.0f} "
              "rss_now_mib={:.0f} loss_first={:.4f} loss_last={:.4f}\n",
              name, mode, median, ms.front(), c.b * c.t / (median * 1e-3),
-             gflops, 100 * gflops / 387.0, usage.ru_maxrss / 1024.0,
-             residentMiB, first, last);
+             gflops, (options.peak > 0 ? 100 * gflops / options.peak : 0.0),
+             usage.ru_maxrss / 1024.0, residentMiB, first, last);
   std::fflush(stdout);
 }
 
@@ -253,8 +261,17 @@ int main(int argc, char **argv) try {
       return 2;
     }
   }
+  options.threads = int(std::thread::hardware_concurrency());
+  if (const char *env = std::getenv("OMP_NUM_THREADS");
+      env && std::atoi(env) > 0) {
+    options.threads = std::atoi(env);
+  }
+  options.threads = std::max(1, options.threads);
+  options.peak = kiln::bench::measureFmaPeak(options.threads);
   fmt::print("Kiln forward pass (+ mean cross-entropy) and training step "
-             "(+ backward + AdamW), 2 threads, peak 387.0 GFLOP/s\n");
+             "(+ backward + AdamW), {} threads, measured FMA peak {:.1f} "
+             "GFLOP/s\n",
+             options.threads, options.peak);
   for (const std::string &m : options.models) {
     if (m == "gpt-tiny") {
       benchGpt(m, dsl::models::gptTiny(), {65, 128, 4, 4, 512, 128, 16},

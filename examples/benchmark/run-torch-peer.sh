@@ -23,6 +23,7 @@ if [[ ! -x $bin || $here/torch_peer.cpp -nt $bin ]]; then
   mv "$bin.tmp" "$bin"
 fi
 
-export OPENBLAS_CORETYPE=SkylakeX ATEN_CPU_CAPABILITY=avx512
+source "$here/cpu-env.sh"
+echo "peer settings: OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE ATEN_CPU_CAPABILITY=${ATEN_CPU_CAPABILITY:-default}" >&2
 export LD_LIBRARY_PATH=$lib/openblas-openmp${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 exec "$bin" "$@"

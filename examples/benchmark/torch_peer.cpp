@@ -1,6 +1,8 @@
 // libtorch peer for Kiln's benchmark: the models of shared/docs/BENCHMARKS.md.
 #include <torch/torch.h>
 
+#include "fma_peak.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -223,6 +225,9 @@ struct Options {
   std::vector<std::string> models{"gpt-tiny", "gpt-small", "encdec"};
   std::vector<std::string> modes{"forward", "train"};
   int threads = 2, steps = 10;
+  /// This machine's FMA peak for `threads` threads (fma_peak.h), measured
+  /// once by the parent process and handed to each measurement.
+  double peak = 0;
 };
 
 std::vector<std::string> split(const std::string &s) {
@@ -296,7 +301,7 @@ int measure(const std::string &model, const std::string &mode,
   double gflop =
       (encdec ? encdecFlops(c) : gptFlops(c)) * 1e-9 * (train ? 3 : 1);
   double gflops = gflop / (median * 1e-3);
-  double peak = o.threads == 1 ? 194.7 : 387.0;
+  double peak = o.peak > 0 ? o.peak : kiln::bench::measureFmaPeak(o.threads);
   int64_t params = 0;
   for (auto &p : net->parameters()) {
     params += p.numel();
@@ -334,13 +339,15 @@ std::string runChild(const char *self, const std::string &model,
     return "";
   }
   std::string th = std::to_string(o.threads), st = std::to_string(o.steps);
+  std::string pk = std::to_string(o.peak);
   pid_t pid = fork();
   if (pid == 0) {
     dup2(fd[1], 1);
     close(fd[0]);
     close(fd[1]);
     execl("/proc/self/exe", self, "--child", model.c_str(), mode.c_str(),
-          "--threads", th.c_str(), "--steps", st.c_str(), (char *)nullptr);
+          "--threads", th.c_str(), "--steps", st.c_str(), "--peak", pk.c_str(),
+          (char *)nullptr);
     _exit(127);
   }
   close(fd[1]);
@@ -399,6 +406,8 @@ int main(int argc, char **argv) {
       o.threads = std::max(1, std::atoi(argv[++i]));
     } else if (a == "--steps" && more) {
       o.steps = std::max(1, std::atoi(argv[++i]));
+    } else if (a == "--peak" && more) {
+      o.peak = std::atof(argv[++i]);
     } else if (a == "--child" && i + 2 < argc) {
       child = argv[++i];
       childMode = argv[++i];
@@ -413,6 +422,11 @@ int main(int argc, char **argv) {
   if (!child.empty()) {
     return measure(child, childMode, o);
   }
+  if (o.peak <= 0) {
+    o.peak = kiln::bench::measureFmaPeak(o.threads);
+  }
+  std::printf("measured FMA peak: %.1f GFLOP/s on %d threads\n", o.peak,
+              o.threads);
   for (auto &m : o.models) {
     if (m != "gpt-tiny" && m != "gpt-small" && m != "encdec") {
       std::fprintf(stderr, "unknown model %s\n", m.c_str());

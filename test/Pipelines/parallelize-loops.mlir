@@ -1,12 +1,14 @@
 // Which loops run on all cores (kiln-parallelize-loops after
-// kiln-tile-and-vectorize): the row loop of a contraction, the outermost
-// parallel loop of an elementwise op, and no loop of a reduction whose
-// reduced dimensions come first (a bias gradient [B, T, D] -> [D] would
-// otherwise start the threads once per reduced row).
+// kiln-tile-and-vectorize): every parallel loop but the innermost, as one
+// collapsed scf.parallel (batch, heads and rows of a contraction; batch and
+// rows of an elementwise op, so that a batch of 1 still splits), and no loop
+// of a reduction whose reduced dimensions come first (a bias gradient
+// [B, T, D] -> [D] would otherwise start the threads once per reduced row).
 // RUN: kiln-opt %s -pass-pipeline="builtin.module(func.func(kiln-tile-and-vectorize),canonicalize,func.func(kiln-parallelize-loops))" | FileCheck %s
 
 // CHECK-LABEL: func.func @elementwise
-// CHECK: scf.parallel
+// CHECK: scf.parallel (%{{.+}}, %{{.+}}) = (%c0, %c0) to (%{{.+}}, %{{.+}}) step (%c1, %c1)
+// CHECK-NEXT: scf.for %{{.+}} = %c0 to %c128 step %c16
 // CHECK-NOT: scf.parallel
 // CHECK: return
 func.func @elementwise(%x: memref<?x?x128xf32>, %y: memref<?x?x128xf32>) {
@@ -46,6 +48,27 @@ func.func @row_sums(%x: memref<?x128xf32>, %s: memref<?xf32>) {
       ins(%x : memref<?x128xf32>) outs(%s : memref<?xf32>) {
   ^bb0(%a: f32, %acc: f32):
     %r = arith.addf %acc, %a : f32
+    linalg.yield %r : f32
+  }
+  return
+}
+
+// Attention-style batched products [B, H, T, dh] x [B, H, dh, T]: batch,
+// heads and the full 8-row tiles share one 3-D parallel loop; the peeled
+// partial row tile gets its own over batch and heads (the loops are split,
+// as their iterations are independent). Column tiles stay inside.
+// CHECK-LABEL: func.func @batched_contraction
+// CHECK: scf.parallel (%{{.+}}, %{{.+}}, %{{.+}}) = (%c0, %c0, %c0) to (%{{.+}}, %c6, %c16) step (%c1, %c1, %c8)
+// CHECK-NEXT: scf.for {{.*}} to %c96 step %c32
+// CHECK: scf.parallel (%{{.+}}, %{{.+}}) = (%c0, %c0) to (%{{.+}}, %c6) step (%c1, %c1)
+// CHECK-NEXT: scf.for {{.*}} to %c96 step %c32
+func.func @batched_contraction(%q: memref<?x6x20x64xf32>, %k: memref<?x6x64x96xf32>, %s: memref<?x6x20x96xf32>) {
+  linalg.generic {indexing_maps = [affine_map<(b, h, i, j, d) -> (b, h, i, d)>, affine_map<(b, h, i, j, d) -> (b, h, d, j)>, affine_map<(b, h, i, j, d) -> (b, h, i, j)>],
+                  iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]}
+      ins(%q, %k : memref<?x6x20x64xf32>, memref<?x6x64x96xf32>) outs(%s : memref<?x6x20x96xf32>) {
+  ^bb0(%x: f32, %y: f32, %acc: f32):
+    %p = arith.mulf %x, %y : f32
+    %r = arith.addf %acc, %p : f32
     linalg.yield %r : f32
   }
   return

@@ -28,6 +28,7 @@
 // CHECK-LABEL: func.func @contraction
 // CHECK-SAME: (%[[A:.+]]: memref<20x64xf32>, %[[B:.+]]: memref<64x96xf32>)
 // CHECK: %[[C:.+]] = memref.alloc() : memref<20x96xf32>
+// CHECK-NOT: affine.min
 // CHECK: scf.for %[[M:.+]] = %{{.+}} to %{{.+}} step %c8
 // CHECK: scf.for %[[N:.+]] = %{{.+}} to %{{.+}} step %c32
 // CHECK: %[[ACC0:.+]] = vector.transfer_read %[[C]][%[[M]], %[[N]]]{{.*}} : memref<20x96xf32>, vector<8x32xf32>
@@ -233,6 +234,38 @@ func.func @select_by_i8_mask(%m: memref<4x64xi8>, %x: memref<4x64xf32>, %y: memr
     %k = arith.cmpi ne, %keep, %c0 : i8
     %r = arith.select %k, %v, %z : f32
     linalg.yield %r : f32
+  }
+  return
+}
+
+// A contraction larger than the caches is blocked around its register
+// tiles: n-blocks, then k-blocks, then the 8x32 (6x16) tiles. The named CPUs
+// assume a 32 KiB L1 and 512 KiB L2: on AVX-512 kc = 32 KiB / ((8 + 32) x 4
+// bytes) = 204 -> 192 and nc = 512 KiB / (2 x 192 x 4) = 341 -> 320; on AVX2
+// kc = 32 KiB / ((6 + 16) x 4) = 372 -> 368 and nc = 512 KiB / (2 x 368 x 4)
+// = 178 -> 176.
+// CHECK-LABEL: func.func @blocked
+// CHECK: scf.for %[[JC:.+]] = %c0 to %c700 step %c320
+// CHECK: affine.min
+// CHECK: scf.for %[[PC:.+]] = %c0 to %c1000 step %c192
+// CHECK: affine.min
+// CHECK: scf.for %{{.+}} = %c0 to %c16 step %c8
+// CHECK: scf.for %{{.+}} step %c32
+// CHECK: vector<8x32xf32>
+// AVX2-LABEL: func.func @blocked
+// AVX2: scf.for %{{.+}} = %c0 to %c700 step %c176
+// AVX2: scf.for %{{.+}} = %c0 to %c1000 step %c368
+// AVX2: scf.for %{{.+}} = %c0 to %c12 step %c6
+// AVX2: scf.for %{{.+}} step %c16
+// AVX2: vector<6x16xf32>
+func.func @blocked(%a: memref<16x1000xf32>, %b: memref<1000x700xf32>, %c: memref<16x700xf32>) {
+  linalg.generic {indexing_maps = [affine_map<(m, n, k) -> (m, k)>, affine_map<(m, n, k) -> (k, n)>, affine_map<(m, n, k) -> (m, n)>],
+                  iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%a, %b : memref<16x1000xf32>, memref<1000x700xf32>) outs(%c : memref<16x700xf32>) {
+  ^bb0(%x: f32, %y: f32, %acc: f32):
+    %p = arith.mulf %x, %y : f32
+    %s = arith.addf %acc, %p : f32
+    linalg.yield %s : f32
   }
   return
 }

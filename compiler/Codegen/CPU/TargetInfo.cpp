@@ -8,6 +8,9 @@
 #include "llvm/TargetParser/X86TargetParser.h"
 
 #include <algorithm>
+#include <cctype>
+#include <fstream>
+#include <string>
 
 namespace mlir::kiln::cpu {
 
@@ -17,6 +20,53 @@ int64_t TargetInfo::tileM() const {
   return std::clamp<int64_t>(fit, 1, 8);
 }
 
+int64_t TargetInfo::blockK() const {
+  int64_t k = l1DataBytes / ((tileM() + tileN()) * int64_t(sizeof(float)));
+  return std::max<int64_t>(16, k / 16 * 16);
+}
+
+int64_t TargetInfo::blockN() const {
+  int64_t n = l2Bytes / (2 * blockK() * int64_t(sizeof(float)));
+  return std::max(tileN(), n / tileN() * tileN());
+}
+
+namespace {
+/// The size of this machine's per-core level-`level` data (or unified)
+/// cache as Linux reports it, or 0 when it does not.
+int64_t hostCacheBytes(int level) {
+  for (int index = 0; index < 8; ++index) {
+    std::string dir =
+        "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index);
+    auto read = [&](const char *name) {
+      std::ifstream in(dir + "/" + name);
+      std::string value;
+      std::getline(in, value);
+      return value;
+    };
+    std::string type = read("type");
+    if (read("level") != std::to_string(level) || type == "Instruction") {
+      continue;
+    }
+    std::string size = read("size"); // "48K", "1024K", "32M"
+    int64_t bytes = 0;
+    size_t i = 0;
+    for (; i < size.size() && std::isdigit((unsigned char)size[i]); ++i) {
+      bytes = bytes * 10 + (size[i] - '0');
+      if (bytes > (int64_t(1) << 40)) {
+        return 0;
+      }
+    }
+    if (i < size.size() && size[i] == 'K') {
+      bytes *= 1024;
+    } else if (i < size.size() && size[i] == 'M') {
+      bytes *= 1024 * 1024;
+    }
+    return bytes;
+  }
+  return 0;
+}
+} // namespace
+
 llvm::Expected<TargetInfo> lookupTarget(llvm::StringRef cpu) {
   TargetInfo info;
   bool avx = false, avx512 = false;
@@ -25,6 +75,13 @@ llvm::Expected<TargetInfo> lookupTarget(llvm::StringRef cpu) {
     llvm::StringMap<bool> features = llvm::sys::getHostCPUFeatures();
     avx = features.lookup("avx");
     avx512 = features.lookup("avx512f");
+    // Caches too small to be real (or unreadable) keep the defaults.
+    if (int64_t l1 = hostCacheBytes(1); l1 >= 16 * 1024) {
+      info.l1DataBytes = std::min<int64_t>(l1, 128 * 1024);
+    }
+    if (int64_t l2 = hostCacheBytes(2); l2 >= 128 * 1024) {
+      info.l2Bytes = std::min<int64_t>(l2, 8 * 1024 * 1024);
+    }
   } else {
     if (llvm::X86::parseArchX86(cpu, /*Only64Bit=*/true) ==
         llvm::X86::CK_None) {

@@ -26,6 +26,11 @@ struct TargetInfo {
   int64_t vectorBits = 128;
   /// Architectural vector registers: 32 with AVX-512, else 16.
   int64_t vectorRegisters = 16;
+  /// Per-core data cache sizes: the host's as Linux reports them (sysfs);
+  /// for a named CPU, the smallest of the x86-64 server cores Kiln runs on
+  /// (32 KiB L1d, 512 KiB L2: Zen 3), so that blocks fit everywhere.
+  int64_t l1DataBytes = 32 * 1024;
+  int64_t l2Bytes = 512 * 1024;
 
   /// f32 elements in one vector register.
   int64_t f32Lanes() const { return vectorBits / 32; }
@@ -40,6 +45,15 @@ struct TargetInfo {
   /// spills through vector.contract's outer-product lowering). AVX2 (16
   /// registers): 6 x 16; AVX-512 (32 registers): 8 x 32.
   int64_t tileM() const;
+  /// The reduction (K) block of a contraction: one register tile's rows of
+  /// A (tileM x kc) and columns of B (kc x tileN) fit in the L1 data cache
+  /// together, so the A rows are reused from L1 across a row of tiles. A
+  /// multiple of 16, at least 16.
+  int64_t blockK() const;
+  /// The column (N) block: a kc x nc block of B fills at most half of L2,
+  /// so every row tile of the contraction reads it from L2 rather than
+  /// from memory. A multiple of tileN.
+  int64_t blockN() const;
 };
 
 /// The target of "host" (this machine's CPU and features) or of an LLVM CPU

@@ -9,6 +9,7 @@
 #include "compiler/Target/JIT/Jit.h"
 
 #include "compiler/Target/JIT/Lowering.h"
+#include "runtime/Allocator.h"
 #include "runtime/Cuda.h"
 #include "runtime/Error.h"
 #include "runtime/MemrefCopy.h"
@@ -125,6 +126,15 @@ JitModule::compileLowered(LoweredModule lowered, const JitOptions &options) {
     llvm::orc::SymbolMap symbols;
     symbols[interner("memrefCopy")] = {
         llvm::orc::ExecutorAddr::fromPtr(&memrefCopy),
+        llvm::JITSymbolFlags::Exported};
+    symbols[interner("_mlir_memref_to_llvm_alloc")] = {
+        llvm::orc::ExecutorAddr::fromPtr(&_mlir_memref_to_llvm_alloc),
+        llvm::JITSymbolFlags::Exported};
+    symbols[interner("_mlir_memref_to_llvm_aligned_alloc")] = {
+        llvm::orc::ExecutorAddr::fromPtr(&_mlir_memref_to_llvm_aligned_alloc),
+        llvm::JITSymbolFlags::Exported};
+    symbols[interner("_mlir_memref_to_llvm_free")] = {
+        llvm::orc::ExecutorAddr::fromPtr(&_mlir_memref_to_llvm_free),
         llvm::JITSymbolFlags::Exported};
     for (auto [name, address] : cuda::runtimeSymbols()) {
       symbols[interner(name)] = {llvm::orc::ExecutorAddr::fromPtr(address),

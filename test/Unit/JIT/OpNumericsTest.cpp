@@ -9,6 +9,7 @@
 #include "Reference.h"
 
 #include "compiler/Target/JIT/Jit.h"
+#include "runtime/Allocator.h"
 #include "runtime/Error.h"
 
 #include <gtest/gtest.h>
@@ -648,3 +649,29 @@ TEST(Jit, DumpsTheIROfEveryStage) {
   EXPECT_NE(read("llvm.mlir").find("llvm.func @f"), std::string::npos);
   EXPECT_NE(read("ll").find("define"), std::string::npos);
 }
+
+namespace {
+// Compiled code takes its buffers from runtime/Allocator.h: a second call
+// of a function with large temporaries and results reuses the blocks of the
+// first instead of asking the system for fresh memory.
+TEST(OpNumerics, CompiledCodeReusesBuffersAcrossCalls) {
+  auto module = JitModule::compileSource(R"(
+    func.func @f(%x: tensor<?x512xf32>, %w: tensor<512x512xf32>) -> tensor<?x512xf32> {
+      %h = kiln.linear %x, %w : (tensor<?x512xf32>, tensor<512x512xf32>) -> tensor<?x512xf32>
+      %y = kiln.gelu %h : (tensor<?x512xf32>) -> tensor<?x512xf32>
+      return %y : tensor<?x512xf32>
+    })");
+  Tensor x = Tensor::full({300, 512}, 0.01f);
+  Tensor w = Tensor::full({512, 512}, 0.02f);
+  memory::trim();
+  float first = module->function("f").call({x, w})[0].data<float>()[0];
+  memory::Stats before = memory::stats();
+  EXPECT_GT(before.cachedBytes, 0u); // the temporaries and the result
+  float second = module->function("f").call({x, w})[0].data<float>()[0];
+  memory::Stats after = memory::stats();
+  EXPECT_GT(after.reused, before.reused);
+  EXPECT_EQ(after.fresh, before.fresh);
+  EXPECT_EQ(first, second);
+  memory::trim();
+}
+} // namespace
