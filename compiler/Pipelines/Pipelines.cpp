@@ -54,7 +54,8 @@ std::string kiln::linalgToLLVMPipeline(const std::string &cpu) {
          "kiln-inline-alloca-scopes,"
          "convert-scf-to-cf,"
          "canonicalize,"
-         "convert-vector-to-llvm{vector-contract-lowering=outerproduct},"
+         "convert-vector-to-llvm{vector-contract-lowering=outerproduct "
+         "vector-transpose-lowering=shuffle16x16},"
          "convert-math-to-llvm,"
          "convert-math-to-libm,"
          // Buffers come from Kiln's allocator (runtime/Allocator.h), which

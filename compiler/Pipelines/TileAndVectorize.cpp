@@ -67,6 +67,16 @@ SmallVector<int64_t> chooseTileSizes(linalg::LinalgOp op, int64_t tileM,
   if (loops > 0) {
     clampTo(loops - 1, width);
   }
+  // A transpose reads its input along another loop than the one it writes
+  // along: square width x width tiles, read row by row and transposed in
+  // registers, instead of a column of scalar loads per output vector.
+  if (auto transpose = dyn_cast<linalg::TransposeOp>(op.getOperation())) {
+    ArrayRef<int64_t> perm = transpose.getPermutation();
+    auto read = llvm::find(perm, int64_t(perm.size()) - 1);
+    if (read != perm.end() && int64_t(read - perm.begin()) != loops - 1) {
+      clampTo(read - perm.begin(), width);
+    }
+  }
   return sizes;
 }
 
@@ -226,6 +236,43 @@ SmallVector<unsigned> chooseParallelDims(linalg::LinalgOp op) {
   return parallel;
 }
 
+/// A transpose's tile read (a 2-D transfer_read whose columns run along
+/// the source's last dimension: a [K, N] tile of a [N, K] weight, a
+/// [dh, T] tile of [B, T, H, dh] keys) becomes a read of contiguous rows and a
+/// vector.transpose, which LLVM lowers to shuffles in registers; read as it
+/// is, every column of the tile would be a gather of scalar loads.
+struct TransposedTileRead : OpRewritePattern<vector::TransferReadOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(vector::TransferReadOp read,
+                                PatternRewriter &rewriter) const override {
+    VectorType type = read.getVectorType();
+    auto source = dyn_cast<MemRefType>(read.getBase().getType());
+    if (type.getRank() != 2 || !source || source.getRank() < 2 ||
+        read.getMask() || read.hasOutOfBoundsDim()) {
+      return failure();
+    }
+    MLIRContext *context = rewriter.getContext();
+    unsigned rank = source.getRank();
+    AffineMap map = read.getPermutationMap();
+    auto first = dyn_cast<AffineDimExpr>(map.getResult(0));
+    auto second = dyn_cast<AffineDimExpr>(map.getResult(1));
+    if (!first || !second || first.getPosition() != rank - 1 ||
+        second.getPosition() == rank - 1) {
+      return failure();
+    }
+    // Rows along the other dimension, each contiguous along the last.
+    AffineMap rowsMap = AffineMap::get(rank, 0, {second, first}, context);
+    auto rowsType = VectorType::get({type.getDimSize(1), type.getDimSize(0)},
+                                    type.getElementType());
+    Value rows = vector::TransferReadOp::create(
+        rewriter, read.getLoc(), rowsType, read.getBase(), read.getIndices(),
+        read.getPadding(), rowsMap, ArrayRef<bool>{true, true});
+    rewriter.replaceOpWithNewOp<vector::TransposeOp>(read, rows,
+                                                     ArrayRef<int64_t>{1, 0});
+    return success();
+  }
+};
+
 struct KilnTileAndVectorizePass
     : kiln::impl::KilnTileAndVectorizePassBase<KilnTileAndVectorizePass> {
   using Base::Base;
@@ -349,6 +396,7 @@ struct KilnTileAndVectorizePass
     //    head dims), so that they lower to plain 1-D vector registers.
     RewritePatternSet patterns(context);
     vector::populateCastAwayVectorLeadingOneDimPatterns(patterns);
+    patterns.add<TransposedTileRead>(context);
     vector::populateVectorTransferDropUnitDimsPatterns(patterns);
     vector::populateDropUnitDimWithShapeCastPatterns(patterns);
     vector::TransferReadOp::getCanonicalizationPatterns(patterns, context);

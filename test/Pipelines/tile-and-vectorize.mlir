@@ -269,3 +269,27 @@ func.func @blocked(%a: memref<16x1000xf32>, %b: memref<1000x700xf32>, %c: memref
   }
   return
 }
+
+// A transpose is tiled in square vector-width tiles whose rows are read
+// contiguously and transposed in registers (16x16 on AVX-512, 8x8 on AVX2),
+// not read one column of scalar loads per output vector: a Linear's weight
+// [N, K] -> [K, N], and attention's keys [B, T, H, dh] -> [B, H, dh, T].
+// CHECK-LABEL: func.func @weight_transpose
+// CHECK: scf.for {{.*}} step %c16
+// CHECK: scf.for {{.*}} step %c16
+// CHECK: %[[ROWS:.+]] = vector.transfer_read {{.*}} : memref<96x64xf32>, vector<16x16xf32>
+// CHECK: vector.transpose %[[ROWS]], [1, 0] : vector<16x16xf32> to vector<16x16xf32>
+// AVX2-LABEL: func.func @weight_transpose
+// AVX2: vector.transpose %{{.+}}, [1, 0] : vector<8x8xf32> to vector<8x8xf32>
+func.func @weight_transpose(%w: memref<96x64xf32>, %o: memref<64x96xf32>) {
+  linalg.transpose ins(%w : memref<96x64xf32>) outs(%o : memref<64x96xf32>) permutation = [1, 0]
+  return
+}
+
+// CHECK-LABEL: func.func @keys_heads_major
+// CHECK: %[[ROWS:.+]] = vector.transfer_read {{.*}} permutation_map = #{{.+}}} : memref<2x32x4x32xf32>, vector<16x16xf32>
+// CHECK: vector.transpose %[[ROWS]], [1, 0] : vector<16x16xf32> to vector<16x16xf32>
+func.func @keys_heads_major(%k: memref<2x32x4x32xf32>, %o: memref<2x4x32x32xf32>) {
+  linalg.transpose ins(%k : memref<2x32x4x32xf32>) outs(%o : memref<2x4x32x32xf32>) permutation = [0, 2, 3, 1]
+  return
+}
