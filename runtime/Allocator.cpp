@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <iterator>
 #include <map>
@@ -25,7 +26,19 @@ struct Cache {
   std::multimap<size_t, Header *> blocks; ///< by capacity
   size_t bytes = 0;
   size_t limit = 0;
+  /// Large blocks handed out and not yet released, and their most so far.
+  size_t live = 0, peakLive = 0;
   uint64_t reused = 0, fresh = 0;
+
+  /// Frees cached blocks, largest first, until at most `keep` bytes stay.
+  void evictTo(size_t keep) {
+    while (bytes > keep && !blocks.empty()) {
+      auto largest = std::prev(blocks.end());
+      bytes -= largest->first;
+      std::free(largest->second->base);
+      blocks.erase(largest);
+    }
+  }
 
   Cache() {
     long pages = sysconf(_SC_PHYS_PAGES), pageSize = sysconf(_SC_PAGESIZE);
@@ -50,6 +63,7 @@ struct Cache {
     }
     blocks.clear();
     bytes = 0;
+    peakLive = live; // a fresh start: the high-water mark is measured again
   }
 };
 
@@ -81,14 +95,27 @@ void *allocate(size_t size) {
       Header *header = it->second;
       c.bytes -= it->first;
       c.blocks.erase(it);
+      c.live += header->capacity;
+      c.peakLive = std::max(c.peakLive, c.live);
       ++c.reused;
       return header + 1;
     }
+    // A miss: the cache must not make the footprint (live + cached) grow
+    // past the most ever live at once, which plain malloc would also reach;
+    // cached blocks of other sizes go back to the system first.
     ++c.fresh;
+    c.live += capacity;
+    c.peakLive = std::max(c.peakLive, c.live);
+    c.evictTo(c.peakLive - c.live);
   }
   size_t total = (sizeof(Header) + capacity + 63) / 64 * 64;
   auto *header = static_cast<Header *>(std::aligned_alloc(64, total));
   if (!header) {
+    if (capacity >= kCachedBlockBytes) {
+      Cache &c = cache();
+      std::lock_guard<std::mutex> lock(c.mutex);
+      c.live -= std::min(c.live, capacity);
+    }
     return nullptr;
   }
   header->base = header;
@@ -128,6 +155,7 @@ void release(void *pointer) {
   if (header->capacity >= kCachedBlockBytes) {
     Cache &c = cache();
     std::lock_guard<std::mutex> lock(c.mutex);
+    c.live -= std::min(c.live, header->capacity);
     if (c.bytes + header->capacity <= c.limit) {
       c.blocks.emplace(header->capacity, header);
       c.bytes += header->capacity;
@@ -149,12 +177,7 @@ void setCacheLimit(size_t bytes) {
   Cache &c = cache();
   std::lock_guard<std::mutex> lock(c.mutex);
   c.limit = bytes;
-  while (c.bytes > c.limit && !c.blocks.empty()) {
-    auto largest = std::prev(c.blocks.end());
-    c.bytes -= largest->first;
-    std::free(largest->second->base);
-    c.blocks.erase(largest);
-  }
+  c.evictTo(c.limit);
 }
 
 } // namespace kiln::memory

@@ -10,11 +10,12 @@
 // (nearly) the same size. A model runs the same allocations every step, so
 // from the second step on no buffer is fresh memory: the kernel no longer
 // maps, zeroes and unmaps the activations of every step (10-20% of a
-// training step's time before). The cached bytes are capped
-// (KILN_ALLOCATOR_CACHE_MIB, default half the machine's memory) and
-// released by kiln::memory::trim(); the peak resident set of a step is not
-// raised, since a step only takes from the cache what an earlier step of
-// the same sizes freed.
+// training step's time before). The cache never makes the footprint (live
+// + cached blocks) grow past the most ever live at once, which plain malloc
+// reaches too: an allocation that finds no block of its size first returns
+// cached blocks of other sizes to the system. The cached bytes are also
+// capped (KILN_ALLOCATOR_CACHE_MIB, default half the machine's memory) and
+// released by kiln::memory::trim().
 //
 //===----------------------------------------------------------------------===//
 
@@ -51,7 +52,8 @@ struct Stats {
   uint64_t fresh = 0;     ///< large allocations served by the system
 };
 Stats stats();
-/// Returns every cached block to the system.
+/// Returns every cached block to the system (and measures the most ever
+/// live at once afresh).
 void trim();
 /// Caps the cached bytes (blocks over the cap are trimmed now).
 void setCacheLimit(size_t bytes);
