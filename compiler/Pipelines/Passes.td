@@ -61,7 +61,7 @@ def KilnTileAndVectorizePass
       blocked (`nc` columns, `kc` reduction steps; loops n-block, k-block,
       then the tiles) so that a register tile's rows of A stay in L1 and a
       `kc x nc` block of B stays in L2 while every row tile reads it
-      (TargetInfo::blockK/blockN: 304 x 416 with a 48 KiB L1 and 1 MiB L2 on
+      (TargetInfo::blockK/blockN: 512 x 256 with a 48 KiB L1 and 1 MiB L2 on
       AVX-512);
     - every other op is tiled along its innermost loop by one vector
       register (8 f32 on AVX2, 16 on AVX-512) and vectorized.

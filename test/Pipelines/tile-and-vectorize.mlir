@@ -240,21 +240,20 @@ func.func @select_by_i8_mask(%m: memref<4x64xi8>, %x: memref<4x64xf32>, %y: memr
 
 // A contraction larger than the caches is blocked around its register
 // tiles: n-blocks, then k-blocks, then the 8x32 (6x16) tiles. The named CPUs
-// assume a 32 KiB L1 and 512 KiB L2: on AVX-512 kc = 32 KiB / ((8 + 32) x 4
-// bytes) = 204 -> 192 and nc = 512 KiB / (2 x 192 x 4) = 341 -> 320; on AVX2
-// kc = 32 KiB / ((6 + 16) x 4) = 372 -> 368 and nc = 512 KiB / (2 x 368 x 4)
-// = 178 -> 176.
+// assume a 32 KiB L1 and 512 KiB L2: kc = 32 KiB / (2 x 8 x 4 bytes) = 512
+// on AVX-512 (32 KiB / (2 x 6 x 4) = 682, capped at 512, on AVX2) and
+// nc = 512 KiB / (2 x 512 x 4) = 128.
 // CHECK-LABEL: func.func @blocked
-// CHECK: scf.for %[[JC:.+]] = %c0 to %c700 step %c320
+// CHECK: scf.for %[[JC:.+]] = %c0 to %c700 step %c128
 // CHECK: affine.min
-// CHECK: scf.for %[[PC:.+]] = %c0 to %c1000 step %c192
+// CHECK: scf.for %[[PC:.+]] = %c0 to %c1000 step %c512
 // CHECK: affine.min
 // CHECK: scf.for %{{.+}} = %c0 to %c16 step %c8
 // CHECK: scf.for %{{.+}} step %c32
 // CHECK: vector<8x32xf32>
 // AVX2-LABEL: func.func @blocked
-// AVX2: scf.for %{{.+}} = %c0 to %c700 step %c176
-// AVX2: scf.for %{{.+}} = %c0 to %c1000 step %c368
+// AVX2: scf.for %{{.+}} = %c0 to %c700 step %c128
+// AVX2: scf.for %{{.+}} = %c0 to %c1000 step %c512
 // AVX2: scf.for %{{.+}} = %c0 to %c12 step %c6
 // AVX2: scf.for %{{.+}} step %c16
 // AVX2: vector<6x16xf32>

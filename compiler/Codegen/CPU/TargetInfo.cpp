@@ -21,8 +21,8 @@ int64_t TargetInfo::tileM() const {
 }
 
 int64_t TargetInfo::blockK() const {
-  int64_t k = l1DataBytes / ((tileM() + tileN()) * int64_t(sizeof(float)));
-  return std::max<int64_t>(16, k / 16 * 16);
+  int64_t k = l1DataBytes / (2 * tileM() * int64_t(sizeof(float)));
+  return std::clamp<int64_t>(k / 16 * 16, 16, 512);
 }
 
 int64_t TargetInfo::blockN() const {
