@@ -7,6 +7,9 @@
 
 #include "compiler/Pipelines/Pipelines.h"
 
+#include "compiler/Codegen/CPU/Passes.h"
+#include "compiler/Codegen/Common/Passes.h"
+
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
 #include "llvm/Support/FileSystem.h"
@@ -175,6 +178,8 @@ struct CpuPipelineOptions : public PassPipelineOptions<CpuPipelineOptions> {
 
 void kiln::registerKilnPipelines() {
   registerKilnPipelinesPasses();
+  registerKilnCodegenCPUPasses();
+  registerKilnCodegenCommonPasses();
   PassPipelineRegistration<GpuPipelineOptions>(
       "kiln-to-gpu",
       "Lower kiln to GPU kernels compiled to PTX, with host code that "

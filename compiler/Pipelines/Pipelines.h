@@ -8,6 +8,8 @@
 #ifndef KILN_COMPILER_PIPELINES_PIPELINES_H
 #define KILN_COMPILER_PIPELINES_PIPELINES_H
 
+#include "compiler/Codegen/Common/Attributes.h"
+
 #include "mlir/Pass/Pass.h"
 
 #include <string>
@@ -22,11 +24,6 @@ namespace kiln {
 
 #define GEN_PASS_REGISTRATION
 #include "compiler/Pipelines/Passes.h.inc"
-
-/// The argument attribute that marks a kernel's buffer argument as
-/// overlapping no other argument written by the kernel (see
-/// kiln-outline-kernels).
-constexpr llvm::StringLiteral kNoAliasArgAttr = "kiln.noalias";
 
 /// The textual pass pipeline (without the `builtin.module(...)` wrapper)
 /// from kiln to linalg on tensors.

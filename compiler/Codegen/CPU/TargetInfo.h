@@ -1,5 +1,4 @@
-//===- TargetInfo.h - What CPU code generation needs of the target -*- C++
-//-*-===//
+//===- TargetInfo.h - What CPU code generation needs ------------*- C++ -*-===//
 //
 // The vector registers of an x86-64 CPU, read from the host or implied by an
 // LLVM CPU name (kiln-compile --cpu, JitOptions::cpu), and the register tile

@@ -4,7 +4,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "compiler/Pipelines/Pipelines.h"
+#include "compiler/Codegen/CPU/Passes.h"
 
 #include "compiler/Codegen/CPU/TargetInfo.h"
 
@@ -30,12 +30,8 @@
 #include "mlir/Transforms/LoopInvariantCodeMotionUtils.h"
 
 namespace mlir::kiln {
-#define GEN_PASS_DEF_KILNHOISTVECTORTRANSFERSPASS
-#define GEN_PASS_DEF_KILNPARALLELIZELOOPSPASS
-#define GEN_PASS_DEF_KILNFUSEELEMENTWISEPASS
-#define GEN_PASS_DEF_KILNINLINEALLOCASCOPESPASS
 #define GEN_PASS_DEF_KILNTILEANDVECTORIZEPASS
-#include "compiler/Pipelines/Passes.h.inc"
+#include "compiler/Codegen/CPU/Passes.h.inc"
 } // namespace mlir::kiln
 
 using namespace mlir;
@@ -209,8 +205,6 @@ linalg::LinalgOp blockForCaches(RewriterBase &rewriter, linalg::LinalgOp op,
 /// Marks ops created by tiling with the vector sizes they were tiled for.
 constexpr llvm::StringLiteral kTileAttr = "kiln.tile";
 constexpr llvm::StringLiteral kLoopAttr = "kiln.tile_loop";
-/// Marks the tiled loop whose iterations run on all cores.
-constexpr llvm::StringLiteral kParallelAttr = "kiln.parallel";
 
 /// The loops of an op to spread across threads, outermost first: every
 /// parallel loop outside the innermost one (a contraction's: every one but
@@ -335,7 +329,7 @@ struct KilnTileAndVectorizePass
       for (auto [dim, loop] : llvm::enumerate(tiled->loops)) {
         loop->setAttr(kLoopAttr, rewriter.getUnitAttr());
         if (llvm::is_contained(parallelDims, unsigned(dim))) {
-          loop->setAttr(kParallelAttr, rewriter.getUnitAttr());
+          loop->setAttr(kiln::cpu::kParallelAttr, rewriter.getUnitAttr());
         }
       }
     }
@@ -354,7 +348,8 @@ struct KilnTileAndVectorizePass
       if (succeeded(
               scf::peelForLoopAndSimplifyBounds(rewriter, loop, partial)) &&
           partial) {
-        partial->removeAttr(kParallelAttr); // one iteration: nothing to share
+        partial->removeAttr(
+            kiln::cpu::kParallelAttr); // one iteration: nothing to share
       }
     }
     {
@@ -409,312 +404,5 @@ struct KilnTileAndVectorizePass
 
   kiln::cpu::TargetInfo target;
   std::string targetError;
-};
-} // namespace
-
-namespace {
-
-/// The allocation (or argument) a memref view is carved from.
-Value baseOf(Value memref) {
-  while (auto view = memref.getDefiningOp<ViewLikeOpInterface>()) {
-    memref = view.getViewSource();
-  }
-  return memref;
-}
-
-/// Is `v` a kernel's buffer argument that overlaps no other one?
-bool isNoAliasArgument(Value v) {
-  auto arg = dyn_cast<BlockArgument>(v);
-  auto func = arg ? dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp())
-                  : func::FuncOp();
-  return func && func.getArgAttr(arg.getArgNumber(), kiln::kNoAliasArgAttr);
-}
-
-/// Moves a transfer_read/transfer_write pair of a loop-invariant tile of a
-/// fresh allocation (or of a kernel argument that overlaps no other) out of
-/// `loop`, carrying the vector as an iteration argument. The buffer must not
-/// be touched by anything else in the loop.
-void hoistTransferPairs(RewriterBase &rewriter, scf::ForOp loop) {
-  bool changed = true;
-  while (changed) {
-    changed = false;
-    for (auto read : loop.getBody()->getOps<vector::TransferReadOp>()) {
-      Value source = read.getBase();
-      if (read.getMask() || !loop.isDefinedOutsideOfLoop(source) ||
-          !llvm::all_of(read.getIndices(), [&](Value v) {
-            return loop.isDefinedOutsideOfLoop(v);
-          })) {
-        continue;
-      }
-      Value base = baseOf(source);
-      if (!base.getDefiningOp<memref::AllocOp>() && !isNoAliasArgument(base)) {
-        continue;
-      }
-      vector::TransferWriteOp write;
-      for (auto candidate : loop.getBody()->getOps<vector::TransferWriteOp>()) {
-        if (candidate.getBase() == source && !candidate.getMask() &&
-            candidate.getIndices() == read.getIndices() &&
-            candidate.getVector().getType() == read.getType() &&
-            candidate.getPermutationMap() == read.getPermutationMap()) {
-          write = candidate;
-          break;
-        }
-      }
-      if (!write || !read->isBeforeInBlock(write)) {
-        continue;
-      }
-      bool conflict = false;
-      loop.getBody()->walk([&](Operation *op) {
-        if (op == read.getOperation() || op == write.getOperation()) {
-          return;
-        }
-        for (Value operand : op->getOperands()) {
-          if (isa<MemRefType>(operand.getType()) && baseOf(operand) == base) {
-            conflict = true;
-          }
-        }
-      });
-      if (conflict) {
-        continue;
-      }
-      read->moveBefore(loop);
-      auto yieldWrite = [&](OpBuilder &, Location, ArrayRef<BlockArgument>) {
-        return SmallVector<Value>{write.getVector()};
-      };
-      FailureOr<LoopLikeOpInterface> grown = loop.replaceWithAdditionalYields(
-          rewriter, ValueRange{read.getResult()},
-          /*replaceInitOperandUsesInLoop=*/true, yieldWrite);
-      if (failed(grown)) {
-        return;
-      }
-      loop = cast<scf::ForOp>(grown->getOperation());
-      write->moveAfter(loop);
-      write.getValueToStoreMutable().assign(loop.getResults().back());
-      changed = true;
-      break;
-    }
-  }
-}
-
-struct KilnHoistVectorTransfersPass
-    : kiln::impl::KilnHoistVectorTransfersPassBase<
-          KilnHoistVectorTransfersPass> {
-  void runOnOperation() override {
-    IRRewriter rewriter(&getContext());
-    SmallVector<scf::ForOp> loops;
-    getOperation().walk([&](scf::ForOp loop) { loops.push_back(loop); });
-    // Index arithmetic that tiling left inside loops (a block's offset plus
-    // a tile's, once per transfer) must move out and merge first, or a
-    // tile's read and write look loop-variant or at different places.
-    for (scf::ForOp loop : loops) {
-      moveLoopInvariantCode(cast<LoopLikeOpInterface>(loop.getOperation()));
-    }
-    DominanceInfo dominance(getOperation());
-    eliminateCommonSubExpressions(rewriter, dominance, getOperation());
-    for (scf::ForOp loop : loops) { // innermost first (post-order)
-      hoistTransferPairs(rewriter, loop);
-    }
-  }
-};
-} // namespace
-
-namespace {
-/// The marked loops directly inside `loop` that can join it in one
-/// scf.parallel: each the only op of its parent's body but pure index
-/// arithmetic (moved into it), with bounds that do not depend on the outer
-/// loops.
-SmallVector<scf::ForOp> collapsibleNest(scf::ForOp outer) {
-  SmallVector<scf::ForOp> nest = {outer};
-  while (true) {
-    Block *body = nest.back().getBody();
-    scf::ForOp inner;
-    bool movable = true;
-    for (Operation &op : body->without_terminator()) {
-      if (auto loop = dyn_cast<scf::ForOp>(&op)) {
-        if (inner) {
-          return nest;
-        }
-        inner = loop;
-        continue;
-      }
-      movable &= isPure(&op) && op.getNumRegions() == 0;
-    }
-    if (!inner || !inner->hasAttr(kParallelAttr) || !movable ||
-        inner.getNumResults() != 0) {
-      return nest;
-    }
-    for (Value bound :
-         {inner.getLowerBound(), inner.getUpperBound(), inner.getStep()}) {
-      if (!outer.isDefinedOutsideOfLoop(bound)) {
-        return nest;
-      }
-    }
-    // The index arithmetic (used by the inner loop only: there is nothing
-    // else in the body) moves to the front of the inner body, in order.
-    Operation *anchor = &inner.getBody()->front();
-    for (Operation &op :
-         llvm::make_early_inc_range(body->without_terminator())) {
-      if (&op != inner.getOperation()) {
-        op.moveBefore(anchor);
-      }
-    }
-    nest.push_back(inner);
-  }
-}
-
-/// Splits a marked loop whose body runs several loops (the full tiles of a
-/// row loop and its peeled partial tile) into one copy per inner loop, so
-/// that each copy is a perfect nest that can be collapsed. Legal because a
-/// marked loop is a parallel dimension of its op: its iterations write
-/// disjoint elements, in any order.
-void distribute(RewriterBase &rewriter, scf::ForOp loop) {
-  SmallVector<Operation *> inner;
-  for (Operation &op : loop.getBody()->without_terminator()) {
-    if (op.getNumRegions() > 0) {
-      if (!isa<scf::ForOp>(op)) {
-        return;
-      }
-      inner.push_back(&op);
-    } else if (!isPure(&op)) {
-      return;
-    }
-  }
-  if (inner.size() < 2 || loop.getNumResults() != 0) {
-    return;
-  }
-  rewriter.setInsertionPointAfter(loop);
-  for (size_t keep = inner.size(); keep-- > 1;) {
-    IRMapping mapping;
-    auto copy = cast<scf::ForOp>(rewriter.clone(*loop, mapping));
-    rewriter.setInsertionPoint(copy);
-    for (size_t other = 0; other < inner.size(); ++other) {
-      if (other != keep) {
-        rewriter.eraseOp(mapping.lookup(inner[other]));
-      }
-    }
-  }
-  for (size_t other = 1; other < inner.size(); ++other) {
-    rewriter.eraseOp(inner[other]);
-  }
-}
-
-/// Turns the loops that kiln-tile-and-vectorize marked into scf.parallel:
-/// the outermost marked loop of each nest, with the marked loops perfectly
-/// nested in it (one multi-dimensional scf.parallel, which libomp runs as
-/// one collapsed iteration space), when they carry no values.
-struct KilnParallelizeLoopsPass
-    : kiln::impl::KilnParallelizeLoopsPassBase<KilnParallelizeLoopsPass> {
-  void runOnOperation() override {
-    IRRewriter rewriter(&getContext());
-    SmallVector<scf::ForOp> marked;
-    getOperation().walk([&](scf::ForOp loop) { // innermost first
-      if (loop->hasAttr(kParallelAttr)) {
-        marked.push_back(loop);
-      }
-    });
-    for (scf::ForOp loop : marked) {
-      distribute(rewriter, loop);
-    }
-    SmallVector<scf::ForOp> outermost;
-    getOperation().walk<WalkOrder::PreOrder>([&](scf::ForOp loop) {
-      if (!loop->hasAttr(kParallelAttr)) {
-        return WalkResult::advance();
-      }
-      if (loop.getNumResults() == 0 &&
-          !loop->getParentOfType<scf::ParallelOp>()) {
-        outermost.push_back(loop);
-        return WalkResult::skip(); // nested marks join it or stay serial
-      }
-      return WalkResult::advance();
-    });
-    for (scf::ForOp loop : outermost) {
-      SmallVector<scf::ForOp> nest = collapsibleNest(loop);
-      SmallVector<Value> lower, upper, steps;
-      for (scf::ForOp l : nest) {
-        lower.push_back(l.getLowerBound());
-        upper.push_back(l.getUpperBound());
-        steps.push_back(l.getStep());
-      }
-      rewriter.setInsertionPoint(loop);
-      auto parallel =
-          scf::ParallelOp::create(rewriter, loop.getLoc(), lower, upper, steps);
-      Block *body = parallel.getBody();
-      rewriter.eraseOp(body->getTerminator());
-      // The innermost loop's body, with each loop's induction variable
-      // replaced by the matching one of the scf.parallel (the index
-      // arithmetic moved into the inner loops comes along).
-      scf::ForOp innermost = nest.back();
-      for (auto [l, iv] : llvm::zip(nest, body->getArguments())) {
-        rewriter.replaceAllUsesWith(l.getInductionVar(), iv);
-      }
-      rewriter.mergeBlocks(innermost.getBody(), body,
-                           body->getArguments().take_back(1));
-      // The scf.yield of the for loop becomes the scf.reduce terminator.
-      Operation *yield = body->getTerminator();
-      rewriter.setInsertionPoint(yield);
-      scf::ReduceOp::create(rewriter, yield->getLoc());
-      rewriter.eraseOp(yield);
-      rewriter.eraseOp(loop);
-    }
-    getOperation().walk(
-        [&](scf::ForOp loop) { loop->removeAttr(kParallelAttr); });
-  }
-};
-} // namespace
-
-namespace {
-struct KilnInlineAllocaScopesPass
-    : kiln::impl::KilnInlineAllocaScopesPassBase<KilnInlineAllocaScopesPass> {
-  void runOnOperation() override {
-    IRRewriter rewriter(&getContext());
-    SmallVector<memref::AllocaScopeOp> scopes;
-    getOperation()->walk([&](memref::AllocaScopeOp scope) {
-      bool allocates = false;
-      scope.getBodyRegion().walk([&](memref::AllocaOp) { allocates = true; });
-      if (!allocates && scope.getBodyRegion().hasOneBlock()) {
-        scopes.push_back(scope);
-      }
-    });
-    for (memref::AllocaScopeOp scope : scopes) {
-      Block *body = &scope.getBodyRegion().front();
-      auto terminator =
-          cast<memref::AllocaScopeReturnOp>(body->getTerminator());
-      SmallVector<Value> results(terminator.getResults());
-      rewriter.eraseOp(terminator);
-      rewriter.inlineBlockBefore(body, scope);
-      rewriter.replaceOp(scope, results);
-    }
-  }
-};
-} // namespace
-
-namespace {
-struct KilnFuseElementwisePass
-    : kiln::impl::KilnFuseElementwisePassBase<KilnFuseElementwisePass> {
-  void runOnOperation() override {
-    RewritePatternSet patterns(&getContext());
-    linalg::populateElementwiseOpsFusionPatterns(
-        patterns, [](OpOperand *operand) {
-          // A producer is duplicated into each consumer it fuses into, so
-          // it must fuse into all of its users or none: one that is kept
-          // for another user (a residual stream feeding a layer norm) would
-          // be computed twice, and along the stream every layer would
-          // recompute all the ones before it.
-          auto elementwise = [](Operation *op) {
-            auto linalgOp = dyn_cast<linalg::LinalgOp>(op);
-            return linalgOp &&
-                   linalgOp.getNumLoops() == linalgOp.getNumParallelLoops();
-          };
-          Operation *producer = operand->get().getDefiningOp();
-          return producer && elementwise(operand->getOwner()) &&
-                 llvm::all_of(producer->getUses(), [&](OpOperand &use) {
-                   auto user = dyn_cast<linalg::LinalgOp>(use.getOwner());
-                   return user && elementwise(user) && user.isDpsInput(&use);
-                 });
-        });
-    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns)))) {
-      signalPassFailure();
-    }
-  }
 };
 } // namespace

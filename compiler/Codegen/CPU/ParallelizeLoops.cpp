@@ -1,0 +1,179 @@
+//===- ParallelizeLoops.cpp - Marked loops on all cores -------------------===//
+//
+// Implements kiln-parallelize-loops.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/Codegen/CPU/Passes.h"
+
+#include "mlir/Analysis/SliceAnalysis.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Linalg/IR/LinalgInterfaces.h"
+#include "mlir/Dialect/Linalg/Transforms/Transforms.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/SCF/Transforms/TileUsingInterface.h"
+#include "mlir/Dialect/SCF/Transforms/Transforms.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/Dialect/Vector/Transforms/VectorRewritePatterns.h"
+#include "mlir/IR/Dominance.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Interfaces/ViewLikeInterface.h"
+#include "mlir/Transforms/CSE.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+#include "mlir/Transforms/LoopInvariantCodeMotionUtils.h"
+
+namespace mlir::kiln {
+#define GEN_PASS_DEF_KILNPARALLELIZELOOPSPASS
+#include "compiler/Codegen/CPU/Passes.h.inc"
+} // namespace mlir::kiln
+
+using namespace mlir;
+
+namespace {
+/// The marked loops directly inside `loop` that can join it in one
+/// scf.parallel: each the only op of its parent's body but pure index
+/// arithmetic (moved into it), with bounds that do not depend on the outer
+/// loops.
+SmallVector<scf::ForOp> collapsibleNest(scf::ForOp outer) {
+  SmallVector<scf::ForOp> nest = {outer};
+  while (true) {
+    Block *body = nest.back().getBody();
+    scf::ForOp inner;
+    bool movable = true;
+    for (Operation &op : body->without_terminator()) {
+      if (auto loop = dyn_cast<scf::ForOp>(&op)) {
+        if (inner) {
+          return nest;
+        }
+        inner = loop;
+        continue;
+      }
+      movable &= isPure(&op) && op.getNumRegions() == 0;
+    }
+    if (!inner || !inner->hasAttr(kiln::cpu::kParallelAttr) || !movable ||
+        inner.getNumResults() != 0) {
+      return nest;
+    }
+    for (Value bound :
+         {inner.getLowerBound(), inner.getUpperBound(), inner.getStep()}) {
+      if (!outer.isDefinedOutsideOfLoop(bound)) {
+        return nest;
+      }
+    }
+    // The index arithmetic (used by the inner loop only: there is nothing
+    // else in the body) moves to the front of the inner body, in order.
+    Operation *anchor = &inner.getBody()->front();
+    for (Operation &op :
+         llvm::make_early_inc_range(body->without_terminator())) {
+      if (&op != inner.getOperation()) {
+        op.moveBefore(anchor);
+      }
+    }
+    nest.push_back(inner);
+  }
+}
+
+/// Splits a marked loop whose body runs several loops (the full tiles of a
+/// row loop and its peeled partial tile) into one copy per inner loop, so
+/// that each copy is a perfect nest that can be collapsed. Legal because a
+/// marked loop is a parallel dimension of its op: its iterations write
+/// disjoint elements, in any order.
+void distribute(RewriterBase &rewriter, scf::ForOp loop) {
+  SmallVector<Operation *> inner;
+  for (Operation &op : loop.getBody()->without_terminator()) {
+    if (op.getNumRegions() > 0) {
+      if (!isa<scf::ForOp>(op)) {
+        return;
+      }
+      inner.push_back(&op);
+    } else if (!isPure(&op)) {
+      return;
+    }
+  }
+  if (inner.size() < 2 || loop.getNumResults() != 0) {
+    return;
+  }
+  rewriter.setInsertionPointAfter(loop);
+  for (size_t keep = inner.size(); keep-- > 1;) {
+    IRMapping mapping;
+    auto copy = cast<scf::ForOp>(rewriter.clone(*loop, mapping));
+    rewriter.setInsertionPoint(copy);
+    for (size_t other = 0; other < inner.size(); ++other) {
+      if (other != keep) {
+        rewriter.eraseOp(mapping.lookup(inner[other]));
+      }
+    }
+  }
+  for (size_t other = 1; other < inner.size(); ++other) {
+    rewriter.eraseOp(inner[other]);
+  }
+}
+
+/// Turns the loops that kiln-tile-and-vectorize marked into scf.parallel:
+/// the outermost marked loop of each nest, with the marked loops perfectly
+/// nested in it (one multi-dimensional scf.parallel, which libomp runs as
+/// one collapsed iteration space), when they carry no values.
+struct KilnParallelizeLoopsPass
+    : kiln::impl::KilnParallelizeLoopsPassBase<KilnParallelizeLoopsPass> {
+  void runOnOperation() override {
+    IRRewriter rewriter(&getContext());
+    SmallVector<scf::ForOp> marked;
+    getOperation().walk([&](scf::ForOp loop) { // innermost first
+      if (loop->hasAttr(kiln::cpu::kParallelAttr)) {
+        marked.push_back(loop);
+      }
+    });
+    for (scf::ForOp loop : marked) {
+      distribute(rewriter, loop);
+    }
+    SmallVector<scf::ForOp> outermost;
+    getOperation().walk<WalkOrder::PreOrder>([&](scf::ForOp loop) {
+      if (!loop->hasAttr(kiln::cpu::kParallelAttr)) {
+        return WalkResult::advance();
+      }
+      if (loop.getNumResults() == 0 &&
+          !loop->getParentOfType<scf::ParallelOp>()) {
+        outermost.push_back(loop);
+        return WalkResult::skip(); // nested marks join it or stay serial
+      }
+      return WalkResult::advance();
+    });
+    for (scf::ForOp loop : outermost) {
+      SmallVector<scf::ForOp> nest = collapsibleNest(loop);
+      SmallVector<Value> lower, upper, steps;
+      for (scf::ForOp l : nest) {
+        lower.push_back(l.getLowerBound());
+        upper.push_back(l.getUpperBound());
+        steps.push_back(l.getStep());
+      }
+      rewriter.setInsertionPoint(loop);
+      auto parallel =
+          scf::ParallelOp::create(rewriter, loop.getLoc(), lower, upper, steps);
+      Block *body = parallel.getBody();
+      rewriter.eraseOp(body->getTerminator());
+      // The innermost loop's body, with each loop's induction variable
+      // replaced by the matching one of the scf.parallel (the index
+      // arithmetic moved into the inner loops comes along).
+      scf::ForOp innermost = nest.back();
+      for (auto [l, iv] : llvm::zip(nest, body->getArguments())) {
+        rewriter.replaceAllUsesWith(l.getInductionVar(), iv);
+      }
+      rewriter.mergeBlocks(innermost.getBody(), body,
+                           body->getArguments().take_back(1));
+      // The scf.yield of the for loop becomes the scf.reduce terminator.
+      Operation *yield = body->getTerminator();
+      rewriter.setInsertionPoint(yield);
+      scf::ReduceOp::create(rewriter, yield->getLoc());
+      rewriter.eraseOp(yield);
+      rewriter.eraseOp(loop);
+    }
+    getOperation().walk(
+        [&](scf::ForOp loop) { loop->removeAttr(kiln::cpu::kParallelAttr); });
+  }
+};
+} // namespace

@@ -1,0 +1,28 @@
+//===- Passes.h - CPU code generation passes --------------------*- C++ -*-===//
+//
+// The passes of compiler/Codegen/CPU (Passes.td) and what they share.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_COMPILER_CODEGEN_CPU_PASSES_H
+#define KILN_COMPILER_CODEGEN_CPU_PASSES_H
+
+#include "mlir/Pass/Pass.h"
+
+namespace mlir::kiln {
+
+#define GEN_PASS_DECL
+#include "compiler/Codegen/CPU/Passes.h.inc"
+
+#define GEN_PASS_REGISTRATION
+#include "compiler/Codegen/CPU/Passes.h.inc"
+
+namespace cpu {
+/// Marks the tiled loops (kiln-tile-and-vectorize) whose iterations run on
+/// all cores (kiln-parallelize-loops).
+constexpr llvm::StringLiteral kParallelAttr = "kiln.parallel";
+} // namespace cpu
+
+} // namespace mlir::kiln
+
+#endif // KILN_COMPILER_CODEGEN_CPU_PASSES_H

@@ -1,0 +1,100 @@
+//===- Passes.td - CPU code generation passes --------------*- tablegen -*-===//
+//
+// CPU code generation: tiles and vectors sized for the
+// target CPU, the loops that run on all cores.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_COMPILER_CODEGEN_CPU_PASSES_TD
+#define KILN_COMPILER_CODEGEN_CPU_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def KilnTileAndVectorizePass
+    : Pass<"kiln-tile-and-vectorize", "::mlir::func::FuncOp"> {
+  let summary = "Tile linalg ops on buffers into register tiles and vectorize them";
+  let description = [{
+    CPU code generation for the linalg ops that kiln-to-linalg produces, with
+    sizes derived from the target CPU (`target-cpu`: `host` or an LLVM CPU
+    name; see compiler/Codegen/CPU/TargetInfo.h):
+
+    - contractions (matrix products, attention scores) are tiled into
+      `m x n x 1` register tiles (`n` = two vector registers of f32, `m` the
+      rows of accumulators that fit the register file, at most 8: 6 x 16 on
+      AVX2, 8 x 32 on AVX-512) and vectorized into `vector.contract`, which
+      later becomes one broadcast-FMA outer product per reduction step.
+      Around the register tiles, a contraction larger than the caches is
+      blocked (`nc` columns, `kc` reduction steps; loops n-block, k-block,
+      then the tiles) so that a register tile's rows of A stay in L1 and a
+      `kc x nc` block of B stays in L2 while every row tile reads it
+      (TargetInfo::blockK/blockN: 512 x 256 with a 48 KiB L1 and 1 MiB L2 on
+      AVX-512);
+    - every other op is tiled along its innermost loop by one vector
+      register (8 f32 on AVX2, 16 on AVX-512) and vectorized.
+
+    Partial tiles stay scalar loop nests, and so do tiles the vectorizer
+    would get wrong: reductions whose combined value is not read from an
+    input element, and ops on i1 buffers. An unknown CPU is an error.
+  }];
+  let options = [
+    Option<"targetCpu", "target-cpu", "std::string", /*default=*/"\"host\"",
+           "The CPU the tiles are sized for: host, or an LLVM CPU name">,
+    Option<"tileM", "tile-m", "int64_t", /*default=*/"0",
+           "Rows of a contraction register tile (0: from the target)">,
+    Option<"tileN", "tile-n", "int64_t", /*default=*/"0",
+           "Columns of a contraction register tile (0: from the target)">,
+    Option<"vectorWidth", "vector-width", "int64_t", /*default=*/"0",
+           "Elements per vector for elementwise ops and reductions (0: from "
+           "the target)">,
+    Option<"blockK", "block-k", "int64_t", /*default=*/"0",
+           "Reduction steps of a contraction's cache block (0: from the "
+           "target)">,
+    Option<"blockN", "block-n", "int64_t", /*default=*/"0",
+           "Columns of a contraction's cache block (0: from the target)">
+  ];
+  let dependentDialects = [
+    "::mlir::scf::SCFDialect", "::mlir::vector::VectorDialect",
+    "::mlir::tensor::TensorDialect", "::mlir::arith::ArithDialect"
+  ];
+}
+
+def KilnHoistVectorTransfersPass
+    : Pass<"kiln-hoist-vector-transfers", "::mlir::func::FuncOp"> {
+  let summary = "Keep loop-invariant vector tiles in registers across loops";
+  let description = [{
+    After bufferization, moves each `vector.transfer_read`/`transfer_write`
+    pair of a loop-invariant buffer tile (the accumulator of a contraction
+    tile) out of the loop, carrying the vector through the loop instead, so
+    that the reduction loop of a register tile neither loads nor stores its
+    accumulators.
+  }];
+  let dependentDialects = ["::mlir::vector::VectorDialect"];
+}
+
+def KilnParallelizeLoopsPass
+    : Pass<"kiln-parallelize-loops", "::mlir::func::FuncOp"> {
+  let summary = "Run the chosen tile loop of each op on all cores";
+  let description = [{
+    Rewrites the tile loop that kiln-tile-and-vectorize chose for threading
+    (the row-tile loop of a contraction, the outermost non-trivial parallel
+    loop otherwise) into `scf.parallel`, which convert-scf-to-openmp then
+    turns into an OpenMP work-sharing loop. Loops that carry values (the
+    reduction loops of register tiles) and loops nested in a parallel loop
+    stay serial.
+  }];
+  let dependentDialects = ["::mlir::scf::SCFDialect"];
+}
+
+def KilnInlineAllocaScopesPass : Pass<"kiln-inline-alloca-scopes"> {
+  let summary = "Inline memref.alloca_scope regions that allocate nothing";
+  let description = [{
+    convert-scf-to-openmp wraps every parallel loop body in a
+    `memref.alloca_scope`; when the body allocates nothing on the stack (Kiln
+    unrolls vector transfers fully, so it never does), the scope is
+    inlined, so that lowering the loops inside to basic blocks stays valid.
+  }];
+  let dependentDialects = ["::mlir::memref::MemRefDialect"];
+}
+
+
+#endif // KILN_COMPILER_CODEGEN_CPU_PASSES_TD

@@ -1,0 +1,17 @@
+//===- Attributes.h - Attributes code generation passes share ---*- C++ -*-===//
+
+#ifndef KILN_COMPILER_CODEGEN_COMMON_ATTRIBUTES_H
+#define KILN_COMPILER_CODEGEN_COMMON_ATTRIBUTES_H
+
+#include "llvm/ADT/StringRef.h"
+
+namespace mlir::kiln {
+
+/// The argument attribute that marks a kernel's buffer argument as
+/// overlapping no other argument written by the kernel (see
+/// kiln-outline-kernels).
+constexpr llvm::StringLiteral kNoAliasArgAttr = "kiln.noalias";
+
+} // namespace mlir::kiln
+
+#endif // KILN_COMPILER_CODEGEN_COMMON_ATTRIBUTES_H

@@ -1,0 +1,66 @@
+//===- FuseElementwise.cpp - Fuse elementwise producers -------------------===//
+//
+// Implements kiln-fuse-elementwise.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/Codegen/Common/Passes.h"
+
+#include "mlir/Analysis/SliceAnalysis.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Linalg/IR/LinalgInterfaces.h"
+#include "mlir/Dialect/Linalg/Transforms/Transforms.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/SCF/Transforms/TileUsingInterface.h"
+#include "mlir/Dialect/SCF/Transforms/Transforms.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/Dialect/Vector/Transforms/VectorRewritePatterns.h"
+#include "mlir/IR/Dominance.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Interfaces/ViewLikeInterface.h"
+#include "mlir/Transforms/CSE.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+#include "mlir/Transforms/LoopInvariantCodeMotionUtils.h"
+
+namespace mlir::kiln {
+#define GEN_PASS_DEF_KILNFUSEELEMENTWISEPASS
+#include "compiler/Codegen/Common/Passes.h.inc"
+} // namespace mlir::kiln
+
+using namespace mlir;
+
+namespace {
+struct KilnFuseElementwisePass
+    : kiln::impl::KilnFuseElementwisePassBase<KilnFuseElementwisePass> {
+  void runOnOperation() override {
+    RewritePatternSet patterns(&getContext());
+    linalg::populateElementwiseOpsFusionPatterns(
+        patterns, [](OpOperand *operand) {
+          // A producer is duplicated into each consumer it fuses into, so
+          // it must fuse into all of its users or none: one that is kept
+          // for another user (a residual stream feeding a layer norm) would
+          // be computed twice, and along the stream every layer would
+          // recompute all the ones before it.
+          auto elementwise = [](Operation *op) {
+            auto linalgOp = dyn_cast<linalg::LinalgOp>(op);
+            return linalgOp &&
+                   linalgOp.getNumLoops() == linalgOp.getNumParallelLoops();
+          };
+          Operation *producer = operand->get().getDefiningOp();
+          return producer && elementwise(operand->getOwner()) &&
+                 llvm::all_of(producer->getUses(), [&](OpOperand &use) {
+                   auto user = dyn_cast<linalg::LinalgOp>(use.getOwner());
+                   return user && elementwise(user) && user.isDpsInput(&use);
+                 });
+        });
+    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns)))) {
+      signalPassFailure();
+    }
+  }
+};
+} // namespace

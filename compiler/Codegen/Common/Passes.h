@@ -1,0 +1,24 @@
+//===- Passes.h - Shared code generation passes -----------------*- C++ -*-===//
+//
+// The passes of compiler/Codegen/Common (Passes.td).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_COMPILER_CODEGEN_COMMON_PASSES_H
+#define KILN_COMPILER_CODEGEN_COMMON_PASSES_H
+
+#include "compiler/Codegen/Common/Attributes.h"
+
+#include "mlir/Pass/Pass.h"
+
+namespace mlir::kiln {
+
+#define GEN_PASS_DECL
+#include "compiler/Codegen/Common/Passes.h.inc"
+
+#define GEN_PASS_REGISTRATION
+#include "compiler/Codegen/Common/Passes.h.inc"
+
+} // namespace mlir::kiln
+
+#endif // KILN_COMPILER_CODEGEN_COMMON_PASSES_H
