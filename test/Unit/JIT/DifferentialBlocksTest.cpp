@@ -231,6 +231,28 @@ TEST(DifferentialBlocks, MatmulTransposeLhs) {
   diff::run(matmulCase("matmul transpose_lhs", true, false, false));
 }
 
+/// Reductions longer than kiln-tile-and-vectorize's k-block (at most 512:
+/// 513 is one block and one step, 1100 two blocks and a partial third) and
+/// columns past its n-block (256 on a 1 MiB L2, 128 for the named CPUs:
+/// 300 crosses one or two), so that accumulation across blocks and the
+/// partial blocks run; plain (NN) and with the left operand transposed (a
+/// weight gradient, TN).
+Case acrossCacheBlocks(Case c) {
+  c.base = {{"B", 1}, {"M", 17}, {"K", 17}, {"N", 17}};
+  c.sweep = {{"B", {1}}, {"M", {17}}, {"K", {513, 1100}}, {"N", {300}}};
+  return c;
+}
+
+TEST(DifferentialBlocks, MatmulAcrossCacheBlocks) {
+  diff::run(acrossCacheBlocks(
+      matmulCase("matmul across cache blocks", false, false, false)));
+}
+
+TEST(DifferentialBlocks, MatmulTransposeLhsAcrossCacheBlocks) {
+  diff::run(acrossCacheBlocks(matmulCase(
+      "matmul transpose_lhs across cache blocks", true, false, false)));
+}
+
 //===----------------------------------------------------------------------===//
 // kiln.layernorm
 //===----------------------------------------------------------------------===//
