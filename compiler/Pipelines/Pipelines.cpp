@@ -8,6 +8,7 @@
 #include "compiler/Pipelines/Pipelines.h"
 
 #include "compiler/Codegen/CPU/Passes.h"
+#include "compiler/Codegen/CPU/TargetInfo.h"
 #include "compiler/Codegen/Common/Passes.h"
 
 #include "mlir/Pass/PassManager.h"
@@ -30,6 +31,19 @@ std::string kiln::kilnToLinalgPipeline() {
 
 std::string kiln::kilnToLLVMPipeline(const std::string &cpu) {
   return kilnToLinalgPipeline() + "," + linalgToLLVMPipeline(cpu);
+}
+
+/// How the register transposes of kiln-tile-and-vectorize's transpose tiles
+/// (vector-width squares) become LLVM: the AVX-512-specific 16x16 shuffle
+/// sequence where vectors hold 16 f32, else one 1-D shuffle per tile (the
+/// default, extract/insert per element, is far slower for 8x8 tiles).
+static std::string transposeLowering(const std::string &cpu) {
+  llvm::Expected<kiln::cpu::TargetInfo> target = kiln::cpu::lookupTarget(cpu);
+  if (!target) {
+    llvm::consumeError(target.takeError()); // kiln-tile-and-vectorize says
+    return "shuffle1d";
+  }
+  return target->vectorWidth() == 16 ? "shuffle16x16" : "shuffle1d";
 }
 
 std::string kiln::linalgToLLVMPipeline(const std::string &cpu) {
@@ -58,7 +72,9 @@ std::string kiln::linalgToLLVMPipeline(const std::string &cpu) {
          "convert-scf-to-cf,"
          "canonicalize,"
          "convert-vector-to-llvm{vector-contract-lowering=outerproduct "
-         "vector-transpose-lowering=shuffle16x16},"
+         "vector-transpose-lowering=" +
+         transposeLowering(cpu) +
+         "},"
          "convert-math-to-llvm,"
          "convert-math-to-libm,"
          // Buffers come from Kiln's allocator (runtime/Allocator.h), which
