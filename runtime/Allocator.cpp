@@ -55,14 +55,7 @@ struct Cache {
 
   void clear() {
     std::lock_guard<std::mutex> lock(mutex);
-    clearLocked();
-  }
-  void clearLocked() {
-    for (auto &[capacity, header] : blocks) {
-      std::free(header->base);
-    }
-    blocks.clear();
-    bytes = 0;
+    evictTo(0);
     peakLive = live; // a fresh start: the high-water mark is measured again
   }
 };
