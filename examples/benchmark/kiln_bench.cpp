@@ -5,7 +5,9 @@
 // compiled call) of the BENCHMARKS.md models, compiled by Kiln: 3 warm-up
 // steps, then the median and minimum of the timed steps. Prints a table and one
 // `RESULT peer=kiln ...` line per measurement (the libtorch peer prints the
-// same lines; run.sh puts them side by side).
+// same lines; run.sh puts them side by side). Each model and mode runs in a
+// process of its own; its peak resident set is measured from the end of
+// compilation on, the JIT compiler's own peak reported apart.
 //
 //===----------------------------------------------------------------------===//
 
@@ -19,12 +21,14 @@
 
 #include <fmt/format.h>
 
-#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <random>
@@ -65,6 +69,29 @@ Tensor randomIds(int64_t b, int64_t t, int64_t vocab, uint32_t seed) {
   return ids;
 }
 
+/// The most this process has had resident (VmHWM), in MiB.
+double peakResidentMiB() {
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("VmHWM:", 0) == 0) {
+      return std::atof(line.c_str() + 6) / 1024.0; // "VmHWM:  123 kB"
+    }
+  }
+  return 0;
+}
+
+/// Returns the peak resident set so far (the JIT compiler's, measured
+/// right after compiling) and restarts the count, so that the steps'
+/// peak is measured apart from the compiler's.
+double takeCompilePeak() {
+  double peak = peakResidentMiB();
+  if (std::FILE *f = std::fopen("/proc/self/clear_refs", "w")) {
+    std::fputs("5", f); // resets VmHWM to the current resident set
+    std::fclose(f);
+  }
+  return peak;
+}
+
 struct Options {
   std::vector<std::string> models = {"gpt-tiny", "gpt-small", "encdec"};
   std::vector<std::string> modes = {"forward", "train"};
@@ -72,6 +99,8 @@ struct Options {
   bool batch1 = true;
   /// The CPU the models are compiled for (JitOptions::cpu).
   std::string cpu = "host";
+  /// Where each compiled stage is written (JitOptions::dumpDirectory).
+  std::string dumpDirectory;
   /// Threads (libomp's: OMP_NUM_THREADS, else every core) and their
   /// measured FMA peak.
   int threads = 1;
@@ -79,7 +108,7 @@ struct Options {
 };
 
 void measure(const std::string &name, const std::string &mode, const Shape &c,
-             double flops, const Options &options,
+             double flops, const Options &options, double compilePeak,
              const std::function<float()> &step) {
   std::vector<double> ms;
   float first = 0, last = 0;
@@ -102,10 +131,10 @@ void measure(const std::string &name, const std::string &mode, const Shape &c,
                       ? ms[ms.size() / 2]
                       : (ms[ms.size() / 2 - 1] + ms[ms.size() / 2]) / 2;
   double gflops = flops * 1e-9 / (median * 1e-3);
-  struct rusage usage;
-  getrusage(RUSAGE_SELF, &usage);
-  // The peak includes the JIT compiler's own memory; the resident set after
-  // the steps is what the compiled model uses.
+  // The steps' peak: resident memory from the end of compilation on,
+  // including what the compiler left resident (its own peak is reported
+  // apart); and the resident set after the steps.
+  double peak = peakResidentMiB();
   long pages = 0, resident = 0;
   if (std::FILE *statm = std::fopen("/proc/self/statm", "r")) {
     if (std::fscanf(statm, "%ld %ld", &pages, &resident) != 2) {
@@ -116,16 +145,18 @@ void measure(const std::string &name, const std::string &mode, const Shape &c,
   double residentMiB =
       double(resident) * double(sysconf(_SC_PAGESIZE)) / (1 << 20);
   fmt::print("{:<10} {:<11} {:>9.2f} ms  {:>9.0f} tok/s  {:>6.1f} GFLOP/s  "
-             "{:>5.1f}% of peak  peak RSS {:>5.0f} MiB (now {:.0f})\n",
+             "{:>5.1f}% of peak  peak RSS {:>5.0f} MiB (now {:.0f}, JIT "
+             "compiler {:.0f})\n",
              name, mode, median, c.b * c.t / (median * 1e-3), gflops,
-             (options.peak > 0 ? 100 * gflops / options.peak : 0.0),
-             usage.ru_maxrss / 1024.0, residentMiB);
+             (options.peak > 0 ? 100 * gflops / options.peak : 0.0), peak,
+             residentMiB, compilePeak);
   fmt::print("RESULT peer=kiln model={} mode={} median_ms={:.2f} min_ms={:.2f} "
              "tokens_per_s={:.0f} gflops={:.1f} peak_pct={:.1f} rss_mib={:.0f} "
-             "rss_now_mib={:.0f} loss_first={:.4f} loss_last={:.4f}\n",
+             "rss_now_mib={:.0f} jit_rss_mib={:.0f} loss_first={:.4f} "
+             "loss_last={:.4f}\n",
              name, mode, median, ms.front(), c.b * c.t / (median * 1e-3),
              gflops, (options.peak > 0 ? 100 * gflops / options.peak : 0.0),
-             usage.ru_maxrss / 1024.0, residentMiB, first, last);
+             peak, residentMiB, compilePeak, first, last);
   std::fflush(stdout);
 }
 
@@ -144,12 +175,14 @@ void benchTrain(const std::string &name, const dsl::Module &module,
   auto start = std::chrono::steady_clock::now();
   JitOptions jit;
   jit.cpu = options.cpu;
+  jit.dumpDirectory = options.dumpDirectory;
   Trainer trainer(compileTraining(module, "loss", adamw, jit), 1);
   fmt::print(
       "{}: training step compiled in {:.1f} s\n", name,
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
           .count());
-  measure(name, "train", shape, flops, options,
+  double compilePeak = takeCompilePeak();
+  measure(name, "train", shape, flops, options, compilePeak,
           [&] { return trainer.step(inputs, 3e-4f); });
 }
 
@@ -169,12 +202,14 @@ void benchGpt(const std::string &name, dsl::models::GptConfig config,
   auto start = std::chrono::steady_clock::now();
   JitOptions jit;
   jit.cpu = options.cpu;
+  jit.dumpDirectory = options.dumpDirectory;
   CompiledModel model(module, 1, jit);
   fmt::print(
       "{}: compiled in {:.1f} s\n", name,
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
           .count());
-  measure(name, "forward", shape, gptFlops(shape), options, [&] {
+  double compilePeak = takeCompilePeak();
+  measure(name, "forward", shape, gptFlops(shape), options, compilePeak, [&] {
     return model.run("loss", {{"idx", idx}, {"targets", targets}})[0]
         .data<float>()[0];
   });
@@ -183,7 +218,7 @@ void benchGpt(const std::string &name, dsl::models::GptConfig config,
     one.b = 1;
     Tensor idx1 = randomIds(1, shape.t, shape.vocab, 3);
     Tensor targets1 = randomIds(1, shape.t, shape.vocab, 4);
-    measure(name, "forward-b1", one, gptFlops(one), options, [&] {
+    measure(name, "forward-b1", one, gptFlops(one), options, compilePeak, [&] {
       return model.run("loss", {{"idx", idx1}, {"targets", targets1}})[0]
           .data<float>()[0];
     });
@@ -212,19 +247,22 @@ void benchEncDec(const Options &options) {
   auto start = std::chrono::steady_clock::now();
   JitOptions jit;
   jit.cpu = options.cpu;
+  jit.dumpDirectory = options.dumpDirectory;
   CompiledModel model(module, 1, jit);
   fmt::print(
       "encdec: compiled in {:.1f} s\n",
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
           .count());
-  measure("encdec", "forward", shape, encdecFlops(shape), options, [&] {
-    return model
-        .run("loss", {{"src", src},
-                      {"tgt", tgt},
-                      {"src_mask", srcMask},
-                      {"targets", targets}})[0]
-        .data<float>()[0];
-  });
+  double compilePeak = takeCompilePeak();
+  measure("encdec", "forward", shape, encdecFlops(shape), options, compilePeak,
+          [&] {
+            return model
+                .run("loss", {{"src", src},
+                              {"tgt", tgt},
+                              {"src_mask", srcMask},
+                              {"targets", targets}})[0]
+                .data<float>()[0];
+          });
 }
 
 } // namespace
@@ -237,6 +275,8 @@ int main(int argc, char **argv) try {
       options.steps = std::max(1, std::atoi(argv[++i]));
     } else if (arg == "--cpu" && i + 1 < argc) {
       options.cpu = argv[++i];
+    } else if (arg == "--dump" && i + 1 < argc) {
+      options.dumpDirectory = argv[++i];
     } else if ((arg == "--models" || arg == "--modes") && i + 1 < argc) {
       std::vector<std::string> &out =
           arg == "--models" ? options.models : options.modes;
@@ -251,7 +291,7 @@ int main(int argc, char **argv) try {
       fmt::print(stderr,
                  "usage: kiln-bench [--models gpt-tiny,gpt-small,encdec] "
                  "[--modes forward,train] [--steps N] [--cpu host|x86-64-v3|"
-                 "x86-64-v4|<llvm cpu>]\n");
+                 "x86-64-v4|<llvm cpu>] [--dump DIR]\n");
       return 2;
     }
   }
@@ -272,21 +312,52 @@ int main(int argc, char **argv) try {
              "(+ backward + AdamW), {} threads, measured FMA peak {:.1f} "
              "GFLOP/s\n",
              options.threads, options.peak);
+  // Each model and mode in a process of its own (as the libtorch peer
+  // runs), so that one row's peak resident set is its own.
   for (const std::string &m : options.models) {
-    if (m == "gpt-tiny") {
-      benchGpt(m, dsl::models::gptTiny(), {65, 128, 4, 4, 512, 128, 16},
-               options, false);
-    } else if (m == "gpt-small") {
-      benchGpt(m, dsl::models::gptSmall(), {4096, 384, 6, 6, 1536, 256, 8},
-               options, true);
-    } else if (m == "encdec") {
-      benchEncDec(options);
-    } else {
+    if (m != "gpt-tiny" && m != "gpt-small" && m != "encdec") {
       fmt::print(stderr, "unknown model '{}'\n", m);
       return 2;
     }
   }
-  return 0;
+  bool failed = false;
+  for (const std::string &m : options.models) {
+    for (const std::string &mode : options.modes) {
+      std::fflush(stdout);
+      pid_t child = fork();
+      if (child < 0) {
+        throw Error("kiln-bench: fork failed");
+      }
+      if (child == 0) {
+        Options one = options;
+        one.modes = {mode};
+        try {
+          if (m == "gpt-tiny") {
+            benchGpt(m, dsl::models::gptTiny(), {65, 128, 4, 4, 512, 128, 16},
+                     one, false);
+          } else if (m == "gpt-small") {
+            benchGpt(m, dsl::models::gptSmall(),
+                     {4096, 384, 6, 6, 1536, 256, 8}, one, true);
+          } else {
+            benchEncDec(one);
+          }
+        } catch (const std::exception &e) {
+          fmt::print(stderr, "error: {} {}: {}\n", m, mode, e.what());
+          std::fflush(stdout);
+          _exit(1);
+        }
+        std::fflush(stdout);
+        _exit(0);
+      }
+      int status = 0;
+      waitpid(child, &status, 0);
+      if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        fmt::print(stderr, "kiln-bench: {} {} failed\n", m, mode);
+        failed = true;
+      }
+    }
+  }
+  return failed ? 1 : 0;
 } catch (const kiln::Error &e) {
   fmt::print(stderr, "error: {}\n", e.what());
   return 1;

@@ -26,30 +26,57 @@ using kiln::bench::GemmShape;
 
 namespace {
 
-std::string tensorType(std::vector<int64_t> dims) {
+/// One dimension of an operand: its size, and whether the models leave it
+/// dynamic (batch and sequence dimensions are; weight dimensions are not).
+struct Dim {
+  int64_t size;
+  bool dynamic;
+};
+
+std::string tensorType(const std::vector<Dim> &dims, bool dynamic) {
   std::string s = "tensor<";
-  for (int64_t d : dims) {
-    s += fmt::format("{}x", d);
+  for (const Dim &d : dims) {
+    s += dynamic && d.dynamic ? std::string("?x") : fmt::format("{}x", d.size);
   }
   return s + "f32>";
 }
 
-/// The kiln IR of one shape and the shapes of its two operands.
-std::string source(const GemmShape &s, std::vector<int64_t> &lhs,
-                   std::vector<int64_t> &rhs) {
-  std::string layout = s.layout;
-  lhs = layout == "TN" ? std::vector<int64_t>{s.k, s.m}
-                       : std::vector<int64_t>{s.m, s.k};
-  rhs = layout == "NT" ? std::vector<int64_t>{s.n, s.k}
-                       : std::vector<int64_t>{s.k, s.n};
-  std::vector<int64_t> out = {s.m, s.n};
-  if (s.batch > 1) {
-    lhs.insert(lhs.begin(), s.batch);
-    rhs.insert(rhs.begin(), s.batch);
-    out.insert(out.begin(), s.batch);
+std::vector<int64_t> sizes(const std::vector<Dim> &dims) {
+  std::vector<int64_t> out;
+  for (const Dim &d : dims) {
+    out.push_back(d.size);
   }
+  return out;
+}
+
+/// The kiln IR of one shape and the shapes of its two operands. With
+/// `dynamic`, the token dimension (M of NT/NN products, K of TN weight
+/// gradients, and both sequence dimensions of batched attention products)
+/// and the batch are dynamic, as in the models' compiled functions.
+std::string source(const GemmShape &s, bool dynamic,
+                   std::vector<int64_t> &lhsShape,
+                   std::vector<int64_t> &rhsShape) {
+  std::string layout = s.layout;
+  bool batched = s.batch > 1;
+  // In batched products M and N (scores) or M and K (attn·V) are sequence
+  // lengths; in unbatched ones M (or K for TN) counts tokens.
+  Dim m{s.m, layout != "TN"};
+  Dim n{s.n, batched && layout == "NT"};
+  Dim k{s.k, layout == "TN" || (batched && layout == "NN")};
+  std::vector<Dim> lhs =
+      layout == "TN" ? std::vector<Dim>{k, m} : std::vector<Dim>{m, k};
+  std::vector<Dim> rhs =
+      layout == "NT" ? std::vector<Dim>{n, k} : std::vector<Dim>{k, n};
+  std::vector<Dim> out = {m, n};
+  if (batched) {
+    lhs.insert(lhs.begin(), Dim{s.batch, true});
+    rhs.insert(rhs.begin(), Dim{s.batch, true});
+    out.insert(out.begin(), Dim{s.batch, true});
+  }
+  lhsShape = sizes(lhs);
+  rhsShape = sizes(rhs);
   std::string op;
-  if (layout == "NT" && s.batch == 1) {
+  if (layout == "NT" && !batched) {
     op = "kiln.linear %a, %b";
   } else {
     op = "kiln.matmul %a, %b";
@@ -62,7 +89,8 @@ std::string source(const GemmShape &s, std::vector<int64_t> &lhs,
   return fmt::format("func.func @gemm(%a: {0}, %b: {1}) -> {2} {{\n"
                      "  %c = {3} : ({0}, {1}) -> {2}\n"
                      "  return %c : {2}\n}}\n",
-                     tensorType(lhs), tensorType(rhs), tensorType(out), op);
+                     tensorType(lhs, dynamic), tensorType(rhs, dynamic),
+                     tensorType(out, dynamic), op);
 }
 
 Tensor filled(const std::vector<int64_t> &shape, float value) {
@@ -75,14 +103,37 @@ Tensor filled(const std::vector<int64_t> &shape, float value) {
 
 int main(int argc, char **argv) {
   try {
+    JitOptions options;
+    std::string only;
+    bool dynamic = false;
+    for (int i = 1; i < argc; ++i) {
+      std::string arg = argv[i];
+      if (arg == "--cpu" && i + 1 < argc) {
+        options.cpu = argv[++i];
+      } else if (arg == "--dump" && i + 1 < argc) {
+        options.dumpDirectory = argv[++i];
+      } else if (arg == "--dynamic") {
+        dynamic = true;
+      } else if (arg.rfind("--", 0) == 0) {
+        fmt::print(stderr,
+                   "usage: kiln-gemm [--cpu host|x86-64-v3|x86-64-v4|"
+                   "<llvm cpu>] [--dynamic] [--dump DIR] [shape name]\n");
+        return 2;
+      } else {
+        only = arg;
+      }
+    }
     const char *threads = std::getenv("OMP_NUM_THREADS");
-    fmt::print("Kiln contractions ({} threads)\n", threads ? threads : "all");
+    fmt::print("Kiln contractions ({} threads, cpu {}, {} shapes)\n",
+               threads ? threads : "all", options.cpu,
+               dynamic ? "dynamic" : "static");
     for (const GemmShape &s : kiln::bench::kGemmShapes) {
-      if (argc > 1 && std::string(argv[1]) != s.name) {
+      if (!only.empty() && only != s.name) {
         continue;
       }
       std::vector<int64_t> lhsShape, rhsShape;
-      auto module = JitModule::compileSource(source(s, lhsShape, rhsShape));
+      auto module = JitModule::compileSource(
+          source(s, dynamic, lhsShape, rhsShape), options);
       const CompiledFunction &fn = module->function("gemm");
       std::vector<Arg> args = {filled(lhsShape, 0.5f), filled(rhsShape, 0.25f)};
       double flop = 2.0 * s.m * s.n * s.k * s.batch;

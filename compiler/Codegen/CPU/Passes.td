@@ -28,12 +28,17 @@ def KilnTileAndVectorizePass
       then the tiles) so that a register tile's rows of A stay in L1 and a
       `kc x nc` block of B stays in L2 while every row tile reads it
       (TargetInfo::blockK/blockN: 512 x 256 with a 48 KiB L1 and 1 MiB L2 on
-      AVX-512);
+      AVX-512). A block of B whose rows are a whole matrix row apart is
+      copied into one contiguous buffer first (rows 4 KiB apart fall into
+      the same cache sets and do not stay in L2); when A is stored
+      transposed ([K, M]), rows are blocked too (`mc`, TargetInfo::blockM)
+      and each kc x mc block of A is copied the same way;
     - every other op is tiled along its innermost loop by one vector
       register (8 f32 on AVX2, 16 on AVX-512) and vectorized.
 
-    Partial tiles stay scalar loop nests, and so do tiles the vectorizer
-    would get wrong: reductions whose combined value is not read from an
+    Partial tiles are tiled again by one row and one vector; what is left
+    short of a vector stays a scalar loop nest, and so do tiles the
+    vectorizer would get wrong: reductions whose combined value is not read from an
     input element, and ops on i1 buffers. An unknown CPU is an error.
   }];
   let options = [
@@ -50,7 +55,10 @@ def KilnTileAndVectorizePass
            "Reduction steps of a contraction's cache block (0: from the "
            "target)">,
     Option<"blockN", "block-n", "int64_t", /*default=*/"0",
-           "Columns of a contraction's cache block (0: from the target)">
+           "Columns of a contraction's cache block (0: from the target)">,
+    Option<"blockM", "block-m", "int64_t", /*default=*/"0",
+           "Rows of a contraction's cache block when its A is stored "
+           "transposed (0: from the target)">
   ];
   let dependentDialects = [
     "::mlir::scf::SCFDialect", "::mlir::vector::VectorDialect",

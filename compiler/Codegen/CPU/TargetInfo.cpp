@@ -30,6 +30,11 @@ int64_t TargetInfo::blockN() const {
   return std::max(tileN(), n / tileN() * tileN());
 }
 
+int64_t TargetInfo::blockM() const {
+  int64_t m = l2Bytes / (2 * blockK() * int64_t(sizeof(float)));
+  return std::max(tileM(), m / tileM() * tileM());
+}
+
 namespace {
 /// The size of this machine's per-core level-`level` data (or unified)
 /// cache as Linux reports it, or 0 when it does not.

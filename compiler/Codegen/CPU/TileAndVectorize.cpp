@@ -14,6 +14,7 @@
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Linalg/IR/LinalgInterfaces.h"
 #include "mlir/Dialect/Linalg/Transforms/Transforms.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/SCF/Transforms/TileUsingInterface.h"
 #include "mlir/Dialect/SCF/Transforms/Transforms.h"
@@ -140,12 +141,127 @@ bool touchesSubByteElements(linalg::LinalgOp op) {
   });
 }
 
+/// Row counts below this read a block of B too few times to repay copying
+/// it (a decoding step multiplies one row by each weight); so do column
+/// counts for a block of A.
+constexpr int64_t kPackMinReuse = 32;
+
+/// The unbatched input of a contraction indexed by exactly the loops
+/// `outer` and `inner` in that order (A [K, M] stored transposed: (k, m);
+/// B: (k, n) or (n, k)), with its innermost dimension contiguous, or null.
+OpOperand *matrixOperand(linalg::LinalgOp op, unsigned outer, unsigned inner) {
+  for (OpOperand *input : op.getDpsInputOperands()) {
+    AffineMap map = op.getMatchingIndexingMap(input);
+    auto type = dyn_cast<MemRefType>(input->get().getType());
+    if (!type || map.getNumResults() != 2 || !map.isProjectedPermutation() ||
+        map.getDimPosition(0) != outer || map.getDimPosition(1) != inner) {
+      continue;
+    }
+    int64_t offset;
+    SmallVector<int64_t> strides;
+    if (succeeded(type.getStridesAndOffset(strides, offset)) &&
+        strides.back() == 1) {
+      return input;
+    }
+  }
+  return nullptr;
+}
+
+/// The product of `op`'s loop ranges along `dims`.
+Value loopProduct(RewriterBase &rewriter, linalg::LinalgOp op,
+                  ArrayRef<unsigned> dims) {
+  Location loc = op.getLoc();
+  SmallVector<Range> ranges =
+      cast<TilingInterface>(op.getOperation()).getIterationDomain(rewriter);
+  Value product = arith::ConstantIndexOp::create(rewriter, loc, 1);
+  for (unsigned dim : dims) {
+    Value size =
+        getValueOrCreateConstantIndexOp(rewriter, loc, ranges[dim].size);
+    product = arith::MulIOp::create(rewriter, loc, product, size);
+  }
+  return product;
+}
+
+/// One operand of a blocked contraction to copy block by block.
+struct Packing {
+  unsigned operand;          // operand number
+  SmallVector<int64_t> dims; // its two loops, outer first
+  Value reuse;               // how often a block is read once copied
+};
+
+/// Copies operand `p.operand` of `blocked` (a window of a wider matrix)
+/// into a contiguous buffer before each use, and makes the op read the copy
+/// (when the run-time reuse count is at least kPackMinReuse). The buffer,
+/// `bounds` in size, is allocated around `outer`, the outermost block loop.
+void pack(RewriterBase &rewriter, linalg::LinalgOp blocked, Operation *outer,
+          const Packing &p, ArrayRef<int64_t> bounds,
+          SmallVectorImpl<linalg::LinalgOp> &copies) {
+  Location loc = blocked.getLoc();
+  Value window = blocked->getOperand(p.operand);
+  auto windowType = cast<MemRefType>(window.getType());
+  Type elementType = windowType.getElementType();
+  rewriter.setInsertionPoint(outer);
+  Value buffer = memref::AllocOp::create(rewriter, loc,
+                                         MemRefType::get(bounds, elementType),
+                                         rewriter.getI64IntegerAttr(64));
+  rewriter.setInsertionPointAfter(outer);
+  memref::DeallocOp::create(rewriter, loc, buffer);
+
+  rewriter.setInsertionPoint(blocked);
+  auto anyRowStride = MemRefType::get(
+      windowType.getShape(), elementType,
+      StridedLayoutAttr::get(rewriter.getContext(), ShapedType::kDynamic,
+                             {ShapedType::kDynamic, 1}));
+  SmallVector<OpFoldResult> sizes =
+      memref::getMixedSizes(rewriter, loc, window);
+  auto copied = [&](OpBuilder &b, Location l) {
+    SmallVector<OpFoldResult> zeros(2, b.getIndexAttr(0));
+    SmallVector<OpFoldResult> ones(2, b.getIndexAttr(1));
+    Value view = memref::SubViewOp::create(b, l, buffer, zeros, sizes, ones);
+    auto copy = linalg::CopyOp::create(b, l, window, view);
+    copies.push_back(cast<linalg::LinalgOp>(copy.getOperation()));
+    return memref::CastOp::create(b, l, anyRowStride, view).getResult();
+  };
+  Value operand;
+  if (getConstantIntValue(p.reuse)) {
+    operand = copied(rewriter, loc);
+  } else {
+    Value enough = arith::CmpIOp::create(
+        rewriter, loc, arith::CmpIPredicate::sge, p.reuse,
+        arith::ConstantIndexOp::create(rewriter, loc, kPackMinReuse));
+    auto choose = scf::IfOp::create(
+        rewriter, loc, enough,
+        [&](OpBuilder &b, Location l) {
+          scf::YieldOp::create(b, l, copied(b, l));
+        },
+        [&](OpBuilder &b, Location l) {
+          scf::YieldOp::create(
+              b, l,
+              memref::CastOp::create(b, l, anyRowStride, window).getResult());
+        });
+    operand = choose.getResult(0);
+  }
+  rewriter.modifyOpInPlace(blocked,
+                           [&] { blocked->setOperand(p.operand, operand); });
+}
+
 /// Blocks a contraction for the caches: loops over `blockN` columns, then
 /// `blockK` reduction steps, around the op (whose register tiles then run
 /// over a block). Dimensions already within a block are left whole; an op
 /// that fits entirely, or is no contraction, is returned as it is.
+///
+/// A block of an operand that is a strided window of a wider matrix has
+/// rows a whole matrix row apart; for N = 1024, 2048 or M = 4096 (multiples
+/// of 4 KiB) they fall into a few cache sets and the block does not stay in
+/// cache (AVX2 code ran at 70% of its speed for N = 2048, weight gradients
+/// at 60%). Such blocks are copied into one contiguous buffer first, when
+/// a block is read at least kPackMinReuse times (a run-time test for
+/// dynamic counts): B's [kc, nc] blocks, and, when A is stored transposed
+/// ([K, M]), A's [kc, mc] blocks, rows being blocked by `blockM` then. The
+/// copies are appended to `copies`, to be tiled like any other op.
 linalg::LinalgOp blockForCaches(RewriterBase &rewriter, linalg::LinalgOp op,
-                                int64_t blockK, int64_t blockN) {
+                                int64_t blockK, int64_t blockN, int64_t blockM,
+                                SmallVectorImpl<linalg::LinalgOp> &copies) {
   if (!linalg::isaContractionOpInterface(op)) {
     return op;
   }
@@ -159,7 +275,8 @@ linalg::LinalgOp blockForCaches(RewriterBase &rewriter, linalg::LinalgOp op,
   auto exceeds = [&](unsigned dim, int64_t block) {
     return ShapedType::isDynamic(ranges[dim]) || ranges[dim] > block;
   };
-  unsigned n = parallel.back(), k = reduction.front();
+  unsigned m = parallel[parallel.size() - 2], n = parallel.back(),
+           k = reduction.front();
   SmallVector<int64_t> sizes(op.getNumLoops(), 0);
   if (exceeds(n, blockN)) {
     sizes[n] = blockN;
@@ -167,33 +284,71 @@ linalg::LinalgOp blockForCaches(RewriterBase &rewriter, linalg::LinalgOp op,
   if (exceeds(k, blockK)) {
     sizes[k] = blockK;
   }
+  OpOperand *lhsT = matrixOperand(op, k, m);
+  if (lhsT && exceeds(m, blockM)) {
+    sizes[m] = blockM;
+  }
   if (llvm::all_of(sizes, [](int64_t s) { return s == 0; })) {
     return op;
   }
+
+  // Which operands to copy: those whose contiguous dimension blocking cuts.
+  rewriter.setInsertionPoint(op);
+  SmallVector<Packing> packings;
+  SmallVector<unsigned> rowDims;
+  llvm::copy_if(parallel, std::back_inserter(rowDims),
+                [&](unsigned d) { return d != n; });
+  for (OpOperand *rhs : {matrixOperand(op, k, n), matrixOperand(op, n, k)}) {
+    AffineMap map = rhs ? op.getMatchingIndexingMap(rhs) : AffineMap();
+    if (rhs && sizes[map.getDimPosition(1)] != 0) {
+      packings.push_back({rhs->getOperandNumber(),
+                          {map.getDimPosition(0), map.getDimPosition(1)},
+                          loopProduct(rewriter, op, rowDims)});
+    }
+  }
+  if (lhsT && sizes[m] != 0) {
+    packings.push_back({lhsT->getOperandNumber(),
+                        {int64_t(k), int64_t(m)},
+                        loopProduct(rewriter, op, {n})});
+  }
+  llvm::erase_if(packings, [](const Packing &p) {
+    std::optional<int64_t> reuse = getConstantIntValue(p.reuse);
+    return reuse && *reuse < kPackMinReuse;
+  });
+
   SmallVector<OpFoldResult> tileSizes;
   for (int64_t s : sizes) {
     tileSizes.push_back(rewriter.getIndexAttr(s));
   }
-  // n-blocks outside k-blocks: a column block of C is finished before the
-  // next one starts.
-  SmallVector<int64_t> interchange;
+  // n-blocks outside k-blocks (a column block of C is finished before the
+  // next one starts), then m-blocks.
+  SmallVector<int64_t> interchange = {int64_t(n), int64_t(k), int64_t(m)};
   for (unsigned d = 0; d < op.getNumLoops(); ++d) {
-    if (d != n && d != k) {
+    if (d != n && d != k && d != m) {
       interchange.push_back(d);
     }
   }
-  interchange.insert(interchange.begin(), {int64_t(n), int64_t(k)});
   scf::SCFTilingOptions options;
   options.setTileSizes(tileSizes);
   options.setInterchange(interchange);
-  rewriter.setInsertionPoint(op);
   FailureOr<scf::SCFTilingResult> tiled = scf::tileUsingSCF(
       rewriter, cast<TilingInterface>(op.getOperation()), options);
   if (failed(tiled) || tiled->tiledOps.size() != 1) {
     return op;
   }
   rewriter.replaceOp(op, tiled->replacements);
-  return cast<linalg::LinalgOp>(tiled->tiledOps.front());
+  auto blocked = cast<linalg::LinalgOp>(tiled->tiledOps.front());
+  if (tiled->loops.empty()) {
+    return blocked;
+  }
+  for (const Packing &p : packings) {
+    SmallVector<int64_t> bounds;
+    for (int64_t dim : p.dims) {
+      bounds.push_back(sizes[dim] ? sizes[dim] : ranges[dim]);
+    }
+    pack(rewriter, blocked, tiled->loops.front(), p, bounds, copies);
+  }
+  return blocked;
 }
 
 /// Marks ops created by tiling with the vector sizes they were tiled for.
@@ -261,6 +416,73 @@ struct TransposedTileRead : OpRewritePattern<vector::TransferReadOp> {
   }
 };
 
+/// A tile read that spreads contiguous elements along a vector dimension
+/// other than the innermost and broadcasts them along another: a register
+/// tile's column of A when A is stored transposed ([K, M]: 8 consecutive
+/// elements, each broadcast across a row of 32). Read as one vector, every
+/// element then needs a shuffle to broadcast it (8 per 16 FMAs, which kept
+/// weight gradients at 75% of the other products); read element by
+/// element, each is one broadcasting load.
+struct SplitBroadcastRead : OpRewritePattern<vector::TransferReadOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(vector::TransferReadOp read,
+                                PatternRewriter &rewriter) const override {
+    VectorType type = read.getVectorType();
+    auto source = dyn_cast<MemRefType>(read.getBase().getType());
+    AffineMap map = read.getPermutationMap();
+    if (!source || read.getMask() || type.isScalable()) {
+      return failure();
+    }
+    unsigned last = source.getRank() - 1;
+    std::optional<unsigned> contiguous, innermost;
+    bool broadcasts = false;
+    for (unsigned i = 0; i < map.getNumResults(); ++i) {
+      if (type.getDimSize(i) > 1) {
+        innermost = i;
+      }
+      if (auto dim = dyn_cast<AffineDimExpr>(map.getResult(i))) {
+        if (dim.getPosition() == last) {
+          contiguous = i;
+        }
+        continue;
+      }
+      auto zero = dyn_cast<AffineConstantExpr>(map.getResult(i));
+      if (!zero || zero.getValue() != 0) {
+        return failure();
+      }
+      if (type.getDimSize(i) > 1) {
+        broadcasts = true; // a constant 0: broadcast along this dimension
+      }
+    }
+    if (!contiguous || !broadcasts || contiguous == innermost ||
+        type.getDimSize(*contiguous) <= 1) {
+      return failure();
+    }
+    Location loc = read.getLoc();
+    SmallVector<int64_t> pieceShape(type.getShape());
+    pieceShape[*contiguous] = 1;
+    auto pieceType = VectorType::get(pieceShape, type.getElementType());
+    Value result = arith::ConstantOp::create(rewriter, loc, type,
+                                             rewriter.getZeroAttr(type));
+    SmallVector<int64_t> strides(type.getRank(), 1);
+    for (int64_t j = 0; j < type.getDimSize(*contiguous); ++j) {
+      SmallVector<Value> indices(read.getIndices());
+      indices[last] = arith::AddIOp::create(
+          rewriter, loc, indices[last],
+          arith::ConstantIndexOp::create(rewriter, loc, j));
+      Value piece = vector::TransferReadOp::create(
+          rewriter, loc, pieceType, read.getBase(), indices, read.getPadding(),
+          map, read.getInBoundsValues());
+      SmallVector<int64_t> offsets(type.getRank(), 0);
+      offsets[*contiguous] = j;
+      result = vector::InsertStridedSliceOp::create(rewriter, loc, piece,
+                                                    result, offsets, strides);
+    }
+    rewriter.replaceOp(read, result);
+    return success();
+  }
+};
+
 struct KilnTileAndVectorizePass
     : kiln::impl::KilnTileAndVectorizePassBase<KilnTileAndVectorizePass> {
   using Base::Base;
@@ -290,83 +512,53 @@ struct KilnTileAndVectorizePass
     int64_t width = vectorWidth ? int64_t(vectorWidth) : target.vectorWidth();
     int64_t cacheK = blockK ? int64_t(blockK) : target.blockK();
     int64_t cacheN = blockN ? int64_t(blockN) : target.blockN();
+    int64_t cacheM = blockM ? int64_t(blockM) : target.blockM();
 
-    // 1. Tile every linalg op (on buffers).
+    // 1. Tile the parallel loops of every linalg op (on buffers); its
+    //    reduction loops are tiled last (step 3), innermost, so that a
+    //    register tile's accumulators stay in registers across them.
     SmallVector<linalg::LinalgOp> ops;
     getOperation().walk([&](linalg::LinalgOp op) {
       if (op.getNumLoops() > 0) {
         ops.push_back(op);
       }
     });
+    SmallVector<linalg::LinalgOp> copies;
     for (linalg::LinalgOp &op : ops) {
-      op = blockForCaches(rewriter, op, cacheK, cacheN);
+      op = blockForCaches(rewriter, op, cacheK, cacheN, cacheM, copies);
     }
+    ops.append(copies);
     for (linalg::LinalgOp op : ops) {
       SmallVector<int64_t> sizes = chooseTileSizes(op, rows, columns, width);
-      SmallVector<unsigned> parallelDims = chooseParallelDims(op);
-      rewriter.setInsertionPoint(op);
-      scf::SCFTilingOptions options;
-      SmallVector<OpFoldResult> tileSizes;
-      for (int64_t s : sizes) {
-        tileSizes.push_back(rewriter.getIndexAttr(s));
-      }
-      options.setTileSizes(tileSizes);
-      FailureOr<scf::SCFTilingResult> tiled = scf::tileUsingSCF(
-          rewriter, cast<TilingInterface>(op.getOperation()), options);
-      if (failed(tiled)) {
-        continue; // Keep the op whole: it still lowers to loops.
-      }
-      rewriter.replaceOp(op, tiled->replacements);
-      for (Operation *tiledOp : tiled->tiledOps) {
-        tiledOp->setAttr(kTileAttr, rewriter.getDenseI64ArrayAttr(sizes));
-      }
-      for (auto [dim, loop] : llvm::enumerate(tiled->loops)) {
-        loop->setAttr(kLoopAttr, rewriter.getUnitAttr());
-        if (llvm::is_contained(parallelDims, unsigned(dim))) {
-          loop->setAttr(kiln::cpu::kParallelAttr, rewriter.getUnitAttr());
-        }
-      }
+      tileLoops(rewriter, op, sizes, utils::IteratorType::parallel,
+                chooseParallelDims(op));
     }
 
     // 2. Peel the partial last tile off every tiled loop, so that the main
-    //    loops see full tiles of static size.
-    SmallVector<scf::ForOp> loops;
-    getOperation().walk<WalkOrder::PreOrder>([&](scf::ForOp loop) {
-      if (loop->hasAttr(kLoopAttr)) {
-        loops.push_back(loop);
-      }
-    });
-    for (scf::ForOp loop : loops) {
-      scf::ForOp partial;
-      rewriter.setInsertionPoint(loop);
-      if (succeeded(
-              scf::peelForLoopAndSimplifyBounds(rewriter, loop, partial)) &&
-          partial) {
-        partial->removeAttr(
-            kiln::cpu::kParallelAttr); // one iteration: nothing to share
-      }
+    //    loops see full tiles of static size. A partial tile is tiled once
+    //    more, one row by one vector (the M remainder of a 6x16 register
+    //    tile becomes 1x16 tiles, its N remainder 6x8 ones), so that only
+    //    the last columns short of a vector stay scalar: with T = 64 and
+    //    6-row tiles, 4 scalar rows in every 64 had cost AVX2 code half its
+    //    speed.
+    peelTiledLoops(rewriter);
+    for (linalg::LinalgOp op : taggedTiles()) {
+      retilePartial(rewriter, op, width);
     }
-    {
-      RewritePatternSet patterns(context);
-      for (Dialect *dialect : context->getLoadedDialects()) {
-        dialect->getCanonicalizationPatterns(patterns);
-      }
-      for (RegisteredOperationName op : context->getRegisteredOperations()) {
-        op.getCanonicalizationPatterns(patterns, context);
-      }
-      (void)applyPatternsGreedily(getOperation(), std::move(patterns));
-    }
+    peelTiledLoops(rewriter);
 
-    // 3. Vectorize the tiles: full tiles have static shapes; partial ones
-    //    stay scalar loops, and so do tiles the vectorizer would get wrong
-    //    (reductions of values not read from an input element, i1 buffers).
-    SmallVector<linalg::LinalgOp> tiles;
-    getOperation().walk([&](linalg::LinalgOp op) {
-      if (op->hasAttr(kTileAttr)) {
-        tiles.push_back(op);
-      }
-    });
-    for (linalg::LinalgOp op : tiles) {
+    // 3. Tile the reduction loops inside the parallel ones.
+    for (linalg::LinalgOp op : taggedTiles()) {
+      auto sizes = op->getAttrOfType<DenseI64ArrayAttr>(kTileAttr);
+      tileLoops(rewriter, op, sizes.asArrayRef(),
+                utils::IteratorType::reduction, /*parallelDims=*/{});
+    }
+    peelTiledLoops(rewriter);
+
+    // 4. Vectorize the tiles of static shape; the rest stay scalar loops,
+    //    and so do tiles the vectorizer would get wrong (reductions of
+    //    values not read from an input element, i1 buffers).
+    for (linalg::LinalgOp op : taggedTiles()) {
       op->removeAttr(kTileAttr);
       if (llvm::any_of(op.getStaticLoopRanges(), ShapedType::isDynamic) ||
           !reductionsVectorizeExactly(op) || touchesSubByteElements(op)) {
@@ -379,13 +571,12 @@ struct KilnTileAndVectorizePass
         rewriter.replaceOp(op, vectorized->replacements);
       }
     }
-    getOperation().walk([&](scf::ForOp loop) { loop->removeAttr(kLoopAttr); });
 
-    // 4. Drop the unit dimensions of the tiles' vectors (leading batch and
+    // 5. Drop the unit dimensions of the tiles' vectors (leading batch and
     //    head dims), so that they lower to plain 1-D vector registers.
     RewritePatternSet patterns(context);
     vector::populateCastAwayVectorLeadingOneDimPatterns(patterns);
-    patterns.add<TransposedTileRead>(context);
+    patterns.add<TransposedTileRead, SplitBroadcastRead>(context);
     vector::populateVectorTransferDropUnitDimsPatterns(patterns);
     vector::populateDropUnitDimWithShapeCastPatterns(patterns);
     vector::TransferReadOp::getCanonicalizationPatterns(patterns, context);
@@ -394,6 +585,139 @@ struct KilnTileAndVectorizePass
     vector::ShapeCastOp::getCanonicalizationPatterns(patterns, context);
     vector::ExtractOp::getCanonicalizationPatterns(patterns, context);
     (void)applyPatternsGreedily(getOperation(), std::move(patterns));
+  }
+
+  /// The ops tiling has produced (and tagged with their tile sizes).
+  SmallVector<linalg::LinalgOp> taggedTiles() {
+    SmallVector<linalg::LinalgOp> tiles;
+    getOperation().walk([&](linalg::LinalgOp op) {
+      if (op->hasAttr(kTileAttr)) {
+        tiles.push_back(op);
+      }
+    });
+    return tiles;
+  }
+
+  /// Tiles the loops of `op` of iterator type `kind` by `sizes` (the others
+  /// stay whole), marking the new loops for peeling (and those along
+  /// `parallelDims` for threads) and the tiles with `sizes`. An op with no
+  /// such loop to tile is tagged as it is.
+  void tileLoops(RewriterBase &rewriter, linalg::LinalgOp op,
+                 ArrayRef<int64_t> sizes, utils::IteratorType kind,
+                 ArrayRef<unsigned> parallelDims) {
+    SmallVector<utils::IteratorType> iterators = op.getIteratorTypesArray();
+    SmallVector<OpFoldResult> tileSizes;
+    bool any = false;
+    for (auto [dim, size] : llvm::enumerate(sizes)) {
+      int64_t s = iterators[dim] == kind ? size : 0;
+      any |= s != 0;
+      tileSizes.push_back(rewriter.getIndexAttr(s));
+    }
+    DenseI64ArrayAttr tag = rewriter.getDenseI64ArrayAttr(sizes);
+    if (!any) {
+      op->setAttr(kTileAttr, tag);
+      return;
+    }
+    rewriter.setInsertionPoint(op);
+    scf::SCFTilingOptions options;
+    options.setTileSizes(tileSizes);
+    FailureOr<scf::SCFTilingResult> tiled = scf::tileUsingSCF(
+        rewriter, cast<TilingInterface>(op.getOperation()), options);
+    if (failed(tiled)) {
+      op->removeAttr(kTileAttr); // Keep the op whole: it lowers to loops.
+      return;
+    }
+    rewriter.replaceOp(op, tiled->replacements);
+    for (Operation *tiledOp : tiled->tiledOps) {
+      tiledOp->setAttr(kTileAttr, tag);
+    }
+    // tileUsingSCF creates loops only for the dimensions it tiles, in order.
+    SmallVector<unsigned> tiledDims;
+    for (auto [dim, size] : llvm::enumerate(tileSizes)) {
+      if (getConstantIntValue(size) != 0) {
+        tiledDims.push_back(dim);
+      }
+    }
+    for (auto [loop, dim] : llvm::zip(tiled->loops, tiledDims)) {
+      loop->setAttr(kLoopAttr, rewriter.getUnitAttr());
+      if (llvm::is_contained(parallelDims, dim)) {
+        loop->setAttr(kiln::cpu::kParallelAttr, rewriter.getUnitAttr());
+      }
+    }
+  }
+
+  /// Peels the partial last iteration off every loop marked for it (also
+  /// those inside the partial iterations peeling creates), then
+  /// canonicalizes (the full tiles' sizes fold to constants).
+  void peelTiledLoops(RewriterBase &rewriter) {
+    while (true) {
+      SmallVector<scf::ForOp> loops;
+      getOperation().walk<WalkOrder::PreOrder>([&](scf::ForOp loop) {
+        if (loop->hasAttr(kLoopAttr)) {
+          loops.push_back(loop);
+        }
+      });
+      if (loops.empty()) {
+        break;
+      }
+      for (scf::ForOp loop : loops) {
+        loop->removeAttr(kLoopAttr);
+        scf::ForOp partial;
+        rewriter.setInsertionPoint(loop);
+        if (succeeded(
+                scf::peelForLoopAndSimplifyBounds(rewriter, loop, partial)) &&
+            partial) {
+          partial->removeAttr(
+              kiln::cpu::kParallelAttr); // one iteration: nothing to share
+          partial->removeAttr(kLoopAttr);
+        }
+      }
+    }
+    MLIRContext *context = &getContext();
+    RewritePatternSet patterns(context);
+    for (Dialect *dialect : context->getLoadedDialects()) {
+      dialect->getCanonicalizationPatterns(patterns);
+    }
+    for (RegisteredOperationName op : context->getRegisteredOperations()) {
+      op.getCanonicalizationPatterns(patterns, context);
+    }
+    (void)applyPatternsGreedily(getOperation(), std::move(patterns));
+  }
+
+  /// Tiles the parallel loops of a partial tile (one cut short along a
+  /// dynamic range) again: a loop tiled by at least a vector by one vector,
+  /// a narrower one (a register tile's rows) by 1. Nothing happens when that
+  /// would not change the tiling (an elementwise op's last partial vector).
+  void retilePartial(RewriterBase &rewriter, linalg::LinalgOp op,
+                     int64_t width) {
+    SmallVector<int64_t> sizes(
+        op->getAttrOfType<DenseI64ArrayAttr>(kTileAttr).asArrayRef());
+    SmallVector<int64_t> ranges = op.getStaticLoopRanges();
+    SmallVector<utils::IteratorType> iterators = op.getIteratorTypesArray();
+    SmallVector<int64_t> smaller(sizes);
+    bool changed = false;
+    for (auto [dim, range] : llvm::enumerate(ranges)) {
+      if (iterators[dim] != utils::IteratorType::parallel) {
+        continue;
+      }
+      if (!ShapedType::isDynamic(range)) {
+        smaller[dim] = 0; // a full dimension of this tile
+        continue;
+      }
+      smaller[dim] = sizes[dim] >= width ? width : 1;
+      changed |= smaller[dim] != sizes[dim];
+    }
+    if (!changed) {
+      return;
+    }
+    // The reduction loops keep their sizes, tiled in step 3.
+    for (auto [dim, range] : llvm::enumerate(ranges)) {
+      if (iterators[dim] != utils::IteratorType::parallel) {
+        smaller[dim] = sizes[dim];
+      }
+    }
+    tileLoops(rewriter, op, smaller, utils::IteratorType::parallel,
+              /*parallelDims=*/{});
   }
 
   kiln::cpu::TargetInfo target;

@@ -13,6 +13,20 @@
 // AVX2: scf.for %{{.+}} = %{{.+}} to %{{.+}} step %c16
 // AVX2: scf.for {{.*}} -> (vector<6x16xf32>)
 // AVX2: vector<2x16xf32>
+// AVX2-LABEL: func.func @contraction_dynamic
+// AVX2: scf.for {{.*}} -> (vector<6x16xf32>)
+// AVX2: scf.for {{.*}} -> (vector<6x4xf32>)
+// AVX2: scf.for {{.*}} -> (vector<16xf32>)
+// AVX2: scf.for {{.*}} -> (vector<4xf32>)
+// AVX2-NOT: linalg.generic
+// AVX2: return
+// AVX2-LABEL: func.func @packed_weight
+// AVX2: memref.alloc() {alignment = 64 : i64} : memref<512x128xf32>
+// AVX2: scf.for {{.*}} -> (vector<6x16xf32>)
+// AVX2-LABEL: func.func @packed_lhs_t
+// AVX2: memref.alloc() {alignment = 64 : i64} : memref<512x126xf32>
+// AVX2: scf.for {{.*}} -> (vector<6x16xf32>)
+// AVX2-COUNT-6: vector.transfer_read {{.*}} vector<16x1xf32>
 // AVX2-LABEL: func.func @elementwise
 // AVX2: scf.for {{.*}} step %c8
 // AVX2: arith.maximumf {{.*}} : vector<8xf32>
@@ -52,17 +66,83 @@ func.func @contraction(%a: memref<20x64xf32>, %b: memref<64x96xf32>) -> memref<2
   return %c : memref<20x96xf32>
 }
 
-// A dynamic number of rows: the partial 8-row tile stays a scalar loop nest.
+// A dynamic number of rows and 100 columns: full 8x32 tiles and a static
+// 8x4 remainder; the partial 8-row tile (the last rows % 8) is tiled again
+// row by row, each row 1x32 vector tiles whose k loop is innermost, so that
+// no scalar loop is left.
 // CHECK-LABEL: func.func @contraction_dynamic
-// CHECK: vector<8x32xf32>
-// CHECK: linalg.generic
-func.func @contraction_dynamic(%a: memref<?x64xf32>, %b: memref<64x96xf32>, %c: memref<?x96xf32>) {
+// CHECK: scf.for {{.*}} step %c8
+// CHECK: scf.for {{.*}} step %c32
+// CHECK: scf.for {{.*}} -> (vector<8x32xf32>)
+// CHECK: scf.for {{.*}} -> (vector<8x4xf32>)
+// The partial rows: one row at a time, k innermost.
+// CHECK: scf.for %{{.+}} = %c0 to %{{.+}} step %c1
+// CHECK: scf.for {{.*}} -> (vector<32xf32>)
+// CHECK: scf.for {{.*}} -> (vector<4xf32>)
+// CHECK-NOT: linalg.generic
+// CHECK: return
+func.func @contraction_dynamic(%a: memref<?x64xf32>, %b: memref<64x100xf32>, %c: memref<?x100xf32> {kiln.noalias}) {
   linalg.generic {indexing_maps = [affine_map<(m, n, k) -> (m, k)>, affine_map<(m, n, k) -> (k, n)>, affine_map<(m, n, k) -> (m, n)>],
                   iterator_types = ["parallel", "parallel", "reduction"]}
-      ins(%a, %b : memref<?x64xf32>, memref<64x96xf32>) outs(%c : memref<?x96xf32>) {
+      ins(%a, %b : memref<?x64xf32>, memref<64x100xf32>) outs(%c : memref<?x100xf32>) {
   ^bb0(%x: f32, %y: f32, %acc: f32):
     %p = arith.mulf %x, %y : f32
     %s = arith.addf %acc, %p : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+
+// A [B, T, 512] x [512, 2048] product (a linear's transposed weight): its
+// [512, 128] blocks are rows 8 KiB apart in the weight, which fall into a
+// few cache sets, so each block is copied into one contiguous buffer
+// (allocated around the block loops) when the B x T rows are at least 32,
+// a run-time test here; the register tiles then read the copy.
+// CHECK-LABEL: func.func @packed_weight
+// CHECK: %[[BUF:.+]] = memref.alloc() {alignment = 64 : i64} : memref<512x128xf32>
+// CHECK: %[[ENOUGH:.+]] = arith.cmpi sge, %{{.+}}, %c32
+// CHECK: scf.for {{.*}} step %c128
+// CHECK: %[[B:.+]] = scf.if %[[ENOUGH]] -> (memref<512x128xf32, strided<[?, 1], offset: ?>>)
+// CHECK: vector.transfer_write {{.*}}, %[[BUF]]
+// CHECK: memref.cast %[[BUF]]
+// CHECK: } else {
+// CHECK: memref.cast %{{.+}} : memref<512x128xf32, strided<[2048, 1], offset: ?>>
+// CHECK: scf.for {{.*}} -> (vector<8x32xf32>)
+// CHECK: vector.transfer_read %[[B]]
+// CHECK: memref.dealloc %[[BUF]]
+func.func @packed_weight(%x: memref<?x?x512xf32>, %w: memref<512x2048xf32>, %out: memref<?x?x2048xf32> {kiln.noalias}) {
+  linalg.generic {indexing_maps = [affine_map<(b, m, n, k) -> (b, m, k)>, affine_map<(b, m, n, k) -> (k, n)>, affine_map<(b, m, n, k) -> (b, m, n)>],
+                  iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
+      ins(%x, %w : memref<?x?x512xf32>, memref<512x2048xf32>) outs(%out : memref<?x?x2048xf32>) {
+  ^bb0(%i: f32, %j: f32, %o: f32):
+    %p = arith.mulf %i, %j : f32
+    %s = arith.addf %o, %p : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+
+// A weight gradient Aᵀ·B with A [K, 4096] stored transposed: rows are
+// blocked too (128 on a 512 KiB L2 with AVX-512, 126 for AVX2 - a multiple
+// of the register tile's rows), each [512, 128] block of A is copied (64
+// columns reuse it: no run-time test), and a register tile's column of A is
+// read element by element, each a broadcasting load, instead of one vector
+// whose elements would each need a shuffle.
+// CHECK-LABEL: func.func @packed_lhs_t
+// CHECK: %[[ABUF:.+]] = memref.alloc() {alignment = 64 : i64} : memref<512x128xf32>
+// CHECK-NOT: scf.if
+// CHECK: vector.transfer_write {{.*}}, %[[ABUF]]
+// CHECK: scf.for {{.*}} -> (vector<8x32xf32>)
+// CHECK-COUNT-8: vector.transfer_read %[[ABUF]]{{.*}} vector<32x1xf32>
+// CHECK: scf.yield
+// CHECK: memref.dealloc %[[ABUF]]
+func.func @packed_lhs_t(%a: memref<?x4096xf32>, %b: memref<?x64xf32>, %out: memref<4096x64xf32> {kiln.noalias}) {
+  linalg.generic {indexing_maps = [affine_map<(m, n, k) -> (k, m)>, affine_map<(m, n, k) -> (k, n)>, affine_map<(m, n, k) -> (m, n)>],
+                  iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%a, %b : memref<?x4096xf32>, memref<?x64xf32>) outs(%out : memref<4096x64xf32>) {
+  ^bb0(%i: f32, %j: f32, %o: f32):
+    %p = arith.mulf %i, %j : f32
+    %s = arith.addf %o, %p : f32
     linalg.yield %s : f32
   }
   return

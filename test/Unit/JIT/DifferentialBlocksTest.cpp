@@ -185,10 +185,13 @@ TEST(DifferentialBlocks, LinearWithoutBias) { diff::run(linearCase(false)); }
 /// Batched [.., M, K] x [.., K, N] with the operands stored transposed when
 /// asked; `heads` adds a literal batch dimension of 2 after B.
 Case matmulCase(const std::string &name, bool transposeLhs, bool transposeRhs,
-                bool heads) {
+                bool heads, bool batched = true) {
   Case c;
   c.name = name;
-  std::vector<std::string> lead = {"B"};
+  std::vector<std::string> lead;
+  if (batched) {
+    lead.push_back("B");
+  }
   if (heads) {
     lead.push_back("2");
   }
@@ -210,9 +213,9 @@ Case matmulCase(const std::string &name, bool transposeLhs, bool transposeRhs,
   c.results = {dims("M", "N")};
   int64_t extra = heads ? 2 : 1;
   c.reference = [=](const diff::Values &in, const diff::Sizes &s) {
-    return diff::Values{matmulRef(in[0], in[1], s.at("B") * extra, s.at("M"),
-                                  s.at("K"), s.at("N"), transposeLhs,
-                                  transposeRhs)};
+    int64_t batch = batched ? s.at("B") * extra : 1;
+    return diff::Values{matmulRef(in[0], in[1], batch, s.at("M"), s.at("K"),
+                                  s.at("N"), transposeLhs, transposeRhs)};
   };
   c.base = {{"B", 2}, {"M", 17}, {"K", 17}, {"N", 17}};
   c.sweep = {{"B", {1, 3}}};
@@ -251,6 +254,35 @@ TEST(DifferentialBlocks, MatmulAcrossCacheBlocks) {
 TEST(DifferentialBlocks, MatmulTransposeLhsAcrossCacheBlocks) {
   diff::run(acrossCacheBlocks(matmulCase(
       "matmul transpose_lhs across cache blocks", true, false, false)));
+}
+
+/// An unbatched weight-gradient product Aᵀ·B with A [K, M] stored
+/// transposed, as kiln-autodiff emits for a linear's weight: 300 rows cross
+/// the row block (TargetInfo::blockM: 256 on a 1 MiB L2, 126 for named AVX2
+/// CPUs), so each block of A is copied before use, and 40 columns (at
+/// least 32) make it worth copying; K through one block, past it (600) and
+/// a short one (17).
+TEST(DifferentialBlocks, MatmulTransposeLhsCopiedBlocks) {
+  Case c = matmulCase("matmul transpose_lhs copied blocks", true, false, false,
+                      /*batched=*/false);
+  c.base = {{"M", 300}, {"K", 17}, {"N", 40}};
+  c.sweep = {{"M", {300}}, {"K", {17, 600}}, {"N", {40}}};
+  diff::run(c);
+}
+
+/// A linear whose weight crosses the cache blocks: 300 outputs past the
+/// column block (so each [kc, nc] block of the transposed weight is copied
+/// contiguously when there are at least 32 rows: B x T = 17 runs the
+/// uncopied branch of the run-time test, 34 and 65 the copied one) and 513
+/// inputs past the reduction block. Its gradients run the other copies:
+/// the input's (a product with 513 columns past the column block) and the
+/// weight's (Aᵀ·B with 300 rows past the row block).
+TEST(DifferentialBlocks, LinearAcrossCacheBlocks) {
+  Case c = linearCase(true);
+  c.name = "linear across cache blocks";
+  c.base = {{"B", 1}, {"T", 17}, {"K", 513}, {"N", 300}};
+  c.sweep = {{"B", {1, 2}}, {"T", {17, 65}}, {"K", {513}}, {"N", {300}}};
+  diff::run(c);
 }
 
 //===----------------------------------------------------------------------===//
