@@ -2,13 +2,17 @@
 
 #include "runtime/Allocator.h"
 
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
 #include <iterator>
+#include <list>
 #include <map>
 #include <mutex>
+#include <unordered_map>
+#include <vector>
 
 namespace kiln::memory {
 namespace {
@@ -20,6 +24,30 @@ struct alignas(64) Header {
   size_t capacity; ///< usable bytes after the header; 0: never cached
 };
 static_assert(sizeof(Header) == 64);
+
+/// Blocks of kCachedBlockBytes and more are mapped pages of their own, and
+/// unmapped when they leave the cache, so that the resident set follows
+/// what is live and cached; from malloc they would come, once glibc has
+/// raised its mmap threshold, from a heap that keeps freed holes resident.
+size_t mappedBytes(size_t capacity) {
+  constexpr size_t page = 4096;
+  return (sizeof(Header) + capacity + page - 1) / page * page;
+}
+
+void *mapBlock(size_t capacity) {
+  void *p = mmap(nullptr, mappedBytes(capacity), PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  return p == MAP_FAILED ? nullptr : p;
+}
+
+/// Gives a block back to the system.
+void freeBlock(Header *header) {
+  if (header->capacity >= kCachedBlockBytes) {
+    munmap(header->base, mappedBytes(header->capacity));
+  } else {
+    std::free(header->base);
+  }
+}
 
 struct Cache {
   std::mutex mutex;
@@ -35,7 +63,7 @@ struct Cache {
     while (bytes > keep && !blocks.empty()) {
       auto largest = std::prev(blocks.end());
       bytes -= largest->first;
-      std::free(largest->second->base);
+      freeBlock(largest->second);
       blocks.erase(largest);
     }
   }
@@ -74,7 +102,8 @@ size_t roundedSize(size_t size) {
 
 } // namespace
 
-void *allocate(size_t size) {
+namespace {
+void *allocateUnplanned(size_t size) {
   if (size > SIZE_MAX / 2) {
     return nullptr; // no system has it; and the rounding below must not wrap
   }
@@ -101,8 +130,10 @@ void *allocate(size_t size) {
     c.peakLive = std::max(c.peakLive, c.live);
     c.evictTo(c.peakLive - c.live);
   }
-  size_t total = (sizeof(Header) + capacity + 63) / 64 * 64;
-  auto *header = static_cast<Header *>(std::aligned_alloc(64, total));
+  auto *header = static_cast<Header *>(
+      capacity >= kCachedBlockBytes
+          ? mapBlock(capacity)
+          : std::aligned_alloc(64, (sizeof(Header) + capacity + 63) / 64 * 64));
   if (!header) {
     if (capacity >= kCachedBlockBytes) {
       Cache &c = cache();
@@ -114,6 +145,272 @@ void *allocate(size_t size) {
   header->base = header;
   header->capacity = capacity;
   return header + 1;
+}
+
+void releaseUnplanned(void *pointer) {
+  Header *header = static_cast<Header *>(pointer) - 1;
+  if (header->capacity >= kCachedBlockBytes) {
+    Cache &c = cache();
+    std::lock_guard<std::mutex> lock(c.mutex);
+    c.live -= std::min(c.live, header->capacity);
+    if (c.bytes + header->capacity <= c.limit) {
+      c.blocks.emplace(header->capacity, header);
+      c.bytes += header->capacity;
+      return;
+    }
+  }
+  freeBlock(header);
+}
+
+//===----------------------------------------------------------------------===//
+// Planned calls
+//===----------------------------------------------------------------------===//
+
+constexpr size_t kNoOffset = SIZE_MAX;
+
+/// Every live arena, so that release() recognises its blocks whichever
+/// thread frees them.
+struct Arenas {
+  std::mutex mutex;
+  std::map<uintptr_t, uintptr_t> ranges; // begin -> end
+  bool contains(const void *p) {
+    auto at = reinterpret_cast<uintptr_t>(p);
+    std::lock_guard<std::mutex> lock(mutex);
+    auto it = ranges.upper_bound(at);
+    return it != ranges.begin() && at < std::prev(it)->second;
+  }
+};
+
+Arenas &arenas() {
+  static Arenas *instance = new Arenas; // outlives every static destructor
+  return *instance;
+}
+
+/// One plan: the large allocations of a call, in order, and where each
+/// lives in the arena (kNoOffset: it outlives the call).
+struct Plan {
+  std::string shapes;
+  std::vector<size_t> sizes, offsets;
+  char *arena = nullptr;
+  size_t arenaBytes = 0;
+  bool ready = false;
+
+  Plan() = default;
+  Plan(const Plan &) = delete;
+  Plan &operator=(const Plan &) = delete;
+  ~Plan() { unmap(); }
+
+  /// Gives the arena back (and forgets it in the registry).
+  void unmap() {
+    if (!arena) {
+      return;
+    }
+    {
+      std::lock_guard<std::mutex> lock(arenas().mutex);
+      arenas().ranges.erase(reinterpret_cast<uintptr_t>(arena));
+    }
+    munmap(arena, arenaBytes);
+    arena = nullptr;
+    arenaBytes = 0;
+  }
+};
+
+/// Places blocks [allocated, freed) (event times) of `sizes` in one
+/// arena: largest first, each at the lowest offset clear of every placed
+/// block live at the same time. Returns the arena's size.
+size_t place(const std::vector<size_t> &sizes,
+             const std::vector<size_t> &allocated,
+             const std::vector<size_t> &freed, std::vector<size_t> &offsets) {
+  constexpr size_t page = 4096;
+  std::vector<size_t> order;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    if (offsets[i] != kNoOffset) {
+      order.push_back(i);
+    }
+  }
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return sizes[a] > sizes[b]; });
+  std::vector<size_t> placed;
+  size_t total = 0;
+  for (size_t i : order) {
+    std::vector<std::pair<size_t, size_t>> taken; // [begin, end)
+    for (size_t j : placed) {
+      if (allocated[j] < freed[i] && allocated[i] < freed[j]) {
+        taken.push_back({offsets[j], offsets[j] + sizes[j]});
+      }
+    }
+    std::sort(taken.begin(), taken.end());
+    size_t offset = 0;
+    for (auto [begin, end] : taken) {
+      if (begin >= offset + sizes[i]) {
+        break;
+      }
+      offset = std::max(offset, (end + page - 1) / page * page);
+    }
+    offsets[i] = offset;
+    total = std::max(total, offset + sizes[i]);
+    placed.push_back(i);
+  }
+  return total;
+}
+
+} // namespace
+
+class CallPlans {
+public:
+  std::mutex mutex;      ///< held by the call using the plans
+  std::list<Plan> plans; ///< most recently used first
+  static constexpr size_t kKept = 2;
+};
+
+std::shared_ptr<CallPlans> makeCallPlans() {
+  return std::make_shared<CallPlans>();
+}
+
+struct PlannedCall::State {
+  CallPlans *plans = nullptr;
+  std::unique_lock<std::mutex> lock;
+  Plan *plan = nullptr;
+  bool replaying = false, diverged = false, finished = false;
+  size_t next = 0;  ///< the index of the next large allocation
+  size_t clock = 0; ///< allocation and release events so far
+  // Recording: when each block was allocated and released.
+  std::vector<size_t> sizes, allocated, freed;
+  std::unordered_map<void *, size_t> open; ///< live recorded block -> index
+
+  void *allocate(size_t capacity) {
+    size_t index = next++;
+    ++clock;
+    if (replaying && !diverged) {
+      if (index < plan->sizes.size() && plan->sizes[index] == capacity) {
+        if (plan->offsets[index] != kNoOffset) {
+          return plan->arena + plan->offsets[index];
+        }
+        return allocateUnplanned(capacity);
+      }
+      diverged = true; // another call than the one planned
+    }
+    void *p = allocateUnplanned(capacity);
+    if (!replaying && p) {
+      open[p] = sizes.size();
+      sizes.push_back(capacity);
+      allocated.push_back(clock);
+      freed.push_back(kNoOffset);
+    }
+    return p;
+  }
+
+  /// True when `pointer` was handled (an arena block: nothing to free).
+  bool release(void *pointer) {
+    ++clock;
+    if (replaying) {
+      return inArena(pointer);
+    }
+    if (auto it = open.find(pointer); it != open.end()) {
+      freed[it->second] = clock;
+      open.erase(it);
+    }
+    return false;
+  }
+
+  bool inArena(const void *pointer) const {
+    auto *p = static_cast<const char *>(pointer);
+    return plan && plan->arena && p >= plan->arena &&
+           p < plan->arena + plan->arenaBytes;
+  }
+};
+
+namespace {
+thread_local PlannedCall::State *activeCall = nullptr;
+} // namespace
+
+PlannedCall::PlannedCall(CallPlans &plans, const std::string &shapes)
+    : state_(std::make_unique<State>()) {
+  if (activeCall) {
+    return; // nested: unplanned
+  }
+  std::unique_lock<std::mutex> lock(plans.mutex, std::try_to_lock);
+  if (!lock.owns_lock()) {
+    return; // another thread runs this function now: unplanned
+  }
+  state_->plans = &plans;
+  state_->lock = std::move(lock);
+  auto found = std::find_if(plans.plans.begin(), plans.plans.end(),
+                            [&](const Plan &p) { return p.shapes == shapes; });
+  if (found == plans.plans.end()) {
+    plans.plans.emplace_front();
+    plans.plans.front().shapes = shapes;
+    while (plans.plans.size() > CallPlans::kKept) {
+      plans.plans.pop_back(); // unmaps its arena
+    }
+  } else {
+    plans.plans.splice(plans.plans.begin(), plans.plans, found);
+  }
+  state_->plan = &plans.plans.front();
+  state_->replaying = state_->plan->ready;
+  activeCall = state_.get();
+}
+
+void PlannedCall::finish() {
+  State &s = *state_;
+  if (s.finished || !s.plan) {
+    return;
+  }
+  s.finished = true;
+  if (activeCall == &s) {
+    activeCall = nullptr;
+  }
+  Plan &plan = *s.plan;
+  if (s.replaying) {
+    // A call that took other sizes (or fewer blocks) records afresh next.
+    if (s.diverged || s.next != plan.sizes.size()) {
+      plan.ready = false;
+    }
+    return;
+  }
+  // Blocks still open outlive the call: the general allocator's.
+  std::vector<size_t> offsets(s.sizes.size(), 0);
+  for (size_t i = 0; i < s.sizes.size(); ++i) {
+    if (s.freed[i] == kNoOffset) {
+      offsets[i] = kNoOffset;
+    }
+  }
+  size_t bytes = place(s.sizes, s.allocated, s.freed, offsets);
+  if (bytes > plan.arenaBytes || !plan.arena) {
+    plan.unmap();
+    size_t mapped = std::max<size_t>(bytes, 4096);
+    void *arena = mmap(nullptr, mapped, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (arena == MAP_FAILED) {
+      plan.arenaBytes = 0;
+      return; // no arena: calls stay unplanned
+    }
+    plan.arena = static_cast<char *>(arena);
+    plan.arenaBytes = mapped;
+    std::lock_guard<std::mutex> guard(arenas().mutex);
+    arenas().ranges[reinterpret_cast<uintptr_t>(plan.arena)] =
+        reinterpret_cast<uintptr_t>(plan.arena) + mapped;
+  }
+  plan.sizes = std::move(s.sizes);
+  plan.offsets = std::move(offsets);
+  plan.ready = true;
+  // The recorded call's blocks went back to the cache; the arena replaces
+  // them, so they go back to the system.
+  trim();
+}
+
+PlannedCall::~PlannedCall() { finish(); }
+
+bool PlannedCall::inArena(const void *pointer) const {
+  return state_->inArena(pointer);
+}
+
+void *allocate(size_t size) {
+  if (activeCall && size <= SIZE_MAX / 2 &&
+      roundedSize(size == 0 ? 1 : size) >= kCachedBlockBytes) {
+    return activeCall->allocate(roundedSize(size));
+  }
+  return allocateUnplanned(size);
 }
 
 void *allocateAligned(size_t alignment, size_t size) {
@@ -144,24 +441,24 @@ void release(void *pointer) {
   if (!pointer) {
     return;
   }
-  Header *header = static_cast<Header *>(pointer) - 1;
-  if (header->capacity >= kCachedBlockBytes) {
-    Cache &c = cache();
-    std::lock_guard<std::mutex> lock(c.mutex);
-    c.live -= std::min(c.live, header->capacity);
-    if (c.bytes + header->capacity <= c.limit) {
-      c.blocks.emplace(header->capacity, header);
-      c.bytes += header->capacity;
-      return;
-    }
+  if (activeCall && activeCall->release(pointer)) {
+    return; // an arena block
   }
-  std::free(header->base);
+  if (arenas().contains(pointer)) {
+    return; // an arena block freed by another thread
+  }
+  releaseUnplanned(pointer);
 }
 
 Stats stats() {
   Cache &c = cache();
   std::lock_guard<std::mutex> lock(c.mutex);
-  return {c.bytes, c.limit, c.reused, c.fresh};
+  Stats out{c.bytes, c.limit, c.reused, c.fresh, c.live, c.peakLive, 0};
+  std::lock_guard<std::mutex> arenaLock(arenas().mutex);
+  for (auto [begin, end] : arenas().ranges) {
+    out.arenaBytes += end - begin;
+  }
+  return out;
 }
 
 void trim() { cache().clear(); }

@@ -280,7 +280,7 @@ std::vector<ParamSpec> parseParamSpecs(std::string_view text) {
 //===----------------------------------------------------------------------===//
 
 CompiledFunction::CompiledFunction(FunctionSpec spec, PackedFunction fn)
-    : spec_(std::move(spec)), fn_(fn) {
+    : spec_(std::move(spec)), fn_(fn), plans_(memory::makeCallPlans()) {
   if (!fn_) {
     throw Error("kiln: function '" + spec_.name + "' has no code");
   }
@@ -476,7 +476,20 @@ std::vector<Tensor> CompiledFunction::call(const std::vector<Arg> &args) const {
   if (!fs.results.empty()) {
     packed.push_back(results.data());
   }
+  // The large buffers the call allocates and frees come from the arena
+  // planned for these input shapes (runtime/Allocator.h).
+  std::string shapes;
+  for (const Arg &arg : args) {
+    if (!arg.isScalar) {
+      for (int64_t s : arg.tensor.shape()) {
+        shapes += std::to_string(s) + ",";
+      }
+    }
+    shapes += ";";
+  }
+  memory::PlannedCall planned(*plans_, shapes);
   fn_(packed.data());
+  planned.finish();
 
   // Adopt the results (or copy those that alias an input, a global, or an
   // earlier result, or are not contiguous).
@@ -504,7 +517,8 @@ std::vector<Tensor> CompiledFunction::call(const std::vector<Arg> &args) const {
     float *data = static_cast<float *>(d.aligned) + d.offset;
     auto allocated = reinterpret_cast<uintptr_t>(d.allocated);
     bool owned = allocated != kGlobalMarker && !inputs.count(allocated) &&
-                 !inputs.count(reinterpret_cast<uintptr_t>(d.aligned));
+                 !inputs.count(reinterpret_cast<uintptr_t>(d.aligned)) &&
+                 !planned.inArena(d.allocated); // never outlives the call
     bool contiguous = true;
     int64_t expect = 1;
     for (size_t k = rank; k-- > 0;) {

@@ -28,6 +28,10 @@
 
 namespace kiln {
 
+namespace memory {
+class CallPlans;
+} // namespace memory
+
 /// One argument of a compiled function: a tensor or an i64 scalar (a dropout
 /// seed, a start position).
 struct Arg {
@@ -109,6 +113,8 @@ public:
 private:
   FunctionSpec spec_;
   PackedFunction fn_;
+  /// The memory plans of its calls (memory::PlannedCall), shared by copies.
+  std::shared_ptr<memory::CallPlans> plans_;
 };
 
 /// A set of compiled functions and the parameters they share: what the JIT

@@ -47,11 +47,13 @@ static std::string transposeLowering(const std::string &cpu) {
 }
 
 std::string kiln::linalgToLLVMPipeline(const std::string &cpu) {
-  return "one-shot-bufferize{bufferize-function-boundaries "
+  return "func.func(kiln-clone-fills-per-use),"
+         "one-shot-bufferize{bufferize-function-boundaries "
          "function-boundary-type-conversion=identity-layout-map},"
          "buffer-deallocation-pipeline,"
          "convert-bufferization-to-memref,"
          "kiln-outline-kernels,"
+         "func.func(kiln-deallocate-after-last-use),"
          "func.func(kiln-tile-and-vectorize{target-cpu=" +
          cpu +
          "}),"

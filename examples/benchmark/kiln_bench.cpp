@@ -17,6 +17,7 @@
 #include "compiler/DSL/Models.h"
 #include "compiler/Target/JIT/CompiledModel.h"
 #include "compiler/Target/JIT/Trainer.h"
+#include "runtime/Allocator.h"
 #include "runtime/Error.h"
 
 #include <fmt/format.h>
@@ -144,19 +145,24 @@ void measure(const std::string &name, const std::string &mode, const Shape &c,
   }
   double residentMiB =
       double(resident) * double(sysconf(_SC_PAGESIZE)) / (1 << 20);
+  // The most the compiled code had allocated at once (blocks of 256 KiB and
+  // more: activations and temporaries), or its planned arena.
+  memory::Stats stats = memory::stats();
+  double livePeak =
+      double(std::max(stats.peakLiveBytes, stats.arenaBytes)) / (1 << 20);
   fmt::print("{:<10} {:<11} {:>9.2f} ms  {:>9.0f} tok/s  {:>6.1f} GFLOP/s  "
              "{:>5.1f}% of peak  peak RSS {:>5.0f} MiB (now {:.0f}, JIT "
-             "compiler {:.0f})\n",
+             "compiler {:.0f}, buffers live at once {:.0f})\n",
              name, mode, median, c.b * c.t / (median * 1e-3), gflops,
              (options.peak > 0 ? 100 * gflops / options.peak : 0.0), peak,
-             residentMiB, compilePeak);
+             residentMiB, compilePeak, livePeak);
   fmt::print("RESULT peer=kiln model={} mode={} median_ms={:.2f} min_ms={:.2f} "
              "tokens_per_s={:.0f} gflops={:.1f} peak_pct={:.1f} rss_mib={:.0f} "
-             "rss_now_mib={:.0f} jit_rss_mib={:.0f} loss_first={:.4f} "
-             "loss_last={:.4f}\n",
+             "rss_now_mib={:.0f} jit_rss_mib={:.0f} live_peak_mib={:.0f} "
+             "loss_first={:.4f} loss_last={:.4f}\n",
              name, mode, median, ms.front(), c.b * c.t / (median * 1e-3),
              gflops, (options.peak > 0 ? 100 * gflops / options.peak : 0.0),
-             peak, residentMiB, compilePeak, first, last);
+             peak, residentMiB, compilePeak, livePeak, first, last);
   std::fflush(stdout);
 }
 

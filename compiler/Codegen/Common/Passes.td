@@ -23,5 +23,40 @@ def KilnFuseElementwisePass : Pass<"kiln-fuse-elementwise"> {
   let dependentDialects = ["::mlir::linalg::LinalgDialect"];
 }
 
+def KilnDeallocateAfterLastUsePass : Pass<"kiln-deallocate-after-last-use"> {
+  let summary = "Free each buffer right after its last use";
+  let description = [{
+    MLIR's ownership-based buffer deallocation frees the buffers a block
+    allocates at the end of that block: in a model's function, one block of
+    hundreds of kernel calls, every activation and temporary stayed
+    allocated until the function returned (the gpt-small forward pass held
+    271 MiB at once). This pass moves each `memref.dealloc` of a buffer
+    allocated in the same block to right after the last op of the block
+    that uses the buffer or anything derived from it (views, reshapes,
+    casts, loop results, whatever a user returns). A buffer a terminator
+    passes on, or whose raw pointer is taken, keeps its place. Run after
+    deallocation is lowered to `memref.dealloc` (and after outlining, so
+    that the uses are kernel calls).
+  }];
+  let dependentDialects = ["::mlir::memref::MemRefDialect"];
+}
+def KilnCloneFillsPerUsePass : Pass<"kiln-clone-fills-per-use"> {
+  let summary = "Give every user of a constant-filled tensor its own fill";
+  let description = [{
+    CSE merges the zero-filled accumulators of identical ops (every layer's
+    scores, sums and maxima start from the same `linalg.fill`), and
+    one-shot bufferization then allocates that tensor once, at the top of
+    the function, and copies it into a fresh buffer for each op that writes
+    into it: 122 `memref.copy`s in the encoder-decoder's forward pass, each
+    a read and a write of a buffer that stayed allocated all along. This
+    pass gives each user in the fill's block its own `tensor.empty` +
+    `linalg.fill` right before it, so that the fill writes the user's buffer
+    in place and lives no longer than that buffer. Run before
+    bufferization; kernel outlining folds the identical fills back into one
+    kernel.
+  }];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect",
+                           "::mlir::tensor::TensorDialect"];
+}
 
 #endif // KILN_COMPILER_CODEGEN_COMMON_PASSES_TD

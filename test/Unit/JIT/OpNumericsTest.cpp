@@ -12,6 +12,7 @@
 #include "runtime/Allocator.h"
 #include "runtime/Error.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -654,6 +655,53 @@ namespace {
 // Compiled code takes its buffers from runtime/Allocator.h: a second call
 // of a function with large temporaries and results reuses the blocks of the
 // first instead of asking the system for fresh memory.
+// A chain of eight products [256, 1024] x [1024, 1024] (1 MiB results
+// that no product can write over its own input): each result dies after
+// the next product. Freed at the end of the function (MLIR's deallocation),
+// all eight were live at once; kiln-deallocate-after-last-use frees each
+// after its last use, and the arena planned from the first call holds two
+// of them beside the transposed weight and serves every later call.
+TEST(OpNumerics, CompiledCodeFreesEarlyAndReplaysItsPlan) {
+  std::string body;
+  std::string prev = "%x";
+  for (int i = 0; i < 8; ++i) {
+    body += fmt::format("      %y{0} = kiln.linear {1}, %w : "
+                        "(tensor<?x1024xf32>, tensor<1024x1024xf32>) -> "
+                        "tensor<?x1024xf32>\n",
+                        i, prev);
+    prev = fmt::format("%y{}", i);
+  }
+  auto module = JitModule::compileSource(
+      "    func.func @f(%x: tensor<?x1024xf32>, %w: tensor<1024x1024xf32>) "
+      "-> tensor<?x1024xf32> {\n" +
+      body + "      return " + prev + " : tensor<?x1024xf32>\n    }");
+  Tensor x = Tensor::full({256, 1024}, 0.5f);
+  Tensor w = Tensor::full({1024, 1024}, 0.001f);
+  size_t mib = 1 << 20;
+  // y_i = 0.5 · 1.024^(i+1) in every element.
+  float expected = 0.5f * std::pow(1.024f, 8.0f);
+  memory::trim();
+  Tensor first = module->function("f").call({x, w})[0];
+  EXPECT_NEAR(first.data<float>()[0], expected, 1e-4);
+  // The recording call: the transposed weights (4 MiB, at most two at
+  // once) and at most three results live at once, never all eight.
+  EXPECT_LE(memory::stats().peakLiveBytes, 11 * mib);
+  size_t arena = memory::stats().arenaBytes;
+  EXPECT_GT(arena, 0u);
+  EXPECT_LE(arena, 11 * mib);
+  auto lastElement = [&] {
+    Tensor y = module->function("f").call({x, w})[0];
+    return y.data<float>()[y.numel() - 1]; // y's block goes back to the cache
+  };
+  EXPECT_NEAR(lastElement(), expected, 1e-4);
+  memory::Stats before = memory::stats();
+  EXPECT_NEAR(lastElement(), expected, 1e-4);
+  memory::Stats after = memory::stats();
+  EXPECT_EQ(after.fresh, before.fresh); // the result reuses a cached block
+  EXPECT_EQ(after.arenaBytes, arena);
+  memory::trim();
+}
+
 TEST(OpNumerics, CompiledCodeReusesBuffersAcrossCalls) {
   auto module = JitModule::compileSource(R"(
     func.func @f(%x: tensor<?x512xf32>, %w: tensor<512x512xf32>) -> tensor<?x512xf32> {

@@ -6,6 +6,8 @@
 
 #include <cstdint>
 #include <cstring>
+#include <string>
+#include <vector>
 
 using namespace kiln;
 
@@ -113,3 +115,112 @@ TEST_F(AllocatorTest, CompiledCodeEntryPoints) {
 }
 
 } // namespace
+
+//===----------------------------------------------------------------------===//
+// Planned calls
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// One "call" of a compiled function: three large temporaries, the first
+/// and second live at once, the third after the first is freed (so it can
+/// share the first one's bytes), and one result that outlives the call.
+struct Call {
+  char *a = nullptr, *b = nullptr, *c = nullptr, *result = nullptr;
+};
+
+Call runCall(memory::CallPlans &plans, const std::string &shapes, size_t size) {
+  Call call;
+  memory::PlannedCall planned(plans, shapes);
+  call.a = static_cast<char *>(memory::allocate(size));
+  call.b = static_cast<char *>(memory::allocate(2 * size));
+  std::memset(call.a, 1, size);
+  std::memset(call.b, 2, 2 * size);
+  memory::release(call.a);
+  call.c = static_cast<char *>(memory::allocate(size));
+  std::memset(call.c, 3, size);
+  call.result = static_cast<char *>(memory::allocate(size));
+  std::memset(call.result, 4, size);
+  EXPECT_EQ(call.b[2 * size - 1], 2); // c did not overlap b
+  memory::release(call.b);
+  memory::release(call.c);
+  planned.finish();
+  EXPECT_FALSE(planned.inArena(call.result));
+  return call;
+}
+
+} // namespace
+
+TEST_F(AllocatorTest, PlannedCallsReplayTheirBlocksFromOneArena) {
+  size_t size = 1 << 20;
+  auto plans = memory::makeCallPlans();
+  Call first = runCall(*plans, "8,64;", size);     // records
+  EXPECT_EQ(memory::stats().arenaBytes, 3 * size); // b and a|c: 3 MiB
+  Call second = runCall(*plans, "8,64;", size);    // replays
+  Call third = runCall(*plans, "8,64;", size);
+  // The same arena blocks every replay; a and c share bytes (never live at
+  // once), b does not overlap them.
+  EXPECT_EQ(second.a, third.a);
+  EXPECT_EQ(second.b, third.b);
+  EXPECT_EQ(second.c, second.a);
+  EXPECT_TRUE(second.b + 2 * size <= second.a || second.a + size <= second.b);
+  // The result outlives the call: never an arena block.
+  EXPECT_NE(second.result, third.result);
+  for (Call *call : {&first, &second, &third}) {
+    EXPECT_EQ(call->result[size - 1], 4);
+    memory::release(call->result);
+  }
+  plans.reset();
+  EXPECT_EQ(memory::stats().arenaBytes, 0u);
+}
+
+TEST_F(AllocatorTest, APlanCallWithOtherSizesFallsBackAndRecordsAgain) {
+  size_t size = 1 << 20;
+  auto plans = memory::makeCallPlans();
+  Call recorded = runCall(*plans, "8,64;", size);
+  Call replayed = runCall(*plans, "8,64;", size);
+  // Same shapes key, other sizes (a plan that no longer matches): the call
+  // diverges at its first allocation and runs on the general allocator.
+  Call diverged = runCall(*plans, "8,64;", 2 * size);
+  EXPECT_NE(diverged.a, replayed.a);
+  // It recorded nothing; the next call records the new sizes afresh, and
+  // the one after replays them.
+  Call again = runCall(*plans, "8,64;", 2 * size);
+  Call replayedAgain = runCall(*plans, "8,64;", 2 * size);
+  Call replayedTwice = runCall(*plans, "8,64;", 2 * size);
+  EXPECT_EQ(replayedAgain.b, replayedTwice.b);
+  for (Call *call : {&recorded, &replayed, &diverged, &again, &replayedAgain,
+                     &replayedTwice}) {
+    memory::release(call->result);
+  }
+}
+
+TEST_F(AllocatorTest, PlansAreKeptPerInputShapes) {
+  size_t size = 1 << 20;
+  auto plans = memory::makeCallPlans();
+  std::vector<Call> calls;
+  calls.push_back(runCall(*plans, "8,64;", size));
+  calls.push_back(runCall(*plans, "1,64;", size / 2));
+  calls.push_back(runCall(*plans, "8,64;", size));
+  calls.push_back(runCall(*plans, "1,64;", size / 2));
+  calls.push_back(runCall(*plans, "8,64;", size));
+  calls.push_back(runCall(*plans, "1,64;", size / 2));
+  // Alternating shapes replay their own arenas.
+  EXPECT_EQ(calls[2].b, calls[4].b);
+  EXPECT_EQ(calls[3].b, calls[5].b);
+  EXPECT_NE(calls[2].b, calls[3].b);
+  for (Call &call : calls) {
+    memory::release(call.result);
+  }
+}
+
+TEST_F(AllocatorTest, NestedPlannedCallsAreUnplanned) {
+  size_t size = 1 << 20;
+  auto outer = memory::makeCallPlans(), inner = memory::makeCallPlans();
+  memory::PlannedCall call(*outer, "x");
+  Call nested = runCall(*inner, "x", size);
+  Call nestedAgain = runCall(*inner, "x", size);
+  EXPECT_EQ(memory::stats().arenaBytes, 0u); // the inner one never planned
+  memory::release(nested.result);
+  memory::release(nestedAgain.result);
+}
