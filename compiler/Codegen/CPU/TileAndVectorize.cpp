@@ -148,7 +148,8 @@ constexpr int64_t kPackMinReuse = 32;
 
 /// The unbatched input of a contraction indexed by exactly the loops
 /// `outer` and `inner` in that order (A [K, M] stored transposed: (k, m);
-/// B: (k, n) or (n, k)), with its innermost dimension contiguous, or null.
+/// B: (k, n) or (n, k)), with its innermost dimension contiguous and its
+/// rows a multiple of 4 KiB apart, or null.
 OpOperand *matrixOperand(linalg::LinalgOp op, unsigned outer, unsigned inner) {
   for (OpOperand *input : op.getDpsInputOperands()) {
     AffineMap map = op.getMatchingIndexingMap(input);
@@ -157,10 +158,16 @@ OpOperand *matrixOperand(linalg::LinalgOp op, unsigned outer, unsigned inner) {
         map.getDimPosition(0) != outer || map.getDimPosition(1) != inner) {
       continue;
     }
+    // Rows a multiple of 4 KiB apart share cache sets (those are copied);
+    // other strides spread over the sets, and copying them measured slower
+    // (N = 8000: 196 -> 190 GFLOP/s on one core; M = 1536 gradients: 206 ->
+    // 187). A dynamic stride may be either: copied.
     int64_t offset;
     SmallVector<int64_t> strides;
     if (succeeded(type.getStridesAndOffset(strides, offset)) &&
-        strides.back() == 1) {
+        strides.back() == 1 &&
+        (ShapedType::isDynamic(strides.front()) ||
+         strides.front() * type.getElementTypeBitWidth() / 8 % 4096 == 0)) {
       return input;
     }
   }

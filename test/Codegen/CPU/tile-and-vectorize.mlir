@@ -122,6 +122,25 @@ func.func @packed_weight(%x: memref<?x?x512xf32>, %w: memref<512x2048xf32>, %out
   return
 }
 
+// Rows 8000 bytes apart spread over the cache sets: the blocks of B are
+// read in place (copying them measured slower).
+// CHECK-LABEL: func.func @unpacked_weight
+// CHECK-NOT: memref.alloc
+// CHECK: scf.for {{.*}} -> (vector<8x32xf32>)
+// CHECK-NOT: memref.alloc
+// CHECK: return
+func.func @unpacked_weight(%x: memref<?x512xf32>, %w: memref<512x2000xf32>, %out: memref<?x2000xf32> {kiln.noalias}) {
+  linalg.generic {indexing_maps = [affine_map<(m, n, k) -> (m, k)>, affine_map<(m, n, k) -> (k, n)>, affine_map<(m, n, k) -> (m, n)>],
+                  iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%x, %w : memref<?x512xf32>, memref<512x2000xf32>) outs(%out : memref<?x2000xf32>) {
+  ^bb0(%i: f32, %j: f32, %o: f32):
+    %p = arith.mulf %i, %j : f32
+    %s = arith.addf %o, %p : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+
 // A weight gradient Aᵀ·B with A [K, 4096] stored transposed: rows are
 // blocked too (128 on a 512 KiB L2 with AVX-512, 126 for AVX2 - a multiple
 // of the register tile's rows), each [512, 128] block of A is copied (64

@@ -256,32 +256,47 @@ TEST(DifferentialBlocks, MatmulTransposeLhsAcrossCacheBlocks) {
       "matmul transpose_lhs across cache blocks", true, false, false)));
 }
 
+/// Blocks of an operand whose rows lie a multiple of 4 KiB apart, or a
+/// dynamic stride apart, are copied contiguously before use (static strides
+/// that are not such multiples are read in place).
+///
 /// An unbatched weight-gradient product Aᵀ·B with A [K, M] stored
 /// transposed, as kiln-autodiff emits for a linear's weight: 300 rows cross
 /// the row block (TargetInfo::blockM: 256 on a 1 MiB L2, 126 for named AVX2
-/// CPUs), so each block of A is copied before use, and 40 columns (at
-/// least 32) make it worth copying; K through one block, past it (600) and
-/// a short one (17).
+/// CPUs), so with M dynamic each block of A (a partial one last) is copied,
+/// 40 columns (at least 32) making it worth copying; K through one block,
+/// past it (600) and a short one (17).
 TEST(DifferentialBlocks, MatmulTransposeLhsCopiedBlocks) {
-  Case c = matmulCase("matmul transpose_lhs copied blocks", true, false, false,
-                      /*batched=*/false);
+  Case c = matmulCase("matmul transpose_lhs copied blocks", true, false,
+                      false, /*batched=*/false);
   c.base = {{"M", 300}, {"K", 17}, {"N", 40}};
   c.sweep = {{"M", {300}}, {"K", {17, 600}}, {"N", {40}}};
   diff::run(c);
 }
 
-/// A linear whose weight crosses the cache blocks: 300 outputs past the
-/// column block (so each [kc, nc] block of the transposed weight is copied
-/// contiguously when there are at least 32 rows: B x T = 17 runs the
-/// uncopied branch of the run-time test, 34 and 65 the copied one) and 513
-/// inputs past the reduction block. Its gradients run the other copies:
-/// the input's (a product with 513 columns past the column block) and the
-/// weight's (Aᵀ·B with 300 rows past the row block).
+/// An unbatched product A·B whose B [513, N] is cut into column and
+/// reduction blocks (a partial one of each): with N dynamic each block is
+/// copied when there are at least 32 rows (M = 17 runs the uncopied branch
+/// of the run-time test, 65 the copied one).
+TEST(DifferentialBlocks, MatmulCopiedBlocks) {
+  Case c = matmulCase("matmul copied blocks", false, false, false,
+                      /*batched=*/false);
+  c.base = {{"M", 17}, {"K", 513}, {"N", 300}};
+  c.sweep = {{"M", {17, 65}}, {"K", {513}}, {"N", {300}}};
+  diff::run(c);
+}
+
+/// A linear whose weight crosses the cache blocks with rows 4 KiB apart:
+/// 1024 outputs (its transposed weight's [kc, nc] blocks are copied when
+/// there are at least 32 rows: B x T = 17 runs the uncopied branch, 34 and
+/// 65 the copied one) and 513 inputs past the reduction block. Its weight's
+/// gradient, Aᵀ·B with A = the output gradient [B·T, 1024], copies A's
+/// blocks.
 TEST(DifferentialBlocks, LinearAcrossCacheBlocks) {
   Case c = linearCase(true);
   c.name = "linear across cache blocks";
-  c.base = {{"B", 1}, {"T", 17}, {"K", 513}, {"N", 300}};
-  c.sweep = {{"B", {1, 2}}, {"T", {17, 65}}, {"K", {513}}, {"N", {300}}};
+  c.base = {{"B", 1}, {"T", 17}, {"K", 513}, {"N", 1024}};
+  c.sweep = {{"B", {1, 2}}, {"T", {17, 65}}, {"K", {513}}, {"N", {1024}}};
   diff::run(c);
 }
 
