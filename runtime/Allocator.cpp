@@ -228,8 +228,9 @@ size_t place(const std::vector<size_t> &sizes,
       order.push_back(i);
     }
   }
-  std::stable_sort(order.begin(), order.end(),
-                   [&](size_t a, size_t b) { return sizes[a] > sizes[b]; });
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return sizes[a] != sizes[b] ? sizes[a] > sizes[b] : a < b;
+  });
   std::vector<size_t> placed;
   size_t total = 0;
   for (size_t i : order) {
