@@ -26,12 +26,15 @@
 #include <map>
 #include <mutex>
 
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
+
 using namespace mlir;
 
 namespace kiln {
 
 struct JitModule::Impl {
-  std::unique_ptr<MLIRContext> context;
   std::unique_ptr<ExecutionEngine> engine;
   double pipelineSeconds = 0, codegenSeconds = 0;
 };
@@ -120,7 +123,13 @@ JitModule::compileLowered(LoweredModule lowered, const JitOptions &options) {
                 llvm::toString(engine.takeError()));
   }
   impl->engine = std::move(*engine);
-  impl->context = std::move(lowered.context);
+  // The LLVM module is the engine's own: the MLIR module and its context
+  // (every type and attribute the pipeline uniqued) are freed now.
+  lowered.module = {};
+  lowered.context.reset();
+#ifdef __GLIBC__
+  malloc_trim(0); // and the heap they lived in goes back to the system
+#endif
   // The run-time functions compiled code may call, from the Kiln runtime.
   impl->engine->registerSymbols([](llvm::orc::MangleAndInterner interner) {
     llvm::orc::SymbolMap symbols;
