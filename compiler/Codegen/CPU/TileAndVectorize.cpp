@@ -494,9 +494,30 @@ struct KilnTileAndVectorizePass
     : kiln::impl::KilnTileAndVectorizePassBase<KilnTileAndVectorizePass> {
   using Base::Base;
 
-  /// The target is looked up once per pass instance, not per function (a
-  /// model has hundreds of outlined kernels).
-  LogicalResult initialize(MLIRContext *) override {
+  /// The target is looked up, and the pattern sets are built, once per pass
+  /// instance, not per function (a model has hundreds of outlined kernels,
+  /// and every kernel canonicalizes three times).
+  LogicalResult initialize(MLIRContext *context) override {
+    RewritePatternSet canonical(context);
+    for (Dialect *dialect : context->getLoadedDialects()) {
+      dialect->getCanonicalizationPatterns(canonical);
+    }
+    for (RegisteredOperationName op : context->getRegisteredOperations()) {
+      op.getCanonicalizationPatterns(canonical, context);
+    }
+    canonicalization = FrozenRewritePatternSet(std::move(canonical));
+    RewritePatternSet vectors(context);
+    vector::populateCastAwayVectorLeadingOneDimPatterns(vectors);
+    vectors.add<TransposedTileRead, SplitBroadcastRead>(context);
+    vector::populateVectorTransferDropUnitDimsPatterns(vectors);
+    vector::populateDropUnitDimWithShapeCastPatterns(vectors);
+    vector::TransferReadOp::getCanonicalizationPatterns(vectors, context);
+    vector::TransferWriteOp::getCanonicalizationPatterns(vectors, context);
+    vector::BroadcastOp::getCanonicalizationPatterns(vectors, context);
+    vector::ShapeCastOp::getCanonicalizationPatterns(vectors, context);
+    vector::ExtractOp::getCanonicalizationPatterns(vectors, context);
+    vectorCleanup = FrozenRewritePatternSet(std::move(vectors));
+
     llvm::Expected<kiln::cpu::TargetInfo> found =
         kiln::cpu::lookupTarget(targetCpu);
     if (!found) {
@@ -581,17 +602,7 @@ struct KilnTileAndVectorizePass
 
     // 5. Drop the unit dimensions of the tiles' vectors (leading batch and
     //    head dims), so that they lower to plain 1-D vector registers.
-    RewritePatternSet patterns(context);
-    vector::populateCastAwayVectorLeadingOneDimPatterns(patterns);
-    patterns.add<TransposedTileRead, SplitBroadcastRead>(context);
-    vector::populateVectorTransferDropUnitDimsPatterns(patterns);
-    vector::populateDropUnitDimWithShapeCastPatterns(patterns);
-    vector::TransferReadOp::getCanonicalizationPatterns(patterns, context);
-    vector::TransferWriteOp::getCanonicalizationPatterns(patterns, context);
-    vector::BroadcastOp::getCanonicalizationPatterns(patterns, context);
-    vector::ShapeCastOp::getCanonicalizationPatterns(patterns, context);
-    vector::ExtractOp::getCanonicalizationPatterns(patterns, context);
-    (void)applyPatternsGreedily(getOperation(), std::move(patterns));
+    (void)applyPatternsGreedily(getOperation(), vectorCleanup);
   }
 
   /// The ops tiling has produced (and tagged with their tile sizes).
@@ -680,15 +691,7 @@ struct KilnTileAndVectorizePass
         }
       }
     }
-    MLIRContext *context = &getContext();
-    RewritePatternSet patterns(context);
-    for (Dialect *dialect : context->getLoadedDialects()) {
-      dialect->getCanonicalizationPatterns(patterns);
-    }
-    for (RegisteredOperationName op : context->getRegisteredOperations()) {
-      op.getCanonicalizationPatterns(patterns, context);
-    }
-    (void)applyPatternsGreedily(getOperation(), std::move(patterns));
+    (void)applyPatternsGreedily(getOperation(), canonicalization);
   }
 
   /// Tiles the parallel loops of a partial tile (one cut short along a
@@ -729,5 +732,6 @@ struct KilnTileAndVectorizePass
 
   kiln::cpu::TargetInfo target;
   std::string targetError;
+  FrozenRewritePatternSet canonicalization, vectorCleanup;
 };
 } // namespace
