@@ -123,7 +123,8 @@ extern "C" int kiln_call(const kiln_function *function, const kiln_tensor *args,
                       spec.name + "' has a negative size");
         }
       }
-      // A view of the caller's memory: the compiled code never writes it.
+      // A view of the caller's memory: the compiled code writes only the
+      // arguments that a result updates in place (ResultSpec::updates).
       in.emplace_back(Tensor::adopt(t.data, shape, dtype, [] {}));
     }
     std::vector<Tensor> out = fn.call(in);

@@ -23,7 +23,11 @@ enum { KILN_F32 = 0, KILN_I32 = 1, KILN_I64 = 2, KILN_BOOL = 3 };
 
 /* A dense, row-major tensor. An i64 scalar argument (a seed, a position) is
  * a rank-0 KILN_I64 tensor. Results are allocated by the compiled code: hand
- * each to kiln_tensor_release() when done (it frees `data`). */
+ * each to kiln_tensor_release() when done (it frees `data`). A result that
+ * the header says is written into an argument in place (a training step's
+ * parameters and optimizer state) points at that argument's memory, which
+ * the call has updated; releasing it frees nothing of the caller's. Such
+ * an argument must not share memory with any other. */
 typedef struct kiln_tensor {
   void *data;
   int32_t dtype;
@@ -40,9 +44,9 @@ typedef struct kiln_function {
   void (*packed)(void **);
 } kiln_function;
 
-/* The layout of kiln_model and kiln_function; a runtime refuses a model made
- * for another. */
-#define KILN_ABI_VERSION 1
+/* The layout of kiln_model and kiln_function and of their spec text; a
+ * runtime refuses a model made for another. */
+#define KILN_ABI_VERSION 2
 
 /* A compiled model: its functions and its parameters (text: name, shape and
  * initializer of each), for kiln::AotModule (runtime/Aot.h). */

@@ -11,6 +11,7 @@
 
 #include "runtime/Error.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <set>
@@ -144,8 +145,8 @@ std::string serialize(const FunctionSpec &spec) {
        << (a.isScalar ? "scalar" : name(a.dtype)) << " " << joinShape(a.shape)
        << " " << a.idBound << " " << a.ignoredId << "\n";
   }
-  for (const auto &shape : spec.results) {
-    os << "result " << joinShape(shape) << "\n";
+  for (const ResultSpec &r : spec.results) {
+    os << "result " << joinShape(r.shape) << " " << r.updates << "\n";
   }
   for (const DimGroup &g : spec.groups) {
     os << "group " << g.size;
@@ -189,8 +190,25 @@ FunctionSpec parseFunctionSpec(std::string_view text) {
       a.ignoredId = r.integer(6);
       spec.args.push_back(a);
     } else if (k == "result") {
-      r.expectWords(2);
-      spec.results.push_back(r.shape(1));
+      r.expectWords(3);
+      ResultSpec result{r.shape(1), r.integer(2)};
+      if (result.updates < -1 || result.updates >= int64_t(spec.args.size())) {
+        r.fail("the result updates no argument");
+      }
+      if (result.updates >= 0) {
+        const ArgSpec &arg = spec.args[result.updates];
+        if (arg.isScalar || arg.dtype != DType::f32 ||
+            arg.shape != result.shape) {
+          r.fail("the result updates argument '" + arg.name +
+                 "', which is not an f32 tensor of the result's shape");
+        }
+        for (const ResultSpec &earlier : spec.results) {
+          if (earlier.updates == result.updates) {
+            r.fail("two results update argument '" + arg.name + "'");
+          }
+        }
+      }
+      spec.results.push_back(result);
     } else if (k == "group") {
       if (r.size() < 2) {
         r.fail("expected a size");
@@ -305,6 +323,64 @@ static void checkIds(const Tensor &tensor, const ArgSpec &arg,
   }
 }
 
+/// An argument the function writes (ResultSpec::updates) must share no
+/// byte with any other argument: the function would read values it has
+/// already overwritten, or write one result over another.
+static void checkInPlaceArguments(const FunctionSpec &spec,
+                                  const std::vector<Arg> &args) {
+  std::vector<bool> written(args.size(), false);
+  bool any = false;
+  for (const ResultSpec &r : spec.results) {
+    if (r.updates >= 0) {
+      written[r.updates] = any = true;
+    }
+  }
+  if (!any) {
+    return;
+  }
+  struct Span {
+    uintptr_t begin, end;
+    size_t arg;
+  };
+  std::vector<Span> spans;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const Arg &arg = args[i];
+    if (!arg.isScalar && arg.tensor.nbytes() > 0) {
+      auto begin = reinterpret_cast<uintptr_t>(arg.tensor.raw());
+      spans.push_back({begin, begin + arg.tensor.nbytes(), i});
+    }
+  }
+  std::sort(spans.begin(), spans.end(),
+            [](const Span &a, const Span &b) { return a.begin < b.begin; });
+  // In order of start, a span overlaps an earlier one iff it starts before
+  // the furthest end so far; it overlaps an earlier written one iff it
+  // starts before the furthest end of the written ones.
+  const Span *furthest = nullptr, *furthestWritten = nullptr;
+  for (const Span &span : spans) {
+    const Span *other = nullptr;
+    if (furthestWritten && span.begin < furthestWritten->end) {
+      other = furthestWritten;
+    } else if (written[span.arg] && furthest && span.begin < furthest->end) {
+      other = furthest;
+    }
+    if (other) {
+      size_t w = written[span.arg] ? span.arg : other->arg;
+      size_t o = w == span.arg ? other->arg : span.arg;
+      throw Error("kiln: " + describeArg(spec, w) +
+                  " is updated in place but shares memory with " +
+                  describeArg(spec, o) +
+                  "; pass a tensor of its own (Tensor::clone)");
+    }
+    if (!furthest || span.end > furthest->end) {
+      furthest = &span;
+    }
+    if (written[span.arg] &&
+        (!furthestWritten || span.end > furthestWritten->end)) {
+      furthestWritten = &span;
+    }
+  }
+}
+
 static void checkArguments(const FunctionSpec &spec,
                            const std::vector<Arg> &args) {
   if (args.size() != spec.args.size()) {
@@ -372,6 +448,7 @@ static void checkArguments(const FunctionSpec &spec,
       }
     }
   }
+  checkInPlaceArguments(spec, args);
   for (const PositionLimit &limit : spec.positionLimits) {
     const auto &[argIndex, dim] = spec.groups[limit.group].dims.front();
     int64_t length = args[argIndex].tensor.shape()[dim];
@@ -468,12 +545,17 @@ std::vector<Tensor> CompiledFunction::call(const std::vector<Arg> &args) const {
       packed.push_back(&words[starts[i] + k]);
     }
   }
-  size_t resultWords = 0;
-  for (const auto &shape : fs.results) {
-    resultWords += 3 + 2 * shape.size();
+  // The descriptors of the results the function returns (those it writes
+  // into arguments are not among them).
+  size_t resultWords = 0, returned = 0;
+  for (const ResultSpec &r : fs.results) {
+    if (r.updates < 0) {
+      resultWords += 3 + 2 * r.shape.size();
+      ++returned;
+    }
   }
   std::vector<uint64_t> results(std::max<size_t>(resultWords, 1));
-  if (!fs.results.empty()) {
+  if (returned) {
     packed.push_back(results.data());
   }
   // The large buffers the call allocates and frees come from the arena
@@ -503,8 +585,12 @@ std::vector<Tensor> CompiledFunction::call(const std::vector<Arg> &args) const {
   std::set<uintptr_t> adopted;
   std::vector<void *> toFree;
   size_t at = 0;
-  for (const auto &shape : fs.results) {
-    size_t rank = shape.size();
+  for (const ResultSpec &r : fs.results) {
+    if (r.updates >= 0) {
+      out.push_back(args[r.updates].tensor); // written in place
+      continue;
+    }
+    size_t rank = r.shape.size();
     Descriptor d;
     d.allocated = reinterpret_cast<void *>(results[at]);
     d.aligned = reinterpret_cast<void *>(results[at + 1]);

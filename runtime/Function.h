@@ -68,10 +68,19 @@ struct PositionLimit {
   int64_t maxLen = 0;
 };
 
+/// One result of a compiled function.
+struct ResultSpec {
+  std::vector<int64_t> shape; ///< -1 for a dynamic size.
+  /// When >= 0: the result is argument `updates`, which the function writes
+  /// in place (the parameters and optimizer state of a CPU training step);
+  /// the call returns that argument's tensor. Otherwise a fresh f32 tensor.
+  int64_t updates = -1;
+};
+
 struct FunctionSpec {
   std::string name;
   std::vector<ArgSpec> args;
-  std::vector<std::vector<int64_t>> results; ///< Result shapes, -1 dynamic.
+  std::vector<ResultSpec> results;
   std::vector<DimGroup> groups;
   std::vector<PositionLimit> positionLimits;
 };
@@ -101,7 +110,10 @@ public:
 
   /// Calls the function. Throws kiln::Error for a wrong argument count,
   /// dtype, rank or static size, inconsistent dynamic sizes, token ids
-  /// outside their table, and positions past a learned position table.
+  /// outside their table, positions past a learned position table, and an
+  /// argument the function updates in place (ResultSpec::updates) that
+  /// shares memory with another argument. Such arguments are written: the
+  /// call returns their tensors, holding the new values.
   std::vector<Tensor> call(const std::vector<Arg> &args) const;
 
   /// Calls the function with its parameters taken from `parameters` and every

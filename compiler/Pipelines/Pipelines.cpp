@@ -48,8 +48,10 @@ static std::string transposeLowering(const std::string &cpu) {
 
 std::string kiln::linalgToLLVMPipeline(const std::string &cpu) {
   return "func.func(kiln-clone-fills-per-use),"
+         "kiln-mark-in-place-arguments,"
          "one-shot-bufferize{bufferize-function-boundaries "
          "function-boundary-type-conversion=identity-layout-map},"
+         "kiln-drop-in-place-results,"
          "buffer-deallocation-pipeline,"
          "convert-bufferization-to-memref,"
          "kiln-outline-kernels,"
@@ -123,7 +125,8 @@ std::string kiln::linalgToGpuPipeline(const std::string &chip) {
   // compiled to PTX for `chip`. Math functions come from CUDA's libdevice,
   // linked when a toolkit is found.
   std::string toolkit = cudaToolkitPath();
-  return "one-shot-bufferize{bufferize-function-boundaries "
+  return "kiln-mark-in-place-arguments{in-place=false},"
+         "one-shot-bufferize{bufferize-function-boundaries "
          "function-boundary-type-conversion=identity-layout-map},"
          "buffer-deallocation-pipeline,"
          "convert-bufferization-to-memref,"

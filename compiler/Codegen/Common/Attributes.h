@@ -12,6 +12,11 @@ namespace mlir::kiln {
 /// kiln-outline-kernels).
 constexpr llvm::StringLiteral kNoAliasArgAttr = "kiln.noalias";
 
+/// The result attribute `kiln.updates = <i>`: the result replaces argument
+/// i, and CPU code writes it there in place (kiln-training-step sets it;
+/// kiln-mark-in-place-arguments and kiln-drop-in-place-results act on it).
+constexpr llvm::StringLiteral kUpdatesAttrName = "kiln.updates";
+
 } // namespace mlir::kiln
 
 #endif // KILN_COMPILER_CODEGEN_COMMON_ATTRIBUTES_H

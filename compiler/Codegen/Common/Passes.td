@@ -59,4 +59,46 @@ def KilnCloneFillsPerUsePass : Pass<"kiln-clone-fills-per-use"> {
                            "::mlir::tensor::TensorDialect"];
 }
 
+def KilnMarkInPlaceArgumentsPass
+    : Pass<"kiln-mark-in-place-arguments", "::mlir::ModuleOp"> {
+  let summary = "Let bufferization write only the arguments results update";
+  let description = [{
+    A function result marked `kiln.updates = <i>` (kiln-training-step's new
+    parameters and optimizer state) replaces argument `i`. This pass marks
+    each such argument `bufferization.writable = true` and every other
+    argument of every function `bufferization.writable = false`, so that
+    one-shot bufferization may compute the update in the argument's own
+    buffer and never writes a buffer the caller did not hand over for
+    writing (an input, or a parameter of a forward pass). With
+    `in-place=false` (the GPU pipeline, whose host code stages arguments
+    through device buffers) no argument is writable and every result is a
+    fresh buffer. Run before one-shot-bufferize; kiln-drop-in-place-results
+    finishes the job after it.
+  }];
+  let options = [
+    Option<"inPlace", "in-place", "bool", /*default=*/"true",
+           "Make the arguments that results update writable">
+  ];
+  let dependentDialects = ["::mlir::bufferization::BufferizationDialect"];
+}
+
+def KilnDropInPlaceResultsPass
+    : Pass<"kiln-drop-in-place-results", "::mlir::ModuleOp"> {
+  let summary = "Return updated arguments by writing them, not as results";
+  let description = [{
+    After one-shot bufferization, each result of a public function marked
+    `kiln.updates = <i>` is removed from the function's results: the value
+    is stored in argument `i`'s buffer instead (nothing to do when
+    bufferization already computed it there, a `memref.copy` otherwise). A
+    training step then updates the parameters and the optimizer state in
+    the caller's buffers, with no second copy of either alive during the
+    step; the runtime (FunctionSpec::results[k].updates) hands the
+    arguments back as those results. A function with such results must
+    not be called from the module. Run right after one-shot-bufferize,
+    before the deallocation pipeline (which would otherwise copy every
+    returned argument).
+  }];
+  let dependentDialects = ["::mlir::memref::MemRefDialect"];
+}
+
 #endif // KILN_COMPILER_CODEGEN_COMMON_PASSES_TD

@@ -23,6 +23,7 @@
 #include "mlir/Transforms/DialectConversion.h"
 
 #include <cmath>
+#include <limits>
 
 namespace mlir::kiln {
 #define GEN_PASS_DEF_CONVERTKILNTOLINALGPASS
@@ -2100,33 +2101,59 @@ struct PositionalEncodingGradPattern : KilnPattern<PositionalEncodingGradOp> {
 // Optimizer updates
 //===----------------------------------------------------------------------===//
 
-/// One elementwise loop with several results over operands of one shape,
-/// plus rank-0 operands broadcast to every element.
-static SmallVector<Value> elementwiseMulti(
-    Emitter &e, RankedTensorType type, Value like, ValueRange tensors,
-    ValueRange scalars, int64_t numResults,
+/// An optimizer update: one elementwise loop that reads `state` (the
+/// parameter and its optimizer state, all of one shape), `tensors` of that
+/// shape and rank-0 `scalars`, and writes the new state into `state` as its
+/// destinations (linalg outs), so that bufferization can update arguments in
+/// place. `body` gets the old state values, then the tensors' and the
+/// scalars' elements, and returns the new state. With a `guard` (rank 0),
+/// each element keeps its old value unless the guard is finite. Returns the
+/// new state with the types of `resultTypes`.
+static SmallVector<Value> optimizerUpdate(
+    Emitter &e, TypeRange resultTypes, ValueRange state, ValueRange tensors,
+    ValueRange scalars, Value guard,
     function_ref<SmallVector<Value>(OpBuilder &, Location, ValueRange)> body) {
-  int64_t rank = type.getRank();
+  int64_t rank = Emitter::type(state.front()).getRank();
+  AffineMap scalarMap = AffineMap::get(rank, 0, {}, e.b.getContext());
   SmallVector<Value> inputs(tensors.begin(), tensors.end());
   SmallVector<AffineMap> maps(tensors.size(), e.identity(rank));
-  for (Value scalar : scalars) {
-    inputs.push_back(scalar);
-    maps.push_back(AffineMap::get(rank, 0, {}, e.b.getContext()));
+  llvm::append_range(inputs, scalars);
+  maps.append(scalars.size(), scalarMap);
+  if (guard) {
+    inputs.push_back(guard);
+    maps.push_back(scalarMap);
   }
-  SmallVector<Value> outputs;
-  SmallVector<Type> types;
-  for (int64_t i = 0; i < numResults; ++i) {
-    outputs.push_back(e.empty(e.sizes(like), e.f32()));
-    maps.push_back(e.identity(rank));
-    types.push_back(type);
-  }
+  maps.append(state.size(), e.identity(rank));
+  size_t numInputs = inputs.size();
   auto op = linalg::GenericOp::create(
-      e.b, e.loc, types, inputs, outputs, maps,
+      e.b, e.loc, TypeRange(state), inputs, state, maps,
       SmallVector<IteratorType>(rank, IteratorType::parallel),
       [&](OpBuilder &b, Location l, ValueRange args) {
-        linalg::YieldOp::create(b, l, body(b, l, args));
+        ValueRange old = args.drop_front(numInputs);
+        SmallVector<Value> operands(old.begin(), old.end());
+        llvm::append_range(operands,
+                           args.take_front(tensors.size() + scalars.size()));
+        SmallVector<Value> updated = body(b, l, operands);
+        if (guard) {
+          // |guard| < inf is false for inf and NaN (ordered comparison).
+          Value magnitude = math::AbsFOp::create(b, l, args[numInputs - 1]);
+          Value inf = arith::ConstantOp::create(
+              b, l, b.getF32FloatAttr(std::numeric_limits<float>::infinity()));
+          Value finite = arith::CmpFOp::create(b, l, arith::CmpFPredicate::OLT,
+                                               magnitude, inf);
+          for (auto [value, before] : llvm::zip(updated, old)) {
+            value = arith::SelectOp::create(b, l, finite, value, before);
+          }
+        }
+        linalg::YieldOp::create(b, l, updated);
       });
-  return SmallVector<Value>(op.getResults());
+  SmallVector<Value> results;
+  for (auto [value, type] : llvm::zip(op.getResults(), resultTypes)) {
+    results.push_back(value.getType() == type ? Value(value)
+                                              : Value(tensor::CastOp::create(
+                                                    e.b, e.loc, type, value)));
+  }
+  return results;
 }
 
 struct AdamUpdatePattern : KilnPattern<AdamUpdateOp> {
@@ -2149,17 +2176,16 @@ struct AdamUpdatePattern : KilnPattern<AdamUpdateOp> {
       return arith::SubFOp::create(rewriter, loc, e.f32c(1.0), pow);
     };
     Value bc1 = correction(b1), bc2 = correction(b2);
-    auto type = Emitter::type(adaptor.getParam());
-    SmallVector<Value> results = elementwiseMulti(
-        e, type, adaptor.getParam(),
-        ValueRange{adaptor.getParam(), adaptor.getGrad(), adaptor.getM(),
-                   adaptor.getV()},
-        ValueRange{adaptor.getLr()}, 3,
+    SmallVector<Value> results = optimizerUpdate(
+        e, op.getResultTypes(),
+        ValueRange{adaptor.getParam(), adaptor.getM(), adaptor.getV()},
+        ValueRange{adaptor.getGrad()}, ValueRange{adaptor.getLr()},
+        adaptor.getGuard(),
         [&](OpBuilder &b, Location l, ValueRange a) -> SmallVector<Value> {
           auto c = [&](double v) {
             return arith::ConstantOp::create(b, l, b.getF32FloatAttr(float(v)));
           };
-          Value p = a[0], g = a[1], lr = a[4];
+          Value p = a[0], g = a[3], lr = a[4];
           if (wd != 0.0) {
             Value decay = arith::MulFOp::create(b, l, c(wd), p);
             if (decoupled) {
@@ -2170,10 +2196,10 @@ struct AdamUpdatePattern : KilnPattern<AdamUpdateOp> {
             }
           }
           Value m = arith::AddFOp::create(
-              b, l, arith::MulFOp::create(b, l, c(b1), a[2]),
+              b, l, arith::MulFOp::create(b, l, c(b1), a[1]),
               arith::MulFOp::create(b, l, c(1 - b1), g));
           Value v = arith::AddFOp::create(
-              b, l, arith::MulFOp::create(b, l, c(b2), a[3]),
+              b, l, arith::MulFOp::create(b, l, c(b2), a[2]),
               arith::MulFOp::create(b, l, c(1 - b2),
                                     arith::MulFOp::create(b, l, g, g)));
           Value mHat = arith::DivFOp::create(b, l, m, bc1);
@@ -2197,16 +2223,16 @@ struct SgdUpdatePattern : KilnPattern<SgdUpdateOp> {
     Emitter e{rewriter, op.getLoc()};
     double momentum = op.getMomentum().convertToDouble();
     double wd = op.getWeightDecay().convertToDouble();
-    auto type = Emitter::type(adaptor.getParam());
-    SmallVector<Value> results = elementwiseMulti(
-        e, type, adaptor.getParam(),
-        ValueRange{adaptor.getParam(), adaptor.getGrad(), adaptor.getBuf()},
-        ValueRange{adaptor.getLr()}, 2,
+    SmallVector<Value> results = optimizerUpdate(
+        e, op.getResultTypes(),
+        ValueRange{adaptor.getParam(), adaptor.getBuf()},
+        ValueRange{adaptor.getGrad()}, ValueRange{adaptor.getLr()},
+        adaptor.getGuard(),
         [&](OpBuilder &b, Location l, ValueRange a) -> SmallVector<Value> {
           auto c = [&](double v) {
             return arith::ConstantOp::create(b, l, b.getF32FloatAttr(float(v)));
           };
-          Value g = a[1];
+          Value g = a[2];
           if (wd != 0.0) {
             g = arith::AddFOp::create(b, l, g,
                                       arith::MulFOp::create(b, l, c(wd), a[0]));
@@ -2214,7 +2240,7 @@ struct SgdUpdatePattern : KilnPattern<SgdUpdateOp> {
           Value buf =
               momentum != 0.0
                   ? arith::AddFOp::create(
-                        b, l, arith::MulFOp::create(b, l, c(momentum), a[2]), g)
+                        b, l, arith::MulFOp::create(b, l, c(momentum), a[1]), g)
                         .getResult()
                   : g;
           Value p = arith::SubFOp::create(

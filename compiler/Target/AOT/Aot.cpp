@@ -174,7 +174,12 @@ std::string aotHeader(const std::vector<FunctionSpec> &functions,
     h += " * Results (results[i], f32; release each with "
          "kiln_tensor_release):\n";
     for (size_t i = 0; i < f.results.size(); ++i) {
-      h += " *   [" + std::to_string(i) + "] " + shapeText(f.results[i]) + "\n";
+      h += " *   [" + std::to_string(i) + "] " + shapeText(f.results[i].shape);
+      if (f.results[i].updates >= 0) {
+        h += ", written into args[" + std::to_string(f.results[i].updates) +
+             "] in place (the result is a view of it)";
+      }
+      h += "\n";
     }
     h += " * '?' sizes are free but must agree as the model needs; the "
          "arguments are\n * checked before the call. Returns 0 on success; "

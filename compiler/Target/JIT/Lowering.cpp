@@ -10,6 +10,7 @@
 #include "compiler/Target/JIT/Lowering.h"
 
 #include "compiler/Codegen/CPU/TargetInfo.h"
+#include "compiler/Codegen/Common/Attributes.h"
 
 #include "compiler/InitAll.h"
 #include "compiler/Pipelines/Pipelines.h"
@@ -405,8 +406,9 @@ static std::vector<ParamSpec> readParams(ModuleOp module) {
   return params;
 }
 
-/// The signature of `func` and its input contract.
-static FunctionSpec readSpec(func::FuncOp func) {
+/// The signature of `func` and its input contract. With `inPlace`, the
+/// results marked kiln.updates are written into their arguments.
+static FunctionSpec readSpec(func::FuncOp func, bool inPlace) {
   FunctionSpec spec;
   spec.name = func.getName().str();
   for (auto [i, type] : llvm::enumerate(func.getArgumentTypes())) {
@@ -430,17 +432,22 @@ static FunctionSpec readSpec(func::FuncOp func) {
     }
     spec.args.push_back(arg);
   }
-  for (Type type : func.getResultTypes()) {
+  for (auto [r, type] : llvm::enumerate(func.getResultTypes())) {
     auto tensor = dyn_cast<RankedTensorType>(type);
     if (!tensor || !tensor.getElementType().isF32()) {
       throw Error("kiln: function '" + spec.name +
                   "' must return f32 tensors only");
     }
-    std::vector<int64_t> shape;
+    ResultSpec result;
     for (int64_t size : tensor.getShape()) {
-      shape.push_back(ShapedType::isDynamic(size) ? -1 : size);
+      result.shape.push_back(ShapedType::isDynamic(size) ? -1 : size);
     }
-    spec.results.push_back(shape);
+    auto updates =
+        func.getResultAttrOfType<IntegerAttr>(r, mlir::kiln::kUpdatesAttrName);
+    if (inPlace && updates) {
+      result.updates = updates.getInt();
+    }
+    spec.results.push_back(result);
   }
   ContractBuilder(func).build(spec);
   return spec;
@@ -504,14 +511,10 @@ static void lower(LoweredModule &lowered, const LoweringOptions &options,
     if (func.isExternal() || func.isPrivate()) {
       continue;
     }
-    lowered.functions.push_back(readSpec(func));
-    // Compiled code must never write into the caller's tensors.
-    for (unsigned i = 0; i < func.getNumArguments(); ++i) {
-      if (isa<TensorType>(func.getArgumentTypes()[i])) {
-        func.setArgAttr(i, "bufferization.writable",
-                        BoolAttr::get(context, false));
-      }
-    }
+    // Compiled code writes no argument of the caller's but those that a
+    // result updates in place, and only in CPU code
+    // (kiln-mark-in-place-arguments in the pipelines).
+    lowered.functions.push_back(readSpec(func, options.gpuChip.empty()));
   }
 
   auto start = std::chrono::steady_clock::now();
@@ -617,6 +620,26 @@ void optimizeModule(llvm::Module &module, llvm::TargetMachine &machine,
                                 fn.getName().ends_with(".packed"))) {
       fn.addFnAttr(llvm::Attribute::NoInline);
       fn.addFnAttr(llvm::Attribute::OptimizeNone);
+    }
+  }
+  // Kernels (kiln-outline-kernels) are called only from the module: the
+  // JIT's packed wrappers of them (_mlir_kiln_kernel_*) are never looked up,
+  // and internal kernels get the same interprocedural optimization as in
+  // ahead-of-time objects (which internalize everything), so that JIT and
+  // AOT code compute bit-identical results (LLVM's argument promotion
+  // changed how a 16-element optimizer update contracted its FMAs).
+  std::vector<llvm::Function *> unused;
+  for (llvm::Function &fn : module) {
+    if (fn.getName().starts_with("_mlir_kiln_kernel_")) {
+      unused.push_back(&fn);
+    }
+  }
+  for (llvm::Function *fn : unused) {
+    fn->eraseFromParent();
+  }
+  for (llvm::Function &fn : module) {
+    if (!fn.isDeclaration() && fn.getName().starts_with("kiln_kernel_")) {
+      fn.setLinkage(llvm::GlobalValue::InternalLinkage);
     }
   }
   module.setDataLayout(machine.createDataLayout());

@@ -1256,10 +1256,17 @@ static LogicalResult inferCopies(std::optional<Location> loc, Value value,
   return success();
 }
 
-static LogicalResult verifyLearningRate(Operation *op, Value lr) {
+/// The learning rate and the optional finiteness guard of an optimizer
+/// update are scalars (rank-0 tensors).
+static LogicalResult verifyScalars(Operation *op, Value lr, Value guard) {
   if (tensorType(lr).getRank() != 0) {
     return op->emitOpError("expects 'lr' to be a rank-0 tensor, got ")
            << shapeOf(lr.getType());
+  }
+  if (guard && tensorType(guard).getRank() != 0) {
+    return op->emitOpError("expects the 'if_finite' value to be a rank-0 "
+                           "tensor, got ")
+           << shapeOf(guard.getType());
   }
   return success();
 }
@@ -1287,7 +1294,7 @@ LogicalResult AdamUpdateOp::verify() {
     return emitOpError("expects a positive 'eps', got ")
            << getEps().convertToDouble();
   }
-  return verifyLearningRate(*this, getLr());
+  return verifyScalars(*this, getLr(), getGuard());
 }
 
 LogicalResult SgdUpdateOp::inferReturnTypes(MLIRContext *,
@@ -1306,7 +1313,7 @@ LogicalResult SgdUpdateOp::verify() {
   if (!(momentum >= 0 && momentum < 1)) {
     return emitOpError("expects 'momentum' in [0, 1), got ") << momentum;
   }
-  return verifyLearningRate(*this, getLr());
+  return verifyScalars(*this, getLr(), getGuard());
 }
 
 LogicalResult

@@ -781,19 +781,23 @@ def Kiln_AdamUpdateOp : Kiln_Op<"adam_update", [Pure, InferTypeOpAdaptor]> {
     p = p - lr·(m / (1 - beta1^step)) / (sqrt(v / (1 - beta2^step)) + eps)
     ```
 
-    Returns the new parameter and moments.
+    Returns the new parameter and moments. With `if_finite %loss` (a rank-0
+    tensor), the update applies only when `%loss` is finite; otherwise the
+    results equal `param`, `m` and `v` (a training step whose loss is NaN or
+    infinite changes nothing).
 
     ```mlir
     %p1, %m1, %v1 = kiln.adam_update %p, %g, %m, %v, %lr, %step
-        {decoupled, weight_decay = 0.01 : f64}
+        if_finite %loss {decoupled, weight_decay = 0.01 : f64}
         : (tensor<128x64xf32>, tensor<128x64xf32>, tensor<128x64xf32>,
-           tensor<128x64xf32>, tensor<f32>, i64)
+           tensor<128x64xf32>, tensor<f32>, i64, tensor<f32>)
         -> (tensor<128x64xf32>, tensor<128x64xf32>, tensor<128x64xf32>)
     ```
   }];
   let arguments = (ins Kiln_FloatTensor:$param, Kiln_FloatTensor:$grad,
                        Kiln_FloatTensor:$m, Kiln_FloatTensor:$v,
                        Kiln_FloatTensor:$lr, I64:$step,
+                       Optional<Kiln_FloatTensor>:$guard,
                        DefaultValuedAttr<F64Attr, "0.9">:$beta1,
                        DefaultValuedAttr<F64Attr, "0.999">:$beta2,
                        DefaultValuedAttr<F64Attr, "1e-8">:$eps,
@@ -802,8 +806,8 @@ def Kiln_AdamUpdateOp : Kiln_Op<"adam_update", [Pure, InferTypeOpAdaptor]> {
   let results = (outs Kiln_FloatTensor:$new_param, Kiln_FloatTensor:$new_m,
                       Kiln_FloatTensor:$new_v);
   let assemblyFormat = [{
-    $param `,` $grad `,` $m `,` $v `,` $lr `,` $step attr-dict `:`
-    functional-type(operands, results)
+    $param `,` $grad `,` $m `,` $v `,` $lr `,` $step
+    (`if_finite` $guard^)? attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
 }
@@ -815,7 +819,8 @@ def Kiln_SgdUpdateOp : Kiln_Op<"sgd_update", [Pure, InferTypeOpAdaptor]> {
     `g = grad + weight_decay·param`, `buf = momentum·buf + g` (a zero buffer
     on the first step gives PyTorch's `buf = g`) and
     `param = param - lr·buf`; without momentum, `param - lr·g`. Returns the
-    new parameter and buffer.
+    new parameter and buffer; with `if_finite %loss`, only when `%loss` is
+    finite (otherwise `param` and `buf` unchanged), as `kiln.adam_update`.
 
     ```mlir
     %p1, %b1 = kiln.sgd_update %p, %g, %buf, %lr {momentum = 0.9 : f64}
@@ -825,11 +830,12 @@ def Kiln_SgdUpdateOp : Kiln_Op<"sgd_update", [Pure, InferTypeOpAdaptor]> {
   }];
   let arguments = (ins Kiln_FloatTensor:$param, Kiln_FloatTensor:$grad,
                        Kiln_FloatTensor:$buf, Kiln_FloatTensor:$lr,
+                       Optional<Kiln_FloatTensor>:$guard,
                        DefaultValuedAttr<F64Attr, "0.0">:$momentum,
                        DefaultValuedAttr<F64Attr, "0.0">:$weight_decay);
   let results = (outs Kiln_FloatTensor:$new_param, Kiln_FloatTensor:$new_buf);
   let assemblyFormat = [{
-    $param `,` $grad `,` $buf `,` $lr attr-dict `:`
+    $param `,` $grad `,` $buf `,` $lr (`if_finite` $guard^)? attr-dict `:`
     functional-type(operands, results)
   }];
   let hasVerifier = 1;

@@ -88,8 +88,11 @@ def KilnTrainingStepPass : Pass<"kiln-training-step", "::mlir::ModuleOp"> {
     momentum buffer `<name>.momentum`; marked `kiln.kind = "state"`), then
     the learning rate `lr` (`tensor<f32>`) and the step number `step` (i64,
     1 for the first step). It returns the loss, the updated parameters
-    (`param.<name>`) and the updated state (`state.<name>`), so that a
-    runtime swaps them in after each call.
+    (`param.<name>`) and the updated state (`state.<name>`), each marked
+    `kiln.updates = <argument>` with the argument it replaces: CPU code
+    writes them into those arguments in place (kiln-mark-in-place-arguments,
+    kiln-drop-in-place-results). The updates are guarded by the loss
+    (`if_finite`): a step whose loss is not finite changes nothing.
 
     ```mlir
     // kiln-opt --kiln-training-step=optimizer=adamw adds:

@@ -94,27 +94,33 @@ struct KilnTrainingStepPass
     }
     SmallVector<Value> newParams, newStates;
     SmallVector<std::string> stateNames;
+    // The argument each new parameter and state replaces (kiln.updates).
+    SmallVector<unsigned> paramArgs, stateArgs;
     for (auto [k, i] : llvm::enumerate(params)) {
       Value param = body.getArgument(i);
       if (adam) {
         auto update = AdamUpdateOp::create(
             builder, loc, param, grads[k], states[k][0], states[k][1], lr,
-            stepNumber, builder.getF64FloatAttr(beta1),
+            stepNumber, loss, builder.getF64FloatAttr(beta1),
             builder.getF64FloatAttr(beta2), builder.getF64FloatAttr(eps),
             builder.getF64FloatAttr(weightDecay),
             optimizer == "adamw" ? builder.getUnitAttr() : UnitAttr());
         newParams.push_back(update.getNewParam());
         newStates.append({update.getNewM(), update.getNewV()});
         stateNames.append({nameOf(i) + ".m", nameOf(i) + ".v"});
+        stateArgs.append({cast<BlockArgument>(states[k][0]).getArgNumber(),
+                          cast<BlockArgument>(states[k][1]).getArgNumber()});
       } else {
         auto update =
             SgdUpdateOp::create(builder, loc, param, grads[k], states[k][0], lr,
-                                builder.getF64FloatAttr(momentum),
+                                loss, builder.getF64FloatAttr(momentum),
                                 builder.getF64FloatAttr(weightDecay));
         newParams.push_back(update.getNewParam());
         newStates.push_back(update.getNewBuf());
         stateNames.push_back(nameOf(i) + ".momentum");
+        stateArgs.push_back(cast<BlockArgument>(states[k][0]).getArgNumber());
       }
+      paramArgs.push_back(i);
     }
     SmallVector<Value> results = {loss};
     results.append(newParams);
@@ -128,13 +134,23 @@ struct KilnTrainingStepPass
     step.removeResAttrsAttr(); // the gradient function's result names
     step.setFunctionType(
         builder.getFunctionType(step.getArgumentTypes(), resultTypes));
+    // Each new parameter and state names the argument it replaces
+    // (kiln.updates): CPU code writes it there in place
+    // (kiln-mark-in-place-arguments, kiln-drop-in-place-results), so a step
+    // needs no second copy of the parameters and the optimizer state.
+    auto updates = [&](unsigned result, unsigned argument) {
+      step.setResultAttr(result, "kiln.updates",
+                         builder.getI64IntegerAttr(argument));
+    };
     for (auto [k, i] : llvm::enumerate(params)) {
       step.setResultAttr(k + 1, "kiln.name",
                          builder.getStringAttr("param." + nameOf(i)));
+      updates(k + 1, paramArgs[k]);
     }
     for (auto [k, name] : llvm::enumerate(stateNames)) {
       step.setResultAttr(1 + params.size() + k, "kiln.name",
                          builder.getStringAttr("state." + name));
+      updates(1 + params.size() + k, stateArgs[k]);
     }
   }
 };

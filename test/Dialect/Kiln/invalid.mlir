@@ -755,6 +755,15 @@ func.func @adam_beta(%p: tensor<4xf32>, %lr: tensor<f32>, %t: i64) {
 
 // -----
 
+// A finiteness guard per element.
+func.func @adam_guard(%p: tensor<4xf32>, %lr: tensor<f32>, %t: i64) {
+  // expected-error @+1 {{'kiln.adam_update' op expects the 'if_finite' value to be a rank-0 tensor, got [4]}}
+  %0:3 = kiln.adam_update %p, %p, %p, %p, %lr, %t if_finite %p : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<f32>, i64, tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
+  return
+}
+
+// -----
+
 // A learning rate per element.
 func.func @sgd_lr(%p: tensor<4xf32>) {
   // expected-error @+1 {{'kiln.sgd_update' op expects 'lr' to be a rank-0 tensor, got [4]}}

@@ -227,6 +227,13 @@ func.func @optimizers(%p: tensor<4x2xf32>, %g: tensor<4x2xf32>, %lr: tensor<f32>
       : (tensor<4x2xf32>, tensor<4x2xf32>, tensor<4x2xf32>, tensor<f32>) -> (tensor<4x2xf32>, tensor<4x2xf32>)
   // CHECK: kiln.global_norm_scale %{{.*}}, %{{.*}} {max_norm = 1.000000e+00 : f64} : (tensor<4x2xf32>, tensor<4x2xf32>) -> tensor<f32>
   %2 = kiln.global_norm_scale %g, %g {max_norm = 1.0 : f64} : (tensor<4x2xf32>, tensor<4x2xf32>) -> tensor<f32>
+  // CHECK: kiln.adam_update %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} if_finite %{{.*}} : (tensor<4x2xf32>, tensor<4x2xf32>, tensor<4x2xf32>, tensor<4x2xf32>, tensor<f32>, i64, tensor<f32>) -> (tensor<4x2xf32>, tensor<4x2xf32>, tensor<4x2xf32>)
+  %3:3 = kiln.adam_update %p, %g, %g, %g, %lr, %t if_finite %2
+      : (tensor<4x2xf32>, tensor<4x2xf32>, tensor<4x2xf32>, tensor<4x2xf32>, tensor<f32>, i64, tensor<f32>)
+      -> (tensor<4x2xf32>, tensor<4x2xf32>, tensor<4x2xf32>)
+  // CHECK: kiln.sgd_update %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} if_finite %{{.*}} : (tensor<4x2xf32>, tensor<4x2xf32>, tensor<4x2xf32>, tensor<f32>, tensor<f32>) -> (tensor<4x2xf32>, tensor<4x2xf32>)
+  %4:2 = kiln.sgd_update %p, %g, %g, %lr if_finite %2
+      : (tensor<4x2xf32>, tensor<4x2xf32>, tensor<4x2xf32>, tensor<f32>, tensor<f32>) -> (tensor<4x2xf32>, tensor<4x2xf32>)
   return %0#0, %1#0, %2 : tensor<4x2xf32>, tensor<4x2xf32>, tensor<f32>
 }
 

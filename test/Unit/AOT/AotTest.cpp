@@ -162,6 +162,72 @@ TEST(Aot, TheCEntryPointsCheckTheirArguments) {
   EXPECT_EQ(untouched.data, nullptr);
 }
 
+// train_step through the C interface writes the parameters and moments into
+// the caller's buffers: those results point at the arguments, releasing them
+// frees nothing of the caller's, and the values equal the C++ call's.
+TEST(Aot, TheCTrainingStepUpdatesTheCallersBuffersInPlace) {
+  AotModule aot(tiny_gpt_model);
+  const FunctionSpec &spec = aot.spec("train_step");
+  ASSERT_EQ(spec.args.size(), size_t(TINY_GPT_TRAIN_STEP_NUM_ARGS));
+  ASSERT_EQ(spec.results.size(), size_t(TINY_GPT_TRAIN_STEP_NUM_RESULTS));
+  ParameterStore params = aot.initParameters(5);
+  Tensor ids = randomIds({2, 8}, 4), targets = randomIds({2, 8}, 5);
+  // Two copies of every argument: one for C, one for the C++ call.
+  std::vector<Tensor> mine, theirs;
+  std::vector<Arg> cxx;
+  int64_t seed = 11, step = 1;
+  for (const ArgSpec &a : spec.args) {
+    Tensor t;
+    if (a.isScalar) {
+      t = Tensor::fromVector<int64_t>({}, {a.name == "step" ? step : seed});
+    } else if (a.isParam) {
+      t = params.get(a.name);
+    } else if (a.isState) {
+      t = Tensor::full(a.shape, 0.0f);
+    } else if (a.name == "lr") {
+      t = Tensor::full({}, 0.01f);
+    } else {
+      t = a.name == "idx" ? ids : targets;
+    }
+    mine.push_back(t.clone());
+    theirs.push_back(t.clone());
+    if (a.isScalar) {
+      cxx.emplace_back(t.data<int64_t>()[0]);
+    } else {
+      cxx.emplace_back(theirs.back());
+    }
+  }
+  std::vector<kiln_tensor> args;
+  for (const Tensor &t : mine) {
+    kiln_tensor k{};
+    k.data = t.raw();
+    k.dtype = t.dtype() == DType::f32 ? KILN_F32 : KILN_I64;
+    k.rank = int32_t(t.rank());
+    for (int64_t d = 0; d < t.rank(); ++d) {
+      k.shape[d] = t.shape()[d];
+    }
+    args.push_back(k);
+  }
+  std::vector<kiln_tensor> results(spec.results.size());
+  ASSERT_EQ(0, tiny_gpt_train_step(args.data(), args.size(), results.data(),
+                                   results.size()))
+      << kiln_last_error();
+  std::vector<Tensor> expected = aot.call("train_step", cxx);
+  EXPECT_EQ(0, std::memcmp(results[0].data, expected[0].raw(), sizeof(float)));
+  for (size_t r = 1; r < results.size(); ++r) {
+    int64_t arg = spec.results[r].updates;
+    ASSERT_GE(arg, 0) << "result " << r;
+    EXPECT_EQ(results[r].data, mine[arg].raw()) << "result " << r;
+    expectIdentical(mine[arg], expected[r], spec.args[arg].name);
+  }
+  for (kiln_tensor &r : results) {
+    kiln_tensor_release(&r);
+  }
+  // The caller's buffers outlive the release (ASan would see a free).
+  expectIdentical(mine[spec.results[1].updates],
+                  theirs[spec.results[1].updates], "after release");
+}
+
 class AotCheckpoint : public test::TempDirTest {};
 
 TEST_F(AotCheckpoint, AWrongCheckpointIsRefusedAndChangesNothing) {

@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 
 using namespace kiln;
 
@@ -128,5 +129,71 @@ TEST(Optimizers, GlobalNormClipping) {
     }
     double expected = std::min(1.0, 0.5 / (std::sqrt(sq) + 1e-6));
     EXPECT_NEAR(jit->call("f", {a, b})[0].data<float>()[0], expected, 1e-6);
+  }
+}
+
+// `if_finite %guard`: the update applies when the guard is finite and leaves
+// every element as it was (bit for bit) when it is inf, -inf or NaN, at
+// sizes that cross the vector tiles (full vectors and remainders).
+TEST(Optimizers, AGuardThatIsNotFiniteLeavesTheStateAsItWas) {
+  auto jit = JitModule::compileSource(R"(
+    func.func @adam(%p: tensor<?x?xf32>, %g: tensor<?x?xf32>, %m: tensor<?x?xf32>,
+                    %v: tensor<?x?xf32>, %lr: tensor<f32>, %t: i64, %guard: tensor<f32>)
+        -> (tensor<?x?xf32>, tensor<?x?xf32>, tensor<?x?xf32>) {
+      %0:3 = kiln.adam_update %p, %g, %m, %v, %lr, %t if_finite %guard {decoupled}
+          : (tensor<?x?xf32>, tensor<?x?xf32>, tensor<?x?xf32>, tensor<?x?xf32>, tensor<f32>, i64, tensor<f32>)
+          -> (tensor<?x?xf32>, tensor<?x?xf32>, tensor<?x?xf32>)
+      return %0#0, %0#1, %0#2 : tensor<?x?xf32>, tensor<?x?xf32>, tensor<?x?xf32>
+    }
+    func.func @sgd(%p: tensor<?x?xf32>, %g: tensor<?x?xf32>, %b: tensor<?x?xf32>,
+                   %lr: tensor<f32>, %guard: tensor<f32>) -> (tensor<?x?xf32>, tensor<?x?xf32>) {
+      %0:2 = kiln.sgd_update %p, %g, %b, %lr if_finite %guard {momentum = 0.5 : f64}
+          : (tensor<?x?xf32>, tensor<?x?xf32>, tensor<?x?xf32>, tensor<f32>, tensor<f32>)
+          -> (tensor<?x?xf32>, tensor<?x?xf32>)
+      return %0#0, %0#1 : tensor<?x?xf32>, tensor<?x?xf32>
+    })");
+  const float inf = std::numeric_limits<float>::infinity();
+  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{1, 1},
+                            {3, 15},
+                            {2, 17},
+                            {5, 33},
+                            {1, 65}}) {
+    Tensor p = ref::randomTensor({rows, cols}, 1),
+           g = ref::randomTensor({rows, cols}, 2),
+           m = ref::randomTensor({rows, cols}, 3),
+           v = ref::randomTensor({rows, cols}, 4, 0.0f, 1.0f);
+    Tensor lr = Tensor::full({}, 0.1f);
+    for (float guard : {2.5f, -1e30f, inf, -inf, std::nanf("")}) {
+      bool finite = std::isfinite(guard);
+      std::string what = std::to_string(rows) + "x" + std::to_string(cols) +
+                         " guard " + std::to_string(guard);
+      std::vector<Tensor> adam = jit->call(
+          "adam", {p, g, m, v, lr, int64_t(3), Tensor::full({}, guard)});
+      std::vector<Tensor> sgd =
+          jit->call("sgd", {p, g, m, lr, Tensor::full({}, guard)});
+      for (int64_t i = 0; i < p.numel(); ++i) {
+        double pi = p.data<float>()[i], gi = g.data<float>()[i],
+               mi = m.data<float>()[i], vi = v.data<float>()[i];
+        // AdamW (weight decay 0) at step 3, and SGD with momentum 0.5.
+        double m1 = 0.9 * mi + 0.1 * gi, v1 = 0.999 * vi + 0.001 * gi * gi;
+        double adamP =
+            pi - 0.1 * (m1 / (1 - std::pow(0.9, 3))) /
+                     (std::sqrt(v1 / (1 - std::pow(0.999, 3))) + 1e-8);
+        double buf = 0.5 * mi + gi, sgdP = pi - 0.1 * buf;
+        if (finite) {
+          EXPECT_NEAR(adam[0].data<float>()[i], adamP, 1e-5) << what;
+          EXPECT_NEAR(adam[1].data<float>()[i], m1, 1e-6) << what;
+          EXPECT_NEAR(adam[2].data<float>()[i], v1, 1e-6) << what;
+          EXPECT_NEAR(sgd[0].data<float>()[i], sgdP, 1e-6) << what;
+          EXPECT_NEAR(sgd[1].data<float>()[i], buf, 1e-6) << what;
+        } else {
+          EXPECT_EQ(adam[0].data<float>()[i], p.data<float>()[i]) << what;
+          EXPECT_EQ(adam[1].data<float>()[i], m.data<float>()[i]) << what;
+          EXPECT_EQ(adam[2].data<float>()[i], v.data<float>()[i]) << what;
+          EXPECT_EQ(sgd[0].data<float>()[i], p.data<float>()[i]) << what;
+          EXPECT_EQ(sgd[1].data<float>()[i], m.data<float>()[i]) << what;
+        }
+      }
+    }
   }
 }

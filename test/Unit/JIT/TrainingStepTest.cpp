@@ -14,6 +14,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
+#include <limits>
 
 using namespace kiln;
 
@@ -168,4 +170,137 @@ TEST(TrainingStep, AFailingPipelineIsAnErrorWithTheDiagnostics) {
     EXPECT_NE(std::string(e.what()).find("nope"), std::string::npos)
         << e.what();
   }
+}
+
+namespace {
+const char *kSoftmaxRegression = R"(
+    func.func @loss(%x: tensor<?x3xf32> {kiln.kind = "input"},
+                    %t: tensor<?xi64> {kiln.kind = "input"},
+                    %w: tensor<4x3xf32> {kiln.kind = "param", kiln.name = "w"},
+                    %b: tensor<4xf32> {kiln.kind = "param", kiln.name = "b"}) -> tensor<f32> {
+      %0 = kiln.linear %x, %w, %b : (tensor<?x3xf32>, tensor<4x3xf32>, tensor<4xf32>) -> tensor<?x4xf32>
+      %1 = kiln.cross_entropy %0, %t : (tensor<?x4xf32>, tensor<?xi64>) -> tensor<f32>
+      return %1 : tensor<f32>
+    })";
+
+bool sameBits(const Tensor &a, const Tensor &b) {
+  return a.shape() == b.shape() &&
+         std::memcmp(a.raw(), b.raw(), a.nbytes()) == 0;
+}
+} // namespace
+
+// The new parameters and moments are written into the arguments (no second
+// copy of them during a step): the results are the argument tensors.
+TEST(TrainingStep, UpdatesParametersAndStateInPlace) {
+  auto jit = withTrainingStep(kSoftmaxRegression, "optimizer=adamw");
+  const FunctionSpec &spec = jit->spec("train_step");
+  ASSERT_EQ(spec.results.size(), 7u);
+  EXPECT_EQ(spec.results[0].updates, -1); // the loss
+  for (size_t r = 1; r < 7; ++r) {
+    EXPECT_EQ(spec.results[r].updates, int64_t(r + 1)) << "result " << r;
+  }
+  Tensor x = ref::randomTensor({5, 3}, 1), w = ref::randomTensor({4, 3}, 2),
+         b = ref::randomTensor({4}, 3);
+  Tensor t = Tensor::fromVector<int64_t>({5}, {0, 3, 1, 2, 3});
+  Tensor wm = Tensor::zeros({4, 3}, DType::f32),
+         wv = Tensor::zeros({4, 3}, DType::f32),
+         bm = Tensor::zeros({4}, DType::f32),
+         bv = Tensor::zeros({4}, DType::f32);
+  Tensor before = w.clone();
+  std::vector<Tensor> out =
+      jit->call("train_step", {x, t, w, b, wm, wv, bm, bv,
+                               Tensor::full({}, 0.1f), int64_t(1)});
+  const Tensor *args[] = {&w, &b, &wm, &wv, &bm, &bv};
+  for (size_t k = 0; k < 6; ++k) {
+    EXPECT_EQ(out[1 + k].raw(), args[k]->raw()) << "result " << 1 + k;
+  }
+  EXPECT_FALSE(sameBits(w, before)) << "the step did not update w";
+  // AdamW's first step moves every weight by about lr (m̂/√v̂ = ±1).
+  for (int64_t i = 0; i < 12; ++i) {
+    EXPECT_NEAR(std::fabs(w.data<float>()[i] - before.data<float>()[i]), 0.1,
+                1e-3)
+        << i;
+  }
+  x.data<float>()[0] = 0; // inputs are never written: still ours to change
+}
+
+// A loss that is NaN or infinite leaves every parameter and moment as it was,
+// bit for bit, with SGD and with AdamW (clipping on: the gradients are NaN).
+TEST(TrainingStep, ANonFiniteLossChangesNothing) {
+  for (const char *options :
+       {"optimizer=sgd momentum=0.9", "optimizer=adamw clip-norm=1.0"}) {
+    auto jit = withTrainingStep(kSoftmaxRegression, options);
+    bool adam = std::string(options).find("adamw") != std::string::npos;
+    for (float bad : {std::nanf(""), std::numeric_limits<float>::infinity()}) {
+      Tensor x = ref::randomTensor({5, 3}, 1);
+      x.data<float>()[4] = bad;
+      Tensor t = Tensor::fromVector<int64_t>({5}, {0, 3, 1, 2, 3});
+      // w, b, then the state of each: (w.m, w.v, b.m, b.v) or (w.momentum,
+      // b.momentum).
+      std::vector<Tensor> state = {ref::randomTensor({4, 3}, 2),
+                                   ref::randomTensor({4}, 3),
+                                   ref::randomTensor({4, 3}, 4, 0.0f, 1.0f)};
+      if (adam) {
+        state.push_back(ref::randomTensor({4, 3}, 5, 0.0f, 1.0f));
+      }
+      state.push_back(ref::randomTensor({4}, 6, 0.0f, 1.0f));
+      if (adam) {
+        state.push_back(ref::randomTensor({4}, 7, 0.0f, 1.0f));
+      }
+      std::vector<Tensor> copies;
+      std::vector<Arg> args = {x, t};
+      for (const Tensor &s : state) {
+        copies.push_back(s.clone());
+        args.emplace_back(s);
+      }
+      args.emplace_back(Tensor::full({}, 0.1f));
+      args.emplace_back(int64_t(2));
+      std::vector<Tensor> out = jit->call("train_step", args);
+      EXPECT_FALSE(std::isfinite(out[0].data<float>()[0])) << options;
+      for (size_t k = 0; k < state.size(); ++k) {
+        EXPECT_TRUE(sameBits(state[k], copies[k]))
+            << options << ": argument " << k << " changed";
+        EXPECT_TRUE(sameBits(out[1 + k], copies[k]));
+      }
+    }
+  }
+}
+
+// An argument updated in place must not share memory with another one.
+TEST(TrainingStep, ArgumentsUpdatedInPlaceMustNotShareMemory) {
+  auto jit = withTrainingStep(kSoftmaxRegression, "optimizer=adamw");
+  Tensor x = ref::randomTensor({5, 3}, 1), w = ref::randomTensor({4, 3}, 2),
+         b = ref::randomTensor({4}, 3);
+  Tensor t = Tensor::fromVector<int64_t>({5}, {0, 3, 1, 2, 3});
+  Tensor wm = Tensor::zeros({4, 3}, DType::f32),
+         bm = Tensor::zeros({4}, DType::f32),
+         bv = Tensor::zeros({4}, DType::f32);
+  Tensor lr = Tensor::full({}, 0.1f);
+  Tensor before = w.clone();
+  auto expectRefused = [&](const std::vector<Arg> &args,
+                           const std::string &what) {
+    try {
+      jit->call("train_step", args);
+      ADD_FAILURE() << what << ": the call was not refused";
+    } catch (const kiln::Error &e) {
+      EXPECT_NE(std::string(e.what()).find("shares memory with"),
+                std::string::npos)
+          << e.what();
+    }
+    EXPECT_TRUE(sameBits(w, before)) << what << ": w was written";
+  };
+  // The same tensor as both moments of w.
+  expectRefused({x, t, w, b, wm, wm, bm, bv, lr, int64_t(1)}, "m = v");
+  // A moment that is a view of a parameter's storage (reshape shares it).
+  expectRefused({x, t, w, b, wm, w.reshape({4, 3}), bm, bv, lr, int64_t(1)},
+                "v = w");
+  // An input (read) that is the parameter being written.
+  Tensor t4 = Tensor::fromVector<int64_t>({4}, {0, 3, 1, 2});
+  expectRefused({w.reshape({4, 3}), t4, w, b, wm,
+                 Tensor::zeros({4, 3}, DType::f32), bm, bv, lr, int64_t(1)},
+                "x = w");
+  // Distinct tensors: accepted.
+  jit->call("train_step", {x, t, w, b, wm, Tensor::zeros({4, 3}, DType::f32),
+                           bm, bv, lr, int64_t(1)});
+  EXPECT_FALSE(sameBits(w, before));
 }

@@ -1,0 +1,61 @@
+//===- MarkInPlaceArguments.cpp - Which arguments bufferization writes ----===//
+//
+// Implements kiln-mark-in-place-arguments.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/Codegen/Common/Passes.h"
+
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+
+namespace mlir::kiln {
+#define GEN_PASS_DEF_KILNMARKINPLACEARGUMENTSPASS
+#include "compiler/Codegen/Common/Passes.h.inc"
+} // namespace mlir::kiln
+
+using namespace mlir;
+
+namespace {
+
+struct KilnMarkInPlaceArgumentsPass
+    : kiln::impl::KilnMarkInPlaceArgumentsPassBase<
+          KilnMarkInPlaceArgumentsPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    for (auto func : getOperation().getOps<func::FuncOp>()) {
+      if (func.isExternal()) {
+        continue;
+      }
+      SmallVector<bool> writable(func.getNumArguments(), false);
+      for (unsigned r = 0; r < func.getNumResults(); ++r) {
+        auto updates =
+            func.getResultAttrOfType<IntegerAttr>(r, kiln::kUpdatesAttrName);
+        if (!updates) {
+          continue;
+        }
+        int64_t arg = updates.getInt();
+        if (arg < 0 || arg >= int64_t(func.getNumArguments()) ||
+            func.getArgumentTypes()[arg] != func.getResultTypes()[r]) {
+          func.emitOpError("result #")
+              << r << " updates argument #" << arg
+              << ", which is not an argument of the result's type";
+          return signalPassFailure();
+        }
+        writable[arg] = inPlace;
+      }
+      Builder b(func.getContext());
+      for (auto [i, type] : llvm::enumerate(func.getArgumentTypes())) {
+        if (isa<TensorType>(type)) {
+          func.setArgAttr(
+              i, bufferization::BufferizationDialect::kWritableAttrName,
+              b.getBoolAttr(writable[i]));
+        }
+      }
+    }
+  }
+};
+
+} // namespace
