@@ -20,7 +20,7 @@ func.func @f(%x: tensor<?x64xf32>, %w: tensor<128x64xf32>, %b: tensor<128xf32>) 
 // CHECK:         llvm.call @mgpuMemAlloc(%{{.*}}, %[[STREAM]], %{{.*}})
 // CHECK:         gpu.launch_func <%[[STREAM]] : !llvm.ptr> @kiln_kernel_0_kernel::@kiln_kernel_0_kernel blocks in
 // CHECK-NOT:     llvm.call @malloc
-// CHECK:         gpu.launch_func <%[[STREAM]] : !llvm.ptr> @kiln_kernel_8_kernel::@kiln_kernel_8_kernel
+// CHECK:         gpu.launch_func <%[[STREAM]] : !llvm.ptr> @kiln_kernel_7_kernel::@kiln_kernel_7_kernel
 // CHECK:         llvm.call @mgpuStreamSynchronize(%[[STREAM]])
 // CHECK:         llvm.call @mgpuStreamDestroy(%[[STREAM]])
 // The result is copied into a new host buffer; the device buffers are freed.
@@ -33,14 +33,15 @@ func.func @f(%x: tensor<?x64xf32>, %w: tensor<128x64xf32>, %b: tensor<128xf32>) 
 // CHECK:       gpu.binary @kiln_kernel_0_kernel  [#gpu.object<#nvvm.target<O = 3, chip = "sm_90">
 // CHECK-SAME:    .target sm_90
 // CHECK-SAME:    .entry kiln_kernel_0_kernel(
-// The matmul is tiled through shared memory (kiln-gpu-kernels); softmax's
-// max and sum over rows of 128 are block reductions with warp shuffles.
-// CHECK:       gpu.binary @kiln_kernel_2_kernel
-// CHECK-SAME:    .shared .align 4 .b8 __wg_kiln_kernel_2_kernel_0[4160]
+// The matmul (reading the [N, K] weight as it is stored, along k) is tiled
+// through shared memory (kiln-gpu-kernels); softmax's max and sum over rows
+// of 128 are block reductions with warp shuffles.
+// CHECK:       gpu.binary @kiln_kernel_1_kernel
+// CHECK-SAME:    .shared .align 4 .b8 __wg_kiln_kernel_1_kernel_0[4160]
 // CHECK-SAME:    fma.rn.f32
-// CHECK:       gpu.binary @kiln_kernel_5_kernel
+// CHECK:       gpu.binary @kiln_kernel_4_kernel
 // CHECK-SAME:    shfl.sync.bfly.b32
-// CHECK:       gpu.binary @kiln_kernel_7_kernel
+// CHECK:       gpu.binary @kiln_kernel_6_kernel
 // CHECK-SAME:    shfl.sync.bfly.b32
 
 // SM80: gpu.binary @kiln_kernel_0_kernel  [#gpu.object<#nvvm.target<O = 3, chip = "sm_80">

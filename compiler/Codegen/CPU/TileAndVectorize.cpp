@@ -174,6 +174,33 @@ OpOperand *matrixOperand(linalg::LinalgOp op, unsigned outer, unsigned inner) {
   return nullptr;
 }
 
+/// The input of a linalg.generic contraction stored as B transposed: indexed
+/// by exactly the loops (n, k), of static shape, contiguous along k (a
+/// kiln.linear weight [N, K]). Its register tiles would read a column of N
+/// scattered elements per vector, so it is always copied, transposed, into
+/// contiguous [kc, nc] blocks (the copy kiln.linear made of the whole
+/// weight once per call, now made block by block while the block is in
+/// cache). Null when there is none.
+OpOperand *transposedOperand(linalg::LinalgOp op, unsigned n, unsigned k) {
+  if (!isa<linalg::GenericOp>(op.getOperation())) {
+    return nullptr;
+  }
+  for (OpOperand *input : op.getDpsInputOperands()) {
+    AffineMap map = op.getMatchingIndexingMap(input);
+    auto type = dyn_cast<MemRefType>(input->get().getType());
+    int64_t offset;
+    SmallVector<int64_t> strides;
+    if (type && type.hasStaticShape() && map.getNumResults() == 2 &&
+        map.isProjectedPermutation() && map.getDimPosition(0) == n &&
+        map.getDimPosition(1) == k &&
+        succeeded(type.getStridesAndOffset(strides, offset)) &&
+        strides.back() == 1) {
+      return input;
+    }
+  }
+  return nullptr;
+}
+
 /// The product of `op`'s loop ranges along `dims`.
 Value loopProduct(RewriterBase &rewriter, linalg::LinalgOp op,
                   ArrayRef<unsigned> dims) {
@@ -193,13 +220,16 @@ Value loopProduct(RewriterBase &rewriter, linalg::LinalgOp op,
 struct Packing {
   unsigned operand;          // operand number
   SmallVector<int64_t> dims; // its two loops, outer first
-  Value reuse;               // how often a block is read once copied
+  Value reuse; // how often a block is read once copied (null: always copy)
+  bool transpose = false; // copy [n, k] blocks into [k, n] (B stored as Bᵀ)
 };
 
 /// Copies operand `p.operand` of `blocked` (a window of a wider matrix)
 /// into a contiguous buffer before each use, and makes the op read the copy
 /// (when the run-time reuse count is at least kPackMinReuse). The buffer,
-/// `bounds` in size, is allocated around `outer`, the outermost block loop.
+/// `bounds` in size, is allocated around `outer`, the outermost block loop
+/// (or the op itself when it is not blocked). A transposing packing copies
+/// the [n, k] window into a [k, n] buffer and makes the op index it (k, n).
 void pack(RewriterBase &rewriter, linalg::LinalgOp blocked, Operation *outer,
           const Packing &p, ArrayRef<int64_t> bounds,
           SmallVectorImpl<linalg::LinalgOp> &copies) {
@@ -207,28 +237,56 @@ void pack(RewriterBase &rewriter, linalg::LinalgOp blocked, Operation *outer,
   Value window = blocked->getOperand(p.operand);
   auto windowType = cast<MemRefType>(window.getType());
   Type elementType = windowType.getElementType();
+  SmallVector<int64_t> bufferShape(bounds);
+  SmallVector<int64_t> viewShape(windowType.getShape());
+  if (p.transpose) {
+    std::swap(bufferShape[0], bufferShape[1]);
+    std::swap(viewShape[0], viewShape[1]);
+  }
   rewriter.setInsertionPoint(outer);
-  Value buffer = memref::AllocOp::create(rewriter, loc,
-                                         MemRefType::get(bounds, elementType),
-                                         rewriter.getI64IntegerAttr(64));
+  Value buffer = memref::AllocOp::create(
+      rewriter, loc, MemRefType::get(bufferShape, elementType),
+      rewriter.getI64IntegerAttr(64));
   rewriter.setInsertionPointAfter(outer);
   memref::DeallocOp::create(rewriter, loc, buffer);
 
   rewriter.setInsertionPoint(blocked);
   auto anyRowStride = MemRefType::get(
-      windowType.getShape(), elementType,
+      viewShape, elementType,
       StridedLayoutAttr::get(rewriter.getContext(), ShapedType::kDynamic,
                              {ShapedType::kDynamic, 1}));
   SmallVector<OpFoldResult> sizes =
       memref::getMixedSizes(rewriter, loc, window);
+  if (p.transpose) {
+    std::swap(sizes[0], sizes[1]);
+  }
   auto copied = [&](OpBuilder &b, Location l) {
     SmallVector<OpFoldResult> zeros(2, b.getIndexAttr(0));
     SmallVector<OpFoldResult> ones(2, b.getIndexAttr(1));
     Value view = memref::SubViewOp::create(b, l, buffer, zeros, sizes, ones);
-    auto copy = linalg::CopyOp::create(b, l, window, view);
-    copies.push_back(cast<linalg::LinalgOp>(copy.getOperation()));
+    Operation *copy =
+        p.transpose ? linalg::TransposeOp::create(b, l, window, view,
+                                                  ArrayRef<int64_t>{1, 0})
+                          .getOperation()
+                    : linalg::CopyOp::create(b, l, window, view).getOperation();
+    copies.push_back(cast<linalg::LinalgOp>(copy));
     return memref::CastOp::create(b, l, anyRowStride, view).getResult();
   };
+  if (p.transpose) {
+    // The op now reads the copy as (k, n).
+    auto generic = cast<linalg::GenericOp>(blocked.getOperation());
+    SmallVector<AffineMap> maps = generic.getIndexingMapsArray();
+    AffineMap &map = maps[p.operand];
+    map = AffineMap::get(map.getNumDims(), 0,
+                         {map.getResult(1), map.getResult(0)},
+                         rewriter.getContext());
+    Value operand = copied(rewriter, loc);
+    rewriter.modifyOpInPlace(generic, [&] {
+      generic->setOperand(p.operand, operand);
+      generic.setIndexingMapsAttr(rewriter.getAffineMapArrayAttr(maps));
+    });
+    return;
+  }
   Value operand;
   if (getConstantIntValue(p.reuse)) {
     operand = copied(rewriter, loc);
@@ -295,19 +353,26 @@ linalg::LinalgOp blockForCaches(RewriterBase &rewriter, linalg::LinalgOp op,
   if (lhsT && exceeds(m, blockM)) {
     sizes[m] = blockM;
   }
-  if (llvm::all_of(sizes, [](int64_t s) { return s == 0; })) {
+  OpOperand *rhsT = transposedOperand(op, n, k);
+  bool unblocked = llvm::all_of(sizes, [](int64_t s) { return s == 0; });
+  if (unblocked && !rhsT) {
     return op;
   }
 
-  // Which operands to copy: those whose contiguous dimension blocking cuts.
+  // Which operands to copy: B stored transposed, always; others when their
+  // contiguous dimension blocking cuts them.
   rewriter.setInsertionPoint(op);
   SmallVector<Packing> packings;
   SmallVector<unsigned> rowDims;
   llvm::copy_if(parallel, std::back_inserter(rowDims),
                 [&](unsigned d) { return d != n; });
+  if (rhsT) {
+    packings.push_back(
+        {rhsT->getOperandNumber(), {int64_t(n), int64_t(k)}, Value(), true});
+  }
   for (OpOperand *rhs : {matrixOperand(op, k, n), matrixOperand(op, n, k)}) {
     AffineMap map = rhs ? op.getMatchingIndexingMap(rhs) : AffineMap();
-    if (rhs && sizes[map.getDimPosition(1)] != 0) {
+    if (rhs && rhs != rhsT && sizes[map.getDimPosition(1)] != 0) {
       packings.push_back({rhs->getOperandNumber(),
                           {map.getDimPosition(0), map.getDimPosition(1)},
                           loopProduct(rewriter, op, rowDims)});
@@ -319,9 +384,22 @@ linalg::LinalgOp blockForCaches(RewriterBase &rewriter, linalg::LinalgOp op,
                         loopProduct(rewriter, op, {n})});
   }
   llvm::erase_if(packings, [](const Packing &p) {
-    std::optional<int64_t> reuse = getConstantIntValue(p.reuse);
+    std::optional<int64_t> reuse =
+        p.reuse ? getConstantIntValue(p.reuse) : std::nullopt;
     return reuse && *reuse < kPackMinReuse;
   });
+  auto bounds = [&](const Packing &p) {
+    SmallVector<int64_t> result;
+    for (int64_t dim : p.dims) {
+      result.push_back(sizes[dim] ? sizes[dim] : ranges[dim]);
+    }
+    return result;
+  };
+  if (unblocked) {
+    // Only the transposed copy of B, whole, around the op itself.
+    pack(rewriter, op, op, packings.front(), bounds(packings.front()), copies);
+    return op;
+  }
 
   SmallVector<OpFoldResult> tileSizes;
   for (int64_t s : sizes) {
@@ -349,11 +427,7 @@ linalg::LinalgOp blockForCaches(RewriterBase &rewriter, linalg::LinalgOp op,
     return blocked;
   }
   for (const Packing &p : packings) {
-    SmallVector<int64_t> bounds;
-    for (int64_t dim : p.dims) {
-      bounds.push_back(sizes[dim] ? sizes[dim] : ranges[dim]);
-    }
-    pack(rewriter, blocked, tiled->loops.front(), p, bounds, copies);
+    pack(rewriter, blocked, tiled->loops.front(), p, bounds(p), copies);
   }
   return blocked;
 }
@@ -588,6 +662,11 @@ struct KilnTileAndVectorizePass
     //    values not read from an input element, i1 buffers).
     for (linalg::LinalgOp op : taggedTiles()) {
       op->removeAttr(kTileAttr);
+      // A full tile of an op on dynamically sized operands (a transposing
+      // copy of a partial weight block) reads static subviews through
+      // casts to the dynamic type; read them directly (linalg.transpose's
+      // folder does not, unlike linalg.copy's and linalg.generic's).
+      rewriter.modifyOpInPlace(op, [&] { (void)memref::foldMemRefCast(op); });
       if (llvm::any_of(op.getStaticLoopRanges(), ShapedType::isDynamic) ||
           !reductionsVectorizeExactly(op) || touchesSubByteElements(op)) {
         continue;

@@ -307,15 +307,23 @@ struct Emitter {
     } else {
       acc = filled(shape, 0.0);
     }
-    // The weight transposed to [K, N] (once per call, K·N copies against
-    // M·N·K multiply-adds), so that a row of N outputs reads contiguous
-    // weights.
+    SmallVector<IteratorType> iterators(loops, IteratorType::parallel);
+    iterators[k] = IteratorType::reduction;
+    // A static weight is read as it is, [N, K]: CPU code generation copies
+    // it transposed, block by block, into the contiguous [kc, nc] blocks its
+    // register tiles read (kiln-tile-and-vectorize). Otherwise it is
+    // transposed to [K, N] here (once per call, K·N copies against M·N·K
+    // multiply-adds), so that a row of N outputs reads contiguous weights.
+    if (type(w).hasStaticShape() && rank >= 2) {
+      return generic(
+          resultType, ValueRange{x, w}, acc,
+          {select(loops, xDims), select(loops, {n, k}), select(loops, outDims)},
+          iterators, mulAdd);
+    }
     SmallVector<OpFoldResult> wtShape = {size(w, 1), size(w, 0)};
     Value wt = linalg::TransposeOp::create(b, loc, w, empty(wtShape, f32()),
                                            ArrayRef<int64_t>{1, 0})
                    .getResult()[0];
-    SmallVector<IteratorType> iterators(loops, IteratorType::parallel);
-    iterators[k] = IteratorType::reduction;
     return generic(
         resultType, ValueRange{x, wt}, acc,
         {select(loops, xDims), select(loops, {k, n}), select(loops, outDims)},

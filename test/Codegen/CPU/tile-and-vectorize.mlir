@@ -391,3 +391,56 @@ func.func @keys_heads_major(%k: memref<2x32x4x32xf32>, %o: memref<2x4x32x32xf32>
   linalg.transpose ins(%k : memref<2x32x4x32xf32>) outs(%o : memref<2x4x32x32xf32>) permutation = [0, 2, 3, 1]
   return
 }
+
+// A linear's weight read as it is stored, [N, K] (indexed (n, k)): every
+// [nc, kc] block is copied transposed into one contiguous [kc, nc] buffer
+// (128 columns on a named CPU's 512 KiB L2), with no run-time test, in
+// 16x16 register transposes (full tiles of a partial block included), and
+// the register tiles read the copy along n.
+// CHECK-LABEL: func.func @transposed_weight
+// CHECK-SAME: %[[W:[a-z0-9]+]]: memref<2000x512xf32>
+// CHECK: %[[BUF:.+]] = memref.alloc() {alignment = 64 : i64} : memref<512x128xf32>
+// CHECK-NOT: scf.if
+// CHECK: scf.for {{.*}} step %c128
+// CHECK: %[[T:.+]] = vector.transfer_read %[[W]]{{.*}} : memref<2000x512xf32>, vector<16x16xf32>
+// CHECK: %[[TT:.+]] = vector.transpose %[[T]], [1, 0]
+// CHECK: vector.transfer_write %[[TT]], %[[BUF]]
+// CHECK: scf.for {{.*}} -> (vector<8x32xf32>)
+// CHECK: vector.transfer_read %[[BUF]]{{.*}} : memref<512x128xf32>, vector<8x32x1xf32>
+// CHECK: memref.dealloc %[[BUF]]
+// AVX2-LABEL: func.func @transposed_weight
+// AVX2: memref.alloc() {alignment = 64 : i64} : memref<512x128xf32>
+// AVX2: vector.transpose {{.*}} : vector<8x8xf32>
+// AVX2: scf.for {{.*}} -> (vector<6x16xf32>)
+func.func @transposed_weight(%x: memref<?x512xf32>, %w: memref<2000x512xf32>, %out: memref<?x2000xf32> {kiln.noalias}) {
+  linalg.generic {indexing_maps = [affine_map<(m, n, k) -> (m, k)>, affine_map<(m, n, k) -> (n, k)>, affine_map<(m, n, k) -> (m, n)>],
+                  iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%x, %w : memref<?x512xf32>, memref<2000x512xf32>) outs(%out : memref<?x2000xf32>) {
+  ^bb0(%i: f32, %j: f32, %o: f32):
+    %p = arith.mulf %i, %j : f32
+    %s = arith.addf %o, %p : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+
+// A weight within one block is copied transposed whole, right before the op.
+// CHECK-LABEL: func.func @transposed_small_weight
+// CHECK-SAME: %[[W:[a-z0-9]+]]: memref<96x64xf32>
+// CHECK: %[[BUF:.+]] = memref.alloc() {alignment = 64 : i64} : memref<64x96xf32>
+// CHECK: vector.transfer_read %[[W]]{{.*}} : memref<96x64xf32>, vector<16x16xf32>
+// CHECK: vector.transpose
+// CHECK: scf.for {{.*}} -> (vector<8x32xf32>)
+// CHECK: vector.transfer_read %[[BUF]]
+// CHECK: memref.dealloc %[[BUF]]
+func.func @transposed_small_weight(%x: memref<?x64xf32>, %w: memref<96x64xf32>, %out: memref<?x96xf32> {kiln.noalias}) {
+  linalg.generic {indexing_maps = [affine_map<(m, n, k) -> (m, k)>, affine_map<(m, n, k) -> (n, k)>, affine_map<(m, n, k) -> (m, n)>],
+                  iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%x, %w : memref<?x64xf32>, memref<96x64xf32>) outs(%out : memref<?x96xf32>) {
+  ^bb0(%i: f32, %j: f32, %o: f32):
+    %p = arith.mulf %i, %j : f32
+    %s = arith.addf %o, %p : f32
+    linalg.yield %s : f32
+  }
+  return
+}

@@ -73,22 +73,34 @@ func.func @layernorm_std_eps(%x: tensor<?x8xf32>, %g: tensor<8xf32>, %b: tensor<
 
 // -----
 
-// Linear: the bias broadcast into the accumulator, the weight transposed to
-// [K, N] (contiguous rows of outputs), then one contraction over every
-// leading dimension at once (no reshapes).
+// Linear: the bias broadcast into the accumulator, then one contraction
+// over every leading dimension at once (no reshapes) that reads a static
+// weight as it is stored, [N, K] (kiln-tile-and-vectorize copies it
+// transposed, block by block); a weight of dynamic shape is transposed to
+// [K, N] first (contiguous rows of outputs).
 // CHECK-DAG: #[[X:.+]] = affine_map<(d0, d1, d2, d3) -> (d0, d1, d3)>
-// CHECK-DAG: #[[W:.+]] = affine_map<(d0, d1, d2, d3) -> (d3, d2)>
+// CHECK-DAG: #[[W:.+]] = affine_map<(d0, d1, d2, d3) -> (d2, d3)>
+// CHECK-DAG: #[[WT:.+]] = affine_map<(d0, d1, d2, d3) -> (d3, d2)>
 // CHECK-DAG: #[[O:.+]] = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2)>
 // CHECK-LABEL: func.func @linear
 // CHECK-SAME: %[[WEIGHT:[a-z0-9_]+]]: tensor<4x8xf32>
 // CHECK: %[[ACC:.+]] = linalg.generic
-// CHECK: %[[WT:.+]] = linalg.transpose ins(%[[WEIGHT]] : tensor<4x8xf32>) outs(%{{.+}} : tensor<8x4xf32>) permutation = [1, 0]
+// CHECK-NOT: linalg.transpose
 // CHECK: linalg.generic {indexing_maps = [#[[X]], #[[W]], #[[O]]], iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
-// CHECK-SAME: ins(%{{.+}}, %[[WT]] : tensor<?x?x8xf32>, tensor<8x4xf32>) outs(%[[ACC]] : tensor<?x?x4xf32>)
+// CHECK-SAME: ins(%{{.+}}, %[[WEIGHT]] : tensor<?x?x8xf32>, tensor<4x8xf32>) outs(%[[ACC]] : tensor<?x?x4xf32>)
 // CHECK-NOT: tensor.collapse_shape
+// CHECK-LABEL: func.func @linear_dynamic_weight
+// CHECK-SAME: %[[DW:[a-z0-9_]+]]: tensor<?x8xf32>
+// CHECK: %[[T:.+]] = linalg.transpose ins(%[[DW]] : tensor<?x8xf32>) outs(%{{.+}} : tensor<8x?xf32>) permutation = [1, 0]
+// CHECK: linalg.generic {indexing_maps = [#[[X]], #[[WT]], #[[O]]]
+// CHECK-SAME: ins(%{{.+}}, %[[T]] : tensor<?x?x8xf32>, tensor<8x?xf32>)
 func.func @linear(%x: tensor<?x?x8xf32>, %w: tensor<4x8xf32>, %b: tensor<4xf32>) -> tensor<?x?x4xf32> {
   %0 = kiln.linear %x, %w, %b : (tensor<?x?x8xf32>, tensor<4x8xf32>, tensor<4xf32>) -> tensor<?x?x4xf32>
   return %0 : tensor<?x?x4xf32>
+}
+func.func @linear_dynamic_weight(%x: tensor<?x?x8xf32>, %w: tensor<?x8xf32>) -> tensor<?x?x?xf32> {
+  %0 = kiln.linear %x, %w : (tensor<?x?x8xf32>, tensor<?x8xf32>) -> tensor<?x?x?xf32>
+  return %0 : tensor<?x?x?xf32>
 }
 
 // -----

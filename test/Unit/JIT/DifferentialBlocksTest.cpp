@@ -267,8 +267,8 @@ TEST(DifferentialBlocks, MatmulTransposeLhsAcrossCacheBlocks) {
 /// 40 columns (at least 32) making it worth copying; K through one block,
 /// past it (600) and a short one (17).
 TEST(DifferentialBlocks, MatmulTransposeLhsCopiedBlocks) {
-  Case c = matmulCase("matmul transpose_lhs copied blocks", true, false,
-                      false, /*batched=*/false);
+  Case c = matmulCase("matmul transpose_lhs copied blocks", true, false, false,
+                      /*batched=*/false);
   c.base = {{"M", 300}, {"K", 17}, {"N", 40}};
   c.sweep = {{"M", {300}}, {"K", {17, 600}}, {"N", {40}}};
   diff::run(c);
@@ -286,17 +286,29 @@ TEST(DifferentialBlocks, MatmulCopiedBlocks) {
   diff::run(c);
 }
 
-/// A linear whose weight crosses the cache blocks with rows 4 KiB apart:
-/// 1024 outputs (its transposed weight's [kc, nc] blocks are copied when
-/// there are at least 32 rows: B x T = 17 runs the uncopied branch, 34 and
-/// 65 the copied one) and 513 inputs past the reduction block. Its weight's
-/// gradient, Aᵀ·B with A = the output gradient [B·T, 1024], copies A's
-/// blocks.
+/// A linear whose weight crosses the cache blocks: 1024 outputs and 513
+/// inputs past the reduction block. The weight, read as stored ([N, K]), is
+/// copied transposed into contiguous [kc, nc] blocks, whatever the number
+/// of rows (B x T = 17, 34, 65). Its weight's gradient, Aᵀ·B with A = the
+/// output gradient [B·T, 1024] (rows 4 KiB apart), copies A's blocks.
 TEST(DifferentialBlocks, LinearAcrossCacheBlocks) {
   Case c = linearCase(true);
   c.name = "linear across cache blocks";
   c.base = {{"B", 1}, {"T", 17}, {"K", 513}, {"N", 1024}};
   c.sweep = {{"B", {1, 2}}, {"T", {17, 65}}, {"K", {513}}, {"N", {1024}}};
+  diff::run(c);
+}
+
+/// The transposed copies of a linear's weight at the edges: 300 outputs (a
+/// partial column block, then partial register tiles: 300 = 256 + 32 + 12
+/// on a 1 MiB L2) and 513 inputs (a partial reduction block), for 1, 17
+/// and 65 rows; and a weight within one block (33 x 17), copied whole.
+TEST(DifferentialBlocks, LinearTransposedWeightBlocks) {
+  Case c = linearCase(false);
+  c.name = "linear transposed weight blocks";
+  c.base = {{"B", 1}, {"T", 17}, {"K", 513}, {"N", 300}};
+  c.sweep = {
+      {"B", {1}}, {"T", {1, 17, 65}}, {"K", {17, 513}}, {"N", {33, 300}}};
   diff::run(c);
 }
 
