@@ -115,7 +115,9 @@ struct OutlineKernels
 
   /// Whether two different `known` roots are certainly different memory: a
   /// fresh allocation, a global, or an argument of the calling function
-  /// (which compiled code never writes: they are not writable).
+  /// (compiled code writes only the arguments a training step updates in
+  /// place, which the runtime refuses to share memory with any other
+  /// argument: ResultSpec::updates).
   static bool isKnownRoot(Value root) {
     if (auto arg = dyn_cast<BlockArgument>(root)) {
       return isa<func::FuncOp>(arg.getOwner()->getParentOp());

@@ -54,6 +54,7 @@ std::string kiln::linalgToLLVMPipeline(const std::string &cpu) {
          "kiln-drop-in-place-results,"
          "buffer-deallocation-pipeline,"
          "convert-bufferization-to-memref,"
+         "func.func(kiln-defer-fills),"
          "kiln-outline-kernels,"
          "func.func(kiln-deallocate-after-last-use),"
          "func.func(kiln-tile-and-vectorize{target-cpu=" +

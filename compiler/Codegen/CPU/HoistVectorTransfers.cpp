@@ -12,6 +12,7 @@
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/Dialect/Vector/Transforms/VectorTransforms.h"
 #include "mlir/IR/Dominance.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Interfaces/ViewLikeInterface.h"
@@ -127,6 +128,10 @@ struct KilnHoistVectorTransfersPass
     for (scf::ForOp loop : loops) { // innermost first (post-order)
       hoistTransferPairs(rewriter, loop);
     }
+    // A tile's accumulators read right after the tile was filled
+    // (kiln-defer-fills) take the filled vector, and the fill's write, now
+    // overwritten before anything reads it, goes.
+    vector::transferOpflowOpt(rewriter, getOperation());
   }
 };
 } // namespace

@@ -21,6 +21,10 @@ namespace cpu {
 /// Marks the tiled loops (kiln-tile-and-vectorize) whose iterations run on
 /// all cores (kiln-parallelize-loops).
 constexpr llvm::StringLiteral kParallelAttr = "kiln.parallel";
+/// Marks a linalg op whose output buffer holds this value (a TypedAttr)
+/// before the op runs: kiln-defer-fills erased the fill, and
+/// kiln-tile-and-vectorize fills each tile right before it is computed.
+constexpr llvm::StringLiteral kFillAttr = "kiln.fill";
 } // namespace cpu
 
 } // namespace mlir::kiln

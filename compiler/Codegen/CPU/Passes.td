@@ -74,7 +74,11 @@ def KilnHoistVectorTransfersPass
     pair of a loop-invariant buffer tile (the accumulator of a contraction
     tile) out of the loop, carrying the vector through the loop instead, so
     that the reduction loop of a register tile neither loads nor stores its
-    accumulators.
+    accumulators. Then forwards each transfer_write to the transfer_reads
+    of the same vector that follow it with no interfering write, and drops
+    writes that are overwritten before anything reads them
+    (`vector::transferOpflowOpt`): a tile filled right before its
+    accumulators are read (kiln-defer-fills) starts from the filled vector.
   }];
   let dependentDialects = ["::mlir::vector::VectorDialect"];
 }
@@ -104,5 +108,26 @@ def KilnInlineAllocaScopesPass : Pass<"kiln-inline-alloca-scopes"> {
   let dependentDialects = ["::mlir::memref::MemRefDialect"];
 }
 
+
+def KilnDeferFillsPass : Pass<"kiln-defer-fills"> {
+  let summary = "Let the op after a fill fill each of its tiles itself";
+  let description = [{
+    A `linalg.fill` of a buffer followed by a linalg op that writes that
+    buffer as its one output (an accumulator zeroed for a product, -inf for
+    a row maximum) is a pass over the whole buffer before the op's pass:
+    for the [B, H, T, T] attention scores, a 64-deep product, as much
+    memory traffic as the product itself. This pass erases such a fill and
+    marks the op `kiln.fill = <value>`: kiln-tile-and-vectorize fills each
+    register tile of the output right before the tile is computed (or, for
+    an op it blocks along its reduction, the whole output first), and
+    kiln-hoist-vector-transfers then forwards the filled vector to the
+    tile's accumulators, so the fill costs no memory pass at all. The op
+    must be the next one in the block with memory effects (allocations and
+    pure ops may come between) and must not read the buffer, or a view of
+    it, as an input. Run after bufferization, before kernel outlining (the
+    mark travels with the op into its kernel).
+  }];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect"];
+}
 
 #endif // KILN_COMPILER_CODEGEN_CPU_PASSES_TD

@@ -201,6 +201,20 @@ OpOperand *transposedOperand(linalg::LinalgOp op, unsigned n, unsigned k) {
   return nullptr;
 }
 
+/// Fills the output of `op` with its kiln.fill value right before it and
+/// drops the mark (kiln-defer-fills deferred the fill to the op). Returns
+/// the fill.
+linalg::FillOp materializeFill(RewriterBase &rewriter, linalg::LinalgOp op) {
+  auto value = op->getAttrOfType<TypedAttr>(kiln::cpu::kFillAttr);
+  rewriter.setInsertionPoint(op);
+  Value constant =
+      arith::ConstantOp::create(rewriter, op.getLoc(), value).getResult();
+  auto fill = linalg::FillOp::create(rewriter, op.getLoc(), constant,
+                                     op.getDpsInits()[0]);
+  op->removeAttr(kiln::cpu::kFillAttr);
+  return fill;
+}
+
 /// The product of `op`'s loop ranges along `dims`.
 Value loopProduct(RewriterBase &rewriter, linalg::LinalgOp op,
                   ArrayRef<unsigned> dims) {
@@ -323,7 +337,9 @@ void pack(RewriterBase &rewriter, linalg::LinalgOp blocked, Operation *outer,
 /// a block is read at least kPackMinReuse times (a run-time test for
 /// dynamic counts): B's [kc, nc] blocks, and, when A is stored transposed
 /// ([K, M]), A's [kc, mc] blocks, rows being blocked by `blockM` then. The
-/// copies are appended to `copies`, to be tiled like any other op.
+/// copies (and the fill of an output whose fill kiln-defer-fills deferred,
+/// done whole before the blocks) are appended to `copies`, to be tiled like
+/// any other op.
 linalg::LinalgOp blockForCaches(RewriterBase &rewriter, linalg::LinalgOp op,
                                 int64_t blockK, int64_t blockN, int64_t blockM,
                                 SmallVectorImpl<linalg::LinalgOp> &copies) {
@@ -357,6 +373,12 @@ linalg::LinalgOp blockForCaches(RewriterBase &rewriter, linalg::LinalgOp op,
   bool unblocked = llvm::all_of(sizes, [](int64_t s) { return s == 0; });
   if (unblocked && !rhsT) {
     return op;
+  }
+  // A deferred fill cannot be done tile by tile when every tile is
+  // computed once per reduction block: fill the whole output first.
+  if (sizes[k] != 0 && op->hasAttr(kiln::cpu::kFillAttr)) {
+    copies.push_back(cast<linalg::LinalgOp>(
+        materializeFill(rewriter, op).getOperation())); // tiled like copies
   }
 
   // Which operands to copy: B stored transposed, always; others when their
@@ -623,6 +645,8 @@ struct KilnTileAndVectorizePass
     getOperation().walk([&](linalg::LinalgOp op) {
       if (op.getNumLoops() > 0) {
         ops.push_back(op);
+      } else if (op->hasAttr(kiln::cpu::kFillAttr)) {
+        materializeFill(rewriter, op);
       }
     });
     SmallVector<linalg::LinalgOp> copies;
@@ -648,6 +672,26 @@ struct KilnTileAndVectorizePass
       retilePartial(rewriter, op, width);
     }
     peelTiledLoops(rewriter);
+
+    // A tile whose output kiln-defer-fills left unfilled is filled right
+    // before it is computed (its reduction loops are tiled inside, in step
+    // 3): the fill's vector then reaches the accumulators directly
+    // (kiln-hoist-vector-transfers), with no pass over memory.
+    for (linalg::LinalgOp op : taggedTiles()) {
+      if (!op->hasAttr(kiln::cpu::kFillAttr)) {
+        continue;
+      }
+      ArrayRef<int64_t> sizes =
+          op->getAttrOfType<DenseI64ArrayAttr>(kTileAttr).asArrayRef();
+      SmallVector<int64_t> fillSizes;
+      for (AffineExpr e : op.getMatchingIndexingMap(&op.getDpsInitsMutable()[0])
+                              .getResults()) {
+        auto dim = dyn_cast<AffineDimExpr>(e);
+        fillSizes.push_back(dim ? sizes[dim.getPosition()] : 1);
+      }
+      linalg::FillOp fill = materializeFill(rewriter, op);
+      fill->setAttr(kTileAttr, rewriter.getDenseI64ArrayAttr(fillSizes));
+    }
 
     // 3. Tile the reduction loops inside the parallel ones.
     for (linalg::LinalgOp op : taggedTiles()) {
@@ -682,6 +726,17 @@ struct KilnTileAndVectorizePass
     // 5. Drop the unit dimensions of the tiles' vectors (leading batch and
     //    head dims), so that they lower to plain 1-D vector registers.
     (void)applyPatternsGreedily(getOperation(), vectorCleanup);
+
+    // Whatever kept a deferred fill (an op left whole) fills first.
+    SmallVector<linalg::LinalgOp> unfilled;
+    getOperation().walk([&](linalg::LinalgOp op) {
+      if (op->hasAttr(kiln::cpu::kFillAttr)) {
+        unfilled.push_back(op);
+      }
+    });
+    for (linalg::LinalgOp op : unfilled) {
+      materializeFill(rewriter, op);
+    }
   }
 
   /// The ops tiling has produced (and tagged with their tile sizes).

@@ -444,3 +444,60 @@ func.func @transposed_small_weight(%x: memref<?x64xf32>, %w: memref<96x64xf32>, 
   }
   return
 }
+
+// A product whose zero fill kiln-defer-fills deferred: each register tile
+// (full 8-row tiles, then the 4 rows left) starts its accumulators from the
+// filled vector, with no pass over C before the product.
+// CHECK-LABEL: func.func @deferred_fill
+// CHECK-DAG: %[[Z8:.+]] = arith.constant dense<0.000000e+00> : vector<8x32xf32>
+// CHECK-DAG: %[[Z4:.+]] = arith.constant dense<0.000000e+00> : vector<4x32xf32>
+// CHECK-NOT: linalg.fill
+// CHECK: scf.for {{.*}} iter_args(%{{.+}} = %[[Z8]]) -> (vector<8x32xf32>)
+// CHECK: scf.for {{.*}} iter_args(%{{.+}} = %[[Z4]]) -> (vector<4x32xf32>)
+func.func @deferred_fill(%a: memref<20x64xf32>, %b: memref<64x96xf32>) -> memref<20x96xf32> {
+  %c = memref.alloc() : memref<20x96xf32>
+  linalg.generic {indexing_maps = [affine_map<(m, n, k) -> (m, k)>, affine_map<(m, n, k) -> (k, n)>, affine_map<(m, n, k) -> (m, n)>],
+                  iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%a, %b : memref<20x64xf32>, memref<64x96xf32>) outs(%c : memref<20x96xf32>)
+      attrs = {kiln.fill = 0.0 : f32} {
+  ^bb0(%x: f32, %y: f32, %acc: f32):
+    %p = arith.mulf %x, %y : f32
+    %s = arith.addf %acc, %p : f32
+    linalg.yield %s : f32
+  }
+  return %c : memref<20x96xf32>
+}
+
+// Blocked along its 1024-long reduction, a tile is computed once per
+// k-block: the whole output is filled (vectorized) before the blocks.
+// CHECK-LABEL: func.func @deferred_fill_blocked
+// CHECK-SAME: %[[OUT:[a-z0-9]+]]: memref<?x256xf32> {kiln.noalias})
+// CHECK: vector.transfer_write %{{.+}}, %[[OUT]]
+// CHECK: scf.for {{.*}} step %c512
+// CHECK: scf.for {{.*}} -> (vector<8x32xf32>)
+func.func @deferred_fill_blocked(%x: memref<?x1024xf32>, %w: memref<1024x256xf32>, %out: memref<?x256xf32> {kiln.noalias}) {
+  linalg.generic {indexing_maps = [affine_map<(m, n, k) -> (m, k)>, affine_map<(m, n, k) -> (k, n)>, affine_map<(m, n, k) -> (m, n)>],
+                  iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%x, %w : memref<?x1024xf32>, memref<1024x256xf32>) outs(%out : memref<?x256xf32>)
+      attrs = {kiln.fill = 0.0 : f32} {
+  ^bb0(%i: f32, %j: f32, %o: f32):
+    %p = arith.mulf %i, %j : f32
+    %s = arith.addf %o, %p : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+
+// An op with no loops (a sum into a scalar) fills its output first.
+// CHECK-LABEL: func.func @deferred_fill_scalar
+// CHECK: linalg.fill ins(%{{.+}} : f32) outs(%{{.+}} : memref<f32>)
+// CHECK-NOT: kiln.fill
+func.func @deferred_fill_scalar(%x: memref<f32>, %out: memref<f32>) {
+  linalg.generic {indexing_maps = [affine_map<() -> ()>, affine_map<() -> ()>], iterator_types = []}
+      ins(%x : memref<f32>) outs(%out : memref<f32>) attrs = {kiln.fill = 1.0 : f32} {
+  ^bb0(%v: f32, %acc: f32):
+    %s = arith.addf %v, %acc : f32
+    linalg.yield %s : f32
+  }
+  return
+}
