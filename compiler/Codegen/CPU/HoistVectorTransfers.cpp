@@ -8,6 +8,7 @@
 
 #include "compiler/Codegen/Common/Attributes.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
@@ -18,6 +19,8 @@
 #include "mlir/Interfaces/ViewLikeInterface.h"
 #include "mlir/Transforms/CSE.h"
 #include "mlir/Transforms/LoopInvariantCodeMotionUtils.h"
+
+#include <limits>
 
 namespace mlir::kiln {
 #define GEN_PASS_DEF_KILNHOISTVECTORTRANSFERSPASS
@@ -110,6 +113,120 @@ void hoistTransferPairs(RewriterBase &rewriter, scf::ForOp loop) {
   }
 }
 
+/// The value that leaves any f32 unchanged when combined with `kind`.
+std::optional<float> neutralOf(vector::CombiningKind kind) {
+  switch (kind) {
+  case vector::CombiningKind::ADD:
+    return -0.0f;
+  case vector::CombiningKind::MUL:
+    return 1.0f;
+  case vector::CombiningKind::MAXIMUMF:
+  case vector::CombiningKind::MAXNUMF:
+    return -std::numeric_limits<float>::infinity();
+  case vector::CombiningKind::MINIMUMF:
+  case vector::CombiningKind::MINNUMF:
+    return std::numeric_limits<float>::infinity();
+  default:
+    return std::nullopt;
+  }
+}
+
+/// `value` with shape-only ops (shape_cast, broadcast, extract at constant
+/// positions) looked through, stopping at `stop`'s block boundary.
+Value throughShapeOps(Value value) {
+  while (Operation *def = value.getDefiningOp()) {
+    if (auto cast = dyn_cast<vector::ShapeCastOp>(def)) {
+      value = cast.getSource();
+    } else if (auto broadcast = dyn_cast<vector::BroadcastOp>(def)) {
+      value = broadcast.getSource();
+    } else if (auto extract = dyn_cast<vector::ExtractOp>(def);
+               extract && extract.getDynamicPosition().empty()) {
+      value = extract.getSource();
+    } else {
+      break;
+    }
+  }
+  return value;
+}
+
+/// A reduction along a loop whose accumulator is a single element (a row
+/// maximum or sum, tiled one vector at a time along the row): each step
+/// reduced its vector across the lanes into the scalar, a shuffle sequence
+/// per vector (for maximumf, with NaN checks at every step). The loop now
+/// carries a whole vector of partial results, combined lane by lane, and
+/// reduces it across the lanes once, after the loop. Sums are then added
+/// in another order (lane by lane, then across), as any vectorized sum is.
+void vectorizeCarriedReductions(RewriterBase &rewriter, scf::ForOp loop) {
+  for (unsigned index = 0; index < loop.getNumRegionIterArgs(); ++index) {
+    BlockArgument arg = loop.getRegionIterArgs()[index];
+    auto yield = cast<scf::YieldOp>(loop.getBody()->getTerminator());
+    auto reduction = throughShapeOps(yield.getOperand(index))
+                         .getDefiningOp<vector::MultiDimReductionOp>();
+    if (!reduction || reduction->getBlock() != loop.getBody() ||
+        throughShapeOps(reduction.getAcc()) != arg || !arg.hasOneUse()) {
+      continue;
+    }
+    VectorType source = reduction.getSourceVectorType();
+    auto resultVector = dyn_cast<VectorType>(reduction.getDestType());
+    std::optional<float> neutral = neutralOf(reduction.getKind());
+    if (!neutral || !source.getElementType().isF32() ||
+        source.getNumElements() < 2 ||
+        (resultVector && resultVector.getNumElements() != 1)) {
+      continue;
+    }
+    Location loc = reduction.getLoc();
+    vector::CombiningKind kind = reduction.getKind();
+    auto lanes =
+        VectorType::get({source.getNumElements()}, source.getElementType());
+    rewriter.setInsertionPoint(loop);
+    Value init = arith::ConstantOp::create(
+        rewriter, loc, DenseElementsAttr::get(lanes, *neutral));
+    Value sourceValue = reduction.getSource();
+    FailureOr<LoopLikeOpInterface> grown = loop.replaceWithAdditionalYields(
+        rewriter, init, /*replaceInitOperandUsesInLoop=*/false,
+        [&](OpBuilder &b, Location l, ArrayRef<BlockArgument> partial) {
+          Value flat = vector::ShapeCastOp::create(b, l, lanes, sourceValue);
+          return SmallVector<Value>{
+              vector::makeArithReduction(b, l, kind, flat, partial.front())};
+        });
+    if (failed(grown)) {
+      return;
+    }
+    loop = cast<scf::ForOp>(grown->getOperation());
+    // The element accumulator now passes through the loop unchanged.
+    yield = cast<scf::YieldOp>(loop.getBody()->getTerminator());
+    Value oldYielded = yield.getOperand(index);
+    rewriter.modifyOpInPlace(yield, [&] {
+      yield.setOperand(index, loop.getRegionIterArgs()[index]);
+    });
+    for (Operation *op = oldYielded.getDefiningOp(); op && op->use_empty();) {
+      Operation *next =
+          op->getNumOperands() ? op->getOperand(0).getDefiningOp() : nullptr;
+      if (auto red = dyn_cast<vector::MultiDimReductionOp>(op)) {
+        next = red.getAcc().getDefiningOp();
+      }
+      rewriter.eraseOp(op);
+      op = next && next->getBlock() == loop.getBody() ? next : nullptr;
+    }
+    // After the loop: across the lanes, then with the element.
+    rewriter.setInsertionPointAfter(loop);
+    Value element = loop.getResult(index);
+    Value scalar = element;
+    if (auto type = dyn_cast<VectorType>(element.getType())) {
+      scalar = vector::ExtractOp::create(
+          rewriter, loc, element, SmallVector<int64_t>(type.getRank(), 0));
+    }
+    Value total = vector::ReductionOp::create(rewriter, loc, kind,
+                                              loop.getResults().back(), scalar);
+    Value replacement = total;
+    if (isa<VectorType>(element.getType())) {
+      replacement =
+          vector::BroadcastOp::create(rewriter, loc, element.getType(), total);
+    }
+    rewriter.replaceAllUsesExcept(element, replacement, scalar.getDefiningOp());
+  }
+}
+
 struct KilnHoistVectorTransfersPass
     : kiln::impl::KilnHoistVectorTransfersPassBase<
           KilnHoistVectorTransfersPass> {
@@ -127,6 +244,11 @@ struct KilnHoistVectorTransfersPass
     eliminateCommonSubExpressions(rewriter, dominance, getOperation());
     for (scf::ForOp loop : loops) { // innermost first (post-order)
       hoistTransferPairs(rewriter, loop);
+    }
+    SmallVector<scf::ForOp> hoisted;
+    getOperation().walk([&](scf::ForOp loop) { hoisted.push_back(loop); });
+    for (scf::ForOp loop : hoisted) {
+      vectorizeCarriedReductions(rewriter, loop);
     }
     // A tile's accumulators read right after the tile was filled
     // (kiln-defer-fills) take the filled vector, and the fill's write, now

@@ -79,6 +79,11 @@ def KilnHoistVectorTransfersPass
     writes that are overwritten before anything reads them
     (`vector::transferOpflowOpt`): a tile filled right before its
     accumulators are read (kiln-defer-fills) starts from the filled vector.
+    Last, a loop that reduces one vector per step into a single element
+    (a row maximum or sum along the innermost loop: one lane-crossing
+    reduction per vector) carries a vector of partial results instead,
+    combined lane by lane, and reduces across the lanes once, after the
+    loop.
   }];
   let dependentDialects = ["::mlir::vector::VectorDialect"];
 }

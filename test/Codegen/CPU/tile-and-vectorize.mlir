@@ -501,3 +501,29 @@ func.func @deferred_fill_scalar(%x: memref<f32>, %out: memref<f32>) {
   }
   return
 }
+
+// A row reduction along the innermost loop (a softmax's row maximum): the
+// loop over the row's vectors carries a whole vector of partial maxima,
+// combined lane by lane, and reduces across the lanes once, after the loop
+// (it had reduced every vector across its lanes into the element).
+// CHECK-LABEL: func.func @row_max
+// CHECK: %[[NEG:.+]] = arith.constant dense<0xFF800000> : vector<16xf32>
+// CHECK: %[[R:.+]]:2 = scf.for {{.*}} iter_args(%[[E:.+]] = %{{.+}}, %[[P:.+]] = %[[NEG]]) -> (vector<f32>, vector<16xf32>)
+// CHECK-NOT: vector.multi_reduction
+// CHECK: %[[M:.+]] = arith.maximumf %{{.+}}, %[[P]] : vector<16xf32>
+// CHECK: scf.yield %[[E]], %[[M]]
+// CHECK: %[[ELEM:.+]] = vector.extract %[[R]]#0[] : f32 from vector<f32>
+// CHECK: vector.reduction <maximumf>, %[[R]]#1, %[[ELEM]] : vector<16xf32> into f32
+// AVX2-LABEL: func.func @row_max
+// AVX2: scf.for {{.*}} -> (vector<f32>, vector<8xf32>)
+// AVX2: vector.reduction <maximumf>, %{{.+}}, %{{.+}} : vector<8xf32> into f32
+func.func @row_max(%x: memref<?x100xf32>, %out: memref<?xf32> {kiln.noalias}) {
+  linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i)>],
+                  iterator_types = ["parallel", "reduction"]}
+      ins(%x : memref<?x100xf32>) outs(%out : memref<?xf32>) {
+  ^bb0(%v: f32, %acc: f32):
+    %m = arith.maximumf %v, %acc : f32
+    linalg.yield %m : f32
+  }
+  return
+}
