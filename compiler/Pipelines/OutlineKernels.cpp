@@ -6,13 +6,14 @@
 
 #include "compiler/Pipelines/Pipelines.h"
 
+#include "compiler/Codegen/Common/Views.h"
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/SymbolTable.h"
-#include "mlir/Interfaces/ViewLikeInterface.h"
 #include "mlir/Transforms/RegionUtils.h"
 
 #include "llvm/ADT/MapVector.h"
@@ -101,18 +102,6 @@ struct OutlineKernels
     }
   }
 
-  /// The buffer a view was taken of.
-  static Value rootOf(Value v) {
-    while (Operation *def = v.getDefiningOp()) {
-      auto view = dyn_cast<ViewLikeOpInterface>(def);
-      if (!view) {
-        break;
-      }
-      v = view.getViewSource();
-    }
-    return v;
-  }
-
   /// Whether two different `known` roots are certainly different memory: a
   /// fresh allocation, a global, or an argument of the calling function
   /// (compiled code writes only the arguments a training step updates in
@@ -135,7 +124,7 @@ struct OutlineKernels
     SmallVector<Value> roots;
     SmallVector<bool> written, buffer, known;
     for (Value v : arguments) {
-      roots.push_back(rootOf(v));
+      roots.push_back(kiln::viewRoot(v));
       buffer.push_back(isa<BaseMemRefType>(v.getType()));
       written.push_back(buffer.back() &&
                         llvm::is_contained(op.getDpsInits(), v));

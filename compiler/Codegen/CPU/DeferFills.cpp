@@ -6,11 +6,12 @@
 
 #include "compiler/Codegen/CPU/Passes.h"
 
+#include "compiler/Codegen/Common/Views.h"
+
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/IR/Matchers.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
-#include "mlir/Interfaces/ViewLikeInterface.h"
 
 namespace mlir::kiln {
 #define GEN_PASS_DEF_KILNDEFERFILLSPASS
@@ -20,14 +21,6 @@ namespace mlir::kiln {
 using namespace mlir;
 
 namespace {
-
-/// The buffer a view was taken of.
-Value rootOf(Value v) {
-  while (auto view = v.getDefiningOp<ViewLikeOpInterface>()) {
-    v = view.getViewSource();
-  }
-  return v;
-}
 
 /// The op after `fill` that next touches memory, if it writes the fill's
 /// buffer as its only output and reads nothing of that buffer.
@@ -42,9 +35,9 @@ linalg::LinalgOp consumerOf(linalg::FillOp fill) {
         consumer.getNumDpsInits() != 1 || consumer.getDpsInits()[0] != buffer) {
       return {};
     }
-    Value root = rootOf(buffer);
+    Value root = kiln::viewRoot(buffer);
     for (Value input : consumer.getDpsInputs()) {
-      if (isa<MemRefType>(input.getType()) && rootOf(input) == root) {
+      if (isa<MemRefType>(input.getType()) && kiln::viewRoot(input) == root) {
         return {};
       }
     }

@@ -7,6 +7,7 @@
 #include "compiler/Codegen/CPU/Passes.h"
 
 #include "compiler/Codegen/Common/Attributes.h"
+#include "compiler/Codegen/Common/Views.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -16,7 +17,6 @@
 #include "mlir/Dialect/Vector/Transforms/VectorTransforms.h"
 #include "mlir/IR/Dominance.h"
 #include "mlir/IR/PatternMatch.h"
-#include "mlir/Interfaces/ViewLikeInterface.h"
 #include "mlir/Transforms/CSE.h"
 #include "mlir/Transforms/LoopInvariantCodeMotionUtils.h"
 
@@ -30,14 +30,6 @@ namespace mlir::kiln {
 using namespace mlir;
 
 namespace {
-
-/// The allocation (or argument) a memref view is carved from.
-Value baseOf(Value memref) {
-  while (auto view = memref.getDefiningOp<ViewLikeOpInterface>()) {
-    memref = view.getViewSource();
-  }
-  return memref;
-}
 
 /// Is `v` a kernel's buffer argument that overlaps no other one?
 bool isNoAliasArgument(Value v) {
@@ -63,7 +55,7 @@ void hoistTransferPairs(RewriterBase &rewriter, scf::ForOp loop) {
           })) {
         continue;
       }
-      Value base = baseOf(source);
+      Value base = kiln::viewRoot(source);
       if (!base.getDefiningOp<memref::AllocOp>() && !isNoAliasArgument(base)) {
         continue;
       }
@@ -86,7 +78,8 @@ void hoistTransferPairs(RewriterBase &rewriter, scf::ForOp loop) {
           return;
         }
         for (Value operand : op->getOperands()) {
-          if (isa<MemRefType>(operand.getType()) && baseOf(operand) == base) {
+          if (isa<MemRefType>(operand.getType()) &&
+              kiln::viewRoot(operand) == base) {
             conflict = true;
           }
         }

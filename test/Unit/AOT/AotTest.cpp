@@ -43,6 +43,18 @@ Tensor randomIds(std::vector<int64_t> shape, uint64_t seed) {
   return t;
 }
 
+/// A view of `t` for the C entry points (f32 or i64).
+kiln_tensor cTensor(const Tensor &t) {
+  kiln_tensor k{};
+  k.data = t.raw();
+  k.dtype = t.dtype() == DType::f32 ? KILN_F32 : KILN_I64;
+  k.rank = int32_t(t.rank());
+  for (int64_t d = 0; d < t.rank(); ++d) {
+    k.shape[d] = t.shape()[d];
+  }
+  return k;
+}
+
 void expectIdentical(const Tensor &a, const Tensor &b,
                      const std::string &what) {
   ASSERT_EQ(a.shape(), b.shape()) << what;
@@ -116,15 +128,7 @@ TEST(Aot, TheCEntryPointsCheckTheirArguments) {
   ASSERT_EQ(spec.args.size(), size_t(TINY_GPT_FORWARD_NUM_ARGS));
   std::vector<kiln_tensor> args;
   for (const ArgSpec &a : spec.args) {
-    const Tensor &t = a.isParam ? params.get(a.name) : ids;
-    kiln_tensor k{};
-    k.data = t.raw();
-    k.dtype = t.dtype() == DType::f32 ? KILN_F32 : KILN_I64;
-    k.rank = int32_t(t.rank());
-    for (int64_t d = 0; d < t.rank(); ++d) {
-      k.shape[d] = t.shape()[d];
-    }
-    args.push_back(k);
+    args.push_back(cTensor(a.isParam ? params.get(a.name) : ids));
   }
   kiln_tensor result{};
   ASSERT_EQ(0, tiny_gpt_forward(args.data(), args.size(), &result, 1))
@@ -199,14 +203,7 @@ TEST(Aot, TheCTrainingStepUpdatesTheCallersBuffersInPlace) {
   }
   std::vector<kiln_tensor> args;
   for (const Tensor &t : mine) {
-    kiln_tensor k{};
-    k.data = t.raw();
-    k.dtype = t.dtype() == DType::f32 ? KILN_F32 : KILN_I64;
-    k.rank = int32_t(t.rank());
-    for (int64_t d = 0; d < t.rank(); ++d) {
-      k.shape[d] = t.shape()[d];
-    }
-    args.push_back(k);
+    args.push_back(cTensor(t));
   }
   std::vector<kiln_tensor> results(spec.results.size());
   ASSERT_EQ(0, tiny_gpt_train_step(args.data(), args.size(), results.data(),

@@ -20,6 +20,21 @@
 using namespace kiln;
 
 namespace {
+const char *kSoftmaxRegression = R"(
+    func.func @loss(%x: tensor<?x3xf32> {kiln.kind = "input"},
+                    %t: tensor<?xi64> {kiln.kind = "input"},
+                    %w: tensor<4x3xf32> {kiln.kind = "param", kiln.name = "w"},
+                    %b: tensor<4xf32> {kiln.kind = "param", kiln.name = "b"}) -> tensor<f32> {
+      %0 = kiln.linear %x, %w, %b : (tensor<?x3xf32>, tensor<4x3xf32>, tensor<4xf32>) -> tensor<?x4xf32>
+      %1 = kiln.cross_entropy %0, %t : (tensor<?x4xf32>, tensor<?xi64>) -> tensor<f32>
+      return %1 : tensor<f32>
+    })";
+
+bool sameBits(const Tensor &a, const Tensor &b) {
+  return a.shape() == b.shape() &&
+         std::memcmp(a.raw(), b.raw(), a.nbytes()) == 0;
+}
+
 std::shared_ptr<JitModule> withTrainingStep(const std::string &source,
                                             const std::string &options) {
   JitOptions jit;
@@ -29,15 +44,7 @@ std::shared_ptr<JitModule> withTrainingStep(const std::string &source,
 } // namespace
 
 TEST(TrainingStep, SgdMatchesAnIndependentReference) {
-  auto jit = withTrainingStep(R"(
-    func.func @loss(%x: tensor<?x3xf32> {kiln.kind = "input"},
-                    %t: tensor<?xi64> {kiln.kind = "input"},
-                    %w: tensor<4x3xf32> {kiln.kind = "param", kiln.name = "w"},
-                    %b: tensor<4xf32> {kiln.kind = "param", kiln.name = "b"}) -> tensor<f32> {
-      %0 = kiln.linear %x, %w, %b : (tensor<?x3xf32>, tensor<4x3xf32>, tensor<4xf32>) -> tensor<?x4xf32>
-      %1 = kiln.cross_entropy %0, %t : (tensor<?x4xf32>, tensor<?xi64>) -> tensor<f32>
-      return %1 : tensor<f32>
-    })",
+  auto jit = withTrainingStep(kSoftmaxRegression,
                               "optimizer=sgd momentum=0.9 weight-decay=0.01");
   const int n = 5;
   Tensor x = ref::randomTensor({n, 3}, 1, -2, 2);
@@ -171,23 +178,6 @@ TEST(TrainingStep, AFailingPipelineIsAnErrorWithTheDiagnostics) {
         << e.what();
   }
 }
-
-namespace {
-const char *kSoftmaxRegression = R"(
-    func.func @loss(%x: tensor<?x3xf32> {kiln.kind = "input"},
-                    %t: tensor<?xi64> {kiln.kind = "input"},
-                    %w: tensor<4x3xf32> {kiln.kind = "param", kiln.name = "w"},
-                    %b: tensor<4xf32> {kiln.kind = "param", kiln.name = "b"}) -> tensor<f32> {
-      %0 = kiln.linear %x, %w, %b : (tensor<?x3xf32>, tensor<4x3xf32>, tensor<4xf32>) -> tensor<?x4xf32>
-      %1 = kiln.cross_entropy %0, %t : (tensor<?x4xf32>, tensor<?xi64>) -> tensor<f32>
-      return %1 : tensor<f32>
-    })";
-
-bool sameBits(const Tensor &a, const Tensor &b) {
-  return a.shape() == b.shape() &&
-         std::memcmp(a.raw(), b.raw(), a.nbytes()) == 0;
-}
-} // namespace
 
 // The new parameters and moments are written into the arguments (no second
 // copy of them during a step): the results are the argument tensors.
