@@ -124,7 +124,10 @@ std::string kiln::linalgToGpuPipeline(const std::string &chip) {
   // serial in each thread, as do reduction loops), its buffers live in
   // device memory, the host code runs on one stream, and the kernels are
   // compiled to PTX for `chip`. Math functions come from CUDA's libdevice,
-  // linked when a toolkit is found.
+  // linked when a toolkit is found. Arguments stay read-only and results
+  // fresh (no in-place updates: the host code stages arguments through
+  // device buffers); readSpec in compiler/Target/JIT/Lowering.cpp then
+  // records no ResultSpec::updates for a GPU target.
   std::string toolkit = cudaToolkitPath();
   return "kiln-mark-in-place-arguments{in-place=false},"
          "one-shot-bufferize{bufferize-function-boundaries "

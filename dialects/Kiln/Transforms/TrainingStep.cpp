@@ -94,8 +94,9 @@ struct KilnTrainingStepPass
     }
     SmallVector<Value> newParams, newStates;
     SmallVector<std::string> stateNames;
-    // The argument each new parameter and state replaces (kiln.updates).
-    SmallVector<unsigned> paramArgs, stateArgs;
+    // The argument each new state replaces (kiln.updates); a new parameter
+    // replaces its own argument.
+    SmallVector<unsigned> stateArgs;
     for (auto [k, i] : llvm::enumerate(params)) {
       Value param = body.getArgument(i);
       if (adam) {
@@ -120,7 +121,6 @@ struct KilnTrainingStepPass
         stateNames.push_back(nameOf(i) + ".momentum");
         stateArgs.push_back(cast<BlockArgument>(states[k][0]).getArgNumber());
       }
-      paramArgs.push_back(i);
     }
     SmallVector<Value> results = {loss};
     results.append(newParams);
@@ -145,7 +145,7 @@ struct KilnTrainingStepPass
     for (auto [k, i] : llvm::enumerate(params)) {
       step.setResultAttr(k + 1, "kiln.name",
                          builder.getStringAttr("param." + nameOf(i)));
-      updates(k + 1, paramArgs[k]);
+      updates(k + 1, i);
     }
     for (auto [k, name] : llvm::enumerate(stateNames)) {
       step.setResultAttr(1 + params.size() + k, "kiln.name",
