@@ -12,12 +12,14 @@
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/SymbolTable.h"
 #include "mlir/Transforms/RegionUtils.h"
 
 #include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/SmallPtrSet.h"
 #include "llvm/ADT/StringMap.h"
 
 #include <limits>
@@ -55,16 +57,24 @@ struct OutlineKernels
       func->setAttr("passthrough",
                     b.getArrayAttr({b.getStringAttr("noinline"),
                                     b.getStringAttr("optnone")}));
-      SmallVector<linalg::LinalgOp> ops;
-      func.walk<WalkOrder::PreOrder>([&](linalg::LinalgOp op) {
-        ops.push_back(op);
-        return WalkResult::skip();
+      // Each linalg op, and each parallel loop (flash attention's loop
+      // over blocks: its linalg ops run in one kernel, on all cores).
+      SmallVector<Operation *> ops;
+      func.walk<WalkOrder::PreOrder>([&](Operation *op) {
+        if (isa<linalg::LinalgOp, scf::ParallelOp>(op)) {
+          ops.push_back(op);
+          return WalkResult::skip();
+        }
+        return WalkResult::advance();
       });
-      for (linalg::LinalgOp op : ops) {
+      for (Operation *op : ops) {
         // On buffers, and with ranked ones (kiln-apply-noalias counts the
         // words of ranked descriptors).
-        bool ranked = llvm::all_of(op->getOperandTypes(), [](Type t) {
-          return !isa<UnrankedMemRefType>(t);
+        bool ranked = true;
+        op->walk([&](Operation *inner) {
+          ranked &= llvm::all_of(inner->getOperandTypes(), [](Type t) {
+            return !isa<UnrankedMemRefType>(t);
+          });
         });
         if (op->getNumResults() == 0 && ranked) {
           outline(op, module, symbols);
@@ -115,19 +125,34 @@ struct OutlineKernels
                            memref::GetGlobalOp>(root.getDefiningOp());
   }
 
+  /// The buffers `op` (or an op nested in it) writes, as view roots.
+  static llvm::SmallPtrSet<Value, 4> writtenRoots(Operation *op) {
+    llvm::SmallPtrSet<Value, 4> roots;
+    op->walk([&](MemoryEffectOpInterface effects) {
+      SmallVector<MemoryEffects::EffectInstance> instances;
+      effects.getEffects(instances);
+      for (const MemoryEffects::EffectInstance &effect : instances) {
+        if (isa<MemoryEffects::Write>(effect.getEffect()) &&
+            effect.getValue()) {
+          roots.insert(kiln::viewRoot(effect.getValue()));
+        }
+      }
+    });
+    return roots;
+  }
+
   /// For each argument of a call of `op`: may it overlap another buffer
   /// argument when one of the two is written? Anything whose origin is not
   /// known (a loop result, a select) may overlap whatever is written.
-  static SmallVector<bool> mayAlias(linalg::LinalgOp op,
-                                    ArrayRef<Value> arguments) {
+  static SmallVector<bool> mayAlias(Operation *op, ArrayRef<Value> arguments) {
     size_t n = arguments.size();
+    llvm::SmallPtrSet<Value, 4> writes = writtenRoots(op);
     SmallVector<Value> roots;
     SmallVector<bool> written, buffer, known;
     for (Value v : arguments) {
       roots.push_back(kiln::viewRoot(v));
       buffer.push_back(isa<BaseMemRefType>(v.getType()));
-      written.push_back(buffer.back() &&
-                        llvm::is_contained(op.getDpsInits(), v));
+      written.push_back(buffer.back() && writes.contains(roots.back()));
       Value root = roots.back();
       // Written buffers are always fresh allocations in compiled code.
       known.push_back(isKnownRoot(root) &&
@@ -150,7 +175,7 @@ struct OutlineKernels
   }
 
   /// Replaces `op` by a call to the kernel holding it (made if new).
-  void outline(linalg::LinalgOp op, ModuleOp module, SymbolTable &symbols) {
+  void outline(Operation *op, ModuleOp module, SymbolTable &symbols) {
     // The kernel's arguments: the op's operands and whatever its body uses
     // from above, except constants, which the kernel holds itself.
     llvm::SetVector<Value> captured(op->getOperands().begin(),
@@ -176,7 +201,7 @@ struct OutlineKernels
 
     OpBuilder builder(module.getContext());
     auto kernel =
-        func::FuncOp::create(builder, op.getLoc(), "kernel",
+        func::FuncOp::create(builder, op->getLoc(), "kernel",
                              FunctionType::get(module.getContext(), types, {}));
     kernel.setPrivate();
     // Kept out of line through LLVM too (func-to-llvm passes this on).
@@ -192,7 +217,7 @@ struct OutlineKernels
       builder.clone(*constant, mapping);
     }
     builder.clone(*op, mapping);
-    func::ReturnOp::create(builder, op.getLoc());
+    func::ReturnOp::create(builder, op->getLoc());
 
     // Identical kernels print identically. The flags are set here, not taken
     // from the command line: regions, every constant and no locations.
@@ -223,7 +248,7 @@ struct OutlineKernels
       }
     }
     OpBuilder at(op);
-    func::CallOp::create(at, op.getLoc(), it->second, TypeRange(), arguments);
+    func::CallOp::create(at, op->getLoc(), it->second, TypeRange(), arguments);
     op->erase();
   }
 

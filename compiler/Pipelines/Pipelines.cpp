@@ -20,8 +20,10 @@
 
 using namespace mlir;
 
-std::string kiln::kilnToLinalgPipeline() {
-  return "convert-kiln-to-linalg,"
+std::string kiln::kilnToLinalgPipeline(int64_t attentionBlock) {
+  return "convert-kiln-to-linalg{attention-block=" +
+         std::to_string(attentionBlock) +
+         "},"
          "canonicalize,"
          "kiln-fuse-elementwise,"
          "canonicalize,"
@@ -30,7 +32,8 @@ std::string kiln::kilnToLinalgPipeline() {
 }
 
 std::string kiln::kilnToLLVMPipeline(const std::string &cpu) {
-  return kilnToLinalgPipeline() + "," + linalgToLLVMPipeline(cpu);
+  return kilnToLinalgPipeline(kCpuAttentionBlock) + "," +
+         linalgToLLVMPipeline(cpu);
 }
 
 /// How the register transposes of kiln-tile-and-vectorize's transpose tiles
@@ -55,6 +58,8 @@ std::string kiln::linalgToLLVMPipeline(const std::string &cpu) {
          "buffer-deallocation-pipeline,"
          "convert-bufferization-to-memref,"
          "func.func(kiln-defer-fills),"
+         // Flash attention's loop over (batch, head, query block).
+         "func.func(scf-forall-to-parallel),"
          "kiln-outline-kernels,"
          "func.func(kiln-deallocate-after-last-use),"
          "func.func(kiln-tile-and-vectorize{target-cpu=" +

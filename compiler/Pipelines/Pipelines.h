@@ -25,9 +25,13 @@ namespace kiln {
 #define GEN_PASS_REGISTRATION
 #include "compiler/Pipelines/Passes.h.inc"
 
+/// The block of query rows and keys of CPU code's attention (flash
+/// attention: convert-kiln-to-linalg's `attention-block`).
+constexpr int64_t kCpuAttentionBlock = 64;
 /// The textual pass pipeline (without the `builtin.module(...)` wrapper)
-/// from kiln to linalg on tensors.
-std::string kilnToLinalgPipeline();
+/// from kiln to linalg on tensors; `attentionBlock` > 0 computes attention
+/// block by block (CPU code), 0 materializes its scores (GPU code).
+std::string kilnToLinalgPipeline(int64_t attentionBlock = 0);
 /// The textual pass pipeline from linalg on tensors (the output of
 /// kiln-to-linalg) to the LLVM dialect: bufferization, loops, LLVM, with
 /// tiles sized for `cpu` ("host" or an LLVM CPU name).

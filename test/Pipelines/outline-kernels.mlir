@@ -68,3 +68,48 @@ func.func @unknown(%a: memref<8xf32>, %b: memref<8xf32>) {
 // CHECK:         call @kiln_kernel_0(
 // CHECK:       func.func private @kiln_kernel_0(%{{.*}}: memref<8xf32>, %{{.*}}: memref<8xf32>)
 // CHECK-NOT:     noalias
+
+// -----
+
+// A parallel loop (flash attention's loop over blocks) becomes one kernel
+// with every op inside it; what its ops write through views (a block of a
+// fresh buffer) is known, so its arguments are noalias.
+#map = affine_map<(d0) -> (d0)>
+func.func @blocks(%a: memref<64xf32>, %n: index) -> memref<64xf32> {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c16 = arith.constant 16 : index
+  %out = memref.alloc() : memref<64xf32>
+  scf.parallel (%i) = (%c0) to (%n) step (%c1) {
+    %offset = arith.muli %i, %c16 : index
+    %src = memref.subview %a[%offset] [16] [1] : memref<64xf32> to memref<16xf32, strided<[1], offset: ?>>
+    %dst = memref.subview %out[%offset] [16] [1] : memref<64xf32> to memref<16xf32, strided<[1], offset: ?>>
+    %tmp = memref.alloc() : memref<16xf32>
+    linalg.generic {indexing_maps = [#map, #map], iterator_types = ["parallel"]}
+        ins(%src : memref<16xf32, strided<[1], offset: ?>>) outs(%tmp : memref<16xf32>) {
+    ^bb0(%x: f32, %y: f32):
+      %s = arith.mulf %x, %x : f32
+      linalg.yield %s : f32
+    }
+    linalg.generic {indexing_maps = [#map, #map], iterator_types = ["parallel"]}
+        ins(%tmp : memref<16xf32>) outs(%dst : memref<16xf32, strided<[1], offset: ?>>) {
+    ^bb0(%x: f32, %y: f32):
+      linalg.yield %x : f32
+    }
+    memref.dealloc %tmp : memref<16xf32>
+    scf.reduce
+  }
+  return %out : memref<64xf32>
+}
+
+// CHECK-LABEL: func.func @blocks(
+// CHECK:         %[[OUT:.*]] = memref.alloc()
+// CHECK-NEXT:    call @kiln_kernel_0(%{{.*}}, %{{.*}}, %[[OUT]]) : (index, memref<64xf32>, memref<64xf32>) -> ()
+// CHECK-NOT:     scf.parallel
+// CHECK:       func.func private @kiln_kernel_0(%{{.*}}: index, %{{.*}}: memref<64xf32> {kiln.noalias}, %{{.*}}: memref<64xf32> {kiln.noalias})
+// CHECK:         scf.parallel
+// CHECK:           memref.alloc() : memref<16xf32>
+// CHECK:           linalg.generic
+// CHECK:           linalg.generic
+// CHECK:           memref.dealloc
+// CHECK-NOT:     call @kiln_kernel

@@ -337,6 +337,9 @@ struct Emitter {
                             int64_t stream, double p,
                             ArrayRef<int64_t> loopDims,
                             ArrayRef<Value> loopSizes);
+  /// The same decision for the element at `linear` (an index value).
+  static Value dropoutScaleAt(OpBuilder &nb, Location nl, Value seed,
+                              int64_t stream, double p, Value linear);
 
   /// One softmax (or log-softmax) along `axis`.
   Value softmax(Value x, int64_t axis, bool log);
@@ -369,6 +372,11 @@ Value Emitter::dropoutScale(OpBuilder &nb, Location nl, Value seed,
     linear = arith::AddIOp::create(
         nb, nl, arith::MulIOp::create(nb, nl, linear, size), i);
   }
+  return dropoutScaleAt(nb, nl, seed, stream, p, linear);
+}
+
+Value Emitter::dropoutScaleAt(OpBuilder &nb, Location nl, Value seed,
+                              int64_t stream, double p, Value linear) {
   Value index64 = arith::IndexCastOp::create(nb, nl, nb.getI64Type(), linear);
   // key = mix(seed + stream·golden), bits = mix(key ^ index).
   Value streamConst = arith::ConstantOp::create(
@@ -1303,6 +1311,318 @@ struct Attention {
     Value probs = withDropout(probabilities(qh, kh));
     return merge(weightedRows(probs, vh));
   }
+
+  // Flash attention: the forward output block by block, no [B, H, Tq, Tk]
+  // tensor.
+
+  Value addIndex(Value x, Value y) {
+    return arith::AddIOp::create(b(), loc(), x, y);
+  }
+  Value subIndex(Value x, Value y) {
+    return arith::SubIOp::create(b(), loc(), x, y);
+  }
+  Value mulIndex(Value x, int64_t c) {
+    return arith::MulIOp::create(b(), loc(), x, e.index(c));
+  }
+  Value minIndex(Value x, Value y) {
+    return arith::MinSIOp::create(b(), loc(), x, y);
+  }
+  Value ceilDiv(Value x, int64_t c) {
+    return arith::CeilDivSIOp::create(b(), loc(), x, e.index(c));
+  }
+
+  /// Per batch row, the first key the padding mask keeps (Tk if none), as
+  /// i64 [B]: a causal row before it sees no key at all.
+  Value firstKeys() {
+    Value tk = e.sizeValue(key, 1);
+    Value tk64 = arith::IndexCastOp::create(b(), loc(), b().getI64Type(), tk);
+    SmallVector<OpFoldResult> shape = {e.size(mask, 0)};
+    Value init =
+        linalg::FillOp::create(b(), loc(), ValueRange{tk64},
+                               ValueRange{e.empty(shape, b().getI64Type())})
+            .getResult(0);
+    return e.generic(
+        init.getType(), mask, init, {e.identity(2), e.select(2, {0})},
+        {IteratorType::parallel, IteratorType::reduction},
+        [&](OpBuilder &nb, Location l, ValueRange args) -> Value {
+          Value zero = arith::ConstantOp::create(
+              nb, l, nb.getIntegerAttr(args[0].getType(), 0));
+          Value kept = arith::CmpIOp::create(nb, l, arith::CmpIPredicate::ne,
+                                             args[0], zero);
+          Value j = arith::IndexCastOp::create(
+              nb, l, nb.getI64Type(), linalg::IndexOp::create(nb, l, 1));
+          Value candidate = arith::SelectOp::create(nb, l, kept, j, args[1]);
+          return arith::MinSIOp::create(nb, l, candidate, args[1]);
+        });
+  }
+
+  /// The forward output [B, Tq, D], computed as flash attention does: one
+  /// parallel iteration per (batch, head, block of `blockQ` query rows)
+  /// runs over blocks of `blockK` keys with an online softmax (a running row
+  /// maximum m and sum l; the accumulated output and l are rescaled by
+  /// exp(m_old - m_new) when the maximum grows), and divides by l at the
+  /// end. Causal: keys past the block's last visible one are not visited
+  /// (their weights would be exp(-1e9 - m) = 0), unless a row of the block
+  /// sees no key at all, which attends uniformly to every key as in
+  /// `forward`. Dropout scales the weights after l is summed, as it scales
+  /// the normalized probabilities there.
+  Value fusedForward(Value value, int64_t blockQ, int64_t blockK) {
+    OpBuilder &rb = b();
+    Location l = loc();
+    Value qh = split(query), vh = split(value);
+    Value kt = headsMajor(split(key), key); // [B, H, dh, Tk]
+    Value batch = e.sizeValue(query, 0), tq = e.sizeValue(query, 1),
+          tk = e.sizeValue(key, 1);
+    Value sh = shift();
+    Value first = causal && mask ? firstKeys() : Value();
+    Value zero = e.index(0);
+    SmallVector<OpFoldResult> outShape = {e.size(query, 0), e.size(query, 1),
+                                          rb.getIndexAttr(heads),
+                                          rb.getIndexAttr(headDim)};
+    auto outType = RankedTensorType::get({Emitter::type(query).getDimSize(0),
+                                          Emitter::type(query).getDimSize(1),
+                                          heads, headDim},
+                                         e.f32());
+    SmallVector<OpFoldResult> ubs = {batch, rb.getIndexAttr(heads),
+                                     ceilDiv(tq, blockQ)};
+    auto forall = scf::ForallOp::create(
+        rb, l, ubs, ValueRange{e.empty(outShape, e.f32())}, std::nullopt);
+    OpBuilder::InsertionGuard guard(rb);
+    rb.setInsertionPoint(forall.getTerminator());
+    Value bi = forall.getInductionVar(0), h = forall.getInductionVar(1);
+    Value q0 = mulIndex(forall.getInductionVar(2), blockQ);
+    Value rows = minIndex(e.index(blockQ), subIndex(tq, q0));
+    Value one = e.index(1);
+    auto rowType = RankedTensorType::get({ShapedType::kDynamic}, e.f32());
+    auto blockType = [&](int64_t inner) {
+      return RankedTensorType::get({ShapedType::kDynamic, inner}, e.f32());
+    };
+    // Q rows [rows, dh] of this head.
+    SmallVector<OpFoldResult> qOffsets = {bi, q0, h, zero};
+    OpFoldResult unitSize = rb.getIndexAttr(1);
+    SmallVector<OpFoldResult> qSizes = {unitSize, rows, unitSize,
+                                        rb.getIndexAttr(headDim)};
+    SmallVector<OpFoldResult> unit(4, rb.getIndexAttr(1));
+    Value qBlock = tensor::ExtractSliceOp::create(rb, l, blockType(headDim), qh,
+                                                  qOffsets, qSizes, unit);
+    // Keys visited: all, or (causal) up to the block's last visible one.
+    Value kEnd = tk;
+    if (causal) {
+      Value limit = minIndex(addIndex(addIndex(q0, rows), sh), tk);
+      Value firstRow = addIndex(q0, sh);
+      Value firstKey = zero;
+      if (first) {
+        Value f = tensor::ExtractOp::create(rb, l, first, ValueRange{bi});
+        firstKey = arith::IndexCastOp::create(rb, l, rb.getIndexType(), f);
+      }
+      Value seesOne = arith::CmpIOp::create(rb, l, arith::CmpIPredicate::sge,
+                                            firstRow, firstKey);
+      kEnd = arith::SelectOp::create(rb, l, seesOne, limit, tk);
+    }
+    SmallVector<OpFoldResult> rowShape = {rows};
+    SmallVector<OpFoldResult> accShape = {rows, rb.getIndexAttr(headDim)};
+    Value m0 = e.filled(rowShape, -INFINITY);
+    Value l0 = e.filled(rowShape, 0.0);
+    // The output accumulates in its place in the result (a fresh block
+    // would be copied there at the end).
+    Value outSlice = tensor::ExtractSliceOp::create(
+        rb, l, blockType(headDim), forall.getRegionIterArgs()[0], qOffsets,
+        qSizes, unit);
+    Value acc0 = linalg::FillOp::create(rb, l, ValueRange{e.f32c(0.0)},
+                                        ValueRange{outSlice})
+                     .getResult(0);
+    auto loop = scf::ForOp::create(rb, l, zero, ceilDiv(kEnd, blockK), one,
+                                   ValueRange{m0, l0, acc0});
+    {
+      OpBuilder::InsertionGuard inner(rb);
+      rb.setInsertionPointToStart(loop.getBody());
+      Value k0 = mulIndex(loop.getInductionVar(), blockK);
+      Value cols = minIndex(e.index(blockK), subIndex(kEnd, k0));
+      Value m = loop.getRegionIterArgs()[0];
+      Value sum = loop.getRegionIterArgs()[1];
+      Value acc = loop.getRegionIterArgs()[2];
+      SmallVector<OpFoldResult> ktOffsets = {bi, h, zero, k0};
+      SmallVector<OpFoldResult> ktSizes = {unitSize, unitSize,
+                                           rb.getIndexAttr(headDim), cols};
+      Value ktBlock = tensor::ExtractSliceOp::create(
+          rb, l,
+          RankedTensorType::get({headDim, ShapedType::kDynamic}, e.f32()), kt,
+          ktOffsets, ktSizes, unit);
+      SmallVector<OpFoldResult> vOffsets = {bi, k0, h, zero};
+      SmallVector<OpFoldResult> vSizes = {unitSize, cols, unitSize,
+                                          rb.getIndexAttr(headDim)};
+      Value vBlock = tensor::ExtractSliceOp::create(rb, l, blockType(headDim),
+                                                    vh, vOffsets, vSizes, unit);
+      SmallVector<OpFoldResult> scoreShape = {rows, cols};
+      auto scoreType = RankedTensorType::get(
+          {ShapedType::kDynamic, ShapedType::kDynamic}, e.f32());
+      // Raw scores Q·Kᵀ [rows, cols].
+      Value raw = e.generic(
+          scoreType, ValueRange{qBlock, ktBlock}, e.filled(scoreShape, 0.0),
+          {e.select(3, {0, 2}), e.select(3, {2, 1}), e.select(3, {0, 1})},
+          {IteratorType::parallel, IteratorType::parallel,
+           IteratorType::reduction},
+          mulAdd);
+      // Scaled and masked.
+      SmallVector<Value> inputs = {raw};
+      SmallVector<AffineMap> maps = {e.identity(2)};
+      if (mask) {
+        SmallVector<OpFoldResult> mOffsets = {bi, k0},
+                                  mSizes = {unitSize, cols};
+        SmallVector<OpFoldResult> mStrides(2, rb.getIndexAttr(1));
+        inputs.push_back(tensor::ExtractSliceOp::create(
+            rb, l,
+            RankedTensorType::get({ShapedType::kDynamic},
+                                  Emitter::type(mask).getElementType()),
+            mask, mOffsets, mSizes, mStrides));
+        maps.push_back(e.select(2, {1}));
+      }
+      maps.push_back(e.identity(2));
+      float scale = float(1.0 / std::sqrt(double(headDim)));
+      Value rowShift = addIndex(q0, sh);
+      Value scores = e.generic(
+          scoreType, inputs, e.empty(scoreShape, e.f32()), maps,
+          {IteratorType::parallel, IteratorType::parallel},
+          [&](OpBuilder &nb, Location nl, ValueRange args) -> Value {
+            Value s = arith::MulFOp::create(
+                nb, nl, args[0],
+                arith::ConstantOp::create(nb, nl, nb.getF32FloatAttr(scale)));
+            Value visible;
+            if (mask) {
+              Value z = arith::ConstantOp::create(
+                  nb, nl, nb.getIntegerAttr(args[1].getType(), 0));
+              visible = arith::CmpIOp::create(nb, nl, arith::CmpIPredicate::ne,
+                                              args[1], z);
+            }
+            if (causal) {
+              // key k0 + j visible from query q0 + i: k0 + j <= q0 + i + shift
+              Value i = linalg::IndexOp::create(nb, nl, 0);
+              Value j = linalg::IndexOp::create(nb, nl, 1);
+              Value c = arith::CmpIOp::create(
+                  nb, nl, arith::CmpIPredicate::sle,
+                  arith::AddIOp::create(nb, nl, j, k0),
+                  arith::AddIOp::create(nb, nl, i, rowShift));
+              visible =
+                  visible
+                      ? arith::AndIOp::create(nb, nl, visible, c).getResult()
+                      : c;
+            }
+            if (!visible) {
+              return s;
+            }
+            Value masked = arith::ConstantOp::create(
+                nb, nl, nb.getF32FloatAttr(float(kMaskedScore)));
+            return arith::SelectOp::create(nb, nl, visible, s, masked);
+          });
+      // The loop's state is updated in place (bufferization wants each
+      // yielded value in its iter_arg's buffer): m becomes max(m, row
+      // maxima) last, after every read of the old m.
+      // (From the lowest float, not -inf: the -inf fill of m0 would be
+      // merged with this one by CSE, and m0 then copied each iteration.)
+      Value rowMax = e.reduce(scores, 1, std::numeric_limits<float>::lowest(),
+                              [](OpBuilder &nb, Location nl, Value v, Value a) {
+                                return arith::MaximumFOp::create(nb, nl, v, a);
+                              });
+      Value mNew = e.generic(
+          rowType, ValueRange{m, rowMax}, e.empty(rowShape, e.f32()),
+          {e.identity(1), e.identity(1), e.identity(1)},
+          {IteratorType::parallel},
+          [](OpBuilder &nb, Location nl, ValueRange args) -> Value {
+            return arith::MaximumFOp::create(nb, nl, args[0], args[1]);
+          });
+      // The rescale of the old state, exp(m - m_new).
+      Value alpha = e.generic(
+          rowType, ValueRange{m, mNew}, e.empty(rowShape, e.f32()),
+          {e.identity(1), e.identity(1), e.identity(1)},
+          {IteratorType::parallel},
+          [](OpBuilder &nb, Location nl, ValueRange args) -> Value {
+            return math::ExpOp::create(
+                nb, nl, arith::SubFOp::create(nb, nl, args[0], args[1]));
+          });
+      // Weights exp(s - m_new).
+      Value weights = e.generic(
+          scoreType, ValueRange{scores, mNew}, e.empty(scoreShape, e.f32()),
+          {e.identity(2), e.select(2, {0}), e.identity(2)},
+          {IteratorType::parallel, IteratorType::parallel},
+          [](OpBuilder &nb, Location nl, ValueRange args) -> Value {
+            return math::ExpOp::create(
+                nb, nl, arith::SubFOp::create(nb, nl, args[0], args[1]));
+          });
+      // l_new = l·alpha + row sums of the weights.
+      Value scaledSum =
+          e.generic(rowType, alpha, sum, {e.identity(1), e.identity(1)},
+                    {IteratorType::parallel},
+                    [](OpBuilder &nb, Location nl, ValueRange args) -> Value {
+                      return arith::MulFOp::create(nb, nl, args[1], args[0]);
+                    });
+      Value sumNew = e.generic(
+          rowType, weights, scaledSum, {e.identity(2), e.select(2, {0})},
+          {IteratorType::parallel, IteratorType::reduction},
+          [](OpBuilder &nb, Location nl, ValueRange args) -> Value {
+            return arith::AddFOp::create(nb, nl, args[0], args[1]);
+          });
+      if (dropout > 0.0) {
+        // The element (b, h, q0 + i, k0 + j) of [B, H, Tq, Tk].
+        Value rowBase = addIndex(mulIndex(bi, heads), h);
+        Value s = seed;
+        int64_t st = stream;
+        double p = dropout;
+        weights = e.generic(
+            scoreType, weights, e.empty(scoreShape, e.f32()),
+            {e.identity(2), e.identity(2)},
+            {IteratorType::parallel, IteratorType::parallel},
+            [&](OpBuilder &nb, Location nl, ValueRange args) -> Value {
+              Value i = arith::AddIOp::create(
+                  nb, nl, linalg::IndexOp::create(nb, nl, 0), q0);
+              Value j = arith::AddIOp::create(
+                  nb, nl, linalg::IndexOp::create(nb, nl, 1), k0);
+              Value row = arith::AddIOp::create(
+                  nb, nl, arith::MulIOp::create(nb, nl, rowBase, tq), i);
+              Value linear = arith::AddIOp::create(
+                  nb, nl, arith::MulIOp::create(nb, nl, row, tk), j);
+              Value scale = Emitter::dropoutScaleAt(nb, nl, s, st, p, linear);
+              return arith::MulFOp::create(nb, nl, args[0], scale);
+            });
+      }
+      // acc_new = acc·alpha + weights·V.
+      Value scaledAcc = e.generic(
+          blockType(headDim), alpha, acc, {e.select(2, {0}), e.identity(2)},
+          {IteratorType::parallel, IteratorType::parallel},
+          [](OpBuilder &nb, Location nl, ValueRange args) -> Value {
+            return arith::MulFOp::create(nb, nl, args[1], args[0]);
+          });
+      Value accNew = e.generic(
+          blockType(headDim), ValueRange{weights, vBlock}, scaledAcc,
+          {e.select(3, {0, 2}), e.select(3, {2, 1}), e.select(3, {0, 1})},
+          {IteratorType::parallel, IteratorType::parallel,
+           IteratorType::reduction},
+          mulAdd);
+      Value mOut = e.generic(
+          rowType, rowMax, m, {e.identity(1), e.identity(1)},
+          {IteratorType::parallel},
+          [](OpBuilder &nb, Location nl, ValueRange args) -> Value {
+            return arith::MaximumFOp::create(nb, nl, args[0], args[1]);
+          });
+      scf::YieldOp::create(rb, l, ValueRange{mOut, sumNew, accNew});
+    }
+    // The block's output: acc / l, in place.
+    Value outBlock =
+        e.generic(blockType(headDim), loop.getResult(1), loop.getResult(2),
+                  {e.select(2, {0}), e.identity(2)},
+                  {IteratorType::parallel, IteratorType::parallel},
+                  [](OpBuilder &nb, Location nl, ValueRange args) -> Value {
+                    return arith::DivFOp::create(nb, nl, args[1], args[0]);
+                  });
+    rb.setInsertionPointToStart(forall.getTerminator().getBody());
+    tensor::ParallelInsertSliceOp::create(
+        rb, l, outBlock, forall.getRegionIterArgs()[0], qOffsets, qSizes, unit);
+    rb.setInsertionPointAfter(forall);
+    Value out = forall.getResult(0);
+    if (out.getType() != outType) {
+      out = tensor::CastOp::create(rb, l, outType, out);
+    }
+    return merge(out);
+  }
 };
 
 template <typename Op>
@@ -1338,7 +1658,9 @@ static Attention attentionFor(Emitter &e, Op op, Value query, Value key,
 /// with scale and masks, softmax, dropout, the weighted sum of values), and
 /// the output projection.
 struct MultiHeadAttentionPattern : KilnPattern<MultiHeadAttentionOp> {
-  using KilnPattern::KilnPattern;
+  MultiHeadAttentionPattern(MLIRContext *context, int64_t block)
+      : KilnPattern(context), block(block) {}
+  int64_t block; ///< > 0: Attention::fusedForward over blocks this large
   LogicalResult
   matchAndRewrite(MultiHeadAttentionOp op, OpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
@@ -1357,7 +1679,8 @@ struct MultiHeadAttentionPattern : KilnPattern<MultiHeadAttentionOp> {
     Value v = e.linear(kv, adaptor.getWv(), adaptor.getBv(), projType(kv));
     Attention attention = attentionFor(e, op, q, k, adaptor.getKeyPaddingMask(),
                                        adaptor.getSeed());
-    Value merged = attention.forward(v);
+    Value merged = block > 0 ? attention.fusedForward(v, block, block)
+                             : attention.forward(v);
     rewriter.replaceOp(
         op, e.linear(merged, adaptor.getWo(), adaptor.getBo(), type));
     return success();
@@ -1365,7 +1688,9 @@ struct MultiHeadAttentionPattern : KilnPattern<MultiHeadAttentionOp> {
 };
 
 struct AttentionPattern : KilnPattern<AttentionOp> {
-  using KilnPattern::KilnPattern;
+  AttentionPattern(MLIRContext *context, int64_t block)
+      : KilnPattern(context), block(block) {}
+  int64_t block; ///< > 0: Attention::fusedForward over blocks this large
   LogicalResult
   matchAndRewrite(AttentionOp op, OpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
@@ -1373,7 +1698,9 @@ struct AttentionPattern : KilnPattern<AttentionOp> {
     Attention attention =
         attentionFor(e, op, adaptor.getQuery(), adaptor.getKey(),
                      adaptor.getKeyPaddingMask(), adaptor.getSeed());
-    Value out = attention.forward(adaptor.getValue());
+    Value out = block > 0
+                    ? attention.fusedForward(adaptor.getValue(), block, block)
+                    : attention.forward(adaptor.getValue());
     if (out.getType() != resultType(op)) {
       out = tensor::CastOp::create(rewriter, op.getLoc(), resultType(op), out);
     }
@@ -2304,6 +2631,7 @@ struct GlobalNormScalePattern : KilnPattern<GlobalNormScaleOp> {
 
 struct ConvertKilnToLinalgPass
     : kiln::impl::ConvertKilnToLinalgPassBase<ConvertKilnToLinalgPass> {
+  using ConvertKilnToLinalgPassBase::ConvertKilnToLinalgPassBase;
   void runOnOperation() override {
     MLIRContext *context = &getContext();
     ConversionTarget target(*context);
@@ -2312,7 +2640,7 @@ struct ConvertKilnToLinalgPass
                            arith::ArithDialect, math::MathDialect,
                            func::FuncDialect, scf::SCFDialect>();
     RewritePatternSet patterns(context);
-    populateKilnToLinalgPatterns(patterns);
+    populateKilnToLinalgPatterns(patterns, attentionBlock);
     if (failed(applyPartialConversion(getOperation(), target,
                                       std::move(patterns)))) {
       signalPassFailure();
@@ -2322,7 +2650,8 @@ struct ConvertKilnToLinalgPass
 
 } // namespace
 
-void mlir::kiln::populateKilnToLinalgPatterns(RewritePatternSet &patterns) {
+void mlir::kiln::populateKilnToLinalgPatterns(RewritePatternSet &patterns,
+                                              int64_t attentionBlock) {
   MLIRContext *context = patterns.getContext();
   patterns.add<ElementwisePattern<AddOp>, ElementwisePattern<SubOp>,
                ElementwisePattern<MulOp>, ElementwisePattern<DivOp>,
@@ -2333,10 +2662,12 @@ void mlir::kiln::populateKilnToLinalgPatterns(RewritePatternSet &patterns) {
                LayerNormPattern, LinearPattern, MatmulPattern, SoftmaxPattern,
                LogSoftmaxPattern, ReducePattern, ReduceMaxGradPattern,
                ReshapePattern, TransposePattern, SlicePattern, ConcatPattern,
-               ConstantPattern, MultiHeadAttentionPattern, FeedForwardPattern,
-               LossPattern<CrossEntropyOp>, LossPattern<NLLLossOp>,
-               ActivationGradPattern, LayerNormGradPattern, LossGradPattern,
-               EmbeddingGradPattern, AttentionPattern, AttentionGradPattern,
-               PositionalEncodingGradPattern, AdamUpdatePattern,
-               SgdUpdatePattern, GlobalNormScalePattern>(context);
+               ConstantPattern, FeedForwardPattern, LossPattern<CrossEntropyOp>,
+               LossPattern<NLLLossOp>, ActivationGradPattern,
+               LayerNormGradPattern, LossGradPattern, EmbeddingGradPattern,
+               AttentionGradPattern, PositionalEncodingGradPattern,
+               AdamUpdatePattern, SgdUpdatePattern, GlobalNormScalePattern>(
+      context);
+  patterns.add<MultiHeadAttentionPattern, AttentionPattern>(context,
+                                                            attentionBlock);
 }

@@ -22,7 +22,10 @@ namespace kiln {
 #include "compiler/Conversion/KilnToLinalg/Passes.h.inc"
 
 /// Adds the patterns that lower every kiln op to linalg/tensor/arith/math.
-void populateKilnToLinalgPatterns(RewritePatternSet &patterns);
+/// `attentionBlock` > 0 lowers the attention forward pass block by block
+/// (the pass's `attention-block` option).
+void populateKilnToLinalgPatterns(RewritePatternSet &patterns,
+                                  int64_t attentionBlock = 0);
 
 } // namespace kiln
 } // namespace mlir

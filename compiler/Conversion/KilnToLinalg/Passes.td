@@ -37,6 +37,12 @@ def ConvertKilnToLinalgPass : Pass<"convert-kiln-to-linalg"> {
     } -> tensor<?x8xf32>
     ```
   }];
+  let options = [
+    Option<"attentionBlock", "attention-block", "int64_t", /*default=*/"0",
+           "Attention in the flash manner, over blocks of this many query "
+           "rows and keys (no [B, H, Tq, Tk] scores); 0: the scores are "
+           "materialized (one linalg op per step, as GPU code wants)">
+  ];
   let dependentDialects = [
     "::mlir::linalg::LinalgDialect", "::mlir::tensor::TensorDialect",
     "::mlir::arith::ArithDialect", "::mlir::math::MathDialect",

@@ -523,8 +523,10 @@ static void lower(LoweredModule &lowered, const LoweringOptions &options,
   std::string toLLVM = options.gpuChip.empty()
                            ? mlir::kiln::linalgToLLVMPipeline(options.cpu)
                            : mlir::kiln::linalgToGpuPipeline(options.gpuChip);
-  if (failed(mlir::kiln::addPipeline(linalg,
-                                     mlir::kiln::kilnToLinalgPipeline())) ||
+  int64_t attentionBlock =
+      options.gpuChip.empty() ? mlir::kiln::kCpuAttentionBlock : 0;
+  if (failed(mlir::kiln::addPipeline(
+          linalg, mlir::kiln::kilnToLinalgPipeline(attentionBlock))) ||
       failed(mlir::kiln::addPipeline(llvmPm, toLLVM))) {
     throw Error("kiln: internal error: the pipelines do not parse");
   }

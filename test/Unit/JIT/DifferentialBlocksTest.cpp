@@ -663,4 +663,44 @@ TEST(DifferentialBlocks, AttentionCoreCausalMask) {
   diff::run(attentionCase("attention causal mask", true, true, 2));
 }
 
+/// Row b of a [B, K] padding mask pads its first 13·b keys, then one key in
+/// three: causal rows that see no key at all attend uniformly to every key,
+/// the rest skip the key blocks past their last visible key (CPU code's
+/// flash attention).
+Operand leftPaddedMask() {
+  Operand o = mask({"B", "K"});
+  o.make = [](const std::vector<int64_t> &shape, uint32_t,
+              const diff::Sizes &) {
+    Tensor m = Tensor::empty(shape, DType::i1);
+    for (int64_t b = 0; b < shape[0]; ++b) {
+      for (int64_t j = 0; j < shape[1]; ++j) {
+        m.data<bool>()[b * shape[1] + j] = j >= 13 * b && j % 3 != 1;
+      }
+    }
+    return m;
+  };
+  return o;
+}
+
+/// Causal attention with left padding and attention dropout, with query and
+/// key lengths across CPU code's 64-row blocks.
+TEST(DifferentialBlocks, AttentionCoreDropoutLeftPadding) {
+  Case c = attentionCase("attention dropout left padding", true, true, 2);
+  c.operands[3] = leftPaddedMask();
+  c.operands.push_back(scalar(1234));
+  c.op = "kiln.attention %a0, %a1, %a2 mask %a3 seed %a4 {num_heads = 2 : "
+         "i64, causal, dropout = 0.25 : f64, stream = 3 : i64}";
+  c.reference = [](const diff::Values &in, const diff::Sizes &s) {
+    auto scale = [](int64_t index) {
+      return double(ref::dropoutScale(1234, 3, 0.25, uint64_t(index)));
+    };
+    return diff::Values{dref::attention(in[0], in[1], in[2], &in[3], s.at("B"),
+                                        s.at("Q"), s.at("K"), s.at("D"), 2,
+                                        true, scale)};
+  };
+  c.base = {{"B", 2}, {"Q", 65}, {"K", 130}, {"D", 34}};
+  c.sweep = {{"Q", {1, 64, 129}}, {"K", {65}}};
+  diff::run(c);
+}
+
 } // namespace

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -72,10 +73,13 @@ inline Vec layerNorm(const Vec &x, int64_t n, int64_t d, const Vec &g,
 
 /// Scaled dot-product attention of projected q [B, Tq, D] and k, v
 /// [B, Tk, D] in `heads` heads. mask [B, Tk]: non-zero attends; causal lets
-/// query i see key j <= i + (Tk - Tq); masked scores are -1e9.
+/// query i see key j <= i + (Tk - Tq); masked scores are -1e9. `dropScale`,
+/// when given, is the attention-dropout scale of the probability at flat
+/// index ((b·heads + h)·Tq + i)·Tk + j.
 inline Vec attention(const Vec &q, const Vec &k, const Vec &v, const Vec *mask,
                      int64_t batch, int64_t tq, int64_t tk, int64_t d,
-                     int64_t heads, bool causal) {
+                     int64_t heads, bool causal,
+                     const std::function<double(int64_t)> &dropScale = {}) {
   int64_t dh = d / heads;
   Vec o(batch * tq * d), s(tk);
   for (int64_t n = 0; n < batch; ++n) {
@@ -97,10 +101,16 @@ inline Vec attention(const Vec &q, const Vec &k, const Vec &v, const Vec *mask,
           s[j] = std::exp(s[j] - mx);
           sum += s[j];
         }
+        for (int64_t j = 0; j < tk; ++j) {
+          s[j] /= sum;
+          if (dropScale) {
+            s[j] *= dropScale(((n * heads + h) * tq + i) * tk + j);
+          }
+        }
         for (int64_t c = 0; c < dh; ++c) {
           double acc = 0;
           for (int64_t j = 0; j < tk; ++j) {
-            acc += s[j] / sum * v[(n * tk + j) * d + h * dh + c];
+            acc += s[j] * v[(n * tk + j) * d + h * dh + c];
           }
           o[(n * tq + i) * d + h * dh + c] = acc;
         }
