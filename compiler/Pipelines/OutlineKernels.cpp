@@ -6,6 +6,7 @@
 
 #include "compiler/Pipelines/Pipelines.h"
 
+#include "compiler/Codegen/Common/Attributes.h"
 #include "compiler/Codegen/Common/Views.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -42,6 +43,7 @@ struct OutlineKernels
     ModuleOp module = getOperation();
     kernels.clear();
     aliasing.clear();
+    writes.clear();
     SymbolTable symbols(module);
     SmallVector<func::FuncOp> callers;
     for (func::FuncOp func : module.getOps<func::FuncOp>()) {
@@ -58,7 +60,9 @@ struct OutlineKernels
                     b.getArrayAttr({b.getStringAttr("noinline"),
                                     b.getStringAttr("optnone")}));
       // Each linalg op, and each parallel loop (flash attention's loop
-      // over blocks: its linalg ops run in one kernel, on all cores).
+      // over blocks) with the ops inside it: those become serial kernels
+      // first (LLVM's time grows faster than the size of a function), then
+      // the loop becomes the kernel that calls them on all cores.
       SmallVector<Operation *> ops;
       func.walk<WalkOrder::PreOrder>([&](Operation *op) {
         if (isa<linalg::LinalgOp, scf::ParallelOp>(op)) {
@@ -68,16 +72,18 @@ struct OutlineKernels
         return WalkResult::advance();
       });
       for (Operation *op : ops) {
-        // On buffers, and with ranked ones (kiln-apply-noalias counts the
-        // words of ranked descriptors).
-        bool ranked = true;
-        op->walk([&](Operation *inner) {
-          ranked &= llvm::all_of(inner->getOperandTypes(), [](Type t) {
-            return !isa<UnrankedMemRefType>(t);
-          });
-        });
-        if (op->getNumResults() == 0 && ranked) {
-          outline(op, module, symbols);
+        if (isa<scf::ParallelOp>(op)) {
+          SmallVector<linalg::LinalgOp> inner;
+          op->walk(
+              [&](linalg::LinalgOp linalgOp) { inner.push_back(linalgOp); });
+          for (linalg::LinalgOp linalgOp : inner) {
+            if (outlinable(linalgOp)) {
+              outline(linalgOp, module, symbols, /*serial=*/true);
+            }
+          }
+        }
+        if (outlinable(op)) {
+          outline(op, module, symbols, /*serial=*/false);
         }
       }
     }
@@ -125,9 +131,33 @@ struct OutlineKernels
                            memref::GetGlobalOp>(root.getDefiningOp());
   }
 
-  /// The buffers `op` (or an op nested in it) writes, as view roots.
-  static llvm::SmallPtrSet<Value, 4> writtenRoots(Operation *op) {
+  /// Whether `op` can become a kernel: on buffers, and ranked ones
+  /// (kiln-apply-noalias counts the words of ranked descriptors).
+  static bool outlinable(Operation *op) {
+    bool ranked = true;
+    op->walk([&](Operation *inner) {
+      ranked &= llvm::all_of(inner->getOperandTypes(), [](Type t) {
+        return !isa<UnrankedMemRefType>(t);
+      });
+    });
+    return op->getNumResults() == 0 && ranked;
+  }
+
+  /// The buffers `op` (or an op nested in it, or a kernel it calls) writes,
+  /// as view roots.
+  llvm::SmallPtrSet<Value, 4> writtenRoots(Operation *op) {
     llvm::SmallPtrSet<Value, 4> roots;
+    op->walk([&](func::CallOp call) {
+      auto found = writes.find(call.getCallee());
+      for (auto [i, operand] : llvm::enumerate(call.getOperands())) {
+        if (found == writes.end() ||
+            (i < found->second.size() && found->second[i])) {
+          if (isa<BaseMemRefType>(operand.getType())) {
+            roots.insert(kiln::viewRoot(operand));
+          }
+        }
+      }
+    });
     op->walk([&](MemoryEffectOpInterface effects) {
       SmallVector<MemoryEffects::EffectInstance> instances;
       effects.getEffects(instances);
@@ -144,15 +174,15 @@ struct OutlineKernels
   /// For each argument of a call of `op`: may it overlap another buffer
   /// argument when one of the two is written? Anything whose origin is not
   /// known (a loop result, a select) may overlap whatever is written.
-  static SmallVector<bool> mayAlias(Operation *op, ArrayRef<Value> arguments) {
+  SmallVector<bool> mayAlias(Operation *op, ArrayRef<Value> arguments) {
     size_t n = arguments.size();
-    llvm::SmallPtrSet<Value, 4> writes = writtenRoots(op);
+    llvm::SmallPtrSet<Value, 4> writtenSet = writtenRoots(op);
     SmallVector<Value> roots;
     SmallVector<bool> written, buffer, known;
     for (Value v : arguments) {
       roots.push_back(kiln::viewRoot(v));
       buffer.push_back(isa<BaseMemRefType>(v.getType()));
-      written.push_back(buffer.back() && writes.contains(roots.back()));
+      written.push_back(buffer.back() && writtenSet.contains(roots.back()));
       Value root = roots.back();
       // Written buffers are always fresh allocations in compiled code.
       known.push_back(isKnownRoot(root) &&
@@ -175,7 +205,9 @@ struct OutlineKernels
   }
 
   /// Replaces `op` by a call to the kernel holding it (made if new).
-  void outline(Operation *op, ModuleOp module, SymbolTable &symbols) {
+  /// `serial`: the kernel runs inside a parallel loop.
+  void outline(Operation *op, ModuleOp module, SymbolTable &symbols,
+               bool serial) {
     // The kernel's arguments: the op's operands and whatever its body uses
     // from above, except constants, which the kernel holds itself.
     llvm::SetVector<Value> captured(op->getOperands().begin(),
@@ -207,6 +239,9 @@ struct OutlineKernels
     // Kept out of line through LLVM too (func-to-llvm passes this on).
     kernel->setAttr("passthrough",
                     builder.getArrayAttr(builder.getStringAttr("noinline")));
+    if (serial) {
+      kernel->setAttr(kiln::kSerialKernelAttr, builder.getUnitAttr());
+    }
     Block *entry = kernel.addEntryBlock();
     builder.setInsertionPointToStart(entry);
     IRMapping mapping;
@@ -241,6 +276,15 @@ struct OutlineKernels
       kernel->erase();
     }
     SmallVector<bool> clash = mayAlias(op, arguments);
+    {
+      llvm::SmallPtrSet<Value, 4> written = writtenRoots(op);
+      SmallVector<bool> &argWrites = writes[it->second];
+      argWrites.resize(arguments.size(), false);
+      for (auto [i, v] : llvm::enumerate(arguments)) {
+        argWrites[i] = argWrites[i] || (isa<BaseMemRefType>(v.getType()) &&
+                                        written.contains(kiln::viewRoot(v)));
+      }
+    }
     auto [entryIt, fresh] = aliasing.try_emplace(it->second, clash);
     if (!fresh) {
       for (auto [seen, now] : llvm::zip(entryIt->second, clash)) {
@@ -253,6 +297,8 @@ struct OutlineKernels
   }
 
   llvm::StringMap<StringRef> kernels;
+  /// Per kernel, per argument: does it write the argument (at some call)?
+  llvm::StringMap<SmallVector<bool>> writes;
   /// Per kernel, per argument: may it alias at some call?
   llvm::MapVector<StringRef, SmallVector<bool>> aliasing;
 };

@@ -72,8 +72,9 @@ func.func @unknown(%a: memref<8xf32>, %b: memref<8xf32>) {
 // -----
 
 // A parallel loop (flash attention's loop over blocks) becomes one kernel
-// with every op inside it; what its ops write through views (a block of a
-// fresh buffer) is known, so its arguments are noalias.
+// that calls a serial kernel per op inside it (kiln-parallelize-loops keeps
+// their loops serial). What those ops write through views (a block of a
+// fresh buffer) is known, so the arguments are noalias.
 #map = affine_map<(d0) -> (d0)>
 func.func @blocks(%a: memref<64xf32>, %n: index) -> memref<64xf32> {
   %c0 = arith.constant 0 : index
@@ -104,12 +105,18 @@ func.func @blocks(%a: memref<64xf32>, %n: index) -> memref<64xf32> {
 
 // CHECK-LABEL: func.func @blocks(
 // CHECK:         %[[OUT:.*]] = memref.alloc()
-// CHECK-NEXT:    call @kiln_kernel_0(%{{.*}}, %{{.*}}, %[[OUT]]) : (index, memref<64xf32>, memref<64xf32>) -> ()
+// CHECK-NEXT:    call @[[LOOP:kiln_kernel_[0-9]+]](%{{.*}}, %{{.*}}, %[[OUT]]) : (index, memref<64xf32>, memref<64xf32>) -> ()
 // CHECK-NOT:     scf.parallel
-// CHECK:       func.func private @kiln_kernel_0(%{{.*}}: index, %{{.*}}: memref<64xf32> {kiln.noalias}, %{{.*}}: memref<64xf32> {kiln.noalias})
+// CHECK:       func.func private @[[SQUARE:kiln_kernel_[0-9]+]](%{{.*}}: memref<16xf32, strided<[1], offset: ?>> {kiln.noalias}, %{{.*}}: memref<16xf32> {kiln.noalias})
+// CHECK-SAME:      kiln.serial
+// CHECK:         arith.mulf
+// CHECK:       func.func private @[[COPY:kiln_kernel_[0-9]+]](%{{.*}}: memref<16xf32> {kiln.noalias}, %{{.*}}: memref<16xf32, strided<[1], offset: ?>> {kiln.noalias})
+// CHECK-SAME:      kiln.serial
+// CHECK:       func.func private @[[LOOP]](%{{.*}}: index, %{{.*}}: memref<64xf32> {kiln.noalias}, %{{.*}}: memref<64xf32> {kiln.noalias})
+// CHECK-NOT:       kiln.serial
 // CHECK:         scf.parallel
 // CHECK:           memref.alloc() : memref<16xf32>
-// CHECK:           linalg.generic
-// CHECK:           linalg.generic
+// CHECK:           func.call @[[SQUARE]](
+// CHECK:           func.call @[[COPY]](
 // CHECK:           memref.dealloc
-// CHECK-NOT:     call @kiln_kernel
+// CHECK-NOT:     linalg.generic

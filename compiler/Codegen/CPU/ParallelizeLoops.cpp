@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/Codegen/CPU/Passes.h"
+#include "compiler/Codegen/Common/Attributes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
@@ -106,6 +107,12 @@ void distribute(RewriterBase &rewriter, scf::ForOp loop) {
 struct KilnParallelizeLoopsPass
     : kiln::impl::KilnParallelizeLoopsPassBase<KilnParallelizeLoopsPass> {
   void runOnOperation() override {
+    if (getOperation()->hasAttr(kiln::kSerialKernelAttr)) {
+      // Runs inside a parallel loop of its caller.
+      getOperation().walk(
+          [&](scf::ForOp loop) { loop->removeAttr(kiln::cpu::kParallelAttr); });
+      return;
+    }
     IRRewriter rewriter(&getContext());
     SmallVector<scf::ForOp> marked;
     getOperation().walk([&](scf::ForOp loop) { // innermost first

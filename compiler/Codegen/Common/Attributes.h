@@ -12,6 +12,10 @@ namespace mlir::kiln {
 /// kiln-outline-kernels).
 constexpr llvm::StringLiteral kNoAliasArgAttr = "kiln.noalias";
 
+/// Marks a kernel that runs inside a parallel loop (kiln-outline-kernels):
+/// its own loops stay serial (kiln-parallelize-loops).
+constexpr llvm::StringLiteral kSerialKernelAttr = "kiln.serial";
+
 /// The result attribute `kiln.updates = <i>`: the result replaces argument
 /// i, and CPU code writes it there in place (kiln-training-step sets it;
 /// kiln-mark-in-place-arguments and kiln-drop-in-place-results act on it).

@@ -1312,8 +1312,236 @@ struct Attention {
     return merge(weightedRows(probs, vh));
   }
 
-  // Flash attention: the forward output block by block, no [B, H, Tq, Tk]
-  // tensor.
+  /// The forward output [B, Tq, D], computed as flash attention does: one
+  /// parallel iteration per (batch, head, block of `block` query rows)
+  /// runs over blocks of `block` keys with an online softmax (a running row
+  /// maximum m and sum l; the accumulated output and l are rescaled by
+  /// exp(m_old - m_new) when the maximum grows), and divides by l at the
+  /// end. Causal: keys past the block's last visible one are not visited
+  /// (their weights would be exp(-1e9 - m) = 0), unless a row of the block
+  /// sees no key at all, which attends uniformly to every key as in
+  /// `forward`. Dropout scales the weights after l is summed, as it scales
+  /// the normalized probabilities there.
+  Value fusedForward(Value value, int64_t block) {
+    OpBuilder &rb = b();
+    Location l = loc();
+    Flash f = flash(block);
+    Value vh = split(value);
+    auto forall = scf::ForallOp::create(
+        rb, l,
+        ArrayRef<OpFoldResult>{f.batch, rb.getIndexAttr(heads),
+                               ceilDiv(f.tq, block)},
+        ValueRange{e.empty(headShape(query), e.f32())}, std::nullopt);
+    OpBuilder::InsertionGuard guard(rb);
+    rb.setInsertionPoint(forall.getTerminator());
+    QueryBlock qb =
+        queryBlock(f, forall.getInductionVar(0), forall.getInductionVar(1),
+                   mulIndex(forall.getInductionVar(2), block));
+    Value qBlock = headRows(f.qh, qb, qb.q0, qb.rows);
+    // The output accumulates in its place in the result (a fresh block
+    // would be copied there at the end).
+    Value outSlice =
+        headRows(forall.getRegionIterArgs()[0], qb, qb.q0, qb.rows);
+    Value acc0 = linalg::FillOp::create(rb, l, ValueRange{e.f32c(0.0)},
+                                        ValueRange{outSlice})
+                     .getResult(0);
+    auto loop =
+        scf::ForOp::create(rb, l, f.zero, ceilDiv(qb.kEnd, block), e.index(1),
+                           ValueRange{e.filled(qb.rowShape, -INFINITY),
+                                      e.filled(qb.rowShape, 0.0), acc0});
+    {
+      OpBuilder::InsertionGuard inner(rb);
+      rb.setInsertionPointToStart(loop.getBody());
+      KeyBlock kb = keyBlock(f, qb, loop.getInductionVar());
+      Value m = loop.getRegionIterArgs()[0];
+      Value sum = loop.getRegionIterArgs()[1];
+      Value acc = loop.getRegionIterArgs()[2];
+      Value scores = blockScores(f, qb, kb, qBlock);
+      Online o = onlineStep(qb, kb, scores, m, sum);
+      Value weights = withBlockDropout(f, qb, kb, o.weights);
+      // acc_new = acc·alpha + weights·V.
+      Value scaledAcc = e.generic(
+          rowsType(headDim), o.alpha, acc, {e.select(2, {0}), e.identity(2)},
+          {IteratorType::parallel, IteratorType::parallel},
+          [](OpBuilder &nb, Location nl, ValueRange args) -> Value {
+            return arith::MulFOp::create(nb, nl, args[1], args[0]);
+          });
+      Value accNew = blockProduct(
+          weights, {0, 2}, headRows(vh, qb, kb.k0, kb.cols), {2, 1}, scaledAcc);
+      scf::YieldOp::create(rb, l,
+                           ValueRange{finishMax(o.rowMax, m), o.sum, accNew});
+    }
+    // The block's output: acc / l, in place.
+    Value outBlock =
+        e.generic(rowsType(headDim), loop.getResult(1), loop.getResult(2),
+                  {e.select(2, {0}), e.identity(2)},
+                  {IteratorType::parallel, IteratorType::parallel},
+                  [](OpBuilder &nb, Location nl, ValueRange args) -> Value {
+                    return arith::DivFOp::create(nb, nl, args[1], args[0]);
+                  });
+    rb.setInsertionPointToStart(forall.getTerminator().getBody());
+    insertHeadRows(outBlock, forall.getRegionIterArgs()[0], qb, qb.q0, qb.rows);
+    rb.setInsertionPointAfter(forall);
+    return merge(forall.getResult(0));
+  }
+
+  /// The gradients (dQ, dK, dV) of `fusedForward`, block by block as
+  /// flash attention's backward pass computes them: one parallel iteration
+  /// per (batch, head) (dK and dV sum over the query blocks) runs over
+  /// blocks of `block` query rows; for each, a first pass over the key
+  /// blocks recomputes the row maxima m and sums l, and a second recomputes
+  /// the probabilities P = exp(s - m)/l block by block and adds
+  ///   dP = dropout(dO·Vᵀ), dS = P·(dP - D)·scale (0 where masked),
+  ///   dQ += dS·K, dK += dSᵀ·Q, dV += dropout(P)ᵀ·dO,
+  /// where D = Σ_j dP·P of a row is dO·O, from the forward output `output`.
+  /// The key blocks visited are those of `fusedForward`.
+  SmallVector<Value> fusedBackward(Value grad, Value value, Value output,
+                                   int64_t block) {
+    OpBuilder &rb = b();
+    Location l = loc();
+    Flash f = flash(block);
+    Value kh = split(key), vh = split(value), gh = split(grad),
+          oh = split(output);
+    auto forall = scf::ForallOp::create(
+        rb, l, ArrayRef<OpFoldResult>{f.batch, rb.getIndexAttr(heads)},
+        ValueRange{e.empty(headShape(query), e.f32()),
+                   e.empty(headShape(key), e.f32()),
+                   e.empty(headShape(key), e.f32())},
+        std::nullopt);
+    OpBuilder::InsertionGuard guard(rb);
+    rb.setInsertionPoint(forall.getTerminator());
+    Value bi = forall.getInductionVar(0), h = forall.getInductionVar(1);
+    QueryBlock whole{bi, h, f.zero, f.tq, f.tk, f.shift, {}};
+    auto zeroed = [&](Value out, Value rows) {
+      return linalg::FillOp::create(
+                 rb, l, ValueRange{e.f32c(0.0)},
+                 ValueRange{headRows(out, whole, f.zero, rows)})
+          .getResult(0);
+    };
+    auto outs = forall.getRegionIterArgs();
+    auto queryLoop = scf::ForOp::create(
+        rb, l, f.zero, ceilDiv(f.tq, block), e.index(1),
+        ValueRange{zeroed(outs[0], f.tq), zeroed(outs[1], f.tk),
+                   zeroed(outs[2], f.tk)});
+    {
+      OpBuilder::InsertionGuard inQuery(rb);
+      rb.setInsertionPointToStart(queryLoop.getBody());
+      QueryBlock qb =
+          queryBlock(f, bi, h, mulIndex(queryLoop.getInductionVar(), block));
+      Value dqAll = queryLoop.getRegionIterArgs()[0];
+      Value dkAll = queryLoop.getRegionIterArgs()[1];
+      Value dvAll = queryLoop.getRegionIterArgs()[2];
+      Value qBlock = headRows(f.qh, qb, qb.q0, qb.rows);
+      Value gBlock = headRows(gh, qb, qb.q0, qb.rows);
+      // Pass 1: the row maxima and sums.
+      auto stats =
+          scf::ForOp::create(rb, l, f.zero, ceilDiv(qb.kEnd, block), e.index(1),
+                             ValueRange{e.filled(qb.rowShape, -INFINITY),
+                                        e.filled(qb.rowShape, 0.0)});
+      {
+        OpBuilder::InsertionGuard inStats(rb);
+        rb.setInsertionPointToStart(stats.getBody());
+        KeyBlock kb = keyBlock(f, qb, stats.getInductionVar());
+        Value m = stats.getRegionIterArgs()[0];
+        Value sum = stats.getRegionIterArgs()[1];
+        Online o = onlineStep(qb, kb, blockScores(f, qb, kb, qBlock), m, sum);
+        scf::YieldOp::create(rb, l, ValueRange{finishMax(o.rowMax, m), o.sum});
+      }
+      Value m = stats.getResult(0), sum = stats.getResult(1);
+      // D = Σ_d dO·O per row.
+      Value rowDot = e.generic(
+          rowsType(), ValueRange{gBlock, headRows(oh, qb, qb.q0, qb.rows)},
+          e.filled(qb.rowShape, 0.0),
+          {e.identity(2), e.identity(2), e.select(2, {0})},
+          {IteratorType::parallel, IteratorType::reduction}, mulAdd);
+      // Pass 2: the gradients.
+      Value dq0 = extractRows(dqAll, qb.q0, qb.rows);
+      auto grads =
+          scf::ForOp::create(rb, l, f.zero, ceilDiv(qb.kEnd, block), e.index(1),
+                             ValueRange{dq0, dkAll, dvAll});
+      {
+        OpBuilder::InsertionGuard inGrads(rb);
+        rb.setInsertionPointToStart(grads.getBody());
+        KeyBlock kb = keyBlock(f, qb, grads.getInductionVar());
+        Value dq = grads.getRegionIterArgs()[0];
+        Value dk = grads.getRegionIterArgs()[1];
+        Value dv = grads.getRegionIterArgs()[2];
+        Value scores = blockScores(f, qb, kb, qBlock);
+        Value kBlock = headRows(kh, qb, kb.k0, kb.cols);
+        Value vBlock = headRows(vh, qb, kb.k0, kb.cols);
+        Value probs = e.generic(
+            blockType(), ValueRange{scores, m, sum},
+            e.empty(kb.scoreShape, e.f32()),
+            {e.identity(2), e.select(2, {0}), e.select(2, {0}), e.identity(2)},
+            {IteratorType::parallel, IteratorType::parallel},
+            [](OpBuilder &nb, Location nl, ValueRange args) -> Value {
+              Value w = math::ExpOp::create(
+                  nb, nl, arith::SubFOp::create(nb, nl, args[0], args[1]));
+              return arith::DivFOp::create(nb, nl, w, args[2]);
+            });
+        Value dProbs =
+            withBlockDropout(f, qb, kb,
+                             blockProduct(gBlock, {0, 2}, vBlock, {1, 2},
+                                          e.filled(kb.scoreShape, 0.0)));
+        Value dropped = withBlockDropout(f, qb, kb, probs);
+        float scale = float(1.0 / std::sqrt(double(headDim)));
+        SmallVector<Value> inputs = {dProbs, probs, rowDot};
+        SmallVector<AffineMap> maps = {e.identity(2), e.identity(2),
+                                       e.select(2, {0})};
+        Value maskBlock = blockMask(f, qb, kb);
+        if (maskBlock) {
+          inputs.push_back(maskBlock);
+          maps.push_back(e.select(2, {1}));
+        }
+        maps.push_back(e.identity(2));
+        Value dScores = e.generic(
+            blockType(), inputs, e.empty(kb.scoreShape, e.f32()), maps,
+            {IteratorType::parallel, IteratorType::parallel},
+            [&](OpBuilder &nb, Location nl, ValueRange args) -> Value {
+              Value d = arith::MulFOp::create(
+                  nb, nl, args[1],
+                  arith::SubFOp::create(nb, nl, args[0], args[2]));
+              d = arith::MulFOp::create(
+                  nb, nl, d,
+                  arith::ConstantOp::create(nb, nl, nb.getF32FloatAttr(scale)));
+              Value visible =
+                  blockVisible(nb, nl, qb, kb, maskBlock ? args[3] : Value());
+              if (!visible) {
+                return d;
+              }
+              Value zero =
+                  arith::ConstantOp::create(nb, nl, nb.getF32FloatAttr(0.0f));
+              return arith::SelectOp::create(nb, nl, visible, d, zero);
+            });
+        Value dqNew = blockProduct(dScores, {0, 2}, kBlock, {2, 1}, dq);
+        // dK and dV rows k0..k0+cols: Σ_i over the block's query rows.
+        Value dkRows = extractRows(dk, kb.k0, kb.cols);
+        Value dkNew =
+            insertRows(blockProduct(dScores, {2, 0}, qBlock, {2, 1}, dkRows),
+                       dk, kb.k0, kb.cols);
+        Value dvRows = extractRows(dv, kb.k0, kb.cols);
+        Value dvNew =
+            insertRows(blockProduct(dropped, {2, 0}, gBlock, {2, 1}, dvRows),
+                       dv, kb.k0, kb.cols);
+        scf::YieldOp::create(rb, l, ValueRange{dqNew, dkNew, dvNew});
+      }
+      scf::YieldOp::create(
+          rb, l,
+          ValueRange{insertRows(grads.getResult(0), dqAll, qb.q0, qb.rows),
+                     grads.getResult(1), grads.getResult(2)});
+    }
+    rb.setInsertionPointToStart(forall.getTerminator().getBody());
+    SmallVector<Value> lengths = {f.tq, f.tk, f.tk};
+    for (int i = 0; i < 3; ++i) {
+      insertHeadRows(queryLoop.getResult(i), outs[i], whole, f.zero,
+                     lengths[i]);
+    }
+    rb.setInsertionPointAfter(forall);
+    return {merge(forall.getResult(0)), merge(forall.getResult(1)),
+            merge(forall.getResult(2))};
+  }
+
+  // Pieces of the flash-attention loops.
 
   Value addIndex(Value x, Value y) {
     return arith::AddIOp::create(b(), loc(), x, y);
@@ -1329,6 +1557,301 @@ struct Attention {
   }
   Value ceilDiv(Value x, int64_t c) {
     return arith::CeilDivSIOp::create(b(), loc(), x, e.index(c));
+  }
+  /// [rows, inner] with dynamic rows ([rows] when inner is 0).
+  RankedTensorType rowsType(int64_t inner = 0) {
+    if (inner == 0) {
+      return RankedTensorType::get({ShapedType::kDynamic}, e.f32());
+    }
+    return RankedTensorType::get({ShapedType::kDynamic, inner}, e.f32());
+  }
+  RankedTensorType blockType() {
+    return RankedTensorType::get({ShapedType::kDynamic, ShapedType::kDynamic},
+                                 e.f32());
+  }
+  /// [B, T, H, dh] of `like` ([B, T, D]).
+  SmallVector<OpFoldResult> headShape(Value like) {
+    return {e.size(like, 0), e.size(like, 1), b().getIndexAttr(heads),
+            b().getIndexAttr(headDim)};
+  }
+
+  /// What every block of one attention shares.
+  struct Flash {
+    int64_t block;
+    Value qh, kt;        ///< [B, Tq, H, dh], [B, H, dh, Tk]
+    Value batch, tq, tk; ///< sizes
+    Value shift, first;  ///< Tk - Tq; first kept key per batch row or null
+    Value mask;          ///< i8 [B, Tk] or null
+    Value zero;
+  };
+  Flash flash(int64_t block) {
+    Flash f;
+    f.block = block;
+    f.qh = split(query);
+    f.kt = headsMajor(split(key), key);
+    f.batch = e.sizeValue(query, 0);
+    f.tq = e.sizeValue(query, 1);
+    f.tk = e.sizeValue(key, 1);
+    f.shift = shift();
+    f.first = causal && mask ? firstKeys() : Value();
+    f.mask = mask;
+    f.zero = e.index(0);
+    return f;
+  }
+  /// Query rows q0..q0+rows of head h of batch row b, and the keys they
+  /// visit: all, or (causal) up to the block's last visible one unless a
+  /// row sees no key at all.
+  struct QueryBlock {
+    Value b, h, q0, rows, kEnd;
+    Value rowShift; ///< q0 + Tk - Tq: query q0 + i sees keys <= i + rowShift
+    SmallVector<OpFoldResult> rowShape;
+  };
+  QueryBlock queryBlock(const Flash &f, Value bi, Value h, Value q0) {
+    QueryBlock qb{bi,   h,
+                  q0,   minIndex(e.index(f.block), subIndex(f.tq, q0)),
+                  f.tk, addIndex(q0, f.shift),
+                  {}};
+    qb.rowShape = {qb.rows};
+    if (causal) {
+      Value limit = minIndex(addIndex(addIndex(q0, qb.rows), f.shift), f.tk);
+      Value firstKey = f.zero;
+      if (f.first) {
+        Value v =
+            tensor::ExtractOp::create(b(), loc(), f.first, ValueRange{bi});
+        firstKey =
+            arith::IndexCastOp::create(b(), loc(), b().getIndexType(), v);
+      }
+      Value seesOne =
+          arith::CmpIOp::create(b(), loc(), arith::CmpIPredicate::sge,
+                                addIndex(q0, f.shift), firstKey);
+      qb.kEnd = arith::SelectOp::create(b(), loc(), seesOne, limit, f.tk);
+    }
+    return qb;
+  }
+  /// Keys k0..k0+cols of a query block's key loop at iteration `iv`.
+  struct KeyBlock {
+    Value k0, cols;
+    SmallVector<OpFoldResult> scoreShape;
+  };
+  KeyBlock keyBlock(const Flash &f, const QueryBlock &qb, Value iv) {
+    KeyBlock kb;
+    kb.k0 = mulIndex(iv, f.block);
+    kb.cols = minIndex(e.index(f.block), subIndex(qb.kEnd, kb.k0));
+    kb.scoreShape = {qb.rows, kb.cols};
+    return kb;
+  }
+  /// Rows t0..t0+rows of head qb.h, batch row qb.b of x [B, T, H, dh].
+  Value headRows(Value x, const QueryBlock &qb, Value t0, Value rows) {
+    OpFoldResult one = b().getIndexAttr(1);
+    SmallVector<OpFoldResult> offsets = {qb.b, t0, qb.h, b().getIndexAttr(0)};
+    SmallVector<OpFoldResult> sizes = {one, rows, one,
+                                       b().getIndexAttr(headDim)};
+    return tensor::ExtractSliceOp::create(b(), loc(), rowsType(headDim), x,
+                                          offsets, sizes,
+                                          SmallVector<OpFoldResult>(4, one));
+  }
+  void insertHeadRows(Value rows, Value into, const QueryBlock &qb, Value t0,
+                      Value count) {
+    OpFoldResult one = b().getIndexAttr(1);
+    SmallVector<OpFoldResult> offsets = {qb.b, t0, qb.h, b().getIndexAttr(0)};
+    SmallVector<OpFoldResult> sizes = {one, count, one,
+                                       b().getIndexAttr(headDim)};
+    tensor::ParallelInsertSliceOp::create(b(), loc(), rows, into, offsets,
+                                          sizes,
+                                          SmallVector<OpFoldResult>(4, one));
+  }
+  /// Rows r0..r0+rows of x [T, dh], and back.
+  Value extractRows(Value x, Value r0, Value rows) {
+    OpFoldResult one = b().getIndexAttr(1);
+    SmallVector<OpFoldResult> offsets = {r0, b().getIndexAttr(0)};
+    SmallVector<OpFoldResult> sizes = {rows, b().getIndexAttr(headDim)};
+    return tensor::ExtractSliceOp::create(b(), loc(), rowsType(headDim), x,
+                                          offsets, sizes,
+                                          SmallVector<OpFoldResult>(2, one));
+  }
+  Value insertRows(Value rows, Value into, Value r0, Value count) {
+    OpFoldResult one = b().getIndexAttr(1);
+    SmallVector<OpFoldResult> offsets = {r0, b().getIndexAttr(0)};
+    SmallVector<OpFoldResult> sizes = {count, b().getIndexAttr(headDim)};
+    return tensor::InsertSliceOp::create(b(), loc(), rows, into, offsets, sizes,
+                                         SmallVector<OpFoldResult>(2, one));
+  }
+  /// acc + Σ_r lhs·rhs over loops (p0, p1, r): `lhsDims`/`rhsDims` say which
+  /// loops index each operand; acc is indexed by (p0, p1).
+  Value blockProduct(Value lhs, ArrayRef<int64_t> lhsDims, Value rhs,
+                     ArrayRef<int64_t> rhsDims, Value acc) {
+    return e.generic(
+        acc.getType(), ValueRange{lhs, rhs}, acc,
+        {e.select(3, lhsDims), e.select(3, rhsDims), e.select(3, {0, 1})},
+        {IteratorType::parallel, IteratorType::parallel,
+         IteratorType::reduction},
+        mulAdd);
+  }
+  /// The key block's padding mask [cols] (i8), or null.
+  Value blockMask(const Flash &f, const QueryBlock &qb, const KeyBlock &kb) {
+    if (!f.mask) {
+      return Value();
+    }
+    OpFoldResult one = b().getIndexAttr(1);
+    SmallVector<OpFoldResult> offsets = {qb.b, kb.k0};
+    SmallVector<OpFoldResult> sizes = {one, kb.cols};
+    return tensor::ExtractSliceOp::create(
+        b(), loc(),
+        RankedTensorType::get({ShapedType::kDynamic},
+                              Emitter::type(f.mask).getElementType()),
+        f.mask, offsets, sizes, SmallVector<OpFoldResult>(2, one));
+  }
+  /// Inside a [rows, cols] generic of a block: whether key k0 + j is
+  /// visible from query q0 + i (null when every score is).
+  Value blockVisible(OpBuilder &nb, Location nl, const QueryBlock &qb,
+                     const KeyBlock &kb, Value maskArg) {
+    Value visible;
+    if (maskArg) {
+      Value z = arith::ConstantOp::create(
+          nb, nl, nb.getIntegerAttr(maskArg.getType(), 0));
+      visible =
+          arith::CmpIOp::create(nb, nl, arith::CmpIPredicate::ne, maskArg, z);
+    }
+    if (causal) {
+      Value i = linalg::IndexOp::create(nb, nl, 0);
+      Value j = linalg::IndexOp::create(nb, nl, 1);
+      Value c =
+          arith::CmpIOp::create(nb, nl, arith::CmpIPredicate::sle,
+                                arith::AddIOp::create(nb, nl, j, kb.k0),
+                                arith::AddIOp::create(nb, nl, i, qb.rowShift));
+      visible =
+          visible ? arith::AndIOp::create(nb, nl, visible, c).getResult() : c;
+    }
+    return visible;
+  }
+  /// The scaled, masked scores [rows, cols] of a query block against a key
+  /// block (Q rows times the transposed key block).
+  Value blockScores(const Flash &f, const QueryBlock &qb, const KeyBlock &kb,
+                    Value qBlock) {
+    OpBuilder &rb = b();
+    OpFoldResult one = rb.getIndexAttr(1);
+    SmallVector<OpFoldResult> offsets = {qb.b, qb.h, rb.getIndexAttr(0), kb.k0};
+    SmallVector<OpFoldResult> sizes = {one, one, rb.getIndexAttr(headDim),
+                                       kb.cols};
+    Value ktBlock = tensor::ExtractSliceOp::create(
+        rb, loc(),
+        RankedTensorType::get({headDim, ShapedType::kDynamic}, e.f32()), f.kt,
+        offsets, sizes, SmallVector<OpFoldResult>(4, one));
+    Value raw = blockProduct(qBlock, {0, 2}, ktBlock, {2, 1},
+                             e.filled(kb.scoreShape, 0.0));
+    SmallVector<Value> inputs = {raw};
+    SmallVector<AffineMap> maps = {e.identity(2)};
+    Value maskBlock = blockMask(f, qb, kb);
+    if (maskBlock) {
+      inputs.push_back(maskBlock);
+      maps.push_back(e.select(2, {1}));
+    }
+    maps.push_back(e.identity(2));
+    float scale = float(1.0 / std::sqrt(double(headDim)));
+    return e.generic(
+        blockType(), inputs, e.empty(kb.scoreShape, e.f32()), maps,
+        {IteratorType::parallel, IteratorType::parallel},
+        [&](OpBuilder &nb, Location nl, ValueRange args) -> Value {
+          Value s = arith::MulFOp::create(
+              nb, nl, args[0],
+              arith::ConstantOp::create(nb, nl, nb.getF32FloatAttr(scale)));
+          Value visible =
+              blockVisible(nb, nl, qb, kb, maskBlock ? args[1] : Value());
+          if (!visible) {
+            return s;
+          }
+          Value masked = arith::ConstantOp::create(
+              nb, nl, nb.getF32FloatAttr(float(kMaskedScore)));
+          return arith::SelectOp::create(nb, nl, visible, s, masked);
+        });
+  }
+  /// One step of the online softmax over a block of scores.
+  struct Online {
+    Value rowMax;  ///< the block's row maxima
+    Value alpha;   ///< exp(m - m_new), the rescale of the old state
+    Value weights; ///< exp(s - m_new)
+    Value sum;     ///< l·alpha + Σ weights, in l's place
+  };
+  /// The loop's state is updated in place (bufferization wants each yielded
+  /// value in its iter_arg's buffer): m becomes max(m, row maxima) last
+  /// (finishMax), after every read of the old m.
+  Online onlineStep(const QueryBlock &qb, const KeyBlock &kb, Value scores,
+                    Value m, Value sum) {
+    Online o;
+    // (From the lowest float, not -inf: the -inf fill of the initial m would
+    // be merged with this one by CSE, and m then copied each iteration.)
+    o.rowMax = e.reduce(scores, 1, std::numeric_limits<float>::lowest(),
+                        [](OpBuilder &nb, Location nl, Value v, Value a) {
+                          return arith::MaximumFOp::create(nb, nl, v, a);
+                        });
+    Value mNew = e.generic(
+        rowsType(), ValueRange{m, o.rowMax}, e.empty(qb.rowShape, e.f32()),
+        {e.identity(1), e.identity(1), e.identity(1)}, {IteratorType::parallel},
+        [](OpBuilder &nb, Location nl, ValueRange args) -> Value {
+          return arith::MaximumFOp::create(nb, nl, args[0], args[1]);
+        });
+    o.alpha = e.generic(
+        rowsType(), ValueRange{m, mNew}, e.empty(qb.rowShape, e.f32()),
+        {e.identity(1), e.identity(1), e.identity(1)}, {IteratorType::parallel},
+        [](OpBuilder &nb, Location nl, ValueRange args) -> Value {
+          return math::ExpOp::create(
+              nb, nl, arith::SubFOp::create(nb, nl, args[0], args[1]));
+        });
+    o.weights = e.generic(
+        blockType(), ValueRange{scores, mNew}, e.empty(kb.scoreShape, e.f32()),
+        {e.identity(2), e.select(2, {0}), e.identity(2)},
+        {IteratorType::parallel, IteratorType::parallel},
+        [](OpBuilder &nb, Location nl, ValueRange args) -> Value {
+          return math::ExpOp::create(
+              nb, nl, arith::SubFOp::create(nb, nl, args[0], args[1]));
+        });
+    Value scaledSum =
+        e.generic(rowsType(), o.alpha, sum, {e.identity(1), e.identity(1)},
+                  {IteratorType::parallel},
+                  [](OpBuilder &nb, Location nl, ValueRange args) -> Value {
+                    return arith::MulFOp::create(nb, nl, args[1], args[0]);
+                  });
+    o.sum = e.generic(rowsType(), o.weights, scaledSum,
+                      {e.identity(2), e.select(2, {0})},
+                      {IteratorType::parallel, IteratorType::reduction},
+                      [](OpBuilder &nb, Location nl, ValueRange args) -> Value {
+                        return arith::AddFOp::create(nb, nl, args[0], args[1]);
+                      });
+    return o;
+  }
+  Value finishMax(Value rowMax, Value m) {
+    return e.generic(rowsType(), rowMax, m, {e.identity(1), e.identity(1)},
+                     {IteratorType::parallel},
+                     [](OpBuilder &nb, Location nl, ValueRange args) -> Value {
+                       return arith::MaximumFOp::create(nb, nl, args[0],
+                                                        args[1]);
+                     });
+  }
+  /// x [rows, cols] times the dropout scale of each element's place
+  /// (b, h, q0 + i, k0 + j) in [B, H, Tq, Tk] (x unchanged when p = 0).
+  Value withBlockDropout(const Flash &f, const QueryBlock &qb,
+                         const KeyBlock &kb, Value x) {
+    if (dropout <= 0.0) {
+      return x;
+    }
+    Value rowBase = addIndex(mulIndex(qb.b, heads), qb.h);
+    return e.generic(
+        blockType(), x, e.empty(kb.scoreShape, e.f32()),
+        {e.identity(2), e.identity(2)},
+        {IteratorType::parallel, IteratorType::parallel},
+        [&](OpBuilder &nb, Location nl, ValueRange args) -> Value {
+          Value i = arith::AddIOp::create(
+              nb, nl, linalg::IndexOp::create(nb, nl, 0), qb.q0);
+          Value j = arith::AddIOp::create(
+              nb, nl, linalg::IndexOp::create(nb, nl, 1), kb.k0);
+          Value row = arith::AddIOp::create(
+              nb, nl, arith::MulIOp::create(nb, nl, rowBase, f.tq), i);
+          Value linear = arith::AddIOp::create(
+              nb, nl, arith::MulIOp::create(nb, nl, row, f.tk), j);
+          Value scale =
+              Emitter::dropoutScaleAt(nb, nl, seed, stream, dropout, linear);
+          return arith::MulFOp::create(nb, nl, args[0], scale);
+        });
   }
 
   /// Per batch row, the first key the padding mask keeps (Tk if none), as
@@ -1354,274 +1877,6 @@ struct Attention {
           Value candidate = arith::SelectOp::create(nb, l, kept, j, args[1]);
           return arith::MinSIOp::create(nb, l, candidate, args[1]);
         });
-  }
-
-  /// The forward output [B, Tq, D], computed as flash attention does: one
-  /// parallel iteration per (batch, head, block of `blockQ` query rows)
-  /// runs over blocks of `blockK` keys with an online softmax (a running row
-  /// maximum m and sum l; the accumulated output and l are rescaled by
-  /// exp(m_old - m_new) when the maximum grows), and divides by l at the
-  /// end. Causal: keys past the block's last visible one are not visited
-  /// (their weights would be exp(-1e9 - m) = 0), unless a row of the block
-  /// sees no key at all, which attends uniformly to every key as in
-  /// `forward`. Dropout scales the weights after l is summed, as it scales
-  /// the normalized probabilities there.
-  Value fusedForward(Value value, int64_t blockQ, int64_t blockK) {
-    OpBuilder &rb = b();
-    Location l = loc();
-    Value qh = split(query), vh = split(value);
-    Value kt = headsMajor(split(key), key); // [B, H, dh, Tk]
-    Value batch = e.sizeValue(query, 0), tq = e.sizeValue(query, 1),
-          tk = e.sizeValue(key, 1);
-    Value sh = shift();
-    Value first = causal && mask ? firstKeys() : Value();
-    Value zero = e.index(0);
-    SmallVector<OpFoldResult> outShape = {e.size(query, 0), e.size(query, 1),
-                                          rb.getIndexAttr(heads),
-                                          rb.getIndexAttr(headDim)};
-    auto outType = RankedTensorType::get({Emitter::type(query).getDimSize(0),
-                                          Emitter::type(query).getDimSize(1),
-                                          heads, headDim},
-                                         e.f32());
-    SmallVector<OpFoldResult> ubs = {batch, rb.getIndexAttr(heads),
-                                     ceilDiv(tq, blockQ)};
-    auto forall = scf::ForallOp::create(
-        rb, l, ubs, ValueRange{e.empty(outShape, e.f32())}, std::nullopt);
-    OpBuilder::InsertionGuard guard(rb);
-    rb.setInsertionPoint(forall.getTerminator());
-    Value bi = forall.getInductionVar(0), h = forall.getInductionVar(1);
-    Value q0 = mulIndex(forall.getInductionVar(2), blockQ);
-    Value rows = minIndex(e.index(blockQ), subIndex(tq, q0));
-    Value one = e.index(1);
-    auto rowType = RankedTensorType::get({ShapedType::kDynamic}, e.f32());
-    auto blockType = [&](int64_t inner) {
-      return RankedTensorType::get({ShapedType::kDynamic, inner}, e.f32());
-    };
-    // Q rows [rows, dh] of this head.
-    SmallVector<OpFoldResult> qOffsets = {bi, q0, h, zero};
-    OpFoldResult unitSize = rb.getIndexAttr(1);
-    SmallVector<OpFoldResult> qSizes = {unitSize, rows, unitSize,
-                                        rb.getIndexAttr(headDim)};
-    SmallVector<OpFoldResult> unit(4, rb.getIndexAttr(1));
-    Value qBlock = tensor::ExtractSliceOp::create(rb, l, blockType(headDim), qh,
-                                                  qOffsets, qSizes, unit);
-    // Keys visited: all, or (causal) up to the block's last visible one.
-    Value kEnd = tk;
-    if (causal) {
-      Value limit = minIndex(addIndex(addIndex(q0, rows), sh), tk);
-      Value firstRow = addIndex(q0, sh);
-      Value firstKey = zero;
-      if (first) {
-        Value f = tensor::ExtractOp::create(rb, l, first, ValueRange{bi});
-        firstKey = arith::IndexCastOp::create(rb, l, rb.getIndexType(), f);
-      }
-      Value seesOne = arith::CmpIOp::create(rb, l, arith::CmpIPredicate::sge,
-                                            firstRow, firstKey);
-      kEnd = arith::SelectOp::create(rb, l, seesOne, limit, tk);
-    }
-    SmallVector<OpFoldResult> rowShape = {rows};
-    SmallVector<OpFoldResult> accShape = {rows, rb.getIndexAttr(headDim)};
-    Value m0 = e.filled(rowShape, -INFINITY);
-    Value l0 = e.filled(rowShape, 0.0);
-    // The output accumulates in its place in the result (a fresh block
-    // would be copied there at the end).
-    Value outSlice = tensor::ExtractSliceOp::create(
-        rb, l, blockType(headDim), forall.getRegionIterArgs()[0], qOffsets,
-        qSizes, unit);
-    Value acc0 = linalg::FillOp::create(rb, l, ValueRange{e.f32c(0.0)},
-                                        ValueRange{outSlice})
-                     .getResult(0);
-    auto loop = scf::ForOp::create(rb, l, zero, ceilDiv(kEnd, blockK), one,
-                                   ValueRange{m0, l0, acc0});
-    {
-      OpBuilder::InsertionGuard inner(rb);
-      rb.setInsertionPointToStart(loop.getBody());
-      Value k0 = mulIndex(loop.getInductionVar(), blockK);
-      Value cols = minIndex(e.index(blockK), subIndex(kEnd, k0));
-      Value m = loop.getRegionIterArgs()[0];
-      Value sum = loop.getRegionIterArgs()[1];
-      Value acc = loop.getRegionIterArgs()[2];
-      SmallVector<OpFoldResult> ktOffsets = {bi, h, zero, k0};
-      SmallVector<OpFoldResult> ktSizes = {unitSize, unitSize,
-                                           rb.getIndexAttr(headDim), cols};
-      Value ktBlock = tensor::ExtractSliceOp::create(
-          rb, l,
-          RankedTensorType::get({headDim, ShapedType::kDynamic}, e.f32()), kt,
-          ktOffsets, ktSizes, unit);
-      SmallVector<OpFoldResult> vOffsets = {bi, k0, h, zero};
-      SmallVector<OpFoldResult> vSizes = {unitSize, cols, unitSize,
-                                          rb.getIndexAttr(headDim)};
-      Value vBlock = tensor::ExtractSliceOp::create(rb, l, blockType(headDim),
-                                                    vh, vOffsets, vSizes, unit);
-      SmallVector<OpFoldResult> scoreShape = {rows, cols};
-      auto scoreType = RankedTensorType::get(
-          {ShapedType::kDynamic, ShapedType::kDynamic}, e.f32());
-      // Raw scores Q·Kᵀ [rows, cols].
-      Value raw = e.generic(
-          scoreType, ValueRange{qBlock, ktBlock}, e.filled(scoreShape, 0.0),
-          {e.select(3, {0, 2}), e.select(3, {2, 1}), e.select(3, {0, 1})},
-          {IteratorType::parallel, IteratorType::parallel,
-           IteratorType::reduction},
-          mulAdd);
-      // Scaled and masked.
-      SmallVector<Value> inputs = {raw};
-      SmallVector<AffineMap> maps = {e.identity(2)};
-      if (mask) {
-        SmallVector<OpFoldResult> mOffsets = {bi, k0},
-                                  mSizes = {unitSize, cols};
-        SmallVector<OpFoldResult> mStrides(2, rb.getIndexAttr(1));
-        inputs.push_back(tensor::ExtractSliceOp::create(
-            rb, l,
-            RankedTensorType::get({ShapedType::kDynamic},
-                                  Emitter::type(mask).getElementType()),
-            mask, mOffsets, mSizes, mStrides));
-        maps.push_back(e.select(2, {1}));
-      }
-      maps.push_back(e.identity(2));
-      float scale = float(1.0 / std::sqrt(double(headDim)));
-      Value rowShift = addIndex(q0, sh);
-      Value scores = e.generic(
-          scoreType, inputs, e.empty(scoreShape, e.f32()), maps,
-          {IteratorType::parallel, IteratorType::parallel},
-          [&](OpBuilder &nb, Location nl, ValueRange args) -> Value {
-            Value s = arith::MulFOp::create(
-                nb, nl, args[0],
-                arith::ConstantOp::create(nb, nl, nb.getF32FloatAttr(scale)));
-            Value visible;
-            if (mask) {
-              Value z = arith::ConstantOp::create(
-                  nb, nl, nb.getIntegerAttr(args[1].getType(), 0));
-              visible = arith::CmpIOp::create(nb, nl, arith::CmpIPredicate::ne,
-                                              args[1], z);
-            }
-            if (causal) {
-              // key k0 + j visible from query q0 + i: k0 + j <= q0 + i + shift
-              Value i = linalg::IndexOp::create(nb, nl, 0);
-              Value j = linalg::IndexOp::create(nb, nl, 1);
-              Value c = arith::CmpIOp::create(
-                  nb, nl, arith::CmpIPredicate::sle,
-                  arith::AddIOp::create(nb, nl, j, k0),
-                  arith::AddIOp::create(nb, nl, i, rowShift));
-              visible =
-                  visible
-                      ? arith::AndIOp::create(nb, nl, visible, c).getResult()
-                      : c;
-            }
-            if (!visible) {
-              return s;
-            }
-            Value masked = arith::ConstantOp::create(
-                nb, nl, nb.getF32FloatAttr(float(kMaskedScore)));
-            return arith::SelectOp::create(nb, nl, visible, s, masked);
-          });
-      // The loop's state is updated in place (bufferization wants each
-      // yielded value in its iter_arg's buffer): m becomes max(m, row
-      // maxima) last, after every read of the old m.
-      // (From the lowest float, not -inf: the -inf fill of m0 would be
-      // merged with this one by CSE, and m0 then copied each iteration.)
-      Value rowMax = e.reduce(scores, 1, std::numeric_limits<float>::lowest(),
-                              [](OpBuilder &nb, Location nl, Value v, Value a) {
-                                return arith::MaximumFOp::create(nb, nl, v, a);
-                              });
-      Value mNew = e.generic(
-          rowType, ValueRange{m, rowMax}, e.empty(rowShape, e.f32()),
-          {e.identity(1), e.identity(1), e.identity(1)},
-          {IteratorType::parallel},
-          [](OpBuilder &nb, Location nl, ValueRange args) -> Value {
-            return arith::MaximumFOp::create(nb, nl, args[0], args[1]);
-          });
-      // The rescale of the old state, exp(m - m_new).
-      Value alpha = e.generic(
-          rowType, ValueRange{m, mNew}, e.empty(rowShape, e.f32()),
-          {e.identity(1), e.identity(1), e.identity(1)},
-          {IteratorType::parallel},
-          [](OpBuilder &nb, Location nl, ValueRange args) -> Value {
-            return math::ExpOp::create(
-                nb, nl, arith::SubFOp::create(nb, nl, args[0], args[1]));
-          });
-      // Weights exp(s - m_new).
-      Value weights = e.generic(
-          scoreType, ValueRange{scores, mNew}, e.empty(scoreShape, e.f32()),
-          {e.identity(2), e.select(2, {0}), e.identity(2)},
-          {IteratorType::parallel, IteratorType::parallel},
-          [](OpBuilder &nb, Location nl, ValueRange args) -> Value {
-            return math::ExpOp::create(
-                nb, nl, arith::SubFOp::create(nb, nl, args[0], args[1]));
-          });
-      // l_new = l·alpha + row sums of the weights.
-      Value scaledSum =
-          e.generic(rowType, alpha, sum, {e.identity(1), e.identity(1)},
-                    {IteratorType::parallel},
-                    [](OpBuilder &nb, Location nl, ValueRange args) -> Value {
-                      return arith::MulFOp::create(nb, nl, args[1], args[0]);
-                    });
-      Value sumNew = e.generic(
-          rowType, weights, scaledSum, {e.identity(2), e.select(2, {0})},
-          {IteratorType::parallel, IteratorType::reduction},
-          [](OpBuilder &nb, Location nl, ValueRange args) -> Value {
-            return arith::AddFOp::create(nb, nl, args[0], args[1]);
-          });
-      if (dropout > 0.0) {
-        // The element (b, h, q0 + i, k0 + j) of [B, H, Tq, Tk].
-        Value rowBase = addIndex(mulIndex(bi, heads), h);
-        Value s = seed;
-        int64_t st = stream;
-        double p = dropout;
-        weights = e.generic(
-            scoreType, weights, e.empty(scoreShape, e.f32()),
-            {e.identity(2), e.identity(2)},
-            {IteratorType::parallel, IteratorType::parallel},
-            [&](OpBuilder &nb, Location nl, ValueRange args) -> Value {
-              Value i = arith::AddIOp::create(
-                  nb, nl, linalg::IndexOp::create(nb, nl, 0), q0);
-              Value j = arith::AddIOp::create(
-                  nb, nl, linalg::IndexOp::create(nb, nl, 1), k0);
-              Value row = arith::AddIOp::create(
-                  nb, nl, arith::MulIOp::create(nb, nl, rowBase, tq), i);
-              Value linear = arith::AddIOp::create(
-                  nb, nl, arith::MulIOp::create(nb, nl, row, tk), j);
-              Value scale = Emitter::dropoutScaleAt(nb, nl, s, st, p, linear);
-              return arith::MulFOp::create(nb, nl, args[0], scale);
-            });
-      }
-      // acc_new = acc·alpha + weights·V.
-      Value scaledAcc = e.generic(
-          blockType(headDim), alpha, acc, {e.select(2, {0}), e.identity(2)},
-          {IteratorType::parallel, IteratorType::parallel},
-          [](OpBuilder &nb, Location nl, ValueRange args) -> Value {
-            return arith::MulFOp::create(nb, nl, args[1], args[0]);
-          });
-      Value accNew = e.generic(
-          blockType(headDim), ValueRange{weights, vBlock}, scaledAcc,
-          {e.select(3, {0, 2}), e.select(3, {2, 1}), e.select(3, {0, 1})},
-          {IteratorType::parallel, IteratorType::parallel,
-           IteratorType::reduction},
-          mulAdd);
-      Value mOut = e.generic(
-          rowType, rowMax, m, {e.identity(1), e.identity(1)},
-          {IteratorType::parallel},
-          [](OpBuilder &nb, Location nl, ValueRange args) -> Value {
-            return arith::MaximumFOp::create(nb, nl, args[0], args[1]);
-          });
-      scf::YieldOp::create(rb, l, ValueRange{mOut, sumNew, accNew});
-    }
-    // The block's output: acc / l, in place.
-    Value outBlock =
-        e.generic(blockType(headDim), loop.getResult(1), loop.getResult(2),
-                  {e.select(2, {0}), e.identity(2)},
-                  {IteratorType::parallel, IteratorType::parallel},
-                  [](OpBuilder &nb, Location nl, ValueRange args) -> Value {
-                    return arith::DivFOp::create(nb, nl, args[1], args[0]);
-                  });
-    rb.setInsertionPointToStart(forall.getTerminator().getBody());
-    tensor::ParallelInsertSliceOp::create(
-        rb, l, outBlock, forall.getRegionIterArgs()[0], qOffsets, qSizes, unit);
-    rb.setInsertionPointAfter(forall);
-    Value out = forall.getResult(0);
-    if (out.getType() != outType) {
-      out = tensor::CastOp::create(rb, l, outType, out);
-    }
-    return merge(out);
   }
 };
 
@@ -1679,8 +1934,8 @@ struct MultiHeadAttentionPattern : KilnPattern<MultiHeadAttentionOp> {
     Value v = e.linear(kv, adaptor.getWv(), adaptor.getBv(), projType(kv));
     Attention attention = attentionFor(e, op, q, k, adaptor.getKeyPaddingMask(),
                                        adaptor.getSeed());
-    Value merged = block > 0 ? attention.fusedForward(v, block, block)
-                             : attention.forward(v);
+    Value merged =
+        block > 0 ? attention.fusedForward(v, block) : attention.forward(v);
     rewriter.replaceOp(
         op, e.linear(merged, adaptor.getWo(), adaptor.getBo(), type));
     return success();
@@ -1698,9 +1953,8 @@ struct AttentionPattern : KilnPattern<AttentionOp> {
     Attention attention =
         attentionFor(e, op, adaptor.getQuery(), adaptor.getKey(),
                      adaptor.getKeyPaddingMask(), adaptor.getSeed());
-    Value out = block > 0
-                    ? attention.fusedForward(adaptor.getValue(), block, block)
-                    : attention.forward(adaptor.getValue());
+    Value out = block > 0 ? attention.fusedForward(adaptor.getValue(), block)
+                          : attention.forward(adaptor.getValue());
     if (out.getType() != resultType(op)) {
       out = tensor::CastOp::create(rewriter, op.getLoc(), resultType(op), out);
     }
@@ -1713,7 +1967,10 @@ struct AttentionPattern : KilnPattern<AttentionOp> {
 ///   dP = dropout(dO·Vᵀ), dS = P·(dP - Σ_j dP·P)·scale·visible,
 ///   dQ = dS·K, dK = dSᵀ·Q, dV = dropout(P)ᵀ·dO.
 struct AttentionGradPattern : KilnPattern<AttentionGradOp> {
-  using KilnPattern::KilnPattern;
+  AttentionGradPattern(MLIRContext *context, int64_t block)
+      : KilnPattern(context), block(block) {}
+  int64_t block; ///< > 0: Attention::fusedBackward (given the output)
+
   LogicalResult
   matchAndRewrite(AttentionGradOp op, OpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
@@ -1721,6 +1978,12 @@ struct AttentionGradPattern : KilnPattern<AttentionGradOp> {
     Value mask = adaptor.getKeyPaddingMask();
     Attention a = attentionFor(e, op, adaptor.getQuery(), adaptor.getKey(),
                                mask, adaptor.getSeed());
+    if (block > 0 && adaptor.getOutput()) {
+      SmallVector<Value> results = a.fusedBackward(
+          adaptor.getGrad(), adaptor.getValue(), adaptor.getOutput(), block);
+      replaceWithResults(rewriter, op, results);
+      return success();
+    }
     Value qh = a.split(adaptor.getQuery()), kh = a.split(adaptor.getKey()),
           vh = a.split(adaptor.getValue()), gh = a.split(adaptor.getGrad());
     Value probs = a.probabilities(qh, kh);
@@ -1765,15 +2028,21 @@ struct AttentionGradPattern : KilnPattern<AttentionGradOp> {
     Value dq = a.merge(a.weightedRows(dScores, kh));
     Value dk = a.merge(a.weightedColumns(dScores, qh));
     Value dv = a.merge(a.weightedColumns(dropped, gh));
-    SmallVector<Value> results = {dq, dk, dv};
-    for (auto [value, result] : llvm::zip(results, op.getResults())) {
+    replaceWithResults(rewriter, op, {dq, dk, dv});
+    return success();
+  }
+
+  /// Replaces `op` by `values`, cast to its result types where needed.
+  static void replaceWithResults(ConversionPatternRewriter &rewriter,
+                                 AttentionGradOp op,
+                                 SmallVector<Value> values) {
+    for (auto [value, result] : llvm::zip(values, op.getResults())) {
       if (value.getType() != result.getType()) {
         value = tensor::CastOp::create(rewriter, op.getLoc(), result.getType(),
                                        value);
       }
     }
-    rewriter.replaceOp(op, results);
-    return success();
+    rewriter.replaceOp(op, values);
   }
 };
 
@@ -2653,21 +2922,22 @@ struct ConvertKilnToLinalgPass
 void mlir::kiln::populateKilnToLinalgPatterns(RewritePatternSet &patterns,
                                               int64_t attentionBlock) {
   MLIRContext *context = patterns.getContext();
-  patterns.add<ElementwisePattern<AddOp>, ElementwisePattern<SubOp>,
-               ElementwisePattern<MulOp>, ElementwisePattern<DivOp>,
-               ElementwisePattern<ReluOp>, ElementwisePattern<TanhOp>,
-               ElementwisePattern<ExpOp>, ElementwisePattern<LogOp>,
-               ElementwisePattern<GeluOp>, ElementwisePattern<ScaleOp>,
-               DropoutPattern, EmbeddingPattern, PositionalEncodingPattern,
-               LayerNormPattern, LinearPattern, MatmulPattern, SoftmaxPattern,
-               LogSoftmaxPattern, ReducePattern, ReduceMaxGradPattern,
-               ReshapePattern, TransposePattern, SlicePattern, ConcatPattern,
-               ConstantPattern, FeedForwardPattern, LossPattern<CrossEntropyOp>,
-               LossPattern<NLLLossOp>, ActivationGradPattern,
-               LayerNormGradPattern, LossGradPattern, EmbeddingGradPattern,
-               AttentionGradPattern, PositionalEncodingGradPattern,
-               AdamUpdatePattern, SgdUpdatePattern, GlobalNormScalePattern>(
-      context);
-  patterns.add<MultiHeadAttentionPattern, AttentionPattern>(context,
-                                                            attentionBlock);
+  patterns
+      .add<ElementwisePattern<AddOp>, ElementwisePattern<SubOp>,
+           ElementwisePattern<MulOp>, ElementwisePattern<DivOp>,
+           ElementwisePattern<ReluOp>, ElementwisePattern<TanhOp>,
+           ElementwisePattern<ExpOp>, ElementwisePattern<LogOp>,
+           ElementwisePattern<GeluOp>, ElementwisePattern<ScaleOp>,
+           DropoutPattern, EmbeddingPattern, PositionalEncodingPattern,
+           LayerNormPattern, LinearPattern, MatmulPattern, SoftmaxPattern,
+           LogSoftmaxPattern, ReducePattern, ReduceMaxGradPattern,
+           ReshapePattern, TransposePattern, SlicePattern, ConcatPattern,
+           ConstantPattern, FeedForwardPattern, LossPattern<CrossEntropyOp>,
+           LossPattern<NLLLossOp>, ActivationGradPattern, LayerNormGradPattern,
+           LossGradPattern, EmbeddingGradPattern, PositionalEncodingGradPattern,
+           AdamUpdatePattern, SgdUpdatePattern, GlobalNormScalePattern>(
+          context);
+  patterns
+      .add<MultiHeadAttentionPattern, AttentionPattern, AttentionGradPattern>(
+          context, attentionBlock);
 }

@@ -482,8 +482,8 @@ AttentionOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
                             SmallVectorImpl<Value> &operandGrads) {
   auto grad = AttentionGradOp::create(
       b, getLoc(), resultGrads[0], getQuery(), getKey(), getValue(),
-      getKeyPaddingMask(), getSeed(), getNumHeadsAttr(), getCausalAttr(),
-      getDropoutAttr(), getStreamAttr());
+      getResult(), getKeyPaddingMask(), getSeed(), getNumHeadsAttr(),
+      getCausalAttr(), getDropoutAttr(), getStreamAttr());
   operandGrads.append(
       {grad.getQueryGrad(), grad.getKeyGrad(), grad.getValueGrad()});
   if (getKeyPaddingMask()) {
@@ -511,7 +511,7 @@ MultiHeadAttentionOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
                                 getDropoutAttr(), getStreamAttr());
   LinearGrads out = linearGrads(b, loc, resultGrads[0], o, getWo(), biases);
   auto core = AttentionGradOp::create(
-      b, loc, out.input, q, k, v, getKeyPaddingMask(), getSeed(),
+      b, loc, out.input, q, k, v, o, getKeyPaddingMask(), getSeed(),
       getNumHeadsAttr(), getCausalAttr(), getDropoutAttr(), getStreamAttr());
   LinearGrads gq =
       linearGrads(b, loc, core.getQueryGrad(), getQuery(), getWq(), biases);

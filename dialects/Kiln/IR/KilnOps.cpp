@@ -1201,6 +1201,10 @@ LogicalResult AttentionGradOp::verify() {
   if (failed(verifySameShape(*this, getGrad(), "grad", getQuery(), "query"))) {
     return failure();
   }
+  if (getOutput() && failed(verifySameShape(*this, getOutput(), "output",
+                                            getQuery(), "query"))) {
+    return failure();
+  }
   return verifyAttention(*this, getQuery(), getKey(), getValue(),
                          getKeyPaddingMask(), int64_t(getNumHeads()),
                          getCausal(), getDropout().convertToDouble(),

@@ -715,17 +715,22 @@ def Kiln_AttentionGradOp
     the value in one fused computation: the attention probabilities are
     recomputed (not stored), the softmax backward
     `P·(dP - Σ dP·P)` is applied per row, masked scores get no gradient, and
-    the attention-dropout mask is reproduced from the seed.
+    the attention-dropout mask is reproduced from the seed. The optional
+    `output` is that attention's result (`[B, Tq, D]`): with it, `Σ dP·P` of
+    a row is `grad · output` of that row, which lets CPU code compute the
+    gradients block by block (flash attention) without a pass over the
+    whole row of scores first; `kiln-autodiff` passes it.
 
     ```mlir
-    %dq, %dk, %dv = kiln.attention_grad %g, %q, %k, %v {num_heads = 4 : i64, causal}
+    %dq, %dk, %dv = kiln.attention_grad %g, %q, %k, %v output %o {num_heads = 4 : i64, causal}
         : (tensor<?x?x128xf32>, tensor<?x?x128xf32>, tensor<?x?x128xf32>,
-           tensor<?x?x128xf32>)
+           tensor<?x?x128xf32>, tensor<?x?x128xf32>)
         -> (tensor<?x?x128xf32>, tensor<?x?x128xf32>, tensor<?x?x128xf32>)
     ```
   }];
   let arguments = (ins Kiln_FloatTensor:$grad, Kiln_FloatTensor:$query,
                        Kiln_FloatTensor:$key, Kiln_FloatTensor:$value,
+                       Optional<Kiln_FloatTensor>:$output,
                        Optional<Kiln_MaskTensor>:$key_padding_mask,
                        Optional<Kiln_Seed>:$seed,
                        I64Attr:$num_heads, UnitAttr:$causal,
@@ -735,8 +740,9 @@ def Kiln_AttentionGradOp
                       Kiln_FloatTensor:$key_grad,
                       Kiln_FloatTensor:$value_grad);
   let assemblyFormat = [{
-    $grad `,` $query `,` $key `,` $value (`mask` $key_padding_mask^)?
-    (`seed` $seed^)? attr-dict `:` functional-type(operands, results)
+    $grad `,` $query `,` $key `,` $value (`output` $output^)?
+    (`mask` $key_padding_mask^)? (`seed` $seed^)? attr-dict `:`
+    functional-type(operands, results)
   }];
   let hasVerifier = 1;
 }

@@ -73,3 +73,23 @@ func.func @batched_contraction(%q: memref<?x6x20x64xf32>, %k: memref<?x6x64x96xf
   }
   return
 }
+
+// A kernel that runs inside a parallel loop (kiln.serial, from
+// kiln-outline-kernels) keeps its loops serial, unmarked.
+// CHECK-LABEL: func.func @serial_kernel
+// CHECK-NOT: scf.parallel
+// CHECK-NOT: kiln.parallel
+// CHECK: scf.for
+// CHECK-NOT: scf.parallel
+// CHECK-NOT: kiln.parallel
+// CHECK: return
+func.func @serial_kernel(%x: memref<?x?x128xf32>, %y: memref<?x?x128xf32>) attributes {kiln.serial} {
+  linalg.generic {indexing_maps = [affine_map<(b, t, d) -> (b, t, d)>, affine_map<(b, t, d) -> (b, t, d)>],
+                  iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%x : memref<?x?x128xf32>) outs(%y : memref<?x?x128xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %e = math.exp %a : f32
+    linalg.yield %e : f32
+  }
+  return
+}

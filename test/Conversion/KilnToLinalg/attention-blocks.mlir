@@ -12,14 +12,15 @@
 // CHECK:         %[[QBLOCKS:.*]] = arith.ceildivsi %{{.*}}, %c64
 // CHECK:         scf.forall (%[[B:.*]], %[[H:.*]], %[[QB:.*]]) in (%{{.*}}, 2, %[[QBLOCKS]]) shared_outs(%[[OUT:.*]] = %{{.*}}) -> (tensor<?x?x2x64xf32>)
 // CHECK:           %[[Q0:.*]] = arith.muli %[[QB]], %c64
-// CHECK:           tensor.extract_slice %{{.*}}[%[[B]], %[[Q0]], %[[H]], %{{.*}}] [1, %[[ROWS:.*]], 1, 64] [1, 1, 1, 1] : tensor<?x?x2x64xf32> to tensor<?x64xf32>
+// CHECK:           %[[ROWS:.*]] = arith.minsi %c64{{.*}}, %{{.*}} : index
 // Causal: keys up to the block's last visible one, unless a row sees none.
 // CHECK:           %[[LIMIT:.*]] = arith.minsi
 // CHECK:           tensor.extract %[[FIRST]][%[[B]]]
 // CHECK:           %[[SEES:.*]] = arith.cmpi sge
 // CHECK:           %[[KEND:.*]] = arith.select %[[SEES]], %[[LIMIT]], %{{.*}} : index
+// CHECK:           tensor.extract_slice %{{.*}}[%[[B]], %[[Q0]], %[[H]], 0] [1, %[[ROWS]], 1, 64] [1, 1, 1, 1] : tensor<?x?x2x64xf32> to tensor<?x64xf32>
 // The output block accumulates in its place in the result.
-// CHECK:           %[[SLICE:.*]] = tensor.extract_slice %[[OUT]][%[[B]], %[[Q0]], %[[H]], %{{.*}}] [1, %[[ROWS]], 1, 64]
+// CHECK:           %[[SLICE:.*]] = tensor.extract_slice %[[OUT]][%[[B]], %[[Q0]], %[[H]], 0] [1, %[[ROWS]], 1, 64]
 // CHECK:           %[[ACC0:.*]] = linalg.fill ins(%{{.*}} : f32) outs(%[[SLICE]] : tensor<?x64xf32>)
 // CHECK:           %[[KBLOCKS:.*]] = arith.ceildivsi %[[KEND]], %c64
 // CHECK:           scf.for %{{.*}} = %{{.*}} to %[[KBLOCKS]] step %{{.*}} iter_args(%[[M:.*]] = %{{.*}}, %[[L:.*]] = %{{.*}}, %[[ACC:.*]] = %[[ACC0]])
@@ -52,7 +53,7 @@
 // CHECK:           %[[O:.*]] = linalg.generic {{.*}} ins(%{{.*}}#1 : tensor<?xf32>) outs(%{{.*}}#2 : tensor<?x64xf32>)
 // CHECK:             arith.divf
 // CHECK:           scf.forall.in_parallel
-// CHECK:             tensor.parallel_insert_slice %[[O]] into %[[OUT]][%[[B]], %[[Q0]], %[[H]], %{{.*}}] [1, %[[ROWS]], 1, 64]
+// CHECK:             tensor.parallel_insert_slice %[[O]] into %[[OUT]][%[[B]], %[[Q0]], %[[H]], 0] [1, %[[ROWS]], 1, 64]
 // CHECK:         tensor.collapse_shape
 // CHECK-NOT:     tensor<?x2x?x?xf32>
 
@@ -79,4 +80,53 @@ func.func @cross(%q: tensor<2x17x32xf32>, %kv: tensor<2x?x32xf32>) -> tensor<2x1
   %o = kiln.attention %q, %kv, %kv {num_heads = 4 : i64}
       : (tensor<2x17x32xf32>, tensor<2x?x32xf32>, tensor<2x?x32xf32>) -> tensor<2x17x32xf32>
   return %o : tensor<2x17x32xf32>
+}
+
+// The backward pass given the forward output: one parallel iteration per
+// (batch, head); per query block a pass over the key blocks for the row
+// maxima and sums, D = Σ dO·O per row, then a pass for the gradients.
+// Without the output (or the blocks) it is lowered on whole score tensors.
+// CHECK-LABEL: func.func @backward(
+// CHECK:         scf.forall (%[[B:.*]], %[[H:.*]]) in (%{{.*}}, 2) shared_outs(%[[DQ:.*]] = %{{.*}}, %[[DK:.*]] = %{{.*}}, %[[DV:.*]] = %{{.*}})
+// CHECK:           scf.for %{{.*}} = %{{.*}} to %{{.*}} step %{{.*}} iter_args(%[[DQALL:.*]] = %{{.*}}, %[[DKALL:.*]] = %{{.*}}, %[[DVALL:.*]] = %{{.*}}) -> (tensor<?x64xf32>, tensor<?x64xf32>, tensor<?x64xf32>)
+// CHECK:             %[[STATS:.*]]:2 = scf.for
+// CHECK:               arith.maximumf
+// CHECK:               scf.yield
+// CHECK:             %[[D:.*]] = linalg.generic {{.*}} iterator_types = ["parallel", "reduction"]} ins(%{{.*}}, %{{.*}} : tensor<?x64xf32>, tensor<?x64xf32>) outs(%{{.*}} : tensor<?xf32>)
+// CHECK:             scf.for {{.*}} iter_args(%[[DQB:.*]] = %{{.*}}, %[[DKB:.*]] = %[[DKALL]], %[[DVB:.*]] = %[[DVALL]])
+// CHECK:               %[[P:.*]] = linalg.generic {{.*}} ins(%{{.*}}, %[[STATS]]#0, %[[STATS]]#1 : tensor<?x?xf32>, tensor<?xf32>, tensor<?xf32>)
+// CHECK:                 math.exp
+// CHECK:                 arith.divf
+// CHECK:               %[[DS:.*]] = linalg.generic {{.*}} ins(%{{.*}}, %[[P]], %[[D]] : tensor<?x?xf32>, tensor<?x?xf32>, tensor<?xf32>)
+// CHECK:                 arith.cmpi sle
+// CHECK:               %[[DQN:.*]] = linalg.generic {{.*}} ins(%[[DS]], %{{.*}} : tensor<?x?xf32>, tensor<?x64xf32>) outs(%[[DQB]] : tensor<?x64xf32>)
+// CHECK:               %[[DKROWS:.*]] = tensor.extract_slice %[[DKB]]
+// CHECK:               %[[DKN:.*]] = linalg.generic {{.*}} ins(%[[DS]], %{{.*}} : tensor<?x?xf32>, tensor<?x64xf32>) outs(%[[DKROWS]] : tensor<?x64xf32>)
+// CHECK:               tensor.insert_slice %[[DKN]] into %[[DKB]]
+// CHECK:               %[[DVROWS:.*]] = tensor.extract_slice %[[DVB]]
+// CHECK:               %[[DVN:.*]] = linalg.generic {{.*}} ins(%[[P]], %{{.*}} : tensor<?x?xf32>, tensor<?x64xf32>) outs(%[[DVROWS]] : tensor<?x64xf32>)
+// CHECK:               tensor.insert_slice %[[DVN]] into %[[DVB]]
+// CHECK:           scf.forall.in_parallel
+// CHECK-COUNT-3:     tensor.parallel_insert_slice
+// SCORES-LABEL: func.func @backward(
+// SCORES-NOT:     scf.forall
+// SCORES:         tensor<?x2x?x?xf32>
+func.func @backward(%g: tensor<?x?x128xf32>, %q: tensor<?x?x128xf32>, %k: tensor<?x?x128xf32>,
+                    %v: tensor<?x?x128xf32>, %o: tensor<?x?x128xf32>)
+    -> (tensor<?x?x128xf32>, tensor<?x?x128xf32>, tensor<?x?x128xf32>) {
+  %r:3 = kiln.attention_grad %g, %q, %k, %v output %o {num_heads = 2 : i64, causal}
+      : (tensor<?x?x128xf32>, tensor<?x?x128xf32>, tensor<?x?x128xf32>, tensor<?x?x128xf32>, tensor<?x?x128xf32>)
+      -> (tensor<?x?x128xf32>, tensor<?x?x128xf32>, tensor<?x?x128xf32>)
+  return %r#0, %r#1, %r#2 : tensor<?x?x128xf32>, tensor<?x?x128xf32>, tensor<?x?x128xf32>
+}
+
+// CHECK-LABEL: func.func @backward_without_output(
+// CHECK-NOT:     scf.forall
+// CHECK:         tensor<?x2x?x?xf32>
+func.func @backward_without_output(%g: tensor<?x?x128xf32>, %q: tensor<?x?x128xf32>, %k: tensor<?x?x128xf32>)
+    -> tensor<?x?x128xf32> {
+  %r:3 = kiln.attention_grad %g, %q, %k, %k {num_heads = 2 : i64, causal}
+      : (tensor<?x?x128xf32>, tensor<?x?x128xf32>, tensor<?x?x128xf32>, tensor<?x?x128xf32>)
+      -> (tensor<?x?x128xf32>, tensor<?x?x128xf32>, tensor<?x?x128xf32>)
+  return %r#0 : tensor<?x?x128xf32>
 }

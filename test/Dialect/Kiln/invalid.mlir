@@ -737,6 +737,16 @@ func.func @attention_grad_shape(%g: tensor<2x4x8xf32>, %q: tensor<2x3x8xf32>, %k
 
 // -----
 
+// Attention gradients given a forward output of another shape.
+func.func @attention_grad_output_shape(%g: tensor<2x3x8xf32>, %q: tensor<2x3x8xf32>, %k: tensor<2x5x8xf32>, %o: tensor<2x5x8xf32>) {
+  // expected-error @+1 {{'kiln.attention_grad' op expects 'output' [2, 5, 8] and 'query' [2, 3, 8] to have the same shape}}
+  %0:3 = kiln.attention_grad %g, %q, %k, %k output %o {num_heads = 2 : i64}
+      : (tensor<2x3x8xf32>, tensor<2x3x8xf32>, tensor<2x5x8xf32>, tensor<2x5x8xf32>, tensor<2x5x8xf32>) -> (tensor<2x3x8xf32>, tensor<2x5x8xf32>, tensor<2x5x8xf32>)
+  return
+}
+
+// -----
+
 // Adam with a moment of another shape.
 func.func @adam_shape(%p: tensor<4xf32>, %m: tensor<5xf32>, %lr: tensor<f32>, %t: i64) {
   // expected-error @+1 {{'kiln.adam_update' op expects 'param' [4] and 'm' [5] to have the same shape}}

@@ -211,6 +211,11 @@ func.func @attention(%q: tensor<?x?x8xf32>, %k: tensor<?x?x8xf32>, %m: tensor<?x
   %1:3 = kiln.attention_grad %0, %q, %k, %k {num_heads = 2 : i64}
       : (tensor<?x?x8xf32>, tensor<?x?x8xf32>, tensor<?x?x8xf32>, tensor<?x?x8xf32>)
       -> (tensor<?x?x8xf32>, tensor<?x?x8xf32>, tensor<?x?x8xf32>)
+  // With the forward output (what kiln-autodiff passes).
+  // CHECK: kiln.attention_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} output %{{.*}} mask %{{.*}} seed %{{.*}} {causal, dropout = 1.000000e-01 : f64, num_heads = 2 : i64} : (tensor<?x?x8xf32>, tensor<?x?x8xf32>, tensor<?x?x8xf32>, tensor<?x?x8xf32>, tensor<?x?x8xf32>, tensor<?x?xi1>, i64) -> (tensor<?x?x8xf32>, tensor<?x?x8xf32>, tensor<?x?x8xf32>)
+  %2:3 = kiln.attention_grad %0, %q, %k, %k output %0 mask %m seed %s {num_heads = 2 : i64, causal, dropout = 0.1 : f64}
+      : (tensor<?x?x8xf32>, tensor<?x?x8xf32>, tensor<?x?x8xf32>, tensor<?x?x8xf32>, tensor<?x?x8xf32>, tensor<?x?xi1>, i64)
+      -> (tensor<?x?x8xf32>, tensor<?x?x8xf32>, tensor<?x?x8xf32>)
   return %0, %1#1 : tensor<?x?x8xf32>, tensor<?x?x8xf32>
 }
 

@@ -699,7 +699,7 @@ TEST(DifferentialBlocks, AttentionCoreDropoutLeftPadding) {
                                         true, scale)};
   };
   c.base = {{"B", 2}, {"Q", 65}, {"K", 130}, {"D", 34}};
-  c.sweep = {{"Q", {1, 64, 129}}, {"K", {65}}};
+  c.sweep = {{"B", {1}}, {"Q", {1, 64, 129}}, {"K", {65}}, {"D", {2}}};
   diff::run(c);
 }
 
