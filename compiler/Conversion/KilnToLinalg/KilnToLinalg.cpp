@@ -1196,9 +1196,12 @@ struct Attention {
     return {e.size(query, 0), b().getIndexAttr(heads), e.size(query, 1),
             e.size(key, 1)};
   }
-  /// Whether score (b, h, i, j) is visible, inside a 4-loop generic whose
-  /// block argument `maskArg` is the padding mask value (or null).
-  Value keep(OpBuilder &nb, Location l, Value maskArg, Value shift) {
+  /// Inside a generic: whether key j (loop `jDim`, plus `jOffset` if
+  /// given) is visible from query i (loop `iDim`): the padding mask value
+  /// `maskArg` (or null) is non-zero and, causal, j <= i + `shift`. Null
+  /// when every score is visible.
+  Value visibleAt(OpBuilder &nb, Location l, Value maskArg, int64_t iDim,
+                  int64_t jDim, Value jOffset, Value shift) {
     Value visible;
     if (maskArg) {
       Value zero = arith::ConstantOp::create(
@@ -1207,8 +1210,11 @@ struct Attention {
           arith::CmpIOp::create(nb, l, arith::CmpIPredicate::ne, maskArg, zero);
     }
     if (causal) {
-      Value i = linalg::IndexOp::create(nb, l, 2);
-      Value j = linalg::IndexOp::create(nb, l, 3);
+      Value i = linalg::IndexOp::create(nb, l, iDim);
+      Value j = linalg::IndexOp::create(nb, l, jDim);
+      if (jOffset) {
+        j = arith::AddIOp::create(nb, l, j, jOffset);
+      }
       Value limit = arith::AddIOp::create(nb, l, i, shift);
       Value c =
           arith::CmpIOp::create(nb, l, arith::CmpIPredicate::sle, j, limit);
@@ -1216,6 +1222,10 @@ struct Attention {
           visible ? arith::AndIOp::create(nb, l, visible, c).getResult() : c;
     }
     return visible;
+  }
+  /// Whether score (b, h, i, j) is visible, inside a 4-loop generic.
+  Value keep(OpBuilder &nb, Location l, Value maskArg, Value shift) {
+    return visibleAt(nb, l, maskArg, 2, 3, Value(), shift);
   }
   Value shift() {
     return arith::SubIOp::create(b(), loc(), e.sizeValue(key, 1),
@@ -1705,24 +1715,7 @@ struct Attention {
   /// visible from query q0 + i (null when every score is).
   Value blockVisible(OpBuilder &nb, Location nl, const QueryBlock &qb,
                      const KeyBlock &kb, Value maskArg) {
-    Value visible;
-    if (maskArg) {
-      Value z = arith::ConstantOp::create(
-          nb, nl, nb.getIntegerAttr(maskArg.getType(), 0));
-      visible =
-          arith::CmpIOp::create(nb, nl, arith::CmpIPredicate::ne, maskArg, z);
-    }
-    if (causal) {
-      Value i = linalg::IndexOp::create(nb, nl, 0);
-      Value j = linalg::IndexOp::create(nb, nl, 1);
-      Value c =
-          arith::CmpIOp::create(nb, nl, arith::CmpIPredicate::sle,
-                                arith::AddIOp::create(nb, nl, j, kb.k0),
-                                arith::AddIOp::create(nb, nl, i, qb.rowShift));
-      visible =
-          visible ? arith::AndIOp::create(nb, nl, visible, c).getResult() : c;
-    }
-    return visible;
+    return visibleAt(nb, nl, maskArg, 0, 1, kb.k0, qb.rowShift);
   }
   /// The scaled, masked scores [rows, cols] of a query block against a key
   /// block (Q rows times the transposed key block).
