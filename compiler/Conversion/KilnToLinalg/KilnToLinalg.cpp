@@ -1355,10 +1355,9 @@ struct Attention {
     Value acc0 = linalg::FillOp::create(rb, l, ValueRange{e.f32c(0.0)},
                                         ValueRange{outSlice})
                      .getResult(0);
-    auto loop =
-        scf::ForOp::create(rb, l, f.zero, ceilDiv(qb.kEnd, block), e.index(1),
-                           ValueRange{e.filled(qb.rowShape, -INFINITY),
-                                      e.filled(qb.rowShape, 0.0), acc0});
+    auto loop = keyLoop(
+        f, qb,
+        {e.filled(qb.rowShape, -INFINITY), e.filled(qb.rowShape, 0.0), acc0});
     {
       OpBuilder::InsertionGuard inner(rb);
       rb.setInsertionPointToStart(loop.getBody());
@@ -1444,10 +1443,9 @@ struct Attention {
       Value qBlock = headRows(f.qh, qb, qb.q0, qb.rows);
       Value gBlock = headRows(gh, qb, qb.q0, qb.rows);
       // Pass 1: the row maxima and sums.
-      auto stats =
-          scf::ForOp::create(rb, l, f.zero, ceilDiv(qb.kEnd, block), e.index(1),
-                             ValueRange{e.filled(qb.rowShape, -INFINITY),
-                                        e.filled(qb.rowShape, 0.0)});
+      auto stats = keyLoop(
+          f, qb,
+          {e.filled(qb.rowShape, -INFINITY), e.filled(qb.rowShape, 0.0)});
       {
         OpBuilder::InsertionGuard inStats(rb);
         rb.setInsertionPointToStart(stats.getBody());
@@ -1466,9 +1464,7 @@ struct Attention {
           {IteratorType::parallel, IteratorType::reduction}, mulAdd);
       // Pass 2: the gradients.
       Value dq0 = extractRows(dqAll, qb.q0, qb.rows);
-      auto grads =
-          scf::ForOp::create(rb, l, f.zero, ceilDiv(qb.kEnd, block), e.index(1),
-                             ValueRange{dq0, dkAll, dvAll});
+      auto grads = keyLoop(f, qb, {dq0, dkAll, dvAll});
       {
         OpBuilder::InsertionGuard inGrads(rb);
         rb.setInsertionPointToStart(grads.getBody());
@@ -1637,6 +1633,12 @@ struct Attention {
       qb.kEnd = arith::SelectOp::create(b(), loc(), seesOne, limit, f.tk);
     }
     return qb;
+  }
+  /// The loop over the key blocks a query block visits, carrying `state`.
+  scf::ForOp keyLoop(const Flash &f, const QueryBlock &qb,
+                     ArrayRef<Value> state) {
+    return scf::ForOp::create(b(), loc(), f.zero, ceilDiv(qb.kEnd, f.block),
+                              e.index(1), state);
   }
   /// Keys k0..k0+cols of a query block's key loop at iteration `iv`.
   struct KeyBlock {
