@@ -100,6 +100,61 @@ size_t roundedSize(size_t size) {
   return size < kCachedBlockBytes ? size : (size + page - 1) / page * page;
 }
 
+/// Small blocks a thread released, kept for its next allocations of
+/// (nearly) the same size: compiled code allocates the same few small
+/// blocks in every iteration of a loop (flash attention's blocks of scores
+/// and row statistics, in each thread of its parallel loop), where malloc's
+/// bins cost more than the work on some of them.
+struct SmallCache {
+  static constexpr int kSlots = 16;
+  static constexpr size_t kMaxBytes = 64 * 1024;
+  Header *blocks[kSlots] = {};
+  int count = 0;
+
+  Header *take(size_t capacity) {
+    for (int i = count - 1; i >= 0; --i) {
+      Header *header = blocks[i];
+      if (header->capacity >= capacity &&
+          header->capacity <= capacity + capacity / 4) {
+        blocks[i] = blocks[--count];
+        return header;
+      }
+    }
+    return nullptr;
+  }
+  /// Keeps `header` (a small block of this allocator's), or frees it when
+  /// the cache is full.
+  void keep(Header *header) {
+    if (count == kSlots) {
+      std::free(blocks[0]->base); // the oldest
+      std::copy(blocks + 1, blocks + count, blocks);
+      --count;
+    }
+    blocks[count++] = header;
+  }
+  ~SmallCache();
+};
+
+/// Set when the thread's cache is gone (the thread is ending), for releases
+/// from destructors that run after it.
+thread_local bool smallCacheGone = false;
+
+SmallCache::~SmallCache() {
+  for (int i = 0; i < count; ++i) {
+    std::free(blocks[i]->base);
+  }
+  smallCacheGone = true;
+}
+
+/// This thread's small blocks, or null while it ends.
+SmallCache *smallCache() {
+  if (smallCacheGone) {
+    return nullptr;
+  }
+  thread_local SmallCache instance;
+  return &instance;
+}
+
 } // namespace
 
 namespace {
@@ -130,6 +185,12 @@ void *allocateUnplanned(size_t size) {
     c.peakLive = std::max(c.peakLive, c.live);
     c.evictTo(c.peakLive - c.live);
   }
+  if (SmallCache *small =
+          capacity <= SmallCache::kMaxBytes ? smallCache() : nullptr) {
+    if (Header *header = small->take(capacity)) {
+      return header + 1;
+    }
+  }
   auto *header = static_cast<Header *>(
       capacity >= kCachedBlockBytes
           ? mapBlock(capacity)
@@ -156,6 +217,13 @@ void releaseUnplanned(void *pointer) {
     if (c.bytes + header->capacity <= c.limit) {
       c.blocks.emplace(header->capacity, header);
       c.bytes += header->capacity;
+      return;
+    }
+  }
+  if (header->capacity > 0 && header->capacity <= SmallCache::kMaxBytes &&
+      header->base == header) {
+    if (SmallCache *small = smallCache()) {
+      small->keep(header);
       return;
     }
   }

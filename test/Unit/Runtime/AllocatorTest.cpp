@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 using namespace kiln;
@@ -77,6 +78,64 @@ TEST_F(AllocatorTest, SmallBlocksAreNotCached) {
   void *p = memory::allocate(memory::kCachedBlockBytes / 2);
   memory::release(p);
   EXPECT_EQ(memory::stats().cachedBytes, 0u);
+}
+
+TEST_F(AllocatorTest, AThreadReusesTheSmallBlocksItReleased) {
+  // Up to 64 KiB, a released block serves the same thread's next request
+  // of that size or up to a quarter smaller, not a larger one.
+  void *p = memory::allocate(16 * 1024);
+  memory::release(p);
+  void *same = memory::allocate(16 * 1024);
+  EXPECT_EQ(same, p);
+  memory::release(same);
+  void *smaller = memory::allocate(13 * 1024);
+  EXPECT_EQ(smaller, p);
+  memory::release(smaller);
+  void *larger = memory::allocate(16 * 1024 + 1);
+  EXPECT_NE(larger, p);
+  void *again = memory::allocate(16 * 1024);
+  EXPECT_EQ(again, p);
+  memory::release(larger);
+  memory::release(again);
+  // Larger blocks are not kept per thread.
+  void *big = memory::allocate(128 * 1024);
+  memory::release(big);
+  EXPECT_EQ(memory::stats().cachedBytes, 0u);
+  // Many blocks at once: the thread keeps some, frees the others; every
+  // block stays usable.
+  std::vector<char *> blocks;
+  for (int i = 0; i < 64; ++i) {
+    blocks.push_back(static_cast<char *>(memory::allocate(4096 + 64 * i)));
+    std::memset(blocks.back(), i, 4096 + 64 * i);
+  }
+  for (int i = 0; i < 64; ++i) {
+    EXPECT_EQ(blocks[i][4095], char(i));
+    memory::release(blocks[i]);
+  }
+}
+
+TEST_F(AllocatorTest, SmallBlocksMoveBetweenThreads) {
+  // Blocks allocated by one thread and released by another (the threads of
+  // a parallel loop) are kept by the releasing thread, and freed when it
+  // ends.
+  for (int round = 0; round < 4; ++round) {
+    std::vector<char *> made(32);
+    for (int i = 0; i < 32; ++i) {
+      made[i] = static_cast<char *>(memory::allocate(8192));
+      std::memset(made[i], round, 8192);
+    }
+    std::thread releaser([&] {
+      for (char *p : made) {
+        memory::release(p);
+      }
+      for (int i = 0; i < 100; ++i) {
+        auto *p = static_cast<char *>(memory::allocate(8192));
+        std::memset(p, 1, 8192);
+        memory::release(p);
+      }
+    });
+    releaser.join();
+  }
 }
 
 TEST_F(AllocatorTest, TheCacheRespectsItsLimit) {
