@@ -7,11 +7,14 @@
 #include "compiler/Codegen/CPU/Passes.h"
 #include "compiler/Codegen/Common/Attributes.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "mlir/Transforms/LoopInvariantCodeMotionUtils.h"
 
 namespace mlir::kiln {
 #define GEN_PASS_DEF_KILNPARALLELIZELOOPSPASS
@@ -100,6 +103,42 @@ void distribute(RewriterBase &rewriter, scf::ForOp loop) {
   }
 }
 
+/// Runs `parallel` only when the loop its body holds has iterations, if
+/// that loop's bounds do not depend on it: a peeled partial tile is often
+/// empty (a width that is a multiple of the tile), and starting the threads
+/// for nothing costs a fork and a barrier.
+void guardEmptyInnerLoop(RewriterBase &rewriter, scf::ParallelOp parallel) {
+  // The index arithmetic of the inner loop's bounds, moved in with the
+  // collapsed loops, comes back out when it does not use the indices.
+  moveLoopInvariantCode(cast<LoopLikeOpInterface>(parallel.getOperation()));
+  scf::ForOp inner;
+  for (Operation &op : parallel.getBody()->without_terminator()) {
+    if (op.getNumRegions() > 0) {
+      if (inner || !isa<scf::ForOp>(op)) {
+        return;
+      }
+      inner = cast<scf::ForOp>(op);
+    }
+  }
+  if (!inner || !parallel.isDefinedOutsideOfLoop(inner.getLowerBound()) ||
+      !parallel.isDefinedOutsideOfLoop(inner.getUpperBound())) {
+    return;
+  }
+  std::optional<int64_t> lower = getConstantIntValue(inner.getLowerBound());
+  std::optional<int64_t> upper = getConstantIntValue(inner.getUpperBound());
+  if (lower && upper) {
+    return; // canonicalization knows
+  }
+  Location loc = parallel.getLoc();
+  rewriter.setInsertionPoint(parallel);
+  Value nonEmpty =
+      arith::CmpIOp::create(rewriter, loc, arith::CmpIPredicate::slt,
+                            inner.getLowerBound(), inner.getUpperBound());
+  auto guard = scf::IfOp::create(rewriter, loc, nonEmpty,
+                                 /*withElseRegion=*/false);
+  rewriter.moveOpBefore(parallel, guard.thenBlock()->getTerminator());
+}
+
 /// Turns the loops that kiln-tile-and-vectorize marked into scf.parallel:
 /// the outermost marked loop of each nest, with the marked loops perfectly
 /// nested in it (one multi-dimensional scf.parallel, which libomp runs as
@@ -163,6 +202,7 @@ struct KilnParallelizeLoopsPass
       scf::ReduceOp::create(rewriter, yield->getLoc());
       rewriter.eraseOp(yield);
       rewriter.eraseOp(loop);
+      guardEmptyInnerLoop(rewriter, parallel);
     }
     getOperation().walk(
         [&](scf::ForOp loop) { loop->removeAttr(kiln::cpu::kParallelAttr); });

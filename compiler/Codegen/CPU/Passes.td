@@ -99,7 +99,8 @@ def KilnParallelizeLoopsPass
     reduction loops of register tiles) and loops nested in a parallel loop
     stay serial.
   }];
-  let dependentDialects = ["::mlir::scf::SCFDialect"];
+  let dependentDialects = ["::mlir::scf::SCFDialect",
+                           "::mlir::arith::ArithDialect"];
 }
 
 def KilnInlineAllocaScopesPass : Pass<"kiln-inline-alloca-scopes"> {

@@ -93,3 +93,27 @@ func.func @serial_kernel(%x: memref<?x?x128xf32>, %y: memref<?x?x128xf32>) attri
   }
   return
 }
+
+// A peeled partial column tile (dynamic width: empty when it is a multiple
+// of the tile) starts the threads only when it has columns; the full
+// tiles' loop, from 0, is guarded the same way.
+// CHECK-LABEL: func.func @dynamic_width
+// CHECK: %[[FULL:.*]] = arith.cmpi slt, %c0, %[[END:.*]] : index
+// CHECK: scf.if %[[FULL]] {
+// CHECK-NEXT: scf.parallel
+// CHECK-NEXT: scf.for %{{.+}} = %c0 to %[[END]] step %c16
+// CHECK: %[[PARTIAL:.*]] = arith.cmpi slt, %[[START:.*]], %[[DIM:.*]] : index
+// CHECK: scf.if %[[PARTIAL]] {
+// CHECK-NEXT: scf.parallel
+// CHECK-NEXT: scf.for %{{.+}} = %[[START]] to %[[DIM]]
+// CHECK: return
+func.func @dynamic_width(%x: memref<64x?xf32>, %y: memref<64x?xf32>) {
+  linalg.generic {indexing_maps = [affine_map<(t, d) -> (t, d)>, affine_map<(t, d) -> (t, d)>],
+                  iterator_types = ["parallel", "parallel"]}
+      ins(%x : memref<64x?xf32>) outs(%y : memref<64x?xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %e = math.exp %a : f32
+    linalg.yield %e : f32
+  }
+  return
+}
