@@ -126,7 +126,7 @@ struct SmallCache {
   /// the cache is full.
   void keep(Header *header) {
     if (count == kSlots) {
-      std::free(blocks[0]->base); // the oldest
+      freeBlock(blocks[0]); // the oldest
       std::copy(blocks + 1, blocks + count, blocks);
       --count;
     }
@@ -141,7 +141,7 @@ thread_local bool smallCacheGone = false;
 
 SmallCache::~SmallCache() {
   for (int i = 0; i < count; ++i) {
-    std::free(blocks[i]->base);
+    freeBlock(blocks[i]);
   }
   smallCacheGone = true;
 }

@@ -174,9 +174,11 @@ struct OutlineKernels
   /// For each argument of a call of `op`: may it overlap another buffer
   /// argument when one of the two is written? Anything whose origin is not
   /// known (a loop result, a select) may overlap whatever is written.
-  SmallVector<bool> mayAlias(Operation *op, ArrayRef<Value> arguments) {
+  /// `writtenSet`: what the op writes (writtenRoots).
+  static SmallVector<bool>
+  mayAlias(const llvm::SmallPtrSet<Value, 4> &writtenSet,
+           ArrayRef<Value> arguments) {
     size_t n = arguments.size();
-    llvm::SmallPtrSet<Value, 4> writtenSet = writtenRoots(op);
     SmallVector<Value> roots;
     SmallVector<bool> written, buffer, known;
     for (Value v : arguments) {
@@ -275,15 +277,13 @@ struct OutlineKernels
     } else {
       kernel->erase();
     }
-    SmallVector<bool> clash = mayAlias(op, arguments);
-    {
-      llvm::SmallPtrSet<Value, 4> written = writtenRoots(op);
-      SmallVector<bool> &argWrites = writes[it->second];
-      argWrites.resize(arguments.size(), false);
-      for (auto [i, v] : llvm::enumerate(arguments)) {
-        argWrites[i] = argWrites[i] || (isa<BaseMemRefType>(v.getType()) &&
-                                        written.contains(kiln::viewRoot(v)));
-      }
+    llvm::SmallPtrSet<Value, 4> written = writtenRoots(op);
+    SmallVector<bool> clash = mayAlias(written, arguments);
+    SmallVector<bool> &argWrites = writes[it->second];
+    argWrites.resize(arguments.size(), false);
+    for (auto [i, v] : llvm::enumerate(arguments)) {
+      argWrites[i] = argWrites[i] || (isa<BaseMemRefType>(v.getType()) &&
+                                      written.contains(kiln::viewRoot(v)));
     }
     auto [entryIt, fresh] = aliasing.try_emplace(it->second, clash);
     if (!fresh) {

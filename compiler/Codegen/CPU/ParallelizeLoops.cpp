@@ -146,12 +146,15 @@ void guardEmptyInnerLoop(RewriterBase &rewriter, scf::ParallelOp parallel) {
 struct KilnParallelizeLoopsPass
     : kiln::impl::KilnParallelizeLoopsPassBase<KilnParallelizeLoopsPass> {
   void runOnOperation() override {
-    if (getOperation()->hasAttr(kiln::kSerialKernelAttr)) {
-      // Runs inside a parallel loop of its caller.
-      getOperation().walk(
-          [&](scf::ForOp loop) { loop->removeAttr(kiln::cpu::kParallelAttr); });
-      return;
+    // A serial kernel runs inside a parallel loop of its caller.
+    if (!getOperation()->hasAttr(kiln::kSerialKernelAttr)) {
+      parallelizeMarkedLoops();
     }
+    getOperation().walk(
+        [&](scf::ForOp loop) { loop->removeAttr(kiln::cpu::kParallelAttr); });
+  }
+
+  void parallelizeMarkedLoops() {
     IRRewriter rewriter(&getContext());
     SmallVector<scf::ForOp> marked;
     getOperation().walk([&](scf::ForOp loop) { // innermost first
@@ -204,8 +207,6 @@ struct KilnParallelizeLoopsPass
       rewriter.eraseOp(loop);
       guardEmptyInnerLoop(rewriter, parallel);
     }
-    getOperation().walk(
-        [&](scf::ForOp loop) { loop->removeAttr(kiln::cpu::kParallelAttr); });
   }
 };
 } // namespace
