@@ -17,10 +17,13 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
-#include <fstream>
 #include <iterator>
 #include <map>
 #include <utility>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 using namespace kiln;
 
@@ -35,17 +38,58 @@ const char *kiln::name(Split split) {
 }
 
 std::string kiln::readFile(const std::string &path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
+  auto fail = [&](const std::string &why) {
+    return Error(fmt::format("cannot read '{}': {}", path, why));
+  };
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
     throw Error(
         fmt::format("cannot open '{}': {}", path, std::strerror(errno)));
   }
-  std::string contents((std::istreambuf_iterator<char>(in)),
-                       std::istreambuf_iterator<char>());
-  if (in.bad()) {
-    throw Error(fmt::format("cannot read '{}'", path));
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat status;
+  if (::fstat(fd, &status) != 0) {
+    throw fail(std::strerror(errno));
+  }
+  if (!S_ISREG(status.st_mode)) {
+    throw fail(S_ISDIR(status.st_mode)
+                   ? "it is a directory"
+                   : "it is not a regular file (a device, pipe or socket)");
+  }
+  auto size = static_cast<uint64_t>(status.st_size);
+  if (size > kMaxDataFileBytes) {
+    throw fail(fmt::format("it is {} bytes, more than the {} MiB a data file "
+                           "may have",
+                           size, kMaxDataFileBytes >> 20));
+  }
+  std::string contents(size, '\0');
+  uint64_t done = 0;
+  while (done < size) {
+    ssize_t got = ::read(fd, contents.data() + done, size - done);
+    if (got < 0 && errno == EINTR) {
+      continue;
+    }
+    if (got < 0) {
+      throw fail(std::strerror(errno));
+    }
+    if (got == 0) {
+      throw fail("it became shorter while being read");
+    }
+    done += static_cast<uint64_t>(got);
   }
   return contents;
+}
+
+/// Refuses text holding a NUL byte: a binary file, not a corpus.
+static void checkText(std::string_view text, const std::string &name) {
+  if (size_t nul = text.find('\0'); nul != std::string_view::npos) {
+    throw Error(fmt::format("{}: a NUL byte at offset {}: this is a binary "
+                            "file, not text",
+                            name, nul));
+  }
 }
 
 /// A byte as it appears in an error message: 'a', or '\x0a' when it is not
@@ -138,6 +182,7 @@ CharDataset CharDataset::fromText(std::string text, double trainFraction,
     throw Error(fmt::format("{}: a character dataset needs text", name));
   }
   checkFraction(trainFraction, name);
+  checkText(text, name);
   CharDataset dataset;
   dataset.name_ = name;
   dataset.vocab_ = CharVocab(text);
@@ -308,6 +353,7 @@ PairDataset PairDataset::fromText(std::string_view tsv,
                                   const PairOptions &options,
                                   const std::string &name) {
   checkFraction(options.trainFraction, name);
+  checkText(tsv, name);
   PairDataset dataset;
   dataset.name_ = name;
   size_t lineNumber = 0;

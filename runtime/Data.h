@@ -30,8 +30,13 @@ enum class Split { train, validation };
 /// "train" or "validation".
 const char *name(Split split);
 
+/// The largest file readFile reads: a character dataset holds 8 bytes of
+/// token ids per byte of text.
+inline constexpr uint64_t kMaxDataFileBytes = 256ull << 20;
+
 /// Reads a whole file (binary). Throws kiln::Error naming the file when it
-/// cannot be opened or read.
+/// cannot be opened or read, is not a regular file (a directory, a device
+/// such as /dev/zero, a pipe) or is larger than kMaxDataFileBytes.
 std::string readFile(const std::string &path);
 
 //===----------------------------------------------------------------------===//

@@ -335,54 +335,95 @@ void Loader::readAt(int fd, void *data, uint64_t size, uint64_t offset) const {
   }
 }
 
-json Loader::parseHeader(const std::string &text,
-                         std::vector<std::string> &order) {
-  // The callback sees the keys in file order (the json object itself is
-  // sorted), refuses duplicate keys (which json would silently merge) and
-  // nesting deeper than the format's {name: {field: [..]}}.
-  std::vector<std::set<std::string>> objectKeys;
-  int depth = 0;
-  auto callback = [&](int, json::parse_event_t event, json &parsed) {
-    switch (event) {
-    case json::parse_event_t::object_start:
-      objectKeys.emplace_back();
-      [[fallthrough]];
-    case json::parse_event_t::array_start:
-      if (++depth > 3) {
-        fail("the header nests deeper than the format allows");
-      }
-      break;
-    case json::parse_event_t::object_end:
-      objectKeys.pop_back();
-      [[fallthrough]];
-    case json::parse_event_t::array_end:
-      --depth;
-      break;
-    case json::parse_event_t::key: {
-      const std::string &key = parsed.get_ref<const std::string &>();
-      if (!objectKeys.back().insert(key).second) {
-        fail("the header has the key '{}' twice in one object", key);
-      }
-      if (objectKeys.size() == 1) {
-        order.push_back(key);
-      }
-      break;
+namespace {
+/// The first pass over a header: sees the top-level keys in file order (the
+/// json object itself is sorted), refuses duplicate keys (which json would
+/// silently merge), nesting deeper than the format's {name: {field: [..]}}
+/// and more tensors than kMaxSafetensorsTensors, before any document is
+/// built. Linear in the header's size (nlohmann's parser callback rescans
+/// the enclosing object at the end of every nested one: quadratic).
+class HeaderKeys : public nlohmann::json_sax<json> {
+public:
+  std::vector<std::string> order;
+  /// Why the header was refused (empty while it is fine).
+  std::string problem;
+
+  bool null() override { return true; }
+  bool boolean(bool) override { return true; }
+  bool number_integer(number_integer_t) override { return true; }
+  bool number_unsigned(number_unsigned_t) override { return true; }
+  bool number_float(number_float_t, const string_t &) override { return true; }
+  bool string(string_t &) override { return true; }
+  bool binary(binary_t &) override { return true; }
+  bool start_object(std::size_t) override {
+    objectKeys_.emplace_back();
+    return enter();
+  }
+  bool end_object() override {
+    objectKeys_.pop_back();
+    --depth_;
+    return true;
+  }
+  bool start_array(std::size_t) override { return enter(); }
+  bool end_array() override {
+    --depth_;
+    return true;
+  }
+  bool key(string_t &key) override {
+    if (!objectKeys_.back().insert(key).second) {
+      problem = fmt::format("the header has the key '{}' twice in one object",
+                            key);
+      return false;
     }
-    case json::parse_event_t::value:
-      break;
+    if (objectKeys_.size() == 1) {
+      if (key != "__metadata__" && ++tensors_ > kMaxSafetensorsTensors) {
+        problem = fmt::format("the header describes more than {} tensors",
+                              kMaxSafetensorsTensors);
+        return false;
+      }
+      order.push_back(key);
     }
     return true;
-  };
-  try {
-    return json::parse(text, callback);
-  } catch (const json::exception &error) {
+  }
+  bool parse_error(std::size_t, const std::string &,
+                   const nlohmann::detail::exception &error) override {
     // Drop the "[json.exception.parse_error.101] " prefix.
     std::string_view message = error.what();
     size_t bracket = message.find("] ");
     if (message.starts_with("[json.") && bracket != std::string_view::npos) {
       message.remove_prefix(bracket + 2);
     }
-    fail("the header is not valid JSON: {}", message);
+    problem = fmt::format("the header is not valid JSON: {}", message);
+    return false;
+  }
+
+private:
+  bool enter() {
+    if (++depth_ > 3) {
+      problem = "the header nests deeper than the format allows";
+      return false;
+    }
+    return true;
+  }
+
+  std::vector<std::set<std::string>> objectKeys_;
+  int depth_ = 0;
+  uint64_t tensors_ = 0;
+};
+} // namespace
+
+json Loader::parseHeader(const std::string &text,
+                         std::vector<std::string> &order) {
+  HeaderKeys keys;
+  if (!json::sax_parse(text, &keys)) {
+    fail("{}", keys.problem.empty() ? "the header is not valid JSON"
+                                    : keys.problem);
+  }
+  order = std::move(keys.order);
+  try {
+    return json::parse(text);
+  } catch (const json::exception &error) { // the first pass accepted it
+    fail("the header is not valid JSON: {}", error.what());
   }
 }
 

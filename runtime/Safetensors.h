@@ -25,6 +25,11 @@ namespace kiln {
 /// The largest JSON header loadSafetensors accepts (as the reference
 /// implementation: 100 MiB).
 inline constexpr uint64_t kMaxSafetensorsHeaderBytes = 100ull << 20;
+/// The most tensors a header may describe: a model with 100 times the 580
+/// tensors of GPT-2 XL, with its optimizer state, stays below it; a 100 MiB
+/// header of empty tensors (1.5 million of them) would hold gigabytes of
+/// parsed JSON.
+inline constexpr uint64_t kMaxSafetensorsTensors = 200000;
 
 /// A loaded safetensors file.
 struct SafetensorsFile {

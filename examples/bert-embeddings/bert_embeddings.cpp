@@ -53,7 +53,7 @@ int main() try {
                fmt::join(head, ", "), mean, var);
   }
   return 0;
-} catch (const kiln::Error &e) {
+} catch (const std::exception &e) { // kiln::Error, or bad_alloc and the like
   fmt::print(stderr, "error: {}\n", e.what());
   return 1;
 }

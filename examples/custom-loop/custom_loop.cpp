@@ -91,7 +91,7 @@ int main(int argc, char **argv) try {
              result.validationLoss.value_or(NAN));
   fmt::print("sample: ROMEO:{}\n", data.vocab().decode(text));
   return 0;
-} catch (const kiln::Error &e) {
+} catch (const std::exception &e) { // kiln::Error, or bad_alloc and the like
   fmt::print(stderr, "error: {}\n", e.what());
   return 1;
 }

@@ -48,7 +48,7 @@ int main(int argc, char **argv) try {
                fmt::join(std::vector<float>(row, row + 4), ", "));
   }
   return 0;
-} catch (const kiln::Error &e) {
+} catch (const std::exception &e) { // kiln::Error, or bad_alloc and the like
   fmt::print(stderr, "error: {}\n", e.what());
   return 1;
 }

@@ -20,10 +20,10 @@ inline int aotMain(int argc, char **argv, const char *usage,
     using namespace kiln;
     shakespeare::Options o =
         shakespeare::parseOptions(argc, argv, usage, program);
-    CharDataset data = CharDataset::fromFile(o.data);
+    CharDataset data = shakespeare::loadCorpus(o);
     shakespeare::run(o, std::make_shared<AotModule>(shakespeare_model), data);
     return 0;
-  } catch (const kiln::Error &e) {
+  } catch (const std::exception &e) { // kiln::Error, or bad_alloc and the like
     fmt::print(stderr, "error: {}\n", e.what());
     return 1;
   }

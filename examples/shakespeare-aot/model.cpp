@@ -20,7 +20,7 @@ int main(int argc, char **argv) try {
   return generatorMain(
       argc, argv, module,
       {.lossGraph = "loss", .optimizer = shakespeare::optimizer(o)});
-} catch (const kiln::Error &e) {
+} catch (const std::exception &e) { // kiln::Error, or bad_alloc and the like
   fmt::print(stderr, "error: {}\n", e.what());
   return 1;
 }

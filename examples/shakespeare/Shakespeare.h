@@ -69,6 +69,38 @@ Trains a character-level GPT on Tiny Shakespeare and prints a sample.
   --seed N           initialization, data and sampling seed (1)
 )";
 
+/// The largest values the options take: far beyond any model this example
+/// trains, they keep nonsense sizes from reaching the compiler.
+inline constexpr int64_t kMaxSize = 1 << 16, kMaxLayers = 1024,
+                         kMaxCount = 1 << 24, kMaxSteps = int64_t(1) << 40;
+/// The largest learning rate and weight decay: finite as a float.
+inline constexpr double kMaxLr = 1e4;
+
+/// Refuses a model that the sizes in `o` (each within its range) do not
+/// make; `source` says where they came from.
+inline void checkModel(const Options &o, const std::string &source) {
+  if (o.dModel % o.heads != 0) {
+    throw Error(fmt::format("{}: {} heads do not divide d_model {}", source,
+                            o.heads, o.dModel));
+  }
+}
+
+/// Reads the corpus of `o.data`; when training, refuses one whose splits
+/// are too short for a window of `o.context` characters (before anything
+/// is compiled).
+inline CharDataset loadCorpus(const Options &o) {
+  CharDataset data = CharDataset::fromFile(o.data);
+  for (Split split : {Split::train, Split::validation}) {
+    if (!o.sampleOnly && data.size(split) <= o.context) {
+      throw Error(fmt::format("{}: the {} split has {} characters, too few "
+                              "for windows of {} (each needs {})",
+                              o.data, name(split), data.size(split), o.context,
+                              o.context + 1));
+    }
+  }
+  return data;
+}
+
 /// Which options a program takes.
 enum class Program {
   jit,         ///< all of them (the JIT example)
@@ -80,35 +112,41 @@ enum class Program {
 inline Options parseOptions(int argc, char **argv, const char *usage,
                             Program program) {
   Options o;
+  using examples::Integer, examples::Real;
   examples::CommandLine cl;
-  cl.integers = {{"--sample", &o.sample}, {"--top-k", &o.topK}};
+  cl.integers = {{"--sample", {&o.sample, 0, kMaxCount}},
+                 {"--top-k", {&o.topK, 0, kMaxCount}}};
   cl.unsignedIntegers = {{"--seed", &o.seed}};
-  cl.reals = {{"--temperature", &o.temperature}};
+  cl.reals = {{"--temperature", {&o.temperature, 0, 100}}};
   cl.strings = {{"--checkpoint", &o.checkpoint},
                 {"--prompt", &o.prompt},
                 {"--data", &o.data}};
   if (program != Program::aotGenerate) {
-    cl.integers["--steps"] = &o.steps;
-    cl.integers["--batch"] = &o.batch;
-    cl.integers["--warmup"] = &o.warmup;
-    cl.integers["--eval-every"] = &o.evalEvery;
-    cl.integers["--eval-batches"] = &o.evalBatches;
-    cl.reals["--lr"] = &o.lr;
-    cl.reals["--min-lr"] = &o.minLr;
+    cl.integers.insert_or_assign("--steps", Integer(&o.steps, 1, kMaxSteps));
+    cl.integers.insert_or_assign("--batch", Integer(&o.batch, 1, kMaxSize));
+    cl.integers.insert_or_assign("--warmup", Integer(&o.warmup, 0, kMaxSteps));
+    cl.integers.insert_or_assign("--eval-every",
+                                 Integer(&o.evalEvery, 0, kMaxSteps));
+    cl.integers.insert_or_assign("--eval-batches",
+                                 Integer(&o.evalBatches, 1, kMaxCount));
+    cl.reals.insert_or_assign("--lr", Real(&o.lr, 0, kMaxLr));
+    cl.reals.insert_or_assign("--min-lr", Real(&o.minLr, 0, kMaxLr));
     cl.strings["--csv"] = &o.csv;
     cl.switches["--resume"] = &o.resume;
   }
   if (program == Program::jit) {
-    cl.integers["--context"] = &o.context;
-    cl.integers["--d-model"] = &o.dModel;
-    cl.integers["--layers"] = &o.layers;
-    cl.integers["--heads"] = &o.heads;
-    cl.reals["--dropout"] = &o.dropout;
-    cl.reals["--weight-decay"] = &o.weightDecay;
+    cl.integers.insert_or_assign("--context", Integer(&o.context, 1, kMaxSize));
+    cl.integers.insert_or_assign("--d-model", Integer(&o.dModel, 1, kMaxSize));
+    cl.integers.insert_or_assign("--layers", Integer(&o.layers, 1, kMaxLayers));
+    cl.integers.insert_or_assign("--heads", Integer(&o.heads, 1, kMaxSize));
+    cl.reals.insert_or_assign("--dropout", Real(&o.dropout, 0, 0.99));
+    cl.reals.insert_or_assign("--weight-decay",
+                              Real(&o.weightDecay, 0, kMaxLr));
     cl.switches["--sample-only"] = &o.sampleOnly;
   }
   cl.parse(argc, argv, usage);
   o.sampleOnly |= program == Program::aotGenerate;
+  checkModel(o, "the options");
   return o;
 }
 
@@ -121,21 +159,44 @@ inline std::map<std::string, std::string> describe(const Options &o) {
           {"context", std::to_string(o.context)}};
 }
 
+/// Takes the model's sizes from the checkpoint's metadata, refused unless
+/// each is within its option's range and the checkpoint's tensors have
+/// them (so a forged "layers" = 1000000 builds nothing).
 inline void adoptCheckpointConfig(Options &o) {
   SafetensorsFile file = loadSafetensors(o.checkpoint);
-  auto get = [&](const std::string &key) {
+  auto get = [&](const std::string &key, int64_t max) {
     auto it = file.metadata.find("info." + key);
     if (it == file.metadata.end()) {
       throw Error(fmt::format("{}: not a checkpoint of this example (no "
                               "'{}' in its metadata)",
                               o.checkpoint, key));
     }
-    return examples::parseNumber<int64_t>(key, it->second.c_str());
+    auto value = examples::parseNumber<int64_t>(key, it->second.c_str());
+    if (value < 1 || value > max) {
+      throw Error(fmt::format("{}: its metadata says {} = {}, not between 1 "
+                              "and {}",
+                              o.checkpoint, key, value, max));
+    }
+    return value;
   };
-  o.dModel = get("d_model");
-  o.layers = get("layers");
-  o.heads = get("heads");
-  o.context = get("context");
+  o.dModel = get("d_model", kMaxSize);
+  o.layers = get("layers", kMaxLayers);
+  o.heads = get("heads", kMaxSize);
+  o.context = get("context", kMaxSize);
+  checkModel(o, o.checkpoint);
+  auto shapeOf = [&](const std::string &name) {
+    const Tensor *tensor = file.find(name);
+    return tensor ? tensor->shape() : std::vector<int64_t>{};
+  };
+  if (shapeOf("wpe.weight") != std::vector<int64_t>{o.context, o.dModel} ||
+      shapeOf(fmt::format("h.{}.ln_1.weight", o.layers - 1)) !=
+          std::vector<int64_t>{o.dModel} ||
+      file.find(fmt::format("h.{}.ln_1.weight", o.layers))) {
+    throw Error(fmt::format("{}: its tensors are not those of the model its "
+                            "metadata describes (d_model {}, {} layers, "
+                            "context {})",
+                            o.checkpoint, o.dModel, o.layers, o.context));
+  }
 }
 
 /// The sizes of the model `o` describes, checked against the parameters

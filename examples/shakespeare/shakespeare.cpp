@@ -17,7 +17,7 @@ using namespace kiln::shakespeare;
 
 int main(int argc, char **argv) try {
   Options o = parseOptions(argc, argv, kUsage, Program::jit);
-  CharDataset data = CharDataset::fromFile(o.data);
+  CharDataset data = loadCorpus(o);
   if (o.sampleOnly) {
     adoptCheckpointConfig(o);
   }
@@ -35,7 +35,7 @@ int main(int argc, char **argv) try {
              jit->pipelineSeconds(), jit->codegenSeconds());
   run(o, jit, data);
   return 0;
-} catch (const kiln::Error &e) {
+} catch (const std::exception &e) { // kiln::Error, or bad_alloc and the like
   fmt::print(stderr, "error: {}\n", e.what());
   return 1;
 }

@@ -61,7 +61,7 @@ int main() try {
   fmt::print("  position 0 [:4] = [{:.4f}], sum of probabilities {:.6f}\n",
              fmt::join(std::vector<float>(first, first + 4), ", "), total);
   return 0;
-} catch (const kiln::Error &e) {
+} catch (const std::exception &e) { // kiln::Error, or bad_alloc and the like
   fmt::print(stderr, "error: {}\n", e.what());
   return 1;
 }

@@ -58,16 +58,25 @@ Trains seed 002's encoder-decoder on Tatoeba English-French pairs.
 Options parseOptions(int argc, char **argv) {
   Options o;
   examples::CommandLine cl;
-  cl.integers = {{"--epochs", &o.epochs},  {"--batch", &o.batch},
-                 {"--d-model", &o.dModel}, {"--layers", &o.layers},
-                 {"--heads", &o.heads},    {"--d-ff", &o.dFF},
-                 {"--warmup", &o.warmup},  {"--show", &o.show}};
+  constexpr int64_t kMaxSize = 1 << 16;
+  cl.integers = {{"--epochs", {&o.epochs, 1, 1 << 20}},
+                 {"--batch", {&o.batch, 1, kMaxSize}},
+                 {"--d-model", {&o.dModel, 1, kMaxSize}},
+                 {"--layers", {&o.layers, 1, 1024}},
+                 {"--heads", {&o.heads, 1, kMaxSize}},
+                 {"--d-ff", {&o.dFF, 1, 1 << 20}},
+                 {"--warmup", {&o.warmup, 0, int64_t(1) << 40}},
+                 {"--show", {&o.show, 0, 1 << 20}}};
   cl.unsignedIntegers = {{"--seed", &o.seed}};
-  cl.reals = {{"--lr", &o.lr},
-              {"--dropout", &o.dropout},
-              {"--label-smoothing", &o.labelSmoothing}};
+  cl.reals = {{"--lr", {&o.lr, 0, 1e4}},
+              {"--dropout", {&o.dropout, 0, 0.99}},
+              {"--label-smoothing", {&o.labelSmoothing, 0, 1}}};
   cl.strings = {{"--csv", &o.csv}, {"--data", &o.data}};
   cl.parse(argc, argv, kUsage);
+  if (o.dModel % o.heads != 0) {
+    throw Error(fmt::format("--heads {} does not divide --d-model {}",
+                            o.heads, o.dModel));
+  }
   return o;
 }
 
@@ -207,7 +216,7 @@ int main(int argc, char **argv) try {
     }
   }
   return 0;
-} catch (const kiln::Error &e) {
+} catch (const std::exception &e) { // kiln::Error, or bad_alloc and the like
   fmt::print(stderr, "error: {}\n", e.what());
   return 1;
 }

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <csignal>
 #include <cstring>
 #include <filesystem>
@@ -495,6 +496,38 @@ TEST_F(SafetensorsTest, AcceptsZeroSizeTensorsAnywhere) {
                                       f32Entry("end", 8, 0) + "}",
                                   Bytes(8, 0)));
   EXPECT_EQ(loadSafetensors(file).tensors.size(), 3u);
+}
+
+/// A header of `count` empty F32 tensors.
+std::string emptyTensors(uint64_t count) {
+  std::string header = "{";
+  for (uint64_t i = 0; i < count; ++i) {
+    header += (i ? ",\"t" : "\"t") + std::to_string(i) +
+              R"(":{"dtype":"F32","shape":[0],"data_offsets":[0,0]})";
+  }
+  return header + "}";
+}
+
+// Loading is linear in the header: 100k entries had taken minutes (the JSON
+// parser's callback rescanned the whole object after every entry: 20k 3 s,
+// 80k 269 s); now well under a second. The bound only catches the
+// quadratic behaviour back, with room for slow (sanitizer) builds.
+TEST_F(SafetensorsTest, LoadsManyTensorsInLinearTime) {
+  std::string file = path("many.safetensors");
+  writeBytes(file, fileWithHeader(emptyTensors(100000)));
+  auto start = std::chrono::steady_clock::now();
+  SafetensorsFile loaded = loadSafetensors(file);
+  double seconds = std::chrono::duration<double>(
+                       std::chrono::steady_clock::now() - start)
+                       .count();
+  ASSERT_EQ(loaded.tensors.size(), 100000u);
+  EXPECT_EQ(loaded.tensors[99999].first, "t99999"); // file order
+  EXPECT_LT(seconds, 20.0);
+}
+
+TEST_F(SafetensorsTest, RefusesMoreTensorsThanTheLimit) {
+  expectRefused(fileWithHeader(emptyTensors(kMaxSafetensorsTensors + 1)),
+                "the header describes more than 200000 tensors");
 }
 
 TEST_F(SafetensorsTest, RefusesBoolBytesOtherThanZeroAndOne) {
