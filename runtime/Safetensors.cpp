@@ -371,8 +371,8 @@ public:
   }
   bool key(string_t &key) override {
     if (!objectKeys_.back().insert(key).second) {
-      problem = fmt::format("the header has the key '{}' twice in one object",
-                            key);
+      problem =
+          fmt::format("the header has the key '{}' twice in one object", key);
       return false;
     }
     if (objectKeys_.size() == 1) {
@@ -416,8 +416,8 @@ json Loader::parseHeader(const std::string &text,
                          std::vector<std::string> &order) {
   HeaderKeys keys;
   if (!json::sax_parse(text, &keys)) {
-    fail("{}", keys.problem.empty() ? "the header is not valid JSON"
-                                    : keys.problem);
+    fail("{}",
+         keys.problem.empty() ? "the header is not valid JSON" : keys.problem);
   }
   order = std::move(keys.order);
   try {

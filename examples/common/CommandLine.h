@@ -38,7 +38,8 @@ T parseNumber(const std::string &flag, const char *text) {
 }
 
 /// "between 1 and 64", "at least 0", ... for an error message.
-template <typename T> std::string describeRange(T min, T max) {
+template <typename T>
+std::string describeRange(T min, T max) {
   bool low = min != std::numeric_limits<T>::lowest(),
        high = max != std::numeric_limits<T>::max();
   if (low && high) {

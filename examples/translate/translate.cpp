@@ -74,8 +74,8 @@ Options parseOptions(int argc, char **argv) {
   cl.strings = {{"--csv", &o.csv}, {"--data", &o.data}};
   cl.parse(argc, argv, kUsage);
   if (o.dModel % o.heads != 0) {
-    throw Error(fmt::format("--heads {} does not divide --d-model {}",
-                            o.heads, o.dModel));
+    throw Error(fmt::format("--heads {} does not divide --d-model {}", o.heads,
+                            o.dModel));
   }
   return o;
 }

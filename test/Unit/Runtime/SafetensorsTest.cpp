@@ -517,9 +517,9 @@ TEST_F(SafetensorsTest, LoadsManyTensorsInLinearTime) {
   writeBytes(file, fileWithHeader(emptyTensors(100000)));
   auto start = std::chrono::steady_clock::now();
   SafetensorsFile loaded = loadSafetensors(file);
-  double seconds = std::chrono::duration<double>(
-                       std::chrono::steady_clock::now() - start)
-                       .count();
+  double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
   ASSERT_EQ(loaded.tensors.size(), 100000u);
   EXPECT_EQ(loaded.tensors[99999].first, "t99999"); // file order
   EXPECT_LT(seconds, 20.0);
