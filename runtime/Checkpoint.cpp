@@ -13,12 +13,35 @@
 #include <fmt/format.h>
 
 #include <charconv>
+#include <cmath>
+#include <string_view>
 
 using namespace kiln;
 
 static constexpr const char *kFormat = "kiln-checkpoint";
 static constexpr const char *kVersion = "1";
 static constexpr std::string_view kOptimizerPrefix = "optimizer/";
+
+/// Adam's second moments: the state kiln-training-step names "<param>.v".
+static bool isSecondMoment(std::string_view stateName) {
+  return stateName.ends_with(".v");
+}
+
+/// The first element of an f32 `tensor` that is not finite, or (with
+/// `nonNegative`) is negative, described for an error message; empty when
+/// there is none.
+static std::string firstBadElement(const Tensor &tensor, bool nonNegative) {
+  if (!tensor.defined() || tensor.dtype() != DType::f32) {
+    return "";
+  }
+  const float *data = tensor.data<float>();
+  for (int64_t i = 0, n = tensor.numel(); i < n; ++i) {
+    if (!std::isfinite(data[i]) || (nonNegative && data[i] < 0.0f)) {
+      return fmt::format("{} at element {}", data[i], i);
+    }
+  }
+  return "";
+}
 
 void kiln::saveCheckpoint(const std::string &path,
                           const ParameterStore &parameters,
@@ -27,6 +50,23 @@ void kiln::saveCheckpoint(const std::string &path,
   if (state.step < 0) {
     throw Error(fmt::format("{}: cannot save a checkpoint at step {}", path,
                             state.step));
+  }
+  // A checkpoint is what a run resumes from: one holding NaN would replace
+  // the last good one with a run that cannot continue.
+  for (const auto &[name, tensor] : parameters.namedTensors()) {
+    if (std::string bad = firstBadElement(tensor, false); !bad.empty()) {
+      throw Error(fmt::format("{}: not saved: parameter '{}' holds {}; any "
+                              "earlier checkpoint there is kept",
+                              path, name, bad));
+    }
+  }
+  for (const auto &[name, tensor] : optimizerState.namedTensors()) {
+    if (std::string bad = firstBadElement(tensor, isSecondMoment(name));
+        !bad.empty()) {
+      throw Error(fmt::format("{}: not saved: optimizer state '{}' holds {}; "
+                              "any earlier checkpoint there is kept",
+                              path, name, bad));
+    }
   }
   NamedTensors tensors = parameters.namedTensors();
   for (auto &[name, tensor] : optimizerState.namedTensors()) {
@@ -98,6 +138,22 @@ TrainingState kiln::loadCheckpoint(const std::string &path,
       optimizer.emplace_back(name.substr(kOptimizerPrefix.size()), tensor);
     } else {
       weights.emplace_back(name, tensor);
+    }
+  }
+  // Values a run cannot continue from: non-finite parameters or state, or
+  // negative second moments (sqrt(v) is NaN on the first step).
+  for (const auto &[name, tensor] : weights) {
+    if (std::string bad = firstBadElement(tensor, false); !bad.empty()) {
+      throw fail(fmt::format("parameter '{}' holds {}", name, bad));
+    }
+  }
+  for (const auto &[name, tensor] :
+       optimizerState ? optimizer : NamedTensors{}) {
+    if (std::string bad = firstBadElement(tensor, isSecondMoment(name));
+        !bad.empty()) {
+      throw fail(fmt::format(
+          "optimizer state '{}' holds {}{}", name, bad,
+          isSecondMoment(name) ? " (second moments are finite and >= 0)" : ""));
     }
   }
   try {

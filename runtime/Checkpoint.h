@@ -32,7 +32,9 @@ struct TrainingState {
 };
 
 /// Writes `parameters`, `optimizerState` (may be empty) and `state` to
-/// `path` atomically.
+/// `path` atomically. Refuses (kiln::Error; the file at `path` stays as it
+/// was) parameters or state holding a value that is not finite, or a
+/// negative Adam second moment (state "<param>.v").
 void saveCheckpoint(const std::string &path, const ParameterStore &parameters,
                     const ParameterStore &optimizerState,
                     const TrainingState &state);
@@ -41,7 +43,8 @@ void saveCheckpoint(const std::string &path, const ParameterStore &parameters,
 /// (without it the optimizer tensors are skipped: enough to sample or
 /// evaluate). Throws kiln::Error naming the file and every problem (not a
 /// checkpoint, corrupt, missing or unexpected tensors, wrong shapes, bad
-/// metadata); then nothing was changed.
+/// metadata, values that are not finite, negative second moments); then
+/// nothing was changed.
 TrainingState loadCheckpoint(const std::string &path,
                              ParameterStore &parameters,
                              ParameterStore *optimizerState = nullptr);

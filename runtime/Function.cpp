@@ -11,7 +11,10 @@
 
 #include "runtime/Error.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <set>
@@ -134,6 +137,10 @@ DType parseDType(const LineReader &r, size_t i) {
 
 } // namespace
 
+/// ArgSpec::Require in the spec text, in the enum's order.
+static const std::string kRequireNames[] = {"-", "positive",
+                                            "finite-nonnegative"};
+
 std::string serialize(const FunctionSpec &spec) {
   checkToken(spec.name, "a function name");
   std::ostringstream os;
@@ -143,7 +150,9 @@ std::string serialize(const FunctionSpec &spec) {
     std::string kind = a.isParam ? "param" : a.isState ? "state" : "input";
     os << "arg " << a.name << " " << kind << " "
        << (a.isScalar ? "scalar" : name(a.dtype)) << " " << joinShape(a.shape)
-       << " " << a.idBound << " " << a.ignoredId << "\n";
+       << " " << a.idBound << " "
+       << (a.ignoredId ? std::to_string(*a.ignoredId) : "none") << " "
+       << kRequireNames[size_t(a.require)] << "\n";
   }
   for (const ResultSpec &r : spec.results) {
     os << "result " << joinShape(r.shape) << " " << r.updates << "\n";
@@ -172,7 +181,7 @@ FunctionSpec parseFunctionSpec(std::string_view text) {
   while (r.next()) {
     const std::string &k = r.keyword();
     if (k == "arg") {
-      r.expectWords(7);
+      r.expectWords(8);
       ArgSpec a;
       a.name = r.word(1);
       const std::string &kind = r.word(2);
@@ -187,7 +196,21 @@ FunctionSpec parseFunctionSpec(std::string_view text) {
       }
       a.shape = r.shape(4);
       a.idBound = r.integer(5);
-      a.ignoredId = r.integer(6);
+      if (r.word(6) != "none") {
+        a.ignoredId = r.integer(6);
+      }
+      auto require = std::find(std::begin(kRequireNames),
+                               std::end(kRequireNames), r.word(7));
+      if (require == std::end(kRequireNames)) {
+        r.fail("unknown requirement '" + r.word(7) + "'");
+      }
+      a.require = ArgSpec::Require(require - std::begin(kRequireNames));
+      if ((a.require == ArgSpec::Require::positive && !a.isScalar) ||
+          (a.require == ArgSpec::Require::finiteNonnegative &&
+           (a.isScalar || a.dtype != DType::f32))) {
+        r.fail("argument '" + a.name + "' cannot be required to be " +
+               r.word(7));
+      }
       spec.args.push_back(a);
     } else if (k == "result") {
       r.expectWords(3);
@@ -397,6 +420,10 @@ static void checkArguments(const FunctionSpec &spec,
                   (expected.isScalar ? "an i64 scalar" : "a tensor"));
     }
     if (arg.isScalar) {
+      if (expected.require == ArgSpec::Require::positive && arg.scalar < 1) {
+        throw Error("kiln: " + what + " must be at least 1, got " +
+                    std::to_string(arg.scalar));
+      }
       continue;
     }
     const Tensor &t = arg.tensor;
@@ -415,6 +442,16 @@ static void checkArguments(const FunctionSpec &spec,
       std::vector<int64_t> shown = expected.shape;
       throw Error("kiln: " + what + " must have shape " + formatShape(shown) +
                   " (-1: any size), got " + formatShape(t.shape()));
+    }
+    if (expected.require == ArgSpec::Require::finiteNonnegative) {
+      const float *data = t.data<float>();
+      for (int64_t e = 0, n = t.numel(); e < n; ++e) {
+        if (!(std::isfinite(data[e]) && data[e] >= 0.0f)) {
+          throw Error("kiln: " + what + " must be finite and >= 0, got " +
+                      fmt::format("{}", data[e]) + " at flat index " +
+                      std::to_string(e));
+        }
+      }
     }
     if (expected.idBound >= 0) {
       if (t.dtype() == DType::i64) {

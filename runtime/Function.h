@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -51,7 +52,13 @@ struct ArgSpec {
   DType dtype = DType::f32;   ///< Element type of a tensor argument.
   std::vector<int64_t> shape; ///< -1 for a dynamic size.
   int64_t idBound = -1;       ///< When >= 0: values must lie in [0, idBound).
-  int64_t ignoredId = INT64_MIN; ///< A value exempt from idBound.
+  std::optional<int64_t> ignoredId; ///< A value exempt from idBound.
+  /// What every call must pass (IR attribute kiln.require).
+  enum class Require {
+    any,
+    positive,          ///< an i64 scalar >= 1 (a training step's `step`)
+    finiteNonnegative, ///< an f32 tensor, every element finite and >= 0
+  } require = Require::any;
 };
 
 /// Sizes that must agree at run time.

@@ -21,6 +21,12 @@ constexpr llvm::StringLiteral kSerialKernelAttr = "kiln.serial";
 /// kiln-mark-in-place-arguments and kiln-drop-in-place-results act on it).
 constexpr llvm::StringLiteral kUpdatesAttrName = "kiln.updates";
 
+/// The argument attribute `kiln.require = "positive"` (an i64 scalar >= 1)
+/// or `"finite-nonnegative"` (an f32 tensor of finite values >= 0): a
+/// condition the runtime checks before every call (kiln-training-step sets
+/// it on `step` and `lr`).
+constexpr llvm::StringLiteral kRequireAttrName = "kiln.require";
+
 } // namespace mlir::kiln
 
 #endif // KILN_COMPILER_CODEGEN_COMMON_ATTRIBUTES_H

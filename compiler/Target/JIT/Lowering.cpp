@@ -418,6 +418,18 @@ static FunctionSpec readSpec(func::FuncOp func, bool inPlace) {
     auto kind = func.getArgAttrOfType<StringAttr>(i, "kiln.kind");
     arg.isParam = kind && kind.getValue() == "param";
     arg.isState = kind && kind.getValue() == "state";
+    if (auto require = func.getArgAttrOfType<StringAttr>(
+            i, mlir::kiln::kRequireAttrName)) {
+      if (require.getValue() == "positive") {
+        arg.require = ArgSpec::Require::positive;
+      } else if (require.getValue() == "finite-nonnegative") {
+        arg.require = ArgSpec::Require::finiteNonnegative;
+      } else {
+        throw Error("kiln: function '" + spec.name + "' argument #" +
+                    std::to_string(i) + " has an unknown kiln.require '" +
+                    require.getValue().str() + "'");
+      }
+    }
     if (auto tensor = dyn_cast<RankedTensorType>(type)) {
       arg.dtype = dtypeOf(tensor.getElementType());
       for (int64_t size : tensor.getShape()) {

@@ -15,6 +15,7 @@
 #include "mlir/IR/PatternMatch.h"
 
 #include <cmath>
+#include <limits>
 
 using namespace mlir;
 using namespace mlir::kiln;
@@ -1282,6 +1283,23 @@ LogicalResult AdamUpdateOp::inferReturnTypes(MLIRContext *,
   return inferCopies(loc, adaptor.getParam(), "param", 3, inferred);
 }
 
+/// Is `value` finite once rounded to f32 (the code computes in f32: 1e39
+/// is finite as a double, infinite as a float)?
+static bool isFiniteF32(double value) {
+  return std::isfinite(value) &&
+         std::abs(value) <= double(std::numeric_limits<float>::max());
+}
+
+/// A weight decay is finite in f32 and >= 0 (NaN would make every
+/// parameter NaN at the first step).
+static LogicalResult verifyWeightDecay(Operation *op, double decay) {
+  if (!(decay >= 0) || !isFiniteF32(decay)) {
+    return op->emitOpError("expects a finite 'weight_decay' >= 0, got ")
+           << decay;
+  }
+  return success();
+}
+
 LogicalResult AdamUpdateOp::verify() {
   Value others[] = {getGrad(), getM(), getV()};
   StringRef names[] = {"grad", "m", "v"};
@@ -1294,9 +1312,13 @@ LogicalResult AdamUpdateOp::verify() {
   if (!(b1 >= 0 && b1 < 1) || !(b2 >= 0 && b2 < 1)) {
     return emitOpError("expects betas in [0, 1), got ") << b1 << " and " << b2;
   }
-  if (!(getEps().convertToDouble() > 0)) {
-    return emitOpError("expects a positive 'eps', got ")
+  if (!(getEps().convertToDouble() > 0) ||
+      !isFiniteF32(getEps().convertToDouble())) {
+    return emitOpError("expects a positive, finite 'eps', got ")
            << getEps().convertToDouble();
+  }
+  if (failed(verifyWeightDecay(*this, getWeightDecay().convertToDouble()))) {
+    return failure();
   }
   return verifyScalars(*this, getLr(), getGuard());
 }
@@ -1316,6 +1338,9 @@ LogicalResult SgdUpdateOp::verify() {
   double momentum = getMomentum().convertToDouble();
   if (!(momentum >= 0 && momentum < 1)) {
     return emitOpError("expects 'momentum' in [0, 1), got ") << momentum;
+  }
+  if (failed(verifyWeightDecay(*this, getWeightDecay().convertToDouble()))) {
+    return failure();
   }
   return verifyScalars(*this, getLr(), getGuard());
 }

@@ -80,6 +80,13 @@ struct KilnTrainingStepPass
     auto scalar = RankedTensorType::get({}, builder.getF32Type());
     Value lr = addArgument(scalar, "input", "lr");
     Value stepNumber = addArgument(builder.getI64Type(), "input", "step");
+    // A NaN, infinite or negative rate, or a step below 1 (Adam's bias
+    // correction divides by 1 - beta^step), would make every parameter NaN:
+    // the runtime refuses them before the call.
+    step.setArgAttr(cast<BlockArgument>(lr).getArgNumber(), "kiln.require",
+                    builder.getStringAttr("finite-nonnegative"));
+    step.setArgAttr(cast<BlockArgument>(stepNumber).getArgNumber(),
+                    "kiln.require", builder.getStringAttr("positive"));
 
     // Clip, then update every parameter.
     builder.setInsertionPoint(ret);

@@ -765,6 +765,33 @@ func.func @adam_beta(%p: tensor<4xf32>, %lr: tensor<f32>, %t: i64) {
 
 // -----
 
+// A NaN weight decay (it made every parameter NaN at the first step).
+func.func @adam_decay(%p: tensor<4xf32>, %lr: tensor<f32>, %t: i64) {
+  // expected-error @+1 {{'kiln.adam_update' op expects a finite 'weight_decay' >= 0, got nan}}
+  %0:3 = kiln.adam_update %p, %p, %p, %p, %lr, %t {weight_decay = 0x7FF8000000000000 : f64} : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<f32>, i64) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
+  return
+}
+
+// -----
+
+// An epsilon that is infinite in f32.
+func.func @adam_eps(%p: tensor<4xf32>, %lr: tensor<f32>, %t: i64) {
+  // expected-error @+1 {{'kiln.adam_update' op expects a positive, finite 'eps', got 1.000000e+39}}
+  %0:3 = kiln.adam_update %p, %p, %p, %p, %lr, %t {eps = 1.0e39 : f64} : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<f32>, i64) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
+  return
+}
+
+// -----
+
+// A weight decay finite as a double, infinite as a float.
+func.func @sgd_decay(%p: tensor<4xf32>, %lr: tensor<f32>) {
+  // expected-error @+1 {{'kiln.sgd_update' op expects a finite 'weight_decay' >= 0, got 1.000000e+39}}
+  %0:2 = kiln.sgd_update %p, %p, %p, %lr {weight_decay = 1.0e39 : f64} : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<f32>) -> (tensor<4xf32>, tensor<4xf32>)
+  return
+}
+
+// -----
+
 // A finiteness guard per element.
 func.func @adam_guard(%p: tensor<4xf32>, %lr: tensor<f32>, %t: i64) {
   // expected-error @+1 {{'kiln.adam_update' op expects the 'if_finite' value to be a rank-0 tensor, got [4]}}

@@ -17,6 +17,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include <cstring>
 
 using namespace kiln;
@@ -223,6 +225,57 @@ TEST(Aot, TheCTrainingStepUpdatesTheCallersBuffersInPlace) {
   // The caller's buffers outlive the release (ASan would see a free).
   expectIdentical(mine[spec.results[1].updates],
                   theirs[spec.results[1].updates], "after release");
+}
+
+// The C training step refuses a step below 1 and a learning rate that is
+// not finite or is negative (each had made every parameter NaN and
+// returned success), and then leaves the caller's buffers as they were.
+TEST(Aot, TheCTrainingStepRefusesABadStepOrLearningRate) {
+  AotModule aot(tiny_gpt_model);
+  const FunctionSpec &spec = aot.spec("train_step");
+  ParameterStore params = aot.initParameters(5);
+  auto attempt = [&](int64_t step, float lr) {
+    std::vector<Tensor> mine;
+    for (const ArgSpec &a : spec.args) {
+      if (a.isScalar) {
+        mine.push_back(
+            Tensor::fromVector<int64_t>({}, {a.name == "step" ? step : 3}));
+      } else if (a.isParam) {
+        mine.push_back(params.get(a.name).clone());
+      } else if (a.isState) {
+        mine.push_back(Tensor::full(a.shape, 0.0f));
+      } else if (a.name == "lr") {
+        mine.push_back(Tensor::full({}, lr));
+      } else {
+        mine.push_back(randomIds({2, 8}, a.name == "idx" ? 4 : 5));
+      }
+    }
+    std::vector<kiln_tensor> args;
+    for (const Tensor &t : mine) {
+      args.push_back(cTensor(t));
+    }
+    std::vector<kiln_tensor> results(spec.results.size());
+    int status = tiny_gpt_train_step(args.data(), args.size(), results.data(),
+                                     results.size());
+    std::string error = status ? kiln_last_error() : "";
+    for (size_t i = 0; i < spec.args.size(); ++i) {
+      if (spec.args[i].isParam) {
+        expectIdentical(mine[i], params.get(spec.args[i].name),
+                        spec.args[i].name);
+      }
+    }
+    return error;
+  };
+  EXPECT_NE(attempt(0, 0.01f).find("'step' of 'train_step' must be at least "
+                                   "1, got 0"),
+            std::string::npos);
+  EXPECT_NE(attempt(-1, 0.01f).find("must be at least 1"), std::string::npos);
+  for (float lr : {NAN, INFINITY, -0.01f}) {
+    EXPECT_NE(attempt(1, lr).find("'lr' of 'train_step' must be finite and "
+                                  ">= 0"),
+              std::string::npos)
+        << lr;
+  }
 }
 
 class AotCheckpoint : public test::TempDirTest {};

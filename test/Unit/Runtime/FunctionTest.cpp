@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include <climits>
+#include <cmath>
 
 using namespace kiln;
 
@@ -85,8 +86,8 @@ TEST(Function, MalformedSpecsAreRefused) {
                     "expected 3 fields");
   // A result updating an argument in place: one that exists, is an f32
   // tensor of the result's shape, and no other result updates.
-  const std::string w = "function f\narg w param f32 [2] -1 0\n"
-                        "arg s input scalar [] -1 0\n";
+  const std::string w = "function f\narg w param f32 [2] -1 none -\n"
+                        "arg s input scalar [] -1 none -\n";
   EXPECT_KILN_ERROR(parseFunctionSpec(w + "result [2] 2\n"),
                     "updates no argument");
   EXPECT_KILN_ERROR(parseFunctionSpec(w + "result [2] -2\n"),
@@ -98,12 +99,26 @@ TEST(Function, MalformedSpecsAreRefused) {
   EXPECT_KILN_ERROR(parseFunctionSpec(w + "result [2] 0\nresult [2] 0\n"),
                     "two results update argument 'w'");
   EXPECT_EQ(parseFunctionSpec(w + "result [2] 0\n").results[0].updates, 0);
-  EXPECT_KILN_ERROR(parseFunctionSpec("function f\narg a input f32 [2] -1\n"),
-                    "expected 7 fields");
-  EXPECT_KILN_ERROR(parseFunctionSpec("function f\narg a input f64 [2] -1 0\n"),
-                    "unknown dtype 'f64'");
+  EXPECT_KILN_ERROR(parseFunctionSpec("function f\narg a input f32 [2] -1 0\n"),
+                    "expected 8 fields");
   EXPECT_KILN_ERROR(
-      parseFunctionSpec("function f\narg a input f32 [2] -1 0\ngroup -1 0:1\n"),
+      parseFunctionSpec("function f\narg a input f64 [2] -1 0 -\n"),
+      "unknown dtype 'f64'");
+  EXPECT_KILN_ERROR(
+      parseFunctionSpec("function f\narg a input f32 [2] -1 x -\n"),
+      "'x' is not an integer");
+  EXPECT_KILN_ERROR(
+      parseFunctionSpec("function f\narg a input f32 [2] -1 0 odd\n"),
+      "unknown requirement 'odd'");
+  EXPECT_KILN_ERROR(
+      parseFunctionSpec("function f\narg a input f32 [2] -1 0 positive\n"),
+      "argument 'a' cannot be required to be positive");
+  EXPECT_KILN_ERROR(parseFunctionSpec("function f\narg a input i64 [2] -1 0 "
+                                      "finite-nonnegative\n"),
+                    "cannot be required to be finite-nonnegative");
+  EXPECT_KILN_ERROR(
+      parseFunctionSpec(
+          "function f\narg a input f32 [2] -1 0 -\ngroup -1 0:1\n"),
       "'0:1' is not an argument dimension");
   EXPECT_KILN_ERROR(parseFunctionSpec("function f\nlimit 0 -1 8\n"),
                     "no such group");
@@ -134,6 +149,59 @@ TEST(Function, CallsAreCheckedBeforeTheCodeRuns) {
                     "holds 10 at flat index 1, outside [0, 10)");
   EXPECT_KILN_ERROR(fn.call({ids, table, table}), "must be an i64 scalar");
   EXPECT_EQ(calls, 1);
+}
+
+// A training step's step and learning rate: step >= 1, lr finite and >= 0
+// (kiln.require), checked before the code runs.
+TEST(Function, RequiredValuesAreCheckedBeforeTheCodeRuns) {
+  FunctionSpec spec;
+  spec.name = "train_step";
+  ArgSpec lr;
+  lr.name = "lr";
+  lr.require = ArgSpec::Require::finiteNonnegative;
+  ArgSpec step;
+  step.name = "step";
+  step.isScalar = true;
+  step.require = ArgSpec::Require::positive;
+  spec.args = {lr, step};
+  spec = parseFunctionSpec(serialize(spec)); // the text keeps them
+  CompiledFunction fn(spec, &countingFunction);
+  calls = 0;
+  fn.call({Tensor::full({}, 0.0f), int64_t(1)});
+  fn.call({Tensor::full({}, 3e-4f), int64_t(INT64_MAX)});
+  EXPECT_EQ(calls, 2);
+  EXPECT_KILN_ERROR(fn.call({Tensor::full({}, 1e-3f), int64_t(0)}),
+                    "'step' of 'train_step' must be at least 1, got 0");
+  EXPECT_KILN_ERROR(fn.call({Tensor::full({}, 1e-3f), int64_t(-1)}),
+                    "must be at least 1, got -1");
+  for (float bad : {NAN, INFINITY, -INFINITY, -1e-3f}) {
+    EXPECT_KILN_ERROR(fn.call({Tensor::full({}, bad), int64_t(1)}),
+                      "'lr' of 'train_step' must be finite and >= 0");
+  }
+  EXPECT_EQ(calls, 2);
+}
+
+// Without an ignore_index every id is bounds-checked, INT64_MIN included
+// (it had been the "none" sentinel, and passed as id 0).
+TEST(Function, EveryIdIsCheckedWithoutAnIgnoredId) {
+  FunctionSpec spec = decodeSpec();
+  spec = parseFunctionSpec(serialize(spec));
+  ASSERT_FALSE(spec.args[0].ignoredId);
+  CompiledFunction fn(spec, &countingFunction);
+  Tensor table = Tensor::zeros({8, 4}, DType::f32);
+  Tensor ids = Tensor::fromVector<int64_t>({1, 2}, {3, INT64_MIN});
+  EXPECT_KILN_ERROR(fn.call({ids, int64_t(0), table}),
+                    "holds -9223372036854775808 at flat index 1");
+  // With one, that value (and only it) passes.
+  spec.args[0].ignoredId = INT64_MIN;
+  CompiledFunction ignoring(parseFunctionSpec(serialize(spec)),
+                            &countingFunction);
+  calls = 0;
+  ignoring.call({ids, int64_t(0), table});
+  EXPECT_EQ(calls, 1);
+  EXPECT_KILN_ERROR(ignoring.call({Tensor::fromVector<int64_t>({1, 1}, {-1}),
+                                   int64_t(0), table}),
+                    "holds -1 at flat index 0");
 }
 
 TEST(Function, AnAotModelForAnotherInterfaceIsRefused) {

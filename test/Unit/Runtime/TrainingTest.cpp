@@ -255,6 +255,95 @@ TEST_F(TrainingTest, RefusesBadCheckpointsAndChangesNothing) {
   unchanged();
 }
 
+// A checkpoint that a run cannot continue from is refused on load: values
+// that are not finite, and negative Adam second moments (one had loaded,
+// the first resumed step made every parameter NaN, and the run then saved
+// those over the checkpoint).
+TEST_F(TrainingTest, RefusesCheckpointsARunCannotContinueFrom) {
+  Problem b;
+  std::vector<float> w = values(b.parameters.get("w"));
+  // w [4] with element 1 = `weight`, moments w.m and w.v [4] with element 2
+  // = `m` and `v`.
+  auto write = [&](const std::string &name, float weight, float m, float v) {
+    NamedTensors tensors = {
+        {"w", Tensor::fromVector<float>({4}, {0.5f, weight, 1.0f, 2.0f})},
+        {"optimizer/w.m", Tensor::fromVector<float>({4}, {0, 0, m, 0})},
+        {"optimizer/w.v", Tensor::fromVector<float>({4}, {0, 0, v, 0})}};
+    saveSafetensors(path(name), tensors,
+                    {{"format", "kiln-checkpoint"},
+                     {"format_version", "1"},
+                     {"step", "3"}});
+    return path(name);
+  };
+  ParameterStore adam;
+  adam.add("w.m", Tensor::zeros({4}, DType::f32));
+  adam.add("w.v", Tensor::zeros({4}, DType::f32));
+  EXPECT_KILN_ERROR(
+      loadCheckpoint(write("negative.safetensors", 1.0f, 0.0f, -1e-3f),
+                     b.parameters, &adam),
+      "optimizer state 'w.v' holds -0.001 at element 2 (second moments are "
+      "finite and >= 0)");
+  EXPECT_KILN_ERROR(loadCheckpoint(write("nan.safetensors", 1.0f, NAN, 0.0f),
+                                   b.parameters, &adam),
+                    "optimizer state 'w.m' holds nan at element 2");
+  EXPECT_KILN_ERROR(
+      loadCheckpoint(write("inf.safetensors", INFINITY, 0.0f, 0.0f),
+                     b.parameters, &adam),
+      "parameter 'w' holds inf at element 1");
+  EXPECT_EQ(values(b.parameters.get("w")), w);
+  EXPECT_EQ(adam.get("w.v").toVector<float>()[2], 0.0f);
+  // A negative first moment is a value like any other.
+  loadCheckpoint(write("fine.safetensors", 1.0f, -1e-3f, 1e-3f), b.parameters,
+                 &adam);
+  EXPECT_EQ(adam.get("w.m").toVector<float>()[2], -1e-3f);
+}
+
+// No checkpoint is ever written from values that are not finite: the save
+// is refused and the previous file stays as it was.
+TEST_F(TrainingTest, NeverSavesValuesThatAreNotFinite) {
+  Problem a;
+  TrainingState state;
+  state.step = 1;
+  std::string file = path("c.safetensors");
+  saveCheckpoint(file, a.parameters, a.state, state);
+  std::string before = readText(file);
+  a.parameters.get("w").data<float>()[3] = NAN;
+  EXPECT_KILN_ERROR(saveCheckpoint(file, a.parameters, a.state, state),
+                    "not saved: parameter 'w' holds nan at element 3; any "
+                    "earlier checkpoint there is kept");
+  EXPECT_EQ(readText(file), before);
+  a.parameters.get("w").data<float>()[3] = 1.0f;
+  a.state.get("w.momentum").data<float>()[0] = -INFINITY;
+  EXPECT_KILN_ERROR(saveCheckpoint(file, a.parameters, a.state, state),
+                    "optimizer state 'w.momentum' holds -inf at element 0");
+  EXPECT_EQ(readText(file), before);
+}
+
+// A run whose parameters turn NaN while its loss is still finite stops at
+// its next checkpoint with the previous one intact.
+TEST_F(TrainingTest, ARunThatDivergesKeepsItsLastCheckpoint) {
+  Problem p;
+  TrainingOptions options;
+  options.steps = 6;
+  options.checkpointPath = path("run.safetensors");
+  options.checkpointEvery = 2;
+  options.schedule = LrSchedule::constant(0.01);
+  options.out = nullptr;
+  TrainingHooks hooks = p.hooks();
+  hooks.step = [&](int64_t step, float lr) {
+    float loss = p.step(lr);
+    if (step == 3) {
+      p.parameters.get("w").data<float>()[0] = NAN;
+    }
+    return loss;
+  };
+  EXPECT_KILN_ERROR(runTraining(options, hooks),
+                    "not saved: parameter 'w' holds nan");
+  Problem q;
+  EXPECT_EQ(loadCheckpoint(options.checkpointPath, q.parameters, &q.state).step,
+            2);
+}
+
 //===----------------------------------------------------------------------===//
 // The loop
 //===----------------------------------------------------------------------===//
