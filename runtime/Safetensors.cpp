@@ -15,7 +15,6 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <atomic>
 #include <bit>
 #include <cerrno>
 #include <cstring>
@@ -26,6 +25,7 @@
 #include <tuple>
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -207,25 +207,37 @@ void kiln::saveSafetensors(const std::string &path, const NamedTensors &tensors,
   // touched.
   std::string header = buildHeader(path, tensors, metadata);
 
-  // A process-wide counter keeps two saves of one path from sharing their
-  // temporary file.
-  static std::atomic<uint64_t> counter{0};
-  std::string temporary =
-      fmt::format("{}.tmp.{}.{}", path, ::getpid(), counter++);
-
-  FileDescriptor file(
-      ::open(temporary.c_str(),
-             O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644));
+  // One temporary file per destination, "<path>.tmp": a save killed part
+  // way leaves it behind, and the next save of that path reuses it (unique
+  // names had piled up, one full-size file per killed save). An exclusive
+  // lock keeps two saves of one path, from any processes or threads, from
+  // writing it at once.
+  std::string temporary = path + ".tmp";
+  FileDescriptor file(::open(
+      temporary.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644));
   if (file.get() < 0) {
     throw Error(fmt::format("{}: cannot save: cannot create '{}': {}", path,
                             temporary, lastError()));
   }
+  // Locked, and still the file at that name (not one another save renamed
+  // over `path` after this one opened it).
+  struct stat opened, named;
+  if (::flock(file.get(), LOCK_EX | LOCK_NB) != 0 ||
+      ::fstat(file.get(), &opened) != 0 ||
+      ::stat(temporary.c_str(), &named) != 0 || opened.st_dev != named.st_dev ||
+      opened.st_ino != named.st_ino) {
+    throw Error(fmt::format("{}: cannot save: another save of it is in "
+                            "progress (it holds '{}')",
+                            path, temporary));
+  }
+  if (::ftruncate(file.get(), 0) != 0) {
+    throw Error(fmt::format("{}: cannot save: cannot truncate '{}': {}", path,
+                            temporary, lastError()));
+  }
   auto fail = [&](const char *step) {
     std::string reason = lastError();
-    if (file.get() >= 0) {
-      file.close();
-    }
-    ::unlink(temporary.c_str());
+    ::unlink(temporary.c_str()); // while it is still locked: ours
+    file.close();
     throw Error(fmt::format("{}: cannot save: {} '{}': {}", path, step,
                             temporary, reason));
   };
@@ -247,15 +259,11 @@ void kiln::saveSafetensors(const std::string &path, const NamedTensors &tensors,
   if (::fsync(file.get()) != 0) {
     fail("cannot sync");
   }
-  if (!file.close()) {
-    fail("cannot close");
-  }
+  // Renamed while still locked (closing releases the lock).
   if (::rename(temporary.c_str(), path.c_str()) != 0) {
-    std::string reason = lastError();
-    ::unlink(temporary.c_str());
-    throw Error(fmt::format("{}: cannot save: cannot rename '{}' over it: {}",
-                            path, temporary, reason));
+    fail("cannot rename over it");
   }
+  file.close(); // synced: close has nothing left to report
 
   // Make the rename itself durable (best effort: some file systems refuse to
   // sync a directory).

@@ -43,8 +43,10 @@ struct SafetensorsFile {
 };
 
 /// Writes `tensors` (data in the given order) and `metadata` to `path`.
-/// Atomic: the file is written to a temporary file next to `path`, synced,
-/// then renamed over `path`, so a failure leaves any existing file intact.
+/// Atomic: the file is written to the temporary file `path`.tmp (locked:
+/// a second save of `path` at once is refused), synced, then renamed over
+/// `path`, so a failure leaves any existing file intact; a save killed part
+/// way leaves `path`.tmp, which the next save of `path` reuses.
 /// Throws kiln::Error naming `path` for a duplicate, reserved
 /// ("__metadata__") or non-UTF-8 name, an undefined tensor, or an I/O error.
 void saveSafetensors(const std::string &path, const NamedTensors &tensors,

@@ -210,12 +210,27 @@ void kiln::registerKilnPipelines() {
   registerKilnPipelinesPasses();
   registerKilnCodegenCPUPasses();
   registerKilnCodegenCommonPasses();
-  PassPipelineRegistration<GpuPipelineOptions>(
+  // Registered by hand (not PassPipelineRegistration) so that a chip that
+  // is no NVIDIA architecture is an error, not a crash in nvvm-attach-target.
+  registerPassPipeline(
       "kiln-to-gpu",
       "Lower kiln to GPU kernels compiled to PTX, with host code that "
       "launches them (NVIDIA)",
-      [](OpPassManager &pm, const GpuPipelineOptions &options) {
-        (void)addPipeline(pm, kilnToGpuPipeline(options.chip));
+      [](OpPassManager &pm, StringRef text,
+         function_ref<LogicalResult(const Twine &)> errorHandler) {
+        GpuPipelineOptions options;
+        if (failed(options.parseFromString(text))) {
+          return failure();
+        }
+        if (!isGpuChip(options.chip)) {
+          return errorHandler("kiln-to-gpu: chip '" + options.chip +
+                              "' is not an NVIDIA GPU architecture (sm_80, "
+                              "sm_90, ...)");
+        }
+        return addPipeline(pm, kilnToGpuPipeline(options.chip));
+      },
+      [](function_ref<void(const detail::PassOptions &)> optHandler) {
+        optHandler(GpuPipelineOptions());
       });
   PassPipelineRegistration<>(
       "kiln-to-linalg", "Lower kiln to linalg on tensors",

@@ -38,9 +38,13 @@ struct AotResult {
   double codegenSeconds = 0;  ///< LLVM optimization and code generation
 };
 
+/// Whether paths `a` and `b` name one file (existing or not).
+bool sameFile(const std::string &a, const std::string &b);
+
 /// Compiles kiln IR `source` (`what` names it in errors) to `objectPath`
-/// (an archive when it ends in ".a") and writes the header to `headerPath`.
-/// Nothing is written unless everything succeeds. Throws kiln::Error.
+/// (an archive when it ends in ".a") and writes the header to `headerPath`
+/// (another file). Nothing is written unless everything succeeds, the
+/// header included. Throws kiln::Error.
 AotResult compileAheadOfTime(const std::string &source, const std::string &what,
                              const AotOptions &options,
                              const std::string &objectPath,

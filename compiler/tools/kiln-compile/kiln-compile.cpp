@@ -56,6 +56,20 @@ int main(int argc, char **argv) {
   cl::ParseCommandLineOptions(argc, argv,
                               "Kiln ahead-of-time compiler: kiln IR to an "
                               "object file and a C header\n");
+  if (gpu.getNumOccurrences() > 0 && gpu.empty()) {
+    fmt::print(stderr, "kiln-compile: --gpu needs an NVIDIA GPU architecture "
+                       "(sm_80, sm_90, ...); leave it out for the CPU\n");
+    return 1;
+  }
+  for (const cl::opt<std::string> *written : {&output, &header}) {
+    if (input != "-" && kiln::sameFile(input, *written)) {
+      fmt::print(stderr,
+                 "kiln-compile: -{} '{}' names the input: it would be "
+                 "overwritten\n",
+                 written == &output ? "o" : "-header", written->getValue());
+      return 1;
+    }
+  }
   auto buffer = MemoryBuffer::getFileOrSTDIN(input);
   if (!buffer) {
     fmt::print(stderr, "kiln-compile: cannot read '{}': {}\n", input.getValue(),

@@ -14,6 +14,8 @@
 #include <fstream>
 #include <iterator>
 
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -317,6 +319,38 @@ TEST_F(SafetensorsTest, FailedWriteKeepsTheOldFile) {
 
   EXPECT_EQ(readBytes(file), before);
   EXPECT_EQ(listing(), std::vector<std::string>{"ckpt.safetensors"});
+}
+
+// A save killed part way leaves "<path>.tmp"; the next save of that path
+// reuses it, so killed saves do not pile up (they had left one full-size
+// file each).
+TEST_F(SafetensorsTest, TheNextSaveReusesAKilledSavesTemporaryFile) {
+  std::string file = path("ckpt.safetensors");
+  {
+    std::ofstream left(file + ".tmp", std::ios::binary);
+    left << std::string(100000, 'x'); // what a killed save left
+  }
+  saveSafetensors(file, {{"a", Tensor::full({3}, 1.0f)}});
+  EXPECT_EQ(listing(), std::vector<std::string>{"ckpt.safetensors"});
+  EXPECT_EQ(loadSafetensors(file).tensors.size(), 1u);
+}
+
+// Two saves of one path at once: the second is refused and neither the
+// file nor the first save's temporary file is touched.
+TEST_F(SafetensorsTest, ASecondSaveOfOnePathAtOnceIsRefused) {
+  std::string file = path("ckpt.safetensors");
+  saveSafetensors(file, {{"a", Tensor::full({3}, 1.0f)}});
+  Bytes before = readBytes(file);
+  int fd = ::open((file + ".tmp").c_str(), O_WRONLY | O_CREAT, 0644);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::write(fd, "partial", 7), 7);
+  ASSERT_EQ(::flock(fd, LOCK_EX), 0); // a save in progress
+  EXPECT_KILN_ERROR(saveSafetensors(file, {{"b", Tensor::full({2}, 2.0f)}}),
+                    "cannot save: another save of it is in progress");
+  EXPECT_EQ(readBytes(file), before);
+  EXPECT_EQ(readBytes(file + ".tmp"),
+            (Bytes{'p', 'a', 'r', 't', 'i', 'a', 'l'}));
+  ::close(fd);
 }
 
 //===----------------------------------------------------------------------===//
