@@ -93,9 +93,10 @@ static bool parseInteger(const std::string &text, T &out) {
   return !text.empty() && ec == std::errc() && ptr == end;
 }
 
-TrainingState kiln::loadCheckpoint(const std::string &path,
-                                   ParameterStore &parameters,
-                                   ParameterStore *optimizerState) {
+TrainingState
+kiln::loadCheckpoint(const std::string &path, ParameterStore &parameters,
+                     ParameterStore *optimizerState,
+                     const std::map<std::string, std::string> *expectedInfo) {
   SafetensorsFile file = loadSafetensors(path);
   auto fail = [&](const std::string &why) -> Error {
     return Error(
@@ -130,6 +131,14 @@ TrainingState kiln::loadCheckpoint(const std::string &path,
       state.rngs[key.substr(4)] = rng;
     } else if (key.starts_with("info.")) {
       state.info[key.substr(5)] = value;
+    }
+  }
+  for (const auto &[key, value] :
+       expectedInfo ? *expectedInfo : std::map<std::string, std::string>{}) {
+    auto saved = state.info.find(key);
+    if (saved != state.info.end() && saved->second != value) {
+      throw fail(fmt::format("it was saved with {} = '{}', this run has '{}'",
+                             key, saved->second, value));
     }
   }
   NamedTensors weights, optimizer;

@@ -43,11 +43,13 @@ void saveCheckpoint(const std::string &path, const ParameterStore &parameters,
 /// (without it the optimizer tensors are skipped: enough to sample or
 /// evaluate). Throws kiln::Error naming the file and every problem (not a
 /// checkpoint, corrupt, missing or unexpected tensors, wrong shapes, bad
-/// metadata, values that are not finite, negative second moments); then
-/// nothing was changed.
-TrainingState loadCheckpoint(const std::string &path,
-                             ParameterStore &parameters,
-                             ParameterStore *optimizerState = nullptr);
+/// metadata, values that are not finite, negative second moments, an info
+/// entry whose value differs from the one `expectedInfo` has for that key);
+/// then nothing was changed.
+TrainingState loadCheckpoint(
+    const std::string &path, ParameterStore &parameters,
+    ParameterStore *optimizerState = nullptr,
+    const std::map<std::string, std::string> *expectedInfo = nullptr);
 
 } // namespace kiln
 

@@ -10,8 +10,10 @@
 
 #include <fmt/format.h>
 
+#include <cerrno>
 #include <charconv>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <sstream>
 
@@ -87,12 +89,32 @@ TrainingLog::TrainingLog(int64_t totalSteps, int64_t tokensPerStep,
   }
   std::string kept = resumeFrom > 0 ? keptRows(csvPath, resumeFrom)
                                     : std::string(kCsvHeader) + "\n";
+  csvPath_ = csvPath;
   csv_.open(csvPath, std::ios::trunc);
   if (!csv_) {
     throw Error(fmt::format("{}: cannot write the training log", csvPath));
   }
   csv_ << kept;
+  flushCsv();
+}
+
+void TrainingLog::flushCsv() {
   csv_.flush();
+  if (!csv_) {
+    std::string reason = std::strerror(errno);
+    csv_.close(); // nothing more goes to a log that lost rows
+    throw Error(fmt::format("{}: cannot write the training log ({}); rows "
+                            "were lost, the run stops",
+                            csvPath_, reason));
+  }
+}
+
+void TrainingLog::finish() {
+  if (pendingStep_ && csv_.is_open()) {
+    csv_ << pendingRow_ << ",\n";
+    pendingStep_.reset();
+    flushCsv();
+  }
 }
 
 TrainingLog::~TrainingLog() {
@@ -123,6 +145,7 @@ void TrainingLog::step(int64_t step, double loss, double lr) {
   if (csv_.is_open()) {
     if (pendingStep_) {
       csv_ << pendingRow_ << ",\n";
+      flushCsv();
     }
     pendingStep_ = step;
     pendingRow_ = fmt::format("{},{:.6g},{:.6g},{:.1f},{:.3f}", step, loss, lr,
@@ -174,7 +197,7 @@ void TrainingLog::evaluation(int64_t step, double valLoss) {
     } else {
       csv_ << fmt::format("{},,,,{:.3f},{:.6g}\n", step, elapsed(), valLoss);
     }
-    csv_.flush();
+    flushCsv();
   }
   note(fmt::format("step {}: validation loss {:.4f}", step, valLoss));
 }
@@ -242,8 +265,9 @@ static void saveRun(const TrainingOptions &options, const TrainingHooks &hooks,
 
 static int64_t resumeRun(const TrainingOptions &options,
                          const TrainingHooks &hooks) {
-  TrainingState state = loadCheckpoint(options.checkpointPath,
-                                       *hooks.parameters, hooks.optimizerState);
+  TrainingState state =
+      loadCheckpoint(options.checkpointPath, *hooks.parameters,
+                     hooks.optimizerState, &hooks.info);
   for (const auto &[name, rng] : hooks.rngs) {
     auto it = state.rngs.find(name);
     if (it == state.rngs.end()) {
@@ -293,6 +317,7 @@ TrainingResult kiln::runTraining(const TrainingOptions &options,
       saveRun(options, hooks, step);
     }
   }
+  log.finish();
   result.seconds = log.elapsed();
   return result;
 }

@@ -50,9 +50,14 @@ public:
   void note(const std::string &line);
   /// Seconds since the log was created.
   double elapsed() const;
+  /// Writes the last row and checks that the whole log reached the file.
+  void finish();
 
 private:
   void endProgressLine();
+  /// Flushes the CSV log; throws kiln::Error when it did not reach the file
+  /// (a full disk), naming it.
+  void flushCsv();
 
   int64_t totalSteps_, tokensPerStep_, printEvery_, firstStep_;
   std::FILE *out_;
@@ -65,6 +70,7 @@ private:
   int64_t lossCount_ = 0;
   std::optional<int64_t> pendingStep_;
   std::string pendingRow_;
+  std::string csvPath_;
 };
 
 struct TrainingOptions {
@@ -101,7 +107,9 @@ struct TrainingHooks {
   std::map<std::string, Rng *> rngs;
   /// Told the step a resumed run continues from (the optimizer's count).
   std::function<void(int64_t step)> restoreStep;
-  /// Stored in the checkpoints' metadata.
+  /// Stored in the checkpoints' metadata. On resume, a checkpoint that
+  /// records one of these keys with another value is refused (the model's
+  /// configuration, its vocabulary: same tensor shapes, another model).
   std::map<std::string, std::string> info;
 };
 
@@ -116,7 +124,8 @@ struct TrainingResult {
 };
 
 /// Runs steps resumedFrom+1 .. options.steps. Throws kiln::Error for bad
-/// options or hooks, an unusable checkpoint, and what hooks.step throws.
+/// options or hooks, an unusable checkpoint, a CSV log that cannot be
+/// written (a full disk), and what hooks.step throws.
 TrainingResult runTraining(const TrainingOptions &options,
                            const TrainingHooks &hooks);
 

@@ -7,6 +7,11 @@
 // RUN: kiln-example-shakespeare --steps 30 --batch 4 --context 16 --d-model 32 --layers 1 --heads 2 --warmup 5 --eval-every 10 --eval-batches 2 --sample 0 --checkpoint %t/ckpt.safetensors --csv %t/log.csv --resume | FileCheck %s --check-prefix=RESUME
 // RUN: wc -l < %t/log.csv | FileCheck %s --check-prefix=ROWS30
 // RUN: kiln-example-shakespeare --sample-only --sample 30 --temperature 0 --checkpoint %t/ckpt.safetensors | FileCheck %s --check-prefix=SAMPLE
+// Same tensor shapes, another model: other heads, or a corpus whose
+// alphabet has the same size but other characters.
+// RUN: not kiln-example-shakespeare --steps 40 --batch 4 --context 16 --d-model 32 --layers 1 --heads 4 --eval-every 10 --eval-batches 2 --sample 0 --checkpoint %t/ckpt.safetensors --resume 2>&1 | FileCheck %s --check-prefix=HEADS
+// RUN: tr 'a' '~' < %kiln_src/examples/data/tinyshakespeare.txt > %t/other.txt
+// RUN: not kiln-example-shakespeare --sample-only --data %t/other.txt --checkpoint %t/ckpt.safetensors 2>&1 | FileCheck %s --check-prefix=VOCAB
 // RUN: printf 'garbage' > %t/bad.safetensors
 // RUN: not kiln-example-shakespeare --sample-only --checkpoint %t/bad.safetensors 2>&1 | FileCheck %s --check-prefix=BAD
 // RUN: not kiln-example-shakespeare --steps x 2>&1 | FileCheck %s --check-prefix=FLAG
@@ -31,6 +36,8 @@
 // RESUME: step 30: validation loss
 // ROWS30: 31
 
+// HEADS: error: {{.*}}ckpt.safetensors: not a usable Kiln checkpoint: it was saved with heads = '2', this run has '4'
+// VOCAB: error: {{.*}}ckpt.safetensors: not a usable Kiln checkpoint: it was saved with vocab = '{{[0-9a-f]+}}', this run has '{{[0-9a-f]+}}'
 // SAMPLE: loaded {{.*}}ckpt.safetensors
 // SAMPLE: --- sample (temperature 0, top-k 0) ---
 // BAD: error: {{.*}}bad.safetensors

@@ -450,6 +450,44 @@ TEST_F(TrainingTest, ResumeContinuesBitForBit) {
   EXPECT_TRUE(runTraining(options, third.hooks()).losses.empty());
 }
 
+// A CSV log that cannot be written (a full disk) stops the run with an
+// error naming it; it had dropped rows and the run exited 0.
+TEST_F(TrainingTest, ACsvLogThatCannotBeWrittenStopsTheRun) {
+  TrainingOptions options;
+  options.steps = 5;
+  options.out = nullptr;
+  options.csvPath = "/dev/full"; // every write fails with ENOSPC
+  Problem p;
+  EXPECT_KILN_ERROR(runTraining(options, p.hooks()),
+                    "/dev/full: cannot write the training log (No space left "
+                    "on device)");
+}
+
+// Resuming with a setting the checkpoint recorded otherwise (same tensor
+// shapes, another model) is refused before anything changes.
+TEST_F(TrainingTest, ResumeRefusesACheckpointOfOtherSettings) {
+  TrainingOptions options;
+  options.steps = 4;
+  options.checkpointPath = path("ckpt.safetensors");
+  options.out = nullptr;
+  Problem first;
+  runTraining(options, first.hooks()); // info: model = least-squares
+  options.steps = 8;
+  options.resume = true;
+  Problem second;
+  std::vector<float> w = values(second.parameters.get("w"));
+  TrainingHooks hooks = second.hooks();
+  hooks.info["model"] = "least-cubes";
+  EXPECT_KILN_ERROR(runTraining(options, hooks),
+                    "it was saved with model = 'least-squares', this run has "
+                    "'least-cubes'");
+  EXPECT_EQ(values(second.parameters.get("w")), w);
+  // A key the checkpoint does not record is no conflict.
+  hooks.info["model"] = "least-squares";
+  hooks.info["new"] = "x";
+  EXPECT_EQ(runTraining(options, hooks).resumedFrom, 4);
+}
+
 TEST_F(TrainingTest, RefusesBadOptions) {
   Problem p;
   TrainingOptions options;
