@@ -116,6 +116,7 @@ public:
   /// Fills the groups and position limits of `spec`.
   void build(FunctionSpec &spec) {
     func.walk([&](Operation *op) { visit(op, spec); });
+    uniteConcatenatedParts();
     // Group argument dims by class.
     std::map<DimKey, size_t> groupOf;
     for (auto [index, arg] : llvm::enumerate(func.getArguments())) {
@@ -142,6 +143,34 @@ public:
   }
 
 private:
+  /// Two concatenations whose results must be equally long along their
+  /// axes (a decoder's key and value caches, each the past plus the new
+  /// positions, read together by attention): their parts must be too, one
+  /// by one. A sum has no dimension of its own to check; without this, a
+  /// key cache longer than the value cache passed and attention read past
+  /// the end of the values.
+  void uniteConcatenatedParts() {
+    for (bool changed = true; changed;) {
+      changed = false;
+      for (auto [a, axisA] : concats) {
+        for (auto [b, axisB] : concats) {
+          if (a == b || a.getInputs().size() != b.getInputs().size() ||
+              classes.getOrInsertLeaderValue(key(a.getResult(), axisA)) !=
+                  classes.getOrInsertLeaderValue(key(b.getResult(), axisB))) {
+            continue;
+          }
+          for (auto [x, y] : llvm::zip(a.getInputs(), b.getInputs())) {
+            if (classes.getOrInsertLeaderValue(key(x, axisA)) !=
+                classes.getOrInsertLeaderValue(key(y, axisB))) {
+              unite(x, axisA, y, axisB);
+              changed = true;
+            }
+          }
+        }
+      }
+    }
+  }
+
   DimKey key(Value v, int64_t d) {
     DimKey k{v.getAsOpaquePointer(), d};
     classes.insert(k);
@@ -205,11 +234,21 @@ private:
     } else if (isa<ReluOp, TanhOp, ExpOp, LogOp, GeluOp, ScaleOp, DropoutOp,
                    SoftmaxOp, LogSoftmaxOp, LayerNormOp, FeedForwardOp>(op)) {
       uniteAll(result, op->getOperand(0));
+      int64_t rank = cast<RankedTensorType>(result.getType()).getRank();
       if (auto ffn = dyn_cast<FeedForwardOp>(op)) {
-        auto w1 = cast<RankedTensorType>(ffn.getW1().getType());
-        int64_t rank = cast<RankedTensorType>(result.getType()).getRank();
+        // w1 [d_ff, d], w2 [d, d_ff], b1 [d_ff], b2 [d].
         unite(ffn.getInput(), rank - 1, ffn.getW1(), 1);
-        (void)w1;
+        unite(ffn.getInput(), rank - 1, ffn.getW2(), 0);
+        unite(ffn.getW1(), 0, ffn.getW2(), 1);
+        if (Value b1 = ffn.getB1()) {
+          unite(b1, 0, ffn.getW1(), 0);
+        }
+        if (Value b2 = ffn.getB2()) {
+          unite(b2, 0, ffn.getW2(), 0);
+        }
+      } else if (auto ln = dyn_cast<LayerNormOp>(op)) {
+        unite(ln.getInput(), rank - 1, ln.getGamma(), 0);
+        unite(ln.getInput(), rank - 1, ln.getBeta(), 0);
       }
     } else if (auto emb = dyn_cast<EmbeddingOp>(op)) {
       int64_t rank = cast<RankedTensorType>(emb.getIds().getType()).getRank();
@@ -247,6 +286,9 @@ private:
       }
       unite(lin.getInput(), rank - 1, lin.getWeight(), 1);
       unite(result, rank - 1, lin.getWeight(), 0);
+      if (Value bias = lin.getBias()) {
+        unite(bias, 0, lin.getWeight(), 0);
+      }
     } else if (auto mm = dyn_cast<MatmulOp>(op)) {
       int64_t rank = cast<RankedTensorType>(result.getType()).getRank();
       for (int64_t d = 0; d + 2 < rank; ++d) {
@@ -266,6 +308,125 @@ private:
       if (Value mask = mha.getKeyPaddingMask()) {
         unite(mask, 0, mha.getQuery(), 0);
         unite(mask, 1, mha.getKeyValue(), 1);
+      }
+      // wq, wo [dim, dim]; wk, wv [dim, kv_dim]; biases [dim].
+      Value query = mha.getQuery(), kv = mha.getKeyValue();
+      for (Value w : {mha.getWq(), mha.getWk(), mha.getWv(), mha.getWo()}) {
+        unite(w, 0, query, 2);
+      }
+      unite(mha.getWq(), 1, query, 2);
+      unite(mha.getWo(), 1, query, 2);
+      unite(mha.getWk(), 1, kv, 2);
+      unite(mha.getWv(), 1, kv, 2);
+      for (Value bias : {mha.getBq(), mha.getBk(), mha.getBv(), mha.getBo()}) {
+        if (bias) {
+          unite(bias, 0, query, 2);
+        }
+      }
+    } else if (isa<AttentionOp, AttentionGradOp>(op)) {
+      // query [B, Tq, E], key = value [B, Tk, E], mask [B, Tk]; the result
+      // (and grad, output) like query; the gradients like their operands.
+      auto attention = dyn_cast<AttentionOp>(op);
+      auto grad = dyn_cast<AttentionGradOp>(op);
+      Value query = attention ? attention.getQuery() : grad.getQuery();
+      Value key = attention ? attention.getKey() : grad.getKey();
+      Value value = attention ? attention.getValue() : grad.getValue();
+      Value mask =
+          attention ? attention.getKeyPaddingMask() : grad.getKeyPaddingMask();
+      uniteAll(key, value);
+      unite(query, 0, key, 0);
+      unite(query, 2, key, 2);
+      if (mask) {
+        unite(mask, 0, query, 0);
+        unite(mask, 1, key, 1);
+      }
+      if (attention) {
+        uniteAll(result, query);
+      } else {
+        uniteAll(grad.getGrad(), query);
+        if (Value output = grad.getOutput()) {
+          uniteAll(output, query);
+        }
+        uniteAll(op->getResult(0), query);
+        uniteAll(op->getResult(1), key);
+        uniteAll(op->getResult(2), value);
+      }
+    } else if (isa<ActivationGradOp>(op)) {
+      uniteAll(op->getOperand(0), op->getOperand(1));
+      uniteAll(result, op->getOperand(0));
+    } else if (auto lng = dyn_cast<LayerNormGradOp>(op)) {
+      int64_t rank = cast<RankedTensorType>(lng.getInput().getType()).getRank();
+      uniteAll(lng.getGrad(), lng.getInput());
+      uniteAll(op->getResult(0), lng.getInput());
+      unite(lng.getGamma(), 0, lng.getInput(), rank - 1);
+      uniteAll(op->getResult(1), lng.getGamma());
+      uniteAll(op->getResult(2), lng.getGamma());
+    } else if (auto eg = dyn_cast<EmbeddingGradOp>(op)) {
+      // grad [ids..., width] scattered into [num_embeddings, width] by id.
+      int64_t rank = cast<RankedTensorType>(eg.getIds().getType()).getRank();
+      for (int64_t d = 0; d < rank; ++d) {
+        unite(eg.getGrad(), d, eg.getIds(), d);
+      }
+      unite(result, 1, eg.getGrad(), rank);
+      if (auto index = argIndex(eg.getIds())) {
+        spec.args[*index].idBound = int64_t(eg.getNumEmbeddings());
+      }
+    } else if (auto lg = dyn_cast<LossGradOp>(op)) {
+      // input [..., classes], targets [...], loss_grad [] or like targets.
+      auto tt = cast<RankedTensorType>(lg.getTargets().getType());
+      for (int64_t d = 0; d < tt.getRank(); ++d) {
+        unite(lg.getInput(), d, lg.getTargets(), d);
+      }
+      auto lossGrad = cast<RankedTensorType>(lg.getLossGrad().getType());
+      if (lossGrad.getRank() == tt.getRank()) {
+        uniteAll(lg.getLossGrad(), lg.getTargets());
+      }
+      uniteAll(result, lg.getInput());
+      auto it = cast<RankedTensorType>(lg.getInput().getType());
+      if (auto index = argIndex(lg.getTargets());
+          index && !it.isDynamicDim(it.getRank() - 1)) {
+        spec.args[*index].idBound = it.getDimSize(it.getRank() - 1);
+        if (std::optional<int64_t> ignore = lg.getIgnoreIndex()) {
+          spec.args[*index].ignoredId = *ignore;
+        }
+      }
+    } else if (auto rmg = dyn_cast<ReduceMaxGradOp>(op)) {
+      // grad is the input reduced over `axes` (kept as 1s with keep_dims).
+      auto type = cast<RankedTensorType>(rmg.getInput().getType());
+      std::set<int64_t> axes;
+      for (int64_t a : rmg.getAxes()) {
+        axes.insert(a < 0 ? a + type.getRank() : a);
+      }
+      int64_t out = 0;
+      for (int64_t d = 0; d < type.getRank(); ++d) {
+        if (!axes.count(d)) {
+          unite(rmg.getGrad(), out++, rmg.getInput(), d);
+        } else if (rmg.getKeepDims()) {
+          ++out;
+        }
+      }
+      uniteAll(result, rmg.getInput());
+    } else if (auto peg = dyn_cast<PositionalEncodingGradOp>(op)) {
+      // The positions [offset, offset + seq) of grad lie in the table.
+      auto grad = cast<RankedTensorType>(peg.getGrad().getType());
+      unite(result, 1, peg.getGrad(), grad.getRank() - 1);
+      int64_t offsetArg = -1;
+      if (peg.getOffset()) {
+        auto index = argIndex(peg.getOffset());
+        offsetArg = index ? int64_t(*index) : -2; // -2: not checkable
+      }
+      if (offsetArg != -2) {
+        positionLimits.push_back({key(peg.getGrad(), grad.getRank() - 2),
+                                  offsetArg, int64_t(peg.getMaxLen())});
+      }
+    } else if (isa<AdamUpdateOp, SgdUpdateOp>(op)) {
+      // param, grad and the state (and the results) have one shape.
+      int64_t tensors = isa<AdamUpdateOp>(op) ? 4 : 3;
+      for (int64_t i = 1; i < tensors; ++i) {
+        uniteAll(op->getOperand(0), op->getOperand(i));
+      }
+      for (Value r : op->getResults()) {
+        uniteAll(r, op->getOperand(0));
       }
     } else if (auto tr = dyn_cast<TransposeOp>(op)) {
       for (auto [i, p] : llvm::enumerate(tr.getPermutation())) {
@@ -304,6 +465,7 @@ private:
       int64_t rank = cast<RankedTensorType>(result.getType()).getRank();
       int64_t axis = int64_t(cat.getAxis());
       axis = axis < 0 ? axis + rank : axis;
+      concats.push_back({cat, axis});
       for (Value input : cat.getInputs()) {
         for (int64_t d = 0; d < rank; ++d) {
           if (d != axis) {
@@ -337,6 +499,8 @@ private:
     int64_t maxLen;
   };
   std::vector<PendingLimit> positionLimits;
+  /// Every kiln.concat with its (non-negative) axis.
+  std::vector<std::pair<ConcatOp, int64_t>> concats;
 };
 
 } // namespace

@@ -1,0 +1,183 @@
+//===- ContractTest.cpp - Every indexed dimension is checked before a call ===//
+//
+// Compiled code indexes operands by sizes it takes from other operands; a
+// call whose dynamic sizes disagree must be refused before the code runs
+// (it had read past the end of buffers: a decoder's key cache longer than
+// its value cache, the gradient ops of a training step). Each test compiles
+// one op with dynamic sizes, calls it with sizes that agree (it runs) and
+// with each disagreement (a kiln::Error naming the dimension).
+//
+//===----------------------------------------------------------------------===//
+
+#include "Reference.h"
+
+#include "compiler/Target/JIT/Jit.h"
+#include "runtime/Error.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+using namespace kiln;
+
+namespace {
+
+/// The message of the kiln::Error `f` throws ("" and a failure if none).
+template <typename F>
+std::string errorOf(F &&f) {
+  try {
+    f();
+  } catch (const Error &e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "expected a kiln::Error";
+  return "";
+}
+
+#define EXPECT_REFUSED(call, fragment)                                         \
+  do {                                                                         \
+    std::string message = errorOf([&] { call; });                              \
+    EXPECT_NE(message.find(fragment), std::string::npos) << message;           \
+  } while (false)
+
+Tensor f32(std::vector<int64_t> shape) {
+  return ref::randomTensor(std::move(shape), 7);
+}
+
+} // namespace
+
+// A decoding step: key and value are each the cache plus the new position.
+// A key cache longer than the value cache had passed every check (100000
+// against 1 crashed; 4 against 3 read one row past the values).
+TEST(Contract, DecoderCachesMustAgree) {
+  auto jit = JitModule::compileSource(R"(
+    func.func @f(%q: tensor<1x1x8xf32>, %pk: tensor<1x?x8xf32>,
+                 %pv: tensor<1x?x8xf32>, %n: tensor<1x1x8xf32>) -> tensor<1x1x8xf32> {
+      %k = kiln.concat %pk, %n {axis = 1 : i64} : (tensor<1x?x8xf32>, tensor<1x1x8xf32>) -> tensor<1x?x8xf32>
+      %v = kiln.concat %pv, %n {axis = 1 : i64} : (tensor<1x?x8xf32>, tensor<1x1x8xf32>) -> tensor<1x?x8xf32>
+      %0 = kiln.attention %q, %k, %v {num_heads = 2 : i64}
+          : (tensor<1x1x8xf32>, tensor<1x?x8xf32>, tensor<1x?x8xf32>) -> tensor<1x1x8xf32>
+      return %0 : tensor<1x1x8xf32>
+    })");
+  Tensor q = f32({1, 1, 8}), n = f32({1, 1, 8});
+  jit->call("f", {q, f32({1, 4, 8}), f32({1, 4, 8}), n});
+  EXPECT_REFUSED(jit->call("f", {q, f32({1, 4, 8}), f32({1, 3, 8}), n}),
+                 "dimension 1 of argument #2 'arg2' of 'f' is 3 but must "
+                 "equal");
+  EXPECT_REFUSED(jit->call("f", {q, f32({1, 100000, 8}), f32({1, 1, 8}), n}),
+                 "must equal");
+}
+
+TEST(Contract, AttentionOperandsMustAgree) {
+  auto jit = JitModule::compileSource(R"(
+    func.func @f(%q: tensor<?x?x8xf32>, %k: tensor<?x?x8xf32>, %v: tensor<?x?x8xf32>,
+                 %m: tensor<?x?xi1>) -> tensor<?x?x8xf32> {
+      %0 = kiln.attention %q, %k, %v mask %m {num_heads = 2 : i64}
+          : (tensor<?x?x8xf32>, tensor<?x?x8xf32>, tensor<?x?x8xf32>, tensor<?x?xi1>) -> tensor<?x?x8xf32>
+      return %0 : tensor<?x?x8xf32>
+    })");
+  Tensor mask = Tensor::zeros({2, 5}, DType::i1);
+  jit->call("f", {f32({2, 3, 8}), f32({2, 5, 8}), f32({2, 5, 8}), mask});
+  EXPECT_REFUSED(
+      jit->call("f", {f32({2, 3, 8}), f32({2, 5, 8}), f32({2, 4, 8}), mask}),
+      "dimension 1 of argument #2");
+  EXPECT_REFUSED(
+      jit->call("f", {f32({2, 3, 8}), f32({3, 5, 8}), f32({3, 5, 8}), mask}),
+      "dimension 0 of argument #1");
+  EXPECT_REFUSED(jit->call("f", {f32({2, 3, 8}), f32({2, 5, 8}), f32({2, 5, 8}),
+                                 Tensor::zeros({2, 6}, DType::i1)}),
+                 "dimension 1 of argument #3");
+}
+
+TEST(Contract, AttentionGradientOperandsMustAgree) {
+  auto jit = JitModule::compileSource(R"(
+    func.func @f(%g: tensor<?x?x8xf32>, %q: tensor<?x?x8xf32>, %k: tensor<?x?x8xf32>,
+                 %v: tensor<?x?x8xf32>, %o: tensor<?x?x8xf32>) -> tensor<?x?x8xf32> {
+      %0:3 = kiln.attention_grad %g, %q, %k, %v output %o {num_heads = 2 : i64}
+          : (tensor<?x?x8xf32>, tensor<?x?x8xf32>, tensor<?x?x8xf32>, tensor<?x?x8xf32>, tensor<?x?x8xf32>)
+          -> (tensor<?x?x8xf32>, tensor<?x?x8xf32>, tensor<?x?x8xf32>)
+      return %0#1 : tensor<?x?x8xf32>
+    })");
+  Tensor q = f32({2, 3, 8}), k = f32({2, 5, 8});
+  jit->call("f", {q, q, k, k, q});
+  EXPECT_REFUSED(jit->call("f", {f32({2, 4, 8}), q, k, k, q}),
+                 "of argument #1 'arg1' of 'f' is 3 but must equal dimension "
+                 "of argument #0");
+  EXPECT_REFUSED(jit->call("f", {q, q, k, f32({2, 6, 8}), q}),
+                 "dimension 1 of argument #3");
+  EXPECT_REFUSED(jit->call("f", {q, q, k, k, f32({2, 2, 8})}),
+                 "dimension 1 of argument #4");
+}
+
+TEST(Contract, EmbeddingGradientIdsMustMatchAndBeInRange) {
+  auto jit = JitModule::compileSource(R"(
+    func.func @f(%g: tensor<?x4xf32>, %ids: tensor<?xi64>) -> tensor<6x4xf32> {
+      %0 = kiln.embedding_grad %g, %ids {num_embeddings = 6 : i64}
+          : (tensor<?x4xf32>, tensor<?xi64>) -> tensor<6x4xf32>
+      return %0 : tensor<6x4xf32>
+    })");
+  Tensor ids = Tensor::fromVector<int64_t>({3}, {0, 5, 2});
+  jit->call("f", {f32({3, 4}), ids});
+  EXPECT_REFUSED(jit->call("f", {f32({2, 4}), ids}),
+                 "dimension 0 of argument #1");
+  EXPECT_REFUSED(jit->call("f", {f32({3, 4}),
+                                 Tensor::fromVector<int64_t>({3}, {0, 6, 2})}),
+                 "holds 6 at flat index 1, outside [0, 6)");
+}
+
+TEST(Contract, LossGradientTargetsMustMatchAndBeInRange) {
+  auto jit = JitModule::compileSource(R"(
+    func.func @f(%x: tensor<?x5xf32>, %t: tensor<?xi64>, %dl: tensor<f32>) -> tensor<?x5xf32> {
+      %0 = kiln.loss_grad %x, %t, %dl {from_logits, ignore_index = -1 : i64}
+          : (tensor<?x5xf32>, tensor<?xi64>, tensor<f32>) -> tensor<?x5xf32>
+      return %0 : tensor<?x5xf32>
+    })");
+  Tensor t = Tensor::fromVector<int64_t>({3}, {4, -1, 0});
+  Tensor dl = Tensor::full({}, 1.0f);
+  jit->call("f", {f32({3, 5}), t, dl});
+  EXPECT_REFUSED(jit->call("f", {f32({4, 5}), t, dl}),
+                 "dimension 0 of argument #1");
+  EXPECT_REFUSED(
+      jit->call("f",
+                {f32({3, 5}), Tensor::fromVector<int64_t>({3}, {5, 0, 0}), dl}),
+      "holds 5 at flat index 0, outside [0, 5)");
+}
+
+TEST(Contract, ActivationAndNormGradientOperandsMustAgree) {
+  auto jit = JitModule::compileSource(R"(
+    func.func @act(%g: tensor<?x4xf32>, %x: tensor<?x4xf32>) -> tensor<?x4xf32> {
+      %0 = kiln.activation_grad gelu %g, %x : (tensor<?x4xf32>, tensor<?x4xf32>) -> tensor<?x4xf32>
+      return %0 : tensor<?x4xf32>
+    }
+    func.func @norm(%g: tensor<?x?xf32>, %x: tensor<?x?xf32>, %gamma: tensor<?xf32>) -> tensor<?x?xf32> {
+      %0:3 = kiln.layernorm_grad %g, %x, %gamma
+          : (tensor<?x?xf32>, tensor<?x?xf32>, tensor<?xf32>) -> (tensor<?x?xf32>, tensor<?xf32>, tensor<?xf32>)
+      return %0#0 : tensor<?x?xf32>
+    })");
+  jit->call("act", {f32({3, 4}), f32({3, 4})});
+  EXPECT_REFUSED(jit->call("act", {f32({3, 4}), f32({2, 4})}),
+                 "dimension 0 of argument #1");
+  jit->call("norm", {f32({3, 4}), f32({3, 4}), f32({4})});
+  EXPECT_REFUSED(jit->call("norm", {f32({3, 4}), f32({3, 5}), f32({4})}),
+                 "dimension 1 of argument #1");
+  EXPECT_REFUSED(jit->call("norm", {f32({3, 4}), f32({3, 4}), f32({5})}),
+                 "dimension 0 of argument #2");
+}
+
+TEST(Contract, LayerWeightsMustMatchTheirInputs) {
+  auto jit = JitModule::compileSource(R"(
+    func.func @ln(%x: tensor<?x?xf32>, %g: tensor<?xf32>, %b: tensor<?xf32>) -> tensor<?x?xf32> {
+      %0 = kiln.layernorm %x, %g, %b : (tensor<?x?xf32>, tensor<?xf32>, tensor<?xf32>) -> tensor<?x?xf32>
+      return %0 : tensor<?x?xf32>
+    }
+    func.func @linear(%x: tensor<?x4xf32>, %w: tensor<?x4xf32>, %b: tensor<?xf32>) -> tensor<?x?xf32> {
+      %0 = kiln.linear %x, %w, %b : (tensor<?x4xf32>, tensor<?x4xf32>, tensor<?xf32>) -> tensor<?x?xf32>
+      return %0 : tensor<?x?xf32>
+    })");
+  jit->call("ln", {f32({2, 4}), f32({4}), f32({4})});
+  EXPECT_REFUSED(jit->call("ln", {f32({2, 4}), f32({4}), f32({3})}),
+                 "dimension 0 of argument #2");
+  jit->call("linear", {f32({2, 4}), f32({3, 4}), f32({3})});
+  EXPECT_REFUSED(jit->call("linear", {f32({2, 4}), f32({3, 4}), f32({5})}),
+                 "dimension 0 of argument #2");
+}
