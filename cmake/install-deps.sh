@@ -7,6 +7,7 @@ packages=(
   llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools clang-22 lld-22
   libomp-22-dev
   libzstd-dev libfmt-dev libgtest-dev nlohmann-json3-dev
+  libclang-rt-22-dev
 )
 
 missing=()

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <iterator>
 #include <list>
@@ -541,12 +542,27 @@ void setCacheLimit(size_t bytes) {
 
 } // namespace kiln::memory
 
+namespace {
+/// Compiled code has no way to report an error and would write through a
+/// null pointer: a failed allocation ends the process with the reason.
+void *orDie(void *pointer, size_t size) {
+  if (!pointer && size > 0) {
+    std::fprintf(stderr,
+                 "kiln: out of memory: compiled code could not allocate %zu "
+                 "bytes\n",
+                 size);
+    std::abort();
+  }
+  return pointer;
+}
+} // namespace
+
 extern "C" {
 void *_mlir_memref_to_llvm_alloc(size_t size) {
-  return kiln::memory::allocate(size);
+  return orDie(kiln::memory::allocate(size), size);
 }
 void *_mlir_memref_to_llvm_aligned_alloc(size_t alignment, size_t size) {
-  return kiln::memory::allocateAligned(alignment, size);
+  return orDie(kiln::memory::allocateAligned(alignment, size), size);
 }
 void _mlir_memref_to_llvm_free(void *pointer) {
   kiln::memory::release(pointer);

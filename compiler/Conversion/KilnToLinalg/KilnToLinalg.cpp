@@ -1116,7 +1116,14 @@ struct ConcatPattern : KilnPattern<ConcatOp> {
     shape[axis] = total;
     Value result = e.empty(shape, e.f32());
     Value offset = e.index(0);
-    for (Value input : inputs) {
+    // A result with no elements is complete as it is, and a piece with none
+    // adds nothing: an insert_slice of either at the end of a dimension of
+    // static size would be out of bounds (offset == size) to its verifier.
+    bool empty = llvm::is_contained(type.getShape(), 0);
+    for (Value input : empty ? ValueRange() : inputs) {
+      if (cast<RankedTensorType>(input.getType()).getDimSize(axis) == 0) {
+        continue;
+      }
       SmallVector<OpFoldResult> offsets(rank, rewriter.getIndexAttr(0));
       SmallVector<OpFoldResult> strides(rank, rewriter.getIndexAttr(1));
       offsets[axis] = offset;
@@ -1133,6 +1140,9 @@ struct ConcatPattern : KilnPattern<ConcatOp> {
   }
 };
 
+/// Splat constants of more elements than this lower to fills.
+constexpr int64_t kMaxSplatConstant = 4096;
+
 struct ConstantPattern : KilnPattern<ConstantOp> {
   using KilnPattern::KilnPattern;
   LogicalResult
@@ -1141,6 +1151,20 @@ struct ConstantPattern : KilnPattern<ConstantOp> {
     auto value = dyn_cast<DenseElementsAttr>(op.getValue());
     if (!value) {
       return rewriter.notifyMatchFailure(op, "only dense constants lower");
+    }
+    // A large splat is a fill: as a constant it would become an array of
+    // every element in the object (4e9 elements: 16 GB at compile time).
+    auto type = cast<RankedTensorType>(value.getType());
+    if (value.isSplat() && type.getNumElements() > kMaxSplatConstant) {
+      Location loc = op.getLoc();
+      Value scalar = arith::ConstantOp::create(
+          rewriter, loc, value.getSplatValue<TypedAttr>());
+      Value empty = tensor::EmptyOp::create(rewriter, loc, type.getShape(),
+                                            type.getElementType());
+      rewriter.replaceOp(
+          op,
+          linalg::FillOp::create(rewriter, loc, scalar, empty).getResult(0));
+      return success();
     }
     rewriter.replaceOpWithNewOp<arith::ConstantOp>(op, value);
     return success();
@@ -1923,16 +1947,34 @@ struct MultiHeadAttentionPattern : KilnPattern<MultiHeadAttentionOp> {
       return RankedTensorType::get({t.getDimSize(0), t.getDimSize(1), dim},
                                    e.f32());
     };
+    // The weights and biases with the sizes the verifier implies (dim is
+    // static; the input contract checks dynamic ones before a call), so
+    // that every projection has the result type it claims.
+    int64_t kvDim = Emitter::type(kv).getDimSize(2);
+    auto sized = [&](Value x, ArrayRef<int64_t> shape) -> Value {
+      if (!x) {
+        return x;
+      }
+      auto want = RankedTensorType::get(shape, e.f32());
+      return Emitter::type(x) == want
+                 ? x
+                 : tensor::CastOp::create(rewriter, op.getLoc(), want, x)
+                       .getResult();
+    };
+    Value wq = sized(adaptor.getWq(), {dim, dim});
+    Value wk = sized(adaptor.getWk(), {dim, kvDim});
+    Value wv = sized(adaptor.getWv(), {dim, kvDim});
+    Value wo = sized(adaptor.getWo(), {dim, dim});
     Value q =
-        e.linear(query, adaptor.getWq(), adaptor.getBq(), projType(query));
-    Value k = e.linear(kv, adaptor.getWk(), adaptor.getBk(), projType(kv));
-    Value v = e.linear(kv, adaptor.getWv(), adaptor.getBv(), projType(kv));
+        e.linear(query, wq, sized(adaptor.getBq(), {dim}), projType(query));
+    Value k = e.linear(kv, wk, sized(adaptor.getBk(), {dim}), projType(kv));
+    Value v = e.linear(kv, wv, sized(adaptor.getBv(), {dim}), projType(kv));
     Attention attention = attentionFor(e, op, q, k, adaptor.getKeyPaddingMask(),
                                        adaptor.getSeed());
     Value merged =
         block > 0 ? attention.fusedForward(v, block) : attention.forward(v);
     rewriter.replaceOp(
-        op, e.linear(merged, adaptor.getWo(), adaptor.getBo(), type));
+        op, e.linear(merged, wo, sized(adaptor.getBo(), {dim}), type));
     return success();
   }
 };

@@ -145,26 +145,50 @@ public:
 private:
   /// Two concatenations whose results must be equally long along their
   /// axes (a decoder's key and value caches, each the past plus the new
-  /// positions, read together by attention): their parts must be too, one
-  /// by one. A sum has no dimension of its own to check; without this, a
-  /// key cache longer than the value cache passed and attention read past
-  /// the end of the values.
+  /// positions, read together by attention), made of static parts of equal
+  /// sizes and one dynamic part at the same place: then those dynamic parts
+  /// must be equally long (exactly). A sum has no dimension of its own to
+  /// check; without this, a key cache longer than the value cache passed and
+  /// attention read past the end of the values.
   void uniteConcatenatedParts() {
+    auto axisSize = [](Value v, int64_t axis) {
+      return cast<RankedTensorType>(v.getType()).getDimSize(axis);
+    };
+    // The position of the one dynamic part when every other part of `a`
+    // and `b` is static and equal, else nullopt.
+    auto dynamicPart = [&](ConcatOp a, int64_t axisA, ConcatOp b,
+                           int64_t axisB) -> std::optional<size_t> {
+      if (a.getInputs().size() != b.getInputs().size()) {
+        return std::nullopt;
+      }
+      std::optional<size_t> part;
+      for (auto [i, x, y] : llvm::enumerate(a.getInputs(), b.getInputs())) {
+        int64_t sx = axisSize(x, axisA), sy = axisSize(y, axisB);
+        if (ShapedType::isDynamic(sx) && ShapedType::isDynamic(sy) && !part) {
+          part = i;
+        } else if (ShapedType::isDynamic(sx) || ShapedType::isDynamic(sy) ||
+                   sx != sy) {
+          return std::nullopt;
+        }
+      }
+      return part;
+    };
     for (bool changed = true; changed;) {
       changed = false;
       for (auto [a, axisA] : concats) {
         for (auto [b, axisB] : concats) {
-          if (a == b || a.getInputs().size() != b.getInputs().size() ||
+          std::optional<size_t> part;
+          if (a == b ||
               classes.getOrInsertLeaderValue(key(a.getResult(), axisA)) !=
-                  classes.getOrInsertLeaderValue(key(b.getResult(), axisB))) {
+                  classes.getOrInsertLeaderValue(key(b.getResult(), axisB)) ||
+              !(part = dynamicPart(a, axisA, b, axisB))) {
             continue;
           }
-          for (auto [x, y] : llvm::zip(a.getInputs(), b.getInputs())) {
-            if (classes.getOrInsertLeaderValue(key(x, axisA)) !=
-                classes.getOrInsertLeaderValue(key(y, axisB))) {
-              unite(x, axisA, y, axisB);
-              changed = true;
-            }
+          Value x = a.getInputs()[*part], y = b.getInputs()[*part];
+          if (classes.getOrInsertLeaderValue(key(x, axisA)) !=
+              classes.getOrInsertLeaderValue(key(y, axisB))) {
+            unite(x, axisA, y, axisB);
+            changed = true;
           }
         }
       }

@@ -179,14 +179,30 @@ LinearGrads linearGrads(OpBuilder &b, Location loc, Value g, Value x, Value w,
   grads.input = LinearOp::create(b, loc, g, wt, Value());
   // dW = gᵀ·x over every leading position
   Value g2 = g, x2 = x;
-  if (rank != 2) {
-    int64_t in = typeOf(x).getDimSize(rank - 1);
-    int64_t out = typeOf(g).getDimSize(rank - 1);
-    g2 = ReshapeOp::create(b, loc, g, ArrayRef<int64_t>{-1, out});
-    x2 = ReshapeOp::create(b, loc, x, ArrayRef<int64_t>{-1, in});
+  int64_t in = typeOf(x).getDimSize(rank - 1);
+  int64_t out = typeOf(g).getDimSize(rank - 1);
+  if (rank != 2 && (ShapedType::isDynamic(in) || ShapedType::isDynamic(out))) {
+    // A reshape to [-1, width] needs a static width: move the width first
+    // and keep it ([0, -1]): gᵀ [out, M] and xᵀ [in, M], dW = gᵀ·(xᵀ)ᵀ.
+    SmallVector<int64_t> widthFirst = {rank - 1};
+    for (int64_t i = 0; i + 1 < rank; ++i) {
+      widthFirst.push_back(i);
+    }
+    auto rows = [&](Value v) -> Value {
+      Value t = TransposeOp::create(b, loc, v, widthFirst);
+      return ReshapeOp::create(b, loc, t, ArrayRef<int64_t>{0, -1});
+    };
+    grads.weight = MatmulOp::create(b, loc, rows(g), rows(x),
+                                    /*transpose_lhs=*/false,
+                                    /*transpose_rhs=*/true);
+  } else {
+    if (rank != 2) {
+      g2 = ReshapeOp::create(b, loc, g, ArrayRef<int64_t>{-1, out});
+      x2 = ReshapeOp::create(b, loc, x, ArrayRef<int64_t>{-1, in});
+    }
+    grads.weight = MatmulOp::create(b, loc, g2, x2, /*transpose_lhs=*/true,
+                                    /*transpose_rhs=*/false);
   }
-  grads.weight = MatmulOp::create(b, loc, g2, x2, /*transpose_lhs=*/true,
-                                  /*transpose_rhs=*/false);
   if (hasBias) {
     SmallVector<int64_t> lead;
     for (int64_t i = 0; i + 1 < rank; ++i) {

@@ -101,6 +101,7 @@ std::string shape::reshape(llvm::ArrayRef<int64_t> input,
 
   // A kept size is the same on both sides, even when dynamic: cancel it and
   // compare the element counts of what is left.
+  bool overflows = false;
   auto product = [&](llvm::ArrayRef<int64_t> shape,
                      bool isResult) -> std::optional<int64_t> {
     int64_t count = 1;
@@ -112,12 +113,19 @@ std::string shape::reshape(llvm::ArrayRef<int64_t> input,
       if (isDynamic(size)) {
         return std::nullopt;
       }
-      count *= size;
+      if (__builtin_mul_overflow(count, size, &count)) {
+        overflows = true;
+        return std::nullopt;
+      }
     }
     return count;
   };
   std::optional<int64_t> in = product(input, false);
   std::optional<int64_t> out = product(result, true);
+  if (overflows) {
+    return "the element count of " + format(input) + " or " + format(result) +
+           " overflows 64 bits";
+  }
   if (!in || !out) {
     return {}; // Known only at run time.
   }

@@ -88,6 +88,40 @@ func.func @concat(%a: tensor<?x3xf32>, %b: tensor<?x5xf32>) -> tensor<?x8xf32> {
 
 // -----
 
+// A result with no elements is just made (an insert_slice at offset 0 of a
+// dimension of size 0 had been out of bounds to its verifier), and a piece
+// with no elements adds nothing (it would sit at offset == size).
+// CHECK-LABEL: func.func @concat_empty
+// CHECK-NOT: tensor.insert_slice
+// CHECK: return
+// CHECK-LABEL: func.func @concat_empty_piece
+// CHECK-COUNT-1: tensor.insert_slice
+// CHECK-NOT: tensor.insert_slice
+// CHECK: return
+func.func @concat_empty(%a: tensor<0x3xf32>, %b: tensor<0x3xf32>) -> tensor<0x6xf32> {
+  %0 = kiln.concat %a, %b {axis = 1 : i64} : (tensor<0x3xf32>, tensor<0x3xf32>) -> tensor<0x6xf32>
+  return %0 : tensor<0x6xf32>
+}
+func.func @concat_empty_piece(%a: tensor<2x3xf32>, %b: tensor<2x0xf32>) -> tensor<2x3xf32> {
+  %0 = kiln.concat %a, %b {axis = 1 : i64} : (tensor<2x3xf32>, tensor<2x0xf32>) -> tensor<2x3xf32>
+  return %0 : tensor<2x3xf32>
+}
+
+// -----
+
+// A large splat is a fill, not an array of every element (4e9 elements had
+// made kiln-compile allocate 16 GB).
+// CHECK-LABEL: func.func @big_splat
+// CHECK: %[[ONE:.*]] = arith.constant 1.000000e+00 : f32
+// CHECK: %[[EMPTY:.*]] = tensor.empty() : tensor<4000000000xf32>
+// CHECK: linalg.fill ins(%[[ONE]] : f32) outs(%[[EMPTY]] : tensor<4000000000xf32>)
+func.func @big_splat() -> tensor<4000000000xf32> {
+  %0 = kiln.constant dense<1.0> : tensor<4000000000xf32>
+  return %0 : tensor<4000000000xf32>
+}
+
+// -----
+
 // A constant becomes arith.constant.
 // CHECK-LABEL: func.func @constant
 // CHECK: arith.constant dense<[1.000000e+00, 2.000000e+00]> : tensor<2xf32>

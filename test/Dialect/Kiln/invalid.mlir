@@ -833,3 +833,12 @@ func.func @reduce_max_grad_axes(%g: tensor<2xf32>, %x: tensor<2x3xf32>) {
   %0 = kiln.reduce_max_grad %g, %x {axes = array<i64: 1, -1>} : (tensor<2xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
   return
 }
+
+// -----
+
+// An element count that overflows 64 bits (it had wrapped to 0).
+func.func @reshape_overflow(%x: tensor<4294967296x4294967296xf32>) -> tensor<?xf32> {
+  // expected-error @+1 {{'kiln.reshape' op has an invalid shape [-1]: the element count of [4294967296, 4294967296] or [?] overflows 64 bits}}
+  %0 = kiln.reshape %x [-1] : (tensor<4294967296x4294967296xf32>) -> tensor<?xf32>
+  return %0 : tensor<?xf32>
+}

@@ -181,3 +181,18 @@ TEST(Contract, LayerWeightsMustMatchTheirInputs) {
   EXPECT_REFUSED(jit->call("linear", {f32({2, 4}), f32({3, 4}), f32({5})}),
                  "dimension 0 of argument #2");
 }
+
+// Compiled code cannot report an error: an allocation that fails ends the
+// process with the reason (it had written through a null pointer). A 4 TB
+// constant (a fill: it costs the compiler nothing) cannot be allocated.
+TEST(ContractDeathTest, AnAllocationThatFailsEndsTheProcessWithTheReason) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  auto jit = JitModule::compileSource(R"(
+    func.func @f() -> tensor<1099511627776xf32> {
+      %0 = kiln.constant dense<1.0> : tensor<1099511627776xf32>
+      return %0 : tensor<1099511627776xf32>
+    })");
+  EXPECT_DEATH(jit->call("f", {}),
+               "kiln: out of memory: compiled code could not allocate "
+               "4398046511104 bytes");
+}

@@ -178,6 +178,17 @@ TEST(DifferentialBlocks, LinearWithBias) { diff::run(linearCase(true)); }
 
 TEST(DifferentialBlocks, LinearWithoutBias) { diff::run(linearCase(false)); }
 
+// The output width dynamic as well: the weight's gradient then moves the
+// width first instead of reshaping to [-1, N] (which had emitted an invalid
+// reshape).
+TEST(DifferentialBlocks, LinearDynamicWidth) {
+  Case c = linearCase(true);
+  c.name = "linear dynamic width";
+  c.alwaysStatic = {"K"};
+  c.sweep = {{"B", {1, 3}}, {"N", {1, 17, 33}}};
+  diff::run(c);
+}
+
 //===----------------------------------------------------------------------===//
 // kiln.matmul
 //===----------------------------------------------------------------------===//

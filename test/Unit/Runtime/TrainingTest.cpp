@@ -18,8 +18,13 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <sstream>
 
+#include <csignal>
+#include <random>
+
+#include <sys/wait.h>
 #include <unistd.h>
 
 using namespace kiln;
@@ -486,6 +491,67 @@ TEST_F(TrainingTest, ResumeRefusesACheckpointOfOtherSettings) {
   hooks.info["model"] = "least-squares";
   hooks.info["new"] = "x";
   EXPECT_EQ(runTraining(options, hooks).resumedFrom, 4);
+}
+
+// SIGKILL at random moments of a run that checkpoints every step (so most
+// kills land in a save): the checkpoint left always loads, at most the one
+// temporary file is left beside it, and a resumed run ends exactly where the
+// uninterrupted run does.
+TEST_F(TrainingTest, KillsDuringCheckpointWritesLoseNothing) {
+  constexpr int64_t kSteps = 400;
+  TrainingOptions options;
+  options.steps = kSteps;
+  options.schedule = LrSchedule::constant(0.002);
+  options.out = nullptr;
+  // A large parameter beside w makes each save take a while.
+  auto problem = [] {
+    auto p = std::make_unique<Problem>();
+    p->parameters.add("ballast", Tensor::zeros({1 << 18}, DType::f32));
+    return p;
+  };
+  auto whole = problem();
+  runTraining(options, whole->hooks());
+
+  options.checkpointPath = path("ckpt.safetensors");
+  options.checkpointEvery = 1;
+  options.resume = true;
+  std::mt19937 random(7);
+  int killed = 0;
+  for (int round = 0; round < 40; ++round) {
+    pid_t child = ::fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      auto p = problem();
+      try {
+        runTraining(options, p->hooks());
+      } catch (...) {
+        ::_exit(2);
+      }
+      ::_exit(0);
+    }
+    ::usleep(std::uniform_int_distribution<int>(0, 30000)(random));
+    killed += ::kill(child, SIGKILL) == 0;
+    int status = 0;
+    ASSERT_EQ(::waitpid(child, &status, 0), child);
+    ASSERT_TRUE(WIFSIGNALED(status) || WEXITSTATUS(status) == 0)
+        << "the run failed: " << status;
+    if (std::filesystem::exists(options.checkpointPath)) {
+      auto p = problem();
+      loadCheckpoint(options.checkpointPath, p->parameters, &p->state);
+    }
+    for (const auto &entry : std::filesystem::directory_iterator(directory_)) {
+      std::string name = entry.path().filename().string();
+      EXPECT_TRUE(name == "ckpt.safetensors" || name == "ckpt.safetensors.tmp")
+          << name;
+    }
+  }
+  EXPECT_GT(killed, 20);
+  auto resumed = problem();
+  runTraining(options, resumed->hooks());
+  EXPECT_EQ(values(resumed->parameters.get("w")),
+            values(whole->parameters.get("w")));
+  EXPECT_EQ(values(resumed->state.get("w.momentum")),
+            values(whole->state.get("w.momentum")));
 }
 
 TEST_F(TrainingTest, RefusesBadOptions) {

@@ -4,6 +4,7 @@
 // RUN: kiln-opt %s -kiln-autodiff=function=twice | FileCheck %s --check-prefix=TWICE
 // RUN: kiln-opt %s -kiln-autodiff=function=max_loss | FileCheck %s --check-prefix=MAX
 // RUN: kiln-opt %s -kiln-autodiff=function=middle_sum | FileCheck %s --check-prefix=SPREAD
+// RUN: kiln-opt %s -kiln-autodiff=function=dynamic_width | kiln-opt | FileCheck %s --check-prefix=DYNAMIC
 
 // A linear layer with a summed loss: the seed gradient 1 is spread over the
 // output, then dW = gᵀ·x and db = Σ g; the input (not a parameter) gets no
@@ -64,6 +65,21 @@ func.func @max_loss(%x: tensor<?x8xf32> {kiln.kind = "param"}) -> tensor<f32> {
 // SPREAD: kiln.add %{{.+}}, %[[T]] : (tensor<?x3x?x?xf32>, tensor<?x1x?x?xf32>) -> tensor<?x3x?x?xf32>
 func.func @middle_sum(%x: tensor<?x3x?x?xf32> {kiln.kind = "param"}) -> tensor<f32> {
   %0 = kiln.reduce sum %x {axes = array<i64: 1>} : (tensor<?x3x?x?xf32>) -> tensor<?x?x?xf32>
+  %1 = kiln.reduce sum %0 {axes = array<i64: 0, 1, 2>} : (tensor<?x?x?xf32>) -> tensor<f32>
+  return %1 : tensor<f32>
+}
+
+// A linear over [B, T, K] whose output width is dynamic: the weight's
+// gradient cannot reshape to [-1, width] (that had emitted an invalid
+// reshape); it moves the width first and keeps it.
+// DYNAMIC-LABEL: func.func @dynamic_width_grad
+// DYNAMIC: kiln.transpose %{{.*}} [2, 0, 1] : (tensor<?x?x?xf32>) -> tensor<?x?x?xf32>
+// DYNAMIC: kiln.reshape %{{.*}} [0, -1] : (tensor<?x?x?xf32>) -> tensor<?x?xf32>
+// DYNAMIC: kiln.transpose %{{.*}} [2, 0, 1] : (tensor<?x?x4xf32>) -> tensor<4x?x?xf32>
+// DYNAMIC: kiln.reshape %{{.*}} [0, -1] : (tensor<4x?x?xf32>) -> tensor<4x?xf32>
+// DYNAMIC: kiln.matmul %{{.*}}, %{{.*}} {transpose_rhs} : (tensor<?x?xf32>, tensor<4x?xf32>) -> tensor<?x4xf32>
+func.func @dynamic_width(%x: tensor<?x?x4xf32>, %w: tensor<?x4xf32> {kiln.kind = "param"}) -> tensor<f32> {
+  %0 = kiln.linear %x, %w : (tensor<?x?x4xf32>, tensor<?x4xf32>) -> tensor<?x?x?xf32>
   %1 = kiln.reduce sum %0 {axes = array<i64: 0, 1, 2>} : (tensor<?x?x?xf32>) -> tensor<f32>
   return %1 : tensor<f32>
 }
