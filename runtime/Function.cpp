@@ -167,6 +167,11 @@ std::string serialize(const FunctionSpec &spec) {
   for (const PositionLimit &l : spec.positionLimits) {
     os << "limit " << l.group << " " << l.offsetArg << " " << l.maxLen << "\n";
   }
+  for (size_t g = 0; g < spec.groups.size(); ++g) {
+    if (spec.groups[g].minSize > 0) {
+      os << "min " << g << " " << spec.groups[g].minSize << "\n";
+    }
+  }
   return os.str();
 }
 
@@ -272,6 +277,16 @@ FunctionSpec parseFunctionSpec(std::string_view text) {
       }
       l.group = size_t(group);
       spec.positionLimits.push_back(l);
+    } else if (k == "min") {
+      r.expectWords(3);
+      int64_t group = r.integer(1), size = r.integer(2);
+      if (group < 0 || size_t(group) >= spec.groups.size()) {
+        r.fail("no such group");
+      }
+      if (size < 0) {
+        r.fail("a negative least size");
+      }
+      spec.groups[size_t(group)].minSize = size;
     } else {
       r.fail("unknown entry '" + k + "'");
     }
@@ -468,6 +483,12 @@ static void checkArguments(const FunctionSpec &spec,
     size_t wantFrom = SIZE_MAX;
     for (auto [argIndex, dim] : group) {
       int64_t size = args[argIndex].tensor.shape()[dim];
+      if (size < g.minSize) {
+        throw Error("kiln: dimension " + std::to_string(dim) + " of " +
+                    describeArg(spec, argIndex) + " is " +
+                    std::to_string(size) + " but must be at least " +
+                    std::to_string(g.minSize));
+      }
       if (want < 0) {
         want = size;
         wantFrom = argIndex;

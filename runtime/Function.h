@@ -64,7 +64,8 @@ struct ArgSpec {
 /// Sizes that must agree at run time.
 struct DimGroup {
   std::vector<std::pair<size_t, int64_t>> dims; ///< (argument, dim)
-  int64_t size = -1; ///< A static size the group must have, or -1.
+  int64_t size = -1;   ///< A static size the group must have, or -1.
+  int64_t minSize = 0; ///< The least size (a slice of static length).
 };
 
 /// A learned position table: the positions [offset, offset + length) of a

@@ -109,13 +109,19 @@ DType dtypeOf(Type type) {
 /// A dynamic size of a value: (value, dimension).
 using DimKey = std::pair<void *, int64_t>;
 
-class ContractBuilder {
+/// The input contract of a function: what its kiln ops state of their
+/// sizes (ShapeContractOpInterface), as conditions on its arguments that the
+/// runtime checks before every call.
+class ContractBuilder : public mlir::kiln::ShapeContract {
 public:
-  explicit ContractBuilder(func::FuncOp func) : func(func) {}
+  ContractBuilder(func::FuncOp func, FunctionSpec &spec)
+      : func(func), spec(spec) {}
 
-  /// Fills the groups and position limits of `spec`.
-  void build(FunctionSpec &spec) {
-    func.walk([&](Operation *op) { visit(op, spec); });
+  /// Fills the groups, position limits and id bounds of `spec`.
+  void build() {
+    func.walk([&](mlir::kiln::ShapeContractOpInterface op) {
+      op.addShapeContract(*this);
+    });
     uniteConcatenatedParts();
     // Group argument dims by class.
     std::map<DimKey, size_t> groupOf;
@@ -134,12 +140,63 @@ public:
       }
     }
     for (auto &[pe, offsetArg, maxLen] : positionLimits) {
-      DimKey leader = classes.getOrInsertLeaderValue(pe);
-      auto it = groupOf.find(leader);
+      auto it = groupOf.find(classes.getOrInsertLeaderValue(pe));
       if (it != groupOf.end()) {
         spec.positionLimits.push_back({it->second, offsetArg, maxLen});
       }
     }
+    for (auto &[dim, size] : minimums) {
+      auto it = groupOf.find(classes.getOrInsertLeaderValue(dim));
+      if (it != groupOf.end()) {
+        int64_t &min = spec.groups[it->second].minSize;
+        min = std::max(min, size);
+      }
+    }
+  }
+
+  void same(Value a, int64_t da, Value b, int64_t db) override {
+    classes.unionSets(key(a, da), key(b, db));
+  }
+
+  void idsWithin(Value ids, int64_t bound,
+                 std::optional<int64_t> ignored) override {
+    std::optional<size_t> index = argIndex(ids);
+    if (!index) {
+      return; // computed ids: compiled code clamps them
+    }
+    ArgSpec &arg = spec.args[*index];
+    if (arg.idBound < 0) {
+      arg.idBound = bound;
+      arg.ignoredId = ignored;
+      return;
+    }
+    // Read by several ops: within every bound, and exempt only where all
+    // of them exempt the same value.
+    arg.idBound = std::min(arg.idBound, bound);
+    if (arg.ignoredId != ignored) {
+      arg.ignoredId.reset();
+    }
+  }
+
+  void positionsWithin(Value x, int64_t dim, Value offset,
+                       int64_t maxLen) override {
+    int64_t offsetArg = -1;
+    if (offset) {
+      std::optional<size_t> index = argIndex(offset);
+      if (!index) {
+        return; // a computed offset: compiled code clamps the rows it reads
+      }
+      offsetArg = int64_t(*index);
+    }
+    positionLimits.push_back({key(x, dim), offsetArg, maxLen});
+  }
+
+  void sumOf(Value result, int64_t axis, ValueRange parts) override {
+    sums.push_back({result, axis, SmallVector<Value>(parts)});
+  }
+
+  void atLeast(Value x, int64_t dim, int64_t size) override {
+    minimums.push_back({key(x, dim), size});
   }
 
 private:
@@ -156,14 +213,14 @@ private:
     };
     // The position of the one dynamic part when every other part of `a`
     // and `b` is static and equal, else nullopt.
-    auto dynamicPart = [&](ConcatOp a, int64_t axisA, ConcatOp b,
-                           int64_t axisB) -> std::optional<size_t> {
-      if (a.getInputs().size() != b.getInputs().size()) {
+    auto dynamicPart = [&](const Sum &a,
+                           const Sum &b) -> std::optional<size_t> {
+      if (a.parts.size() != b.parts.size()) {
         return std::nullopt;
       }
       std::optional<size_t> part;
-      for (auto [i, x, y] : llvm::enumerate(a.getInputs(), b.getInputs())) {
-        int64_t sx = axisSize(x, axisA), sy = axisSize(y, axisB);
+      for (auto [i, x, y] : llvm::enumerate(a.parts, b.parts)) {
+        int64_t sx = axisSize(x, a.axis), sy = axisSize(y, b.axis);
         if (ShapedType::isDynamic(sx) && ShapedType::isDynamic(sy) && !part) {
           part = i;
         } else if (ShapedType::isDynamic(sx) || ShapedType::isDynamic(sy) ||
@@ -175,19 +232,19 @@ private:
     };
     for (bool changed = true; changed;) {
       changed = false;
-      for (auto [a, axisA] : concats) {
-        for (auto [b, axisB] : concats) {
+      for (const Sum &a : sums) {
+        for (const Sum &b : sums) {
           std::optional<size_t> part;
-          if (a == b ||
-              classes.getOrInsertLeaderValue(key(a.getResult(), axisA)) !=
-                  classes.getOrInsertLeaderValue(key(b.getResult(), axisB)) ||
-              !(part = dynamicPart(a, axisA, b, axisB))) {
+          if (&a == &b ||
+              classes.getOrInsertLeaderValue(key(a.result, a.axis)) !=
+                  classes.getOrInsertLeaderValue(key(b.result, b.axis)) ||
+              !(part = dynamicPart(a, b))) {
             continue;
           }
-          Value x = a.getInputs()[*part], y = b.getInputs()[*part];
-          if (classes.getOrInsertLeaderValue(key(x, axisA)) !=
-              classes.getOrInsertLeaderValue(key(y, axisB))) {
-            unite(x, axisA, y, axisB);
+          Value x = a.parts[*part], y = b.parts[*part];
+          if (classes.getOrInsertLeaderValue(key(x, a.axis)) !=
+              classes.getOrInsertLeaderValue(key(y, b.axis))) {
+            same(x, a.axis, y, b.axis);
             changed = true;
           }
         }
@@ -216,30 +273,6 @@ private:
     return -1;
   }
 
-  void unite(Value a, int64_t da, Value b, int64_t db) {
-    classes.unionSets(key(a, da), key(b, db));
-  }
-  /// Result dim i == operand dim i for the trailing-aligned dims.
-  void uniteAligned(Value a, Value b) {
-    auto ta = cast<RankedTensorType>(a.getType());
-    auto tb = cast<RankedTensorType>(b.getType());
-    int64_t rank = std::min(ta.getRank(), tb.getRank());
-    for (int64_t i = 1; i <= rank; ++i) {
-      int64_t da = ta.getRank() - i, db = tb.getRank() - i;
-      // A static 1 broadcasts; everything else must agree.
-      if (ta.getDimSize(da) == 1 || tb.getDimSize(db) == 1) {
-        continue;
-      }
-      unite(a, da, b, db);
-    }
-  }
-  void uniteAll(Value a, Value b) {
-    auto ta = cast<RankedTensorType>(a.getType());
-    for (int64_t d = 0; d < ta.getRank(); ++d) {
-      unite(a, d, b, d);
-    }
-  }
-
   std::optional<size_t> argIndex(Value v) {
     if (auto arg = dyn_cast<BlockArgument>(v)) {
       if (arg.getOwner()->getParentOp() == func.getOperation()) {
@@ -247,271 +280,6 @@ private:
       }
     }
     return std::nullopt;
-  }
-
-  void visit(Operation *op, FunctionSpec &spec) {
-    Value result = op->getNumResults() == 1 ? op->getResult(0) : Value();
-    if (isa<AddOp, SubOp, MulOp, DivOp>(op)) {
-      uniteAligned(op->getOperand(0), op->getOperand(1));
-      uniteAligned(result, op->getOperand(0));
-      uniteAligned(result, op->getOperand(1));
-    } else if (isa<ReluOp, TanhOp, ExpOp, LogOp, GeluOp, ScaleOp, DropoutOp,
-                   SoftmaxOp, LogSoftmaxOp, LayerNormOp, FeedForwardOp>(op)) {
-      uniteAll(result, op->getOperand(0));
-      int64_t rank = cast<RankedTensorType>(result.getType()).getRank();
-      if (auto ffn = dyn_cast<FeedForwardOp>(op)) {
-        // w1 [d_ff, d], w2 [d, d_ff], b1 [d_ff], b2 [d].
-        unite(ffn.getInput(), rank - 1, ffn.getW1(), 1);
-        unite(ffn.getInput(), rank - 1, ffn.getW2(), 0);
-        unite(ffn.getW1(), 0, ffn.getW2(), 1);
-        if (Value b1 = ffn.getB1()) {
-          unite(b1, 0, ffn.getW1(), 0);
-        }
-        if (Value b2 = ffn.getB2()) {
-          unite(b2, 0, ffn.getW2(), 0);
-        }
-      } else if (auto ln = dyn_cast<LayerNormOp>(op)) {
-        unite(ln.getInput(), rank - 1, ln.getGamma(), 0);
-        unite(ln.getInput(), rank - 1, ln.getBeta(), 0);
-      }
-    } else if (auto emb = dyn_cast<EmbeddingOp>(op)) {
-      int64_t rank = cast<RankedTensorType>(emb.getIds().getType()).getRank();
-      for (int64_t d = 0; d < rank; ++d) {
-        unite(result, d, emb.getIds(), d);
-      }
-      unite(result, rank, emb.getTable(), 1);
-      auto table = cast<RankedTensorType>(emb.getTable().getType());
-      if (auto index = argIndex(emb.getIds());
-          index && !table.isDynamicDim(0)) {
-        spec.args[*index].idBound = table.getDimSize(0);
-      }
-    } else if (auto pe = dyn_cast<PositionalEncodingOp>(op)) {
-      uniteAll(result, pe.getInput());
-      auto input = cast<RankedTensorType>(pe.getInput().getType());
-      if (pe.getTable()) {
-        unite(pe.getInput(), input.getRank() - 1, pe.getTable(), 1);
-        auto table = cast<RankedTensorType>(pe.getTable().getType());
-        if (!table.isDynamicDim(0)) {
-          int64_t offsetArg = -1;
-          if (pe.getOffset()) {
-            auto index = argIndex(pe.getOffset());
-            offsetArg = index ? int64_t(*index) : -2; // -2: not checkable
-          }
-          if (offsetArg != -2) {
-            positionLimits.push_back({key(pe.getInput(), input.getRank() - 2),
-                                      offsetArg, table.getDimSize(0)});
-          }
-        }
-      }
-    } else if (auto lin = dyn_cast<LinearOp>(op)) {
-      int64_t rank = cast<RankedTensorType>(result.getType()).getRank();
-      for (int64_t d = 0; d + 1 < rank; ++d) {
-        unite(result, d, lin.getInput(), d);
-      }
-      unite(lin.getInput(), rank - 1, lin.getWeight(), 1);
-      unite(result, rank - 1, lin.getWeight(), 0);
-      if (Value bias = lin.getBias()) {
-        unite(bias, 0, lin.getWeight(), 0);
-      }
-    } else if (auto mm = dyn_cast<MatmulOp>(op)) {
-      int64_t rank = cast<RankedTensorType>(result.getType()).getRank();
-      for (int64_t d = 0; d + 2 < rank; ++d) {
-        unite(mm.getLhs(), d, mm.getRhs(), d);
-        unite(result, d, mm.getLhs(), d);
-      }
-      int64_t lk = mm.getTransposeLhs() ? rank - 2 : rank - 1;
-      int64_t lm = mm.getTransposeLhs() ? rank - 1 : rank - 2;
-      int64_t rk = mm.getTransposeRhs() ? rank - 1 : rank - 2;
-      int64_t rn = mm.getTransposeRhs() ? rank - 2 : rank - 1;
-      unite(mm.getLhs(), lk, mm.getRhs(), rk);
-      unite(result, rank - 2, mm.getLhs(), lm);
-      unite(result, rank - 1, mm.getRhs(), rn);
-    } else if (auto mha = dyn_cast<MultiHeadAttentionOp>(op)) {
-      uniteAll(result, mha.getQuery());
-      unite(mha.getQuery(), 0, mha.getKeyValue(), 0);
-      if (Value mask = mha.getKeyPaddingMask()) {
-        unite(mask, 0, mha.getQuery(), 0);
-        unite(mask, 1, mha.getKeyValue(), 1);
-      }
-      // wq, wo [dim, dim]; wk, wv [dim, kv_dim]; biases [dim].
-      Value query = mha.getQuery(), kv = mha.getKeyValue();
-      for (Value w : {mha.getWq(), mha.getWk(), mha.getWv(), mha.getWo()}) {
-        unite(w, 0, query, 2);
-      }
-      unite(mha.getWq(), 1, query, 2);
-      unite(mha.getWo(), 1, query, 2);
-      unite(mha.getWk(), 1, kv, 2);
-      unite(mha.getWv(), 1, kv, 2);
-      for (Value bias : {mha.getBq(), mha.getBk(), mha.getBv(), mha.getBo()}) {
-        if (bias) {
-          unite(bias, 0, query, 2);
-        }
-      }
-    } else if (isa<AttentionOp, AttentionGradOp>(op)) {
-      // query [B, Tq, E], key = value [B, Tk, E], mask [B, Tk]; the result
-      // (and grad, output) like query; the gradients like their operands.
-      auto attention = dyn_cast<AttentionOp>(op);
-      auto grad = dyn_cast<AttentionGradOp>(op);
-      Value query = attention ? attention.getQuery() : grad.getQuery();
-      Value key = attention ? attention.getKey() : grad.getKey();
-      Value value = attention ? attention.getValue() : grad.getValue();
-      Value mask =
-          attention ? attention.getKeyPaddingMask() : grad.getKeyPaddingMask();
-      uniteAll(key, value);
-      unite(query, 0, key, 0);
-      unite(query, 2, key, 2);
-      if (mask) {
-        unite(mask, 0, query, 0);
-        unite(mask, 1, key, 1);
-      }
-      if (attention) {
-        uniteAll(result, query);
-      } else {
-        uniteAll(grad.getGrad(), query);
-        if (Value output = grad.getOutput()) {
-          uniteAll(output, query);
-        }
-        uniteAll(op->getResult(0), query);
-        uniteAll(op->getResult(1), key);
-        uniteAll(op->getResult(2), value);
-      }
-    } else if (isa<ActivationGradOp>(op)) {
-      uniteAll(op->getOperand(0), op->getOperand(1));
-      uniteAll(result, op->getOperand(0));
-    } else if (auto lng = dyn_cast<LayerNormGradOp>(op)) {
-      int64_t rank = cast<RankedTensorType>(lng.getInput().getType()).getRank();
-      uniteAll(lng.getGrad(), lng.getInput());
-      uniteAll(op->getResult(0), lng.getInput());
-      unite(lng.getGamma(), 0, lng.getInput(), rank - 1);
-      uniteAll(op->getResult(1), lng.getGamma());
-      uniteAll(op->getResult(2), lng.getGamma());
-    } else if (auto eg = dyn_cast<EmbeddingGradOp>(op)) {
-      // grad [ids..., width] scattered into [num_embeddings, width] by id.
-      int64_t rank = cast<RankedTensorType>(eg.getIds().getType()).getRank();
-      for (int64_t d = 0; d < rank; ++d) {
-        unite(eg.getGrad(), d, eg.getIds(), d);
-      }
-      unite(result, 1, eg.getGrad(), rank);
-      if (auto index = argIndex(eg.getIds())) {
-        spec.args[*index].idBound = int64_t(eg.getNumEmbeddings());
-      }
-    } else if (auto lg = dyn_cast<LossGradOp>(op)) {
-      // input [..., classes], targets [...], loss_grad [] or like targets.
-      auto tt = cast<RankedTensorType>(lg.getTargets().getType());
-      for (int64_t d = 0; d < tt.getRank(); ++d) {
-        unite(lg.getInput(), d, lg.getTargets(), d);
-      }
-      auto lossGrad = cast<RankedTensorType>(lg.getLossGrad().getType());
-      if (lossGrad.getRank() == tt.getRank()) {
-        uniteAll(lg.getLossGrad(), lg.getTargets());
-      }
-      uniteAll(result, lg.getInput());
-      auto it = cast<RankedTensorType>(lg.getInput().getType());
-      if (auto index = argIndex(lg.getTargets());
-          index && !it.isDynamicDim(it.getRank() - 1)) {
-        spec.args[*index].idBound = it.getDimSize(it.getRank() - 1);
-        if (std::optional<int64_t> ignore = lg.getIgnoreIndex()) {
-          spec.args[*index].ignoredId = *ignore;
-        }
-      }
-    } else if (auto rmg = dyn_cast<ReduceMaxGradOp>(op)) {
-      // grad is the input reduced over `axes` (kept as 1s with keep_dims).
-      auto type = cast<RankedTensorType>(rmg.getInput().getType());
-      std::set<int64_t> axes;
-      for (int64_t a : rmg.getAxes()) {
-        axes.insert(a < 0 ? a + type.getRank() : a);
-      }
-      int64_t out = 0;
-      for (int64_t d = 0; d < type.getRank(); ++d) {
-        if (!axes.count(d)) {
-          unite(rmg.getGrad(), out++, rmg.getInput(), d);
-        } else if (rmg.getKeepDims()) {
-          ++out;
-        }
-      }
-      uniteAll(result, rmg.getInput());
-    } else if (auto peg = dyn_cast<PositionalEncodingGradOp>(op)) {
-      // The positions [offset, offset + seq) of grad lie in the table.
-      auto grad = cast<RankedTensorType>(peg.getGrad().getType());
-      unite(result, 1, peg.getGrad(), grad.getRank() - 1);
-      int64_t offsetArg = -1;
-      if (peg.getOffset()) {
-        auto index = argIndex(peg.getOffset());
-        offsetArg = index ? int64_t(*index) : -2; // -2: not checkable
-      }
-      if (offsetArg != -2) {
-        positionLimits.push_back({key(peg.getGrad(), grad.getRank() - 2),
-                                  offsetArg, int64_t(peg.getMaxLen())});
-      }
-    } else if (isa<AdamUpdateOp, SgdUpdateOp>(op)) {
-      // param, grad and the state (and the results) have one shape.
-      int64_t tensors = isa<AdamUpdateOp>(op) ? 4 : 3;
-      for (int64_t i = 1; i < tensors; ++i) {
-        uniteAll(op->getOperand(0), op->getOperand(i));
-      }
-      for (Value r : op->getResults()) {
-        uniteAll(r, op->getOperand(0));
-      }
-    } else if (auto tr = dyn_cast<TransposeOp>(op)) {
-      for (auto [i, p] : llvm::enumerate(tr.getPermutation())) {
-        unite(result, i, tr.getInput(), p);
-      }
-    } else if (auto rs = dyn_cast<ReshapeOp>(op)) {
-      for (auto [i, entry] : llvm::enumerate(rs.getShape())) {
-        if (entry == 0) {
-          unite(result, i, rs.getInput(), i);
-        }
-      }
-    } else if (auto red = dyn_cast<ReduceOp>(op)) {
-      auto type = cast<RankedTensorType>(red.getInput().getType());
-      std::set<int64_t> axes;
-      for (int64_t a : red.getAxes()) {
-        axes.insert(a < 0 ? a + type.getRank() : a);
-      }
-      int64_t out = 0;
-      for (int64_t d = 0; d < type.getRank(); ++d) {
-        if (!axes.count(d)) {
-          unite(result, out++, red.getInput(), d);
-        } else if (red.getKeepDims()) {
-          ++out;
-        }
-      }
-    } else if (auto sl = dyn_cast<SliceOp>(op)) {
-      int64_t rank = cast<RankedTensorType>(result.getType()).getRank();
-      int64_t axis = int64_t(sl.getAxis());
-      axis = axis < 0 ? axis + rank : axis;
-      for (int64_t d = 0; d < rank; ++d) {
-        if (d != axis) {
-          unite(result, d, sl.getInput(), d);
-        }
-      }
-    } else if (auto cat = dyn_cast<ConcatOp>(op)) {
-      int64_t rank = cast<RankedTensorType>(result.getType()).getRank();
-      int64_t axis = int64_t(cat.getAxis());
-      axis = axis < 0 ? axis + rank : axis;
-      concats.push_back({cat, axis});
-      for (Value input : cat.getInputs()) {
-        for (int64_t d = 0; d < rank; ++d) {
-          if (d != axis) {
-            unite(result, d, input, d);
-          }
-        }
-      }
-    } else if (isa<CrossEntropyOp, NLLLossOp>(op)) {
-      Value input = op->getOperand(0), targets = op->getOperand(1);
-      auto tt = cast<RankedTensorType>(targets.getType());
-      for (int64_t d = 0; d < tt.getRank(); ++d) {
-        unite(input, d, targets, d);
-      }
-      auto it = cast<RankedTensorType>(input.getType());
-      if (auto index = argIndex(targets);
-          index && !it.isDynamicDim(it.getRank() - 1)) {
-        spec.args[*index].idBound = it.getDimSize(it.getRank() - 1);
-        if (auto ignore = op->getAttrOfType<IntegerAttr>("ignore_index")) {
-          spec.args[*index].ignoredId = ignore.getInt();
-        }
-      }
-    }
   }
 
   func::FuncOp func;
@@ -523,8 +291,16 @@ private:
     int64_t maxLen;
   };
   std::vector<PendingLimit> positionLimits;
-  /// Every kiln.concat with its (non-negative) axis.
-  std::vector<std::pair<ConcatOp, int64_t>> concats;
+  /// Dimensions that are sums of others (concatenations).
+  struct Sum {
+    Value result;
+    int64_t axis;
+    SmallVector<Value> parts;
+  };
+  std::vector<Sum> sums;
+  /// Dimensions with a least size.
+  std::vector<std::pair<DimKey, int64_t>> minimums;
+  FunctionSpec &spec;
 };
 
 } // namespace
@@ -649,7 +425,7 @@ static FunctionSpec readSpec(func::FuncOp func, bool inPlace) {
     }
     spec.results.push_back(result);
   }
-  ContractBuilder(func).build(spec);
+  ContractBuilder(func, spec).build();
   return spec;
 }
 

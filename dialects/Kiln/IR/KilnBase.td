@@ -10,6 +10,7 @@
 include "mlir/IR/OpBase.td"
 include "mlir/IR/AttrTypeBase.td"
 include "mlir/IR/EnumAttr.td"
+include "dialects/Kiln/IR/KilnInterfaces.td"
 
 //===----------------------------------------------------------------------===//
 // Dialect
@@ -113,7 +114,10 @@ def Kiln_LossReductionAttr
 // Base op class
 //===----------------------------------------------------------------------===//
 
+// Every kiln op states its shape contract (KilnInterfaces.td).
 class Kiln_Op<string mnemonic, list<Trait> traits = []>
-    : Op<Kiln_Dialect, mnemonic, traits>;
+    : Op<Kiln_Dialect, mnemonic,
+         !listconcat(traits,
+                     [DeclareOpInterfaceMethods<Kiln_ShapeContractOpInterface>])>;
 
 #endif // KILN_DIALECT_KILN_IR_KILNBASE_TD

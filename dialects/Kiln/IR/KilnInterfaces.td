@@ -1,7 +1,7 @@
 //===- KilnInterfaces.td - Kiln op interfaces --------------*- tablegen -*-===//
 //
 // The gradient interface through which every differentiable kiln op states
-// its vector-Jacobian product.
+// its vector-Jacobian product, and the shape contract every kiln op states.
 //
 //===----------------------------------------------------------------------===//
 
@@ -27,6 +27,26 @@ def Kiln_GradientOpInterface : OpInterface<"GradientOpInterface"> {
       (ins "::mlir::OpBuilder &":$builder,
            "::llvm::ArrayRef<::mlir::Value>":$resultGradients,
            "::llvm::SmallVectorImpl<::mlir::Value> &":$operandGradients)>
+  ];
+}
+
+def Kiln_ShapeContractOpInterface : OpInterface<"ShapeContractOpInterface"> {
+  let cppNamespace = "::mlir::kiln";
+  let description = [{
+    What the op's code assumes of the sizes of its operands and results
+    beyond their static types: dimensions that must be equal, ids that
+    index a table, positions that must lie in a learned table, and sizes
+    that are sums of others (see ShapeContract.h). The JIT and ahead-of-time
+    entry points check every such condition that reaches a function
+    argument before each call, so that no input makes compiled code read
+    out of bounds. Every kiln op implements it (Kiln_Op adds it): a new op
+    cannot forget its contract.
+  }];
+  let methods = [
+    InterfaceMethod<
+      "States the op's shape contract to `contract`.",
+      "void", "addShapeContract",
+      (ins "::mlir::kiln::ShapeContract &":$contract)>
   ];
 }
 

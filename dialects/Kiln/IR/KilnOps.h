@@ -9,6 +9,7 @@
 #define KILN_DIALECTS_KILN_IR_KILNOPS_H
 
 #include "dialects/Kiln/IR/KilnDialect.h"
+#include "dialects/Kiln/IR/ShapeContract.h"
 #include "mlir/Bytecode/BytecodeOpInterface.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/OpDefinition.h"

@@ -12,7 +12,10 @@
 #include "Reference.h"
 
 #include "compiler/Target/JIT/Jit.h"
+#include "dialects/Kiln/IR/KilnOps.h"
 #include "runtime/Error.h"
+
+#include "mlir/IR/MLIRContext.h"
 
 #include <gtest/gtest.h>
 
@@ -195,4 +198,46 @@ TEST(ContractDeathTest, AnAllocationThatFailsEndsTheProcessWithTheReason) {
   EXPECT_DEATH(jit->call("f", {}),
                "kiln: out of memory: compiled code could not allocate "
                "4398046511104 bytes");
+}
+
+// A slice of static length from a dynamic dimension reads that many
+// elements: the dimension must be at least as long (it had read past the
+// end). From the front ([1:4]) and from the back ([-3:]).
+TEST(Contract, StaticSlicesOfDynamicDimensionsNeedTheirLength) {
+  auto jit = JitModule::compileSource(R"(
+    func.func @front(%x: tensor<2x?xf32>) -> tensor<2x3xf32> {
+      %0 = kiln.slice %x {axis = 1 : i64, start = 1 : i64, end = 4 : i64}
+          : (tensor<2x?xf32>) -> tensor<2x3xf32>
+      return %0 : tensor<2x3xf32>
+    }
+    func.func @back(%x: tensor<?x2xf32>) -> tensor<3x2xf32> {
+      %0 = kiln.slice %x {axis = 0 : i64, start = -3 : i64}
+          : (tensor<?x2xf32>) -> tensor<3x2xf32>
+      return %0 : tensor<3x2xf32>
+    })");
+  jit->call("front", {f32({2, 4})});
+  EXPECT_REFUSED(jit->call("front", {f32({2, 3})}),
+                 "dimension 1 of argument #0 'arg0' of 'front' is 3 but must "
+                 "be at least 4");
+  jit->call("back", {f32({3, 2})});
+  EXPECT_REFUSED(jit->call("back", {f32({2, 2})}), "must be at least 3");
+}
+
+// Every kiln op states its shape contract: Kiln_Op adds the interface, so
+// an op without addShapeContract does not link; this names any that would
+// slip through another way.
+TEST(Contract, EveryKilnOpStatesItsShapeContract) {
+  mlir::DialectRegistry registry;
+  registry.insert<mlir::kiln::KilnDialect>();
+  mlir::MLIRContext context(registry);
+  context.loadAllAvailableDialects();
+  int ops = 0;
+  for (mlir::RegisteredOperationName name : context.getRegisteredOperations()) {
+    if (name.getDialectNamespace() == "kiln") {
+      ++ops;
+      EXPECT_TRUE(name.hasInterface<mlir::kiln::ShapeContractOpInterface>())
+          << name.getStringRef().str();
+    }
+  }
+  EXPECT_GE(ops, 39);
 }

@@ -61,6 +61,9 @@ TEST(Function, SpecsRoundTripThroughText) {
   EXPECT_TRUE(back.args[2].isParam);
   EXPECT_EQ(back.args[0].idBound, 10);
   EXPECT_EQ(back.positionLimits[0].maxLen, 8);
+  // A least size survives the text.
+  spec.groups[1].minSize = 3;
+  EXPECT_EQ(parseFunctionSpec(serialize(spec)).groups[1].minSize, 3);
   // Blank and white-space-only lines say nothing.
   EXPECT_EQ(serialize(parseFunctionSpec("function f\n  \n\t\nresult [2] -1\n")),
             "function f\nresult [2] -1\n");
@@ -122,6 +125,11 @@ TEST(Function, MalformedSpecsAreRefused) {
       "'0:1' is not an argument dimension");
   EXPECT_KILN_ERROR(parseFunctionSpec("function f\nlimit 0 -1 8\n"),
                     "no such group");
+  EXPECT_KILN_ERROR(parseFunctionSpec("function f\nmin 0 4\n"),
+                    "no such group");
+  EXPECT_KILN_ERROR(parseFunctionSpec("function f\narg a input f32 [-1] -1 "
+                                      "none -\ngroup -1 0:0\nmin 0 -1\n"),
+                    "a negative least size");
   EXPECT_KILN_ERROR(parseParamSpecs("param w [-1] 0 0 0\n"),
                     "needs a static shape");
   EXPECT_KILN_ERROR(parseParamSpecs("param w [2] 99 0 0\n"),

@@ -1,0 +1,360 @@
+//===- KilnContracts.cpp - The shape contract of every kiln op ------------===//
+//
+// ShapeContractOpInterface for every op: what its lowering assumes of the
+// dynamic sizes of its operands and results (see ShapeContract.h).
+//
+//===----------------------------------------------------------------------===//
+
+#include "dialects/Kiln/IR/KilnOps.h"
+#include "dialects/Kiln/IR/ShapeUtils.h"
+
+#include <set>
+
+using namespace mlir;
+using namespace mlir::kiln;
+
+static RankedTensorType typeOf(Value v) {
+  return cast<RankedTensorType>(v.getType());
+}
+
+static int64_t rankOf(Value v) { return typeOf(v).getRank(); }
+
+void ShapeContract::sameShape(Value a, Value b) {
+  for (int64_t d = 0, e = std::min(rankOf(a), rankOf(b)); d < e; ++d) {
+    same(a, d, b, d);
+  }
+}
+
+void ShapeContract::sameBroadcast(Value a, Value b) {
+  auto ta = typeOf(a), tb = typeOf(b);
+  int64_t rank = std::min(ta.getRank(), tb.getRank());
+  for (int64_t i = 1; i <= rank; ++i) {
+    int64_t da = ta.getRank() - i, db = tb.getRank() - i;
+    if (ta.getDimSize(da) != 1 && tb.getDimSize(db) != 1) {
+      same(a, da, b, db);
+    }
+  }
+}
+
+/// The dimensions of `input` that a reduction over `axes` keeps, paired
+/// with their place in the reduced value.
+static void sameReduced(ShapeContract &c, Value reduced, Value input,
+                        ArrayRef<int64_t> axes, bool keepDims) {
+  int64_t rank = rankOf(input);
+  std::set<int64_t> reducedAxes;
+  for (int64_t a : axes) {
+    reducedAxes.insert(a < 0 ? a + rank : a);
+  }
+  int64_t out = 0;
+  for (int64_t d = 0; d < rank; ++d) {
+    if (!reducedAxes.count(d)) {
+      c.same(reduced, out++, input, d);
+    } else if (keepDims) {
+      ++out;
+    }
+  }
+}
+
+/// A loss: input [..., C], targets [...] of class ids in [0, C), the result
+/// like the targets when it is not reduced.
+static void lossContract(ShapeContract &c, Value input, Value targets,
+                         Value result, std::optional<int64_t> ignore) {
+  for (int64_t d = 0; d < rankOf(targets); ++d) {
+    c.same(input, d, targets, d);
+  }
+  if (result && rankOf(result) == rankOf(targets)) {
+    c.sameShape(result, targets);
+  }
+  auto it = typeOf(input);
+  if (!it.isDynamicDim(it.getRank() - 1)) {
+    c.idsWithin(targets, it.getDimSize(it.getRank() - 1), ignore);
+  }
+}
+
+/// Attention: query [B, Tq, E], key = value [B, Tk, E], mask [B, Tk].
+static void attentionContract(ShapeContract &c, Value query, Value key,
+                              Value value, Value mask) {
+  c.sameShape(key, value);
+  c.same(query, 0, key, 0);
+  c.same(query, 2, key, 2);
+  if (mask) {
+    c.same(mask, 0, query, 0);
+    c.same(mask, 1, key, 1);
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Building blocks
+//===----------------------------------------------------------------------===//
+
+void EmbeddingOp::addShapeContract(ShapeContract &c) {
+  int64_t rank = rankOf(getIds());
+  for (int64_t d = 0; d < rank; ++d) {
+    c.same(getResult(), d, getIds(), d);
+  }
+  c.same(getResult(), rank, getTable(), 1);
+  auto table = typeOf(getTable());
+  if (!table.isDynamicDim(0)) {
+    c.idsWithin(getIds(), table.getDimSize(0), std::nullopt);
+  }
+}
+
+void PositionalEncodingOp::addShapeContract(ShapeContract &c) {
+  c.sameShape(getResult(), getInput());
+  int64_t rank = rankOf(getInput());
+  if (Value table = getTable()) {
+    c.same(getInput(), rank - 1, table, 1);
+    if (!typeOf(table).isDynamicDim(0)) {
+      c.positionsWithin(getInput(), rank - 2, getOffset(),
+                        typeOf(table).getDimSize(0));
+    }
+  }
+}
+
+void LayerNormOp::addShapeContract(ShapeContract &c) {
+  c.sameShape(getResult(), getInput());
+  int64_t rank = rankOf(getInput());
+  c.same(getInput(), rank - 1, getGamma(), 0);
+  c.same(getInput(), rank - 1, getBeta(), 0);
+}
+
+void MultiHeadAttentionOp::addShapeContract(ShapeContract &c) {
+  Value query = getQuery(), kv = getKeyValue();
+  c.sameShape(getResult(), query);
+  c.same(query, 0, kv, 0);
+  if (Value mask = getKeyPaddingMask()) {
+    c.same(mask, 0, query, 0);
+    c.same(mask, 1, kv, 1);
+  }
+  // wq, wo [dim, dim]; wk, wv [dim, kv_dim]; biases [dim].
+  for (Value w : {getWq(), getWk(), getWv(), getWo()}) {
+    c.same(w, 0, query, 2);
+  }
+  c.same(getWq(), 1, query, 2);
+  c.same(getWo(), 1, query, 2);
+  c.same(getWk(), 1, kv, 2);
+  c.same(getWv(), 1, kv, 2);
+  for (Value bias : {getBq(), getBk(), getBv(), getBo()}) {
+    if (bias) {
+      c.same(bias, 0, query, 2);
+    }
+  }
+}
+
+void FeedForwardOp::addShapeContract(ShapeContract &c) {
+  // w1 [d_ff, d], w2 [d, d_ff], b1 [d_ff], b2 [d].
+  c.sameShape(getResult(), getInput());
+  int64_t rank = rankOf(getInput());
+  c.same(getInput(), rank - 1, getW1(), 1);
+  c.same(getInput(), rank - 1, getW2(), 0);
+  c.same(getW1(), 0, getW2(), 1);
+  if (Value b1 = getB1()) {
+    c.same(b1, 0, getW1(), 0);
+  }
+  if (Value b2 = getB2()) {
+    c.same(b2, 0, getW2(), 0);
+  }
+}
+
+void LinearOp::addShapeContract(ShapeContract &c) {
+  // input [..., K], weight [N, K], bias [N], result [..., N].
+  int64_t rank = rankOf(getResult());
+  for (int64_t d = 0; d + 1 < rank; ++d) {
+    c.same(getResult(), d, getInput(), d);
+  }
+  c.same(getInput(), rank - 1, getWeight(), 1);
+  c.same(getResult(), rank - 1, getWeight(), 0);
+  if (Value bias = getBias()) {
+    c.same(bias, 0, getWeight(), 0);
+  }
+}
+
+void MatmulOp::addShapeContract(ShapeContract &c) {
+  int64_t rank = rankOf(getResult());
+  for (int64_t d = 0; d + 2 < rank; ++d) {
+    c.same(getLhs(), d, getRhs(), d);
+    c.same(getResult(), d, getLhs(), d);
+  }
+  int64_t lk = getTransposeLhs() ? rank - 2 : rank - 1;
+  int64_t lm = getTransposeLhs() ? rank - 1 : rank - 2;
+  int64_t rk = getTransposeRhs() ? rank - 1 : rank - 2;
+  int64_t rn = getTransposeRhs() ? rank - 2 : rank - 1;
+  c.same(getLhs(), lk, getRhs(), rk);
+  c.same(getResult(), rank - 2, getLhs(), lm);
+  c.same(getResult(), rank - 1, getRhs(), rn);
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise and shape ops
+//===----------------------------------------------------------------------===//
+
+#define KILN_BROADCAST_CONTRACT(Op)                                            \
+  void Op::addShapeContract(ShapeContract &c) {                                \
+    c.sameBroadcast(getLhs(), getRhs());                                       \
+    c.sameBroadcast(getResult(), getLhs());                                    \
+    c.sameBroadcast(getResult(), getRhs());                                    \
+  }
+KILN_BROADCAST_CONTRACT(AddOp)
+KILN_BROADCAST_CONTRACT(SubOp)
+KILN_BROADCAST_CONTRACT(MulOp)
+KILN_BROADCAST_CONTRACT(DivOp)
+#undef KILN_BROADCAST_CONTRACT
+
+#define KILN_SAME_SHAPE_CONTRACT(Op)                                           \
+  void Op::addShapeContract(ShapeContract &c) {                                \
+    c.sameShape(getResult(), getInput());                                      \
+  }
+KILN_SAME_SHAPE_CONTRACT(ReluOp)
+KILN_SAME_SHAPE_CONTRACT(TanhOp)
+KILN_SAME_SHAPE_CONTRACT(ExpOp)
+KILN_SAME_SHAPE_CONTRACT(LogOp)
+KILN_SAME_SHAPE_CONTRACT(GeluOp)
+KILN_SAME_SHAPE_CONTRACT(ScaleOp)
+KILN_SAME_SHAPE_CONTRACT(DropoutOp)
+KILN_SAME_SHAPE_CONTRACT(SoftmaxOp)
+KILN_SAME_SHAPE_CONTRACT(LogSoftmaxOp)
+#undef KILN_SAME_SHAPE_CONTRACT
+
+void ReduceOp::addShapeContract(ShapeContract &c) {
+  sameReduced(c, getResult(), getInput(), getAxes(), getKeepDims());
+}
+
+void ReshapeOp::addShapeContract(ShapeContract &c) {
+  for (auto [i, entry] : llvm::enumerate(getShape())) {
+    if (entry == 0) {
+      c.same(getResult(), i, getInput(), i);
+    }
+  }
+}
+
+void TransposeOp::addShapeContract(ShapeContract &c) {
+  for (auto [i, p] : llvm::enumerate(getPermutation())) {
+    c.same(getResult(), i, getInput(), p);
+  }
+}
+
+void SliceOp::addShapeContract(ShapeContract &c) {
+  int64_t rank = rankOf(getResult());
+  int64_t axis = *shape::normalizeAxis(getAxis(), rank);
+  for (int64_t d = 0; d < rank; ++d) {
+    if (d != axis) {
+      c.same(getResult(), d, getInput(), d);
+    }
+  }
+  // A slice of static length of a dynamic dimension reads [start, end)
+  // (or the last -start elements): the dimension must be that long.
+  auto input = typeOf(getInput());
+  if (input.isDynamicDim(axis) && !typeOf(getResult()).isDynamicDim(axis)) {
+    int64_t start = getStart();
+    std::optional<int64_t> end = getEnd();
+    int64_t needed = start >= 0 ? (end ? *end : start + 1) : -start;
+    c.atLeast(getInput(), axis, needed);
+  }
+}
+
+void ConcatOp::addShapeContract(ShapeContract &c) {
+  int64_t rank = rankOf(getResult());
+  int64_t axis = *shape::normalizeAxis(getAxis(), rank);
+  for (Value input : getInputs()) {
+    for (int64_t d = 0; d < rank; ++d) {
+      if (d != axis) {
+        c.same(getResult(), d, input, d);
+      }
+    }
+  }
+  c.sumOf(getResult(), axis, getInputs());
+}
+
+void ConstantOp::addShapeContract(ShapeContract &) {} // static
+
+//===----------------------------------------------------------------------===//
+// Losses
+//===----------------------------------------------------------------------===//
+
+void CrossEntropyOp::addShapeContract(ShapeContract &c) {
+  lossContract(c, getInput(), getTargets(), getResult(), getIgnoreIndex());
+}
+
+void NLLLossOp::addShapeContract(ShapeContract &c) {
+  lossContract(c, getInput(), getTargets(), getResult(), getIgnoreIndex());
+}
+
+//===----------------------------------------------------------------------===//
+// Gradients and optimizers
+//===----------------------------------------------------------------------===//
+
+void EmbeddingGradOp::addShapeContract(ShapeContract &c) {
+  // grad [ids..., width] is added into rows [num_embeddings, width] by id.
+  int64_t rank = rankOf(getIds());
+  for (int64_t d = 0; d < rank; ++d) {
+    c.same(getGrad(), d, getIds(), d);
+  }
+  c.same(getResult(), 1, getGrad(), rank);
+  c.idsWithin(getIds(), int64_t(getNumEmbeddings()), std::nullopt);
+}
+
+void ActivationGradOp::addShapeContract(ShapeContract &c) {
+  c.sameShape(getGrad(), getInput());
+  c.sameShape(getResult(), getInput());
+}
+
+void ReduceMaxGradOp::addShapeContract(ShapeContract &c) {
+  sameReduced(c, getGrad(), getInput(), getAxes(), getKeepDims());
+  c.sameShape(getResult(), getInput());
+}
+
+void LayerNormGradOp::addShapeContract(ShapeContract &c) {
+  int64_t rank = rankOf(getInput());
+  c.sameShape(getGrad(), getInput());
+  c.sameShape(getResult(0), getInput());
+  c.same(getGamma(), 0, getInput(), rank - 1);
+  c.sameShape(getResult(1), getGamma());
+  c.sameShape(getResult(2), getGamma());
+}
+
+void LossGradOp::addShapeContract(ShapeContract &c) {
+  lossContract(c, getInput(), getTargets(), getLossGrad(), getIgnoreIndex());
+  c.sameShape(getResult(), getInput());
+}
+
+void AttentionOp::addShapeContract(ShapeContract &c) {
+  attentionContract(c, getQuery(), getKey(), getValue(), getKeyPaddingMask());
+  c.sameShape(getResult(), getQuery());
+}
+
+void AttentionGradOp::addShapeContract(ShapeContract &c) {
+  attentionContract(c, getQuery(), getKey(), getValue(), getKeyPaddingMask());
+  c.sameShape(getGrad(), getQuery());
+  if (Value output = getOutput()) {
+    c.sameShape(output, getQuery());
+  }
+  c.sameShape(getResult(0), getQuery());
+  c.sameShape(getResult(1), getKey());
+  c.sameShape(getResult(2), getValue());
+}
+
+void PositionalEncodingGradOp::addShapeContract(ShapeContract &c) {
+  int64_t rank = rankOf(getGrad());
+  c.same(getResult(), 1, getGrad(), rank - 1);
+  c.positionsWithin(getGrad(), rank - 2, getOffset(), int64_t(getMaxLen()));
+}
+
+void AdamUpdateOp::addShapeContract(ShapeContract &c) {
+  for (Value v : {getGrad(), getM(), getV()}) {
+    c.sameShape(v, getParam());
+  }
+  for (Value r : getResults()) {
+    c.sameShape(r, getParam());
+  }
+}
+
+void SgdUpdateOp::addShapeContract(ShapeContract &c) {
+  for (Value v : {getGrad(), getBuf()}) {
+    c.sameShape(v, getParam());
+  }
+  for (Value r : getResults()) {
+    c.sameShape(r, getParam());
+  }
+}
+
+void GlobalNormScaleOp::addShapeContract(ShapeContract &) {} // reads each whole
