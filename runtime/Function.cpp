@@ -512,8 +512,10 @@ static void checkArguments(const FunctionSpec &spec,
     int64_t length = args[argIndex].tensor.shape()[dim];
     int64_t offset = limit.offsetArg >= 0 ? args[limit.offsetArg].scalar : 0;
     if (offset < 0 || length > limit.maxLen || offset > limit.maxLen - length) {
+      // offset + length may not fit in 64 bits (UBSan found it).
       throw Error("kiln: positions [" + std::to_string(offset) + ", " +
-                  std::to_string(offset + length) + ") of '" + spec.name +
+                  fmt::format("{}", static_cast<__int128>(offset) + length) +
+                  ") of '" + spec.name +
                   "' exceed the learned position table (max_len " +
                   std::to_string(limit.maxLen) + ")");
     }
