@@ -514,6 +514,16 @@ AttentionOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
 LogicalResult
 MultiHeadAttentionOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
                                      SmallVectorImpl<Value> &operandGrads) {
+  // The backward pass splits heads of the projections' widths: weights of
+  // dynamic shape would give it widths it cannot split (it had emitted
+  // invalid IR); a diagnostic instead.
+  for (Value w : {getWq(), getWk(), getWv(), getWo(), getBq(), getBk(), getBv(),
+                  getBo()}) {
+    if (w && !typeOf(w).hasStaticShape()) {
+      return emitOpError("has no gradient with weights of dynamic shape (")
+             << w.getType() << "): give the weights static shapes";
+    }
+  }
   // mha = linear(attention(linear(q), linear(kv), linear(kv)), wo):
   // recompute the projections and the attention output, then go back
   // through each piece.

@@ -161,3 +161,16 @@ func.func @matmul_transpose_rhs(%a: tensor<2x5x3xf32>, %b: tensor<2x4x3xf32>) ->
   %0 = kiln.matmul %a, %b {transpose_rhs} : (tensor<2x5x3xf32>, tensor<2x4x3xf32>) -> tensor<2x5x4xf32>
   return %0 : tensor<2x5x4xf32>
 }
+
+// -----
+
+// Multi-head attention with a weight of dynamic shape: the weight takes the
+// size the verifier implies, so every projection has the type it claims
+// (the output projection had been a tensor<2x3x?xf32> result of a
+// tensor<2x3x8xf32> op: invalid IR).
+// CHECK-LABEL: func.func @mha_dynamic_weight
+// CHECK: tensor.cast %{{.*}} : tensor<?x?xf32> to tensor<8x8xf32>
+func.func @mha_dynamic_weight(%x: tensor<2x3x8xf32>, %w: tensor<8x8xf32>, %wo: tensor<?x?xf32>) -> tensor<2x3x8xf32> {
+  %0 = kiln.mha %x, %x weights(%w, %w, %w, %wo) {num_heads = 2 : i64} : (tensor<2x3x8xf32>, tensor<2x3x8xf32>, tensor<8x8xf32>, tensor<8x8xf32>, tensor<8x8xf32>, tensor<?x?xf32>) -> tensor<2x3x8xf32>
+  return %0 : tensor<2x3x8xf32>
+}

@@ -26,3 +26,14 @@ module {
     return
   }
 }
+
+// -----
+
+// Multi-head attention's backward pass splits heads of the projections'
+// widths: weights of dynamic shape are refused (it had emitted invalid IR).
+func.func @loss(%x: tensor<2x3x8xf32>, %w: tensor<8x8xf32> {kiln.kind = "param"}, %wo: tensor<?x?xf32> {kiln.kind = "param"}) -> tensor<f32> {
+  // expected-error @+1 {{'kiln.mha' op has no gradient with weights of dynamic shape ('tensor<?x?xf32>'): give the weights static shapes}}
+  %0 = kiln.mha %x, %x weights(%w, %w, %w, %wo) {num_heads = 2 : i64} : (tensor<2x3x8xf32>, tensor<2x3x8xf32>, tensor<8x8xf32>, tensor<8x8xf32>, tensor<8x8xf32>, tensor<?x?xf32>) -> tensor<2x3x8xf32>
+  %1 = kiln.reduce sum %0 {axes = array<i64: 0, 1, 2>} : (tensor<2x3x8xf32>) -> tensor<f32>
+  return %1 : tensor<f32>
+}
