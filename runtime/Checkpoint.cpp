@@ -12,9 +12,14 @@
 
 #include <fmt/format.h>
 
+#include <cerrno>
 #include <charconv>
 #include <cmath>
+#include <cstring>
+#include <filesystem>
 #include <string_view>
+
+#include <unistd.h>
 
 using namespace kiln;
 
@@ -41,6 +46,36 @@ static std::string firstBadElement(const Tensor &tensor, bool nonNegative) {
     }
   }
   return "";
+}
+
+void kiln::checkCheckpointWritable(const std::string &path) {
+  namespace fs = std::filesystem;
+  fs::path directory = fs::path(path).parent_path();
+  if (directory.empty()) {
+    directory = ".";
+  }
+  auto refuse = [&](const std::string &why) {
+    return Error(
+        fmt::format("{}: cannot save checkpoints there: {}", path, why));
+  };
+  std::error_code error;
+  fs::file_status status = fs::status(directory, error);
+  if (!fs::exists(status)) {
+    throw refuse(
+        fmt::format("the directory '{}' does not exist", directory.string()));
+  }
+  if (!fs::is_directory(status)) {
+    throw refuse(fmt::format("'{}' is not a directory", directory.string()));
+  }
+  // access() answers for the caller's rights and the file system (EROFS for
+  // a read-only one, also for root).
+  if (::access(directory.c_str(), W_OK | X_OK) != 0) {
+    throw refuse(fmt::format("the directory '{}' is not writable ({})",
+                             directory.string(), std::strerror(errno)));
+  }
+  if (fs::is_directory(fs::status(path, error))) {
+    throw refuse("it is a directory");
+  }
 }
 
 void kiln::saveCheckpoint(const std::string &path,

@@ -31,6 +31,14 @@ struct TrainingState {
   std::map<std::string, std::string> info;
 };
 
+/// Throws kiln::Error, naming `path` and the reason, when no checkpoint
+/// could be saved at `path`: its directory does not exist, is not a
+/// directory or is not writable (a read-only file system included), or
+/// `path` is a directory. runTraining checks before its first step;
+/// programs can check before they compile anything. (A full disk shows only
+/// when saving: then saveCheckpoint throws and the old file stays.)
+void checkCheckpointWritable(const std::string &path);
+
 /// Writes `parameters`, `optimizerState` (may be empty) and `state` to
 /// `path` atomically. Refuses (kiln::Error; the file at `path` stays as it
 /// was) parameters or state holding a value that is not finite, or a

@@ -238,6 +238,9 @@ static void checkOptions(const TrainingOptions &options,
   if (options.resume && options.checkpointPath.empty()) {
     throw bad("resume needs a checkpointPath");
   }
+  if (!options.checkpointPath.empty()) {
+    checkCheckpointWritable(options.checkpointPath);
+  }
   if (options.resume && !hooks.restoreStep) {
     throw bad("resume needs hooks.restoreStep (to set the optimizer's step "
               "count)");

@@ -3,6 +3,7 @@
 
 import os
 import shutil
+import subprocess
 import sys
 
 import lit.formats
@@ -53,6 +54,19 @@ if ptxas:
 else:
     lit_config.note("ptxas not found: the PTX of kiln-to-gpu is not checked")
 config.substitutions.append(("%python", sys.executable))
+# Private mount namespaces (root, or user namespaces), for the tests of
+# read-only and full output directories.
+try:
+    if subprocess.run(["unshare", "-m", "true"], stderr=subprocess.DEVNULL).returncode == 0:
+        config.available_features.add("mount-namespaces")
+except OSError:
+    pass
+if "mount-namespaces" not in config.available_features:
+    lit_config.note("no mount namespaces (unshare -m): read-only and full "
+                    "output directories are not tested")
+# The sanitizers of a KILN_SANITIZE build: programs that link Kiln's
+# instrumented libraries need them too.
+config.substitutions.append(("%kiln_sanitize", config.kiln_sanitize))
 # Where kiln-to-gpu finds libdevice.
 llvm_config.with_system_environment(["CUDA_HOME", "CUDA_PATH", "CUDA_ROOT"])
 

@@ -9,8 +9,8 @@
 // RUN: llvm-objdump -d %t/v3.o | FileCheck %s --check-prefix=V3 --implicit-check-not=zmm
 // RUN: llvm-objdump -d %t/v4.o | FileCheck %s --check-prefix=V4
 // RUN: %clang -c -I%t %S/Inputs/use_loss_grad.c -o %t/use.o
-// RUN: %clangxx -fuse-ld=lld %t/use.o %t/v3.o %kiln_obj/runtime/libKilnRuntime.a -lfmt -L/usr/lib/llvm-22/lib -Wl,-rpath,/usr/lib/llvm-22/lib -lomp -lm -o %t/use-v3
-// RUN: %clangxx -fuse-ld=lld %t/use.o %t/v4.o %kiln_obj/runtime/libKilnRuntime.a -lfmt -L/usr/lib/llvm-22/lib -Wl,-rpath,/usr/lib/llvm-22/lib -lomp -lm -o %t/use-v4
+// RUN: %clangxx %kiln_sanitize -fuse-ld=lld %t/use.o %t/v3.o %kiln_obj/runtime/libKilnRuntime.a -lfmt -L/usr/lib/llvm-22/lib -Wl,-rpath,/usr/lib/llvm-22/lib -lomp -lm -o %t/use-v3
+// RUN: %clangxx %kiln_sanitize -fuse-ld=lld %t/use.o %t/v4.o %kiln_obj/runtime/libKilnRuntime.a -lfmt -L/usr/lib/llvm-22/lib -Wl,-rpath,/usr/lib/llvm-22/lib -lomp -lm -o %t/use-v4
 // RUN: %if x86-64-v3 %{ %t/use-v3 | FileCheck %s %}
 // RUN: %if x86-64-v4 %{ %t/use-v4 | FileCheck %s %}
 

@@ -6,7 +6,7 @@
 // RUN: %clang -std=c99 -Wall -Wextra -Werror -pedantic -fsyntax-only -I%t %S/Inputs/use_relu2.c
 // RUN: %clangxx -std=c++17 -Wall -Wextra -Werror -fsyntax-only -x c++ -I%t %S/Inputs/use_relu2.c
 // RUN: %clang -c -I%t %S/Inputs/use_relu2.c -o %t/use.o
-// RUN: %clangxx -fuse-ld=lld %t/use.o %t/relu2.o %kiln_obj/runtime/libKilnRuntime.a -lfmt -L/usr/lib/llvm-22/lib -Wl,-rpath,/usr/lib/llvm-22/lib -lomp -lm -o %t/use
+// RUN: %clangxx %kiln_sanitize -fuse-ld=lld %t/use.o %t/relu2.o %kiln_obj/runtime/libKilnRuntime.a -lfmt -L/usr/lib/llvm-22/lib -Wl,-rpath,/usr/lib/llvm-22/lib -lomp -lm -o %t/use
 // RUN: %t/use | FileCheck %s --check-prefix=OUT
 // x86-64-v2 has no AVX: no ymm or zmm register in the code.
 // RUN: llvm-objdump -d %t/relu2.o | FileCheck %s --check-prefix=V2 --implicit-check-not=ymm --implicit-check-not=zmm
@@ -23,7 +23,7 @@
 // RUN: kiln-compile %S/Inputs/relu2.mlir -o %t/relu2gpu.o --header %t/relu2gpu.h --name relu2 --gpu sm_90 | FileCheck %s --check-prefix=GPUCOMPILE
 // RUN: llvm-nm %t/relu2gpu.o | FileCheck %s --check-prefix=GPUSYMS
 // RUN: llvm-objdump -h %t/relu2gpu.o | FileCheck %s --check-prefix=INIT
-// RUN: %clangxx -fuse-ld=lld %t/use.o %t/relu2gpu.o %kiln_obj/runtime/libKilnRuntime.a -lfmt -L/usr/lib/llvm-22/lib -Wl,-rpath,/usr/lib/llvm-22/lib -lomp -lm -o %t/usegpu
+// RUN: %clangxx %kiln_sanitize -fuse-ld=lld %t/use.o %t/relu2gpu.o %kiln_obj/runtime/libKilnRuntime.a -lfmt -L/usr/lib/llvm-22/lib -Wl,-rpath,/usr/lib/llvm-22/lib -lomp -lm -o %t/usegpu
 // RUN: env KILN_CUDA_DRIVER=%t/no-such-libcuda.so not --crash %t/usegpu 2>&1 | FileCheck %s --check-prefix=NOGPU
 // RUN: env KILN_CUDA_DRIVER=%kiln_obj/test/Unit/Cuda/libkiln-fake-cuda.so not --crash %t/usegpu 2>&1 | FileCheck %s --check-prefix=FAKEGPU
 // Errors: nothing is written.

@@ -8,6 +8,7 @@
 
 #include "compiler/Target/JIT/Jit.h"
 
+#include "compiler/Target/JIT/JitMemory.h"
 #include "compiler/Target/JIT/Lowering.h"
 #include "runtime/Allocator.h"
 #include "runtime/Cuda.h"
@@ -35,6 +36,9 @@ using namespace mlir;
 namespace kiln {
 
 struct JitModule::Impl {
+  /// Where the engine's sections live (JitMemory.h); outlives the engine,
+  /// which gives its sections back when it goes.
+  std::unique_ptr<ContiguousMemoryMapper> memory;
   std::unique_ptr<ExecutionEngine> engine;
   double pipelineSeconds = 0, codegenSeconds = 0;
 };
@@ -108,6 +112,8 @@ JitModule::compileLowered(LoweredModule lowered, const JitOptions &options) {
     return llvm::Error::success();
   };
   ExecutionEngineOptions engineOptions;
+  impl->memory = std::make_unique<ContiguousMemoryMapper>();
+  engineOptions.sectionMemoryMapper = impl->memory.get();
   // Threaded loops call the LLVM OpenMP runtime.
   static const std::string openmp = KILN_OPENMP_LIBRARY;
   llvm::StringRef libraries[] = {openmp};

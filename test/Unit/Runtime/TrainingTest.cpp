@@ -468,6 +468,37 @@ TEST_F(TrainingTest, ACsvLogThatCannotBeWrittenStopsTheRun) {
                     "on device)");
 }
 
+// A checkpoint path where no checkpoint can be saved (a missing directory, a
+// file for a directory, a directory for the file) stops the run before its
+// first step, not after the training it would lose. (A read-only file
+// system: test/Examples/unwritable-output.mlir.)
+TEST_F(TrainingTest, RefusesACheckpointPathThatCannotBeWritten) {
+  std::ofstream(path("file")) << "x";
+  fs::create_directory(path("dir"));
+  struct Case {
+    std::string checkpoint, error;
+  };
+  for (const Case &c :
+       {Case{path("missing/ckpt.safetensors"),
+             "cannot save checkpoints there: the directory '" +
+                 path("missing") + "' does not exist"},
+        Case{path("file/ckpt.safetensors"), "cannot save checkpoints there: '" +
+                                                path("file") +
+                                                "' is not a directory"},
+        Case{path("dir"),
+             "cannot save checkpoints there: it is a directory"}}) {
+    TrainingOptions options;
+    options.steps = 3;
+    options.out = nullptr;
+    options.checkpointPath = c.checkpoint;
+    Problem p;
+    EXPECT_KILN_ERROR(runTraining(options, p.hooks()), c.error);
+    EXPECT_EQ(p.steps, 0) << c.checkpoint;
+  }
+  EXPECT_NO_THROW(checkCheckpointWritable(path("ckpt.safetensors")));
+  EXPECT_FALSE(fs::exists(path("ckpt.safetensors"))); // checking writes nothing
+}
+
 // Resuming with a setting the checkpoint recorded otherwise (same tensor
 // shapes, another model) is refused before anything changes.
 TEST_F(TrainingTest, ResumeRefusesACheckpointOfOtherSettings) {

@@ -1,0 +1,185 @@
+//===- IRFuzzer.cpp - libFuzzer target: kiln IR through the pipelines ----===//
+//
+// IR is untrusted input like any file. For a module of kiln ops (functions
+// whose bodies hold kiln ops and func.return), MLIR's rule must hold: what
+// parses and verifies never crashes a pass, and no pass emits invalid IR;
+// what cannot be compiled fails with a diagnostic. The input is parsed and
+// verified; then, on copies of it, three pipelines run to the LLVM dialect:
+// kiln-to-llvm, kiln-autodiff + kiln-to-llvm and kiln-training-step
+// (AdamW, clipping) + kiln-to-llvm, each for the module's first function.
+// A pass whose output does not verify, or a pipeline that fails without an
+// error diagnostic, aborts with the pass's name. Modules with ops of other
+// dialects are skipped: their passes are upstream MLIR's.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/InitAll.h"
+#include "compiler/Pipelines/Pipelines.h"
+#include "dialects/Kiln/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/Verifier.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassInstrumentation.h"
+#include "mlir/Pass/PassManager.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+
+using namespace mlir;
+
+namespace {
+
+/// Collects the text of every diagnostic; prints nothing (most inputs are
+/// refused, and that is the expected outcome).
+struct Diagnostics {
+  explicit Diagnostics(MLIRContext &context)
+      : handler(&context, [this](Diagnostic &diagnostic) {
+          if (diagnostic.getSeverity() == DiagnosticSeverity::Error) {
+            ++errors;
+          }
+          text += diagnostic.str() + "\n";
+          return success();
+        }) {}
+  ScopedDiagnosticHandler handler;
+  int errors = 0;
+  std::string text;
+};
+
+[[noreturn]] void fail(const std::string &what, const std::string &details) {
+  llvm::errs() << "kiln-fuzz-ir: " << what << "\n" << details << "\n";
+  std::abort();
+}
+
+/// Verifies the IR after every pass that succeeded (the pass manager's own
+/// verifier is off so that a failure names the pass that broke the IR).
+struct VerifyAfterEachPass : public PassInstrumentation {
+  explicit VerifyAfterEachPass(Diagnostics &diagnostics)
+      : diagnostics(diagnostics) {}
+  void runAfterPass(Pass *pass, Operation *op) override {
+    if (failed(verify(op))) {
+      fail("the pass '" + pass->getArgument().str() +
+               "' produced IR that does not verify",
+           diagnostics.text);
+    }
+  }
+  Diagnostics &diagnostics;
+};
+
+/// How far the inputs got: printed at exit (KILN_FUZZ_STATS set), to tell
+/// how many inputs reach the pipelines.
+struct Stats {
+  long inputs = 0, parsed = 0, kilnModules = 0, compiled = 0;
+  ~Stats() {
+    if (std::getenv("KILN_FUZZ_STATS")) {
+      llvm::errs() << "kiln-fuzz-ir: " << inputs << " inputs, " << parsed
+                   << " parsed and verified, " << kilnModules
+                   << " kiln modules, " << compiled
+                   << " pipelines that reached the LLVM dialect\n";
+    }
+  }
+} stats;
+
+/// Only kiln ops in function bodies: the IR Kiln's users write.
+bool isKilnModule(ModuleOp module) {
+  bool onlyKiln = true;
+  module.walk([&](Operation *op) {
+    if (op == module.getOperation() || isa<func::FuncOp, func::ReturnOp>(op) ||
+        op->getDialect()->getNamespace() == "kiln") {
+      return WalkResult::advance();
+    }
+    onlyKiln = false;
+    return WalkResult::interrupt();
+  });
+  return onlyKiln;
+}
+
+/// Runs `first` (when given) and then the textual `pipeline` on a copy of
+/// `source`.
+void runPipeline(MLIRContext &context, ModuleOp source,
+                 std::unique_ptr<Pass> first, const std::string &pipeline) {
+  Diagnostics diagnostics(context);
+  OwningOpRef<ModuleOp> module = source.clone();
+  PassManager pm(&context);
+  pm.enableVerifier(false);
+  pm.addInstrumentation(std::make_unique<VerifyAfterEachPass>(diagnostics));
+  if (first) {
+    pm.addPass(std::move(first));
+  }
+  if (failed(mlir::kiln::addPipeline(pm, pipeline))) {
+    fail("the pipeline does not parse: " + pipeline, diagnostics.text);
+  }
+  if (succeeded(pm.run(*module))) {
+    ++stats.compiled;
+  } else if (diagnostics.errors == 0) {
+    fail("a pass failed without an error diagnostic (" + pipeline + ")",
+         diagnostics.text);
+  }
+}
+
+const DialectRegistry &registry() {
+  static DialectRegistry *registry = [] {
+    auto *result = new DialectRegistry;
+    ::kiln::registerAllDialects(*result);
+    ::kiln::registerAllPasses();
+    return result;
+  }();
+  return *registry;
+}
+
+} // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  ++stats.inputs;
+  MLIRContext context(registry(), MLIRContext::Threading::DISABLED);
+  Diagnostics diagnostics(context);
+  // MLIR's lexer reads up to a NUL after the text (as files and std::string
+  // have); the fuzzer's buffer has none.
+  std::string text(reinterpret_cast<const char *>(data), size);
+  // Parsing verifies: what is refused here has been explained.
+  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(text, &context);
+  if (!module) {
+    if (diagnostics.errors == 0) {
+      fail("the input was refused without an error diagnostic", "");
+    }
+    return 0;
+  }
+  ++stats.parsed;
+  if (!isKilnModule(*module)) {
+    return 0;
+  }
+  ++stats.kilnModules;
+  func::FuncOp first;
+  for (auto func : module->getOps<func::FuncOp>()) {
+    if (!func.isExternal()) {
+      first = func;
+      break;
+    }
+  }
+  if (!first) {
+    return 0;
+  }
+  std::string name = first.getName().str();
+  runPipeline(context, *module, nullptr,
+              mlir::kiln::kilnToLLVMPipeline("x86-64-v4"));
+  // Gradients and training steps: AVX2's tiles.
+  std::string toLLVM = mlir::kiln::kilnToLLVMPipeline("x86-64-v3");
+  mlir::kiln::KilnAutodiffPassOptions autodiff;
+  autodiff.function = name;
+  runPipeline(context, *module, mlir::kiln::createKilnAutodiffPass(autodiff),
+              toLLVM);
+  mlir::kiln::KilnTrainingStepPassOptions training;
+  training.function = name;
+  training.optimizer = "adamw";
+  training.weightDecay = 0.01;
+  training.clipNorm = 1.0;
+  runPipeline(context, *module,
+              mlir::kiln::createKilnTrainingStepPass(training), toLLVM);
+  return 0;
+}

@@ -1,0 +1,97 @@
+//===- JitMemoryTest.cpp - Compiled code's sections in one range ---------===//
+//
+// ContiguousMemoryMapper (compiler/Target/JIT/JitMemory.h) places every
+// section of a JIT'd module in one reservation, so that RuntimeDyld's 32-bit
+// offsets reach from the code to its data and GOT. The examples built with
+// AddressSanitizer (README, "Sanitizers") are the test that the JIT uses it:
+// without it their compiled code jumps to an unmapped address.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/Target/JIT/JitMemory.h"
+
+#include "llvm/Support/Memory.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include <sys/mman.h>
+
+using namespace kiln;
+using llvm::sys::Memory;
+using llvm::sys::MemoryBlock;
+using Purpose = llvm::SectionMemoryManager::AllocationPurpose;
+
+namespace {
+
+bool inside(const ContiguousMemoryMapper &mapper, const MemoryBlock &block) {
+  char *p = static_cast<char *>(block.base());
+  return p >= mapper.base() &&
+         p + block.allocatedSize() <= mapper.base() + mapper.reserved();
+}
+
+TEST(JitMemory, EverySectionLiesInOneReservation) {
+  ContiguousMemoryMapper mapper;
+  ASSERT_LT(mapper.reserved(), size_t(1) << 31); // 32-bit offsets reach
+  // Big and small blocks of each purpose, as RuntimeDyld asks for them.
+  // A kernel left to itself puts the small ones into holes between the
+  // libraries and the big ones elsewhere.
+  std::vector<MemoryBlock> blocks;
+  for (size_t bytes :
+       {size_t(1), size_t(4096), size_t(5000), size_t(3) << 20}) {
+    for (Purpose purpose : {Purpose::Code, Purpose::ROData, Purpose::RWData}) {
+      std::error_code error;
+      MemoryBlock block = mapper.allocateMappedMemory(
+          purpose, bytes, nullptr, Memory::MF_READ | Memory::MF_WRITE, error);
+      ASSERT_FALSE(error) << error.message();
+      ASSERT_GE(block.allocatedSize(), bytes);
+      EXPECT_TRUE(inside(mapper, block));
+      std::memset(block.base(), 0x5a, bytes); // writable
+      blocks.push_back(block);
+    }
+  }
+  for (size_t i = 1; i < blocks.size(); ++i) { // none overlaps the one before
+    EXPECT_GE(static_cast<char *>(blocks[i].base()),
+              static_cast<char *>(blocks[i - 1].base()) +
+                  blocks[i - 1].allocatedSize());
+  }
+  EXPECT_LE(mapper.used(), mapper.reserved());
+}
+
+TEST(JitMemory, ProtectsAndReleases) {
+  ContiguousMemoryMapper mapper(1 << 20);
+  std::error_code error;
+  MemoryBlock block = mapper.allocateMappedMemory(
+      Purpose::Code, 100, nullptr, Memory::MF_READ | Memory::MF_WRITE, error);
+  ASSERT_FALSE(error);
+  static_cast<unsigned char *>(block.base())[0] = 0xc3; // ret
+  EXPECT_FALSE(
+      mapper.protectMappedMemory(block, Memory::MF_READ | Memory::MF_EXEC));
+  unsigned char residency = 0;
+  ASSERT_EQ(::mincore(block.base(), 1, &residency), 0); // still mapped
+  EXPECT_EQ(static_cast<unsigned char *>(block.base())[0], 0xc3);
+  // A section inside the block (not page-aligned) protects its pages.
+  MemoryBlock section(static_cast<char *>(block.base()) + 16, 32);
+  EXPECT_FALSE(mapper.protectMappedMemory(section, Memory::MF_READ));
+  EXPECT_EQ(static_cast<unsigned char *>(block.base())[0], 0xc3);
+  EXPECT_FALSE(mapper.releaseMappedMemory(block));
+  EXPECT_EQ(block.base(), nullptr);
+}
+
+TEST(JitMemory, AReservationThatIsUsedUpIsAnError) {
+  ContiguousMemoryMapper mapper(1 << 20);
+  std::error_code error;
+  MemoryBlock fits =
+      mapper.allocateMappedMemory(Purpose::RWData, 1 << 19, nullptr,
+                                  Memory::MF_READ | Memory::MF_WRITE, error);
+  EXPECT_FALSE(error);
+  EXPECT_TRUE(inside(mapper, fits));
+  MemoryBlock tooBig =
+      mapper.allocateMappedMemory(Purpose::RWData, (1 << 19) + 1, nullptr,
+                                  Memory::MF_READ | Memory::MF_WRITE, error);
+  EXPECT_EQ(error, std::errc::not_enough_memory);
+  EXPECT_EQ(tooBig.base(), nullptr);
+}
+
+} // namespace
