@@ -48,6 +48,7 @@ JitModule::~JitModule() = default;
 
 double JitModule::pipelineSeconds() const { return impl_->pipelineSeconds; }
 double JitModule::codegenSeconds() const { return impl_->codegenSeconds; }
+size_t JitModule::codeBytes() const { return impl_->memory->used(); }
 
 /// The GPU architecture `target` names ("" for the CPU); checks that there
 /// is a GPU to run on.

@@ -68,6 +68,9 @@ public:
   /// Seconds spent in the MLIR pipeline and in LLVM code generation.
   double pipelineSeconds() const;
   double codegenSeconds() const;
+  /// Bytes of compiled code, constants and data the module's sections take
+  /// (pages, all in one reservation: compiler/Target/JIT/JitMemory.h).
+  size_t codeBytes() const;
 
 private:
   struct Impl;

@@ -3,12 +3,14 @@
 // ContiguousMemoryMapper (compiler/Target/JIT/JitMemory.h) places every
 // section of a JIT'd module in one reservation, so that RuntimeDyld's 32-bit
 // offsets reach from the code to its data and GOT. The examples built with
-// AddressSanitizer (README, "Sanitizers") are the test that the JIT uses it:
-// without it their compiled code jumps to an unmapped address.
+// AddressSanitizer (README, "Sanitizers") show what it is for: without it
+// their compiled code jumped to an unmapped address.
 //
 //===----------------------------------------------------------------------===//
 
+#include "compiler/Target/JIT/Jit.h"
 #include "compiler/Target/JIT/JitMemory.h"
+#include "runtime/Tensor.h"
 
 #include "llvm/Support/Memory.h"
 
@@ -92,6 +94,21 @@ TEST(JitMemory, AReservationThatIsUsedUpIsAnError) {
                                   Memory::MF_READ | Memory::MF_WRITE, error);
   EXPECT_EQ(error, std::errc::not_enough_memory);
   EXPECT_EQ(tooBig.base(), nullptr);
+}
+
+// The JIT places its modules' sections through the mapper.
+TEST(JitMemory, CompiledModulesUseIt) {
+  auto jit = JitModule::compileSource(R"mlir(
+    func.func @scale(%x: tensor<?x17xf32>) -> tensor<?x17xf32> {
+      %0 = kiln.add %x, %x : (tensor<?x17xf32>, tensor<?x17xf32>) -> tensor<?x17xf32>
+      return %0 : tensor<?x17xf32>
+    })mlir");
+  EXPECT_GT(jit->codeBytes(), 0u);
+  EXPECT_LT(jit->codeBytes(), ContiguousMemoryMapper::kDefaultReservation);
+  Tensor x = Tensor::full({3, 17}, 1.5f);
+  std::vector<Tensor> out = jit->call("scale", {x});
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].toVector<float>(), std::vector<float>(3 * 17, 3.0f));
 }
 
 } // namespace

@@ -1,0 +1,14 @@
+//===- SanitizerOptions.cpp - AddressSanitizer's defaults for Kiln --------===//
+//
+// Linked into every target of a KILN_SANITIZE build and into kiln-fuzz-ir.
+// LLVM's headers poison and unpoison BumpPtrAllocator slabs when the code
+// that includes them is built with ASan; Kiln's instrumented code then
+// poisons slabs (of MLIR's uniquer, say) that Debian's uninstrumented
+// libMLIR.so allocates from without unpoisoning: false use-after-poison
+// reports. Manual poisoning is switched off; everything else ASan checks.
+//
+//===----------------------------------------------------------------------===//
+
+extern "C" const char *__asan_default_options() {
+  return "allow_user_poisoning=0";
+}
