@@ -8,8 +8,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "compiler/Target/JIT/Jit.h"
 #include "compiler/Target/JIT/JitMemory.h"
+#include "compiler/Target/JIT/Jit.h"
 #include "runtime/Tensor.h"
 
 #include "llvm/Support/Memory.h"
