@@ -202,18 +202,19 @@ public:
 private:
   /// Two concatenations whose results must be equally long along their
   /// axes (a decoder's key and value caches, each the past plus the new
-  /// positions, read together by attention), made of static parts of equal
-  /// sizes and one dynamic part at the same place: then those dynamic parts
-  /// must be equally long (exactly). A sum has no dimension of its own to
-  /// check; without this, a key cache longer than the value cache passed and
-  /// attention read past the end of the values.
+  /// positions, read together by attention), whose parts are pairwise known
+  /// to be equally long (equal static sizes, or sizes the contract already
+  /// equates) but for one pair: then that pair must be equally long
+  /// (exactly). A sum has no dimension of its own to check; without this, a
+  /// key cache longer than the value cache passed and attention read past
+  /// the end of the values.
   void uniteConcatenatedParts() {
     auto axisSize = [](Value v, int64_t axis) {
       return cast<RankedTensorType>(v.getType()).getDimSize(axis);
     };
-    // The position of the one dynamic part when every other part of `a`
-    // and `b` is static and equal, else nullopt.
-    auto dynamicPart = [&](const Sum &a,
+    // The position of the one pair of parts of `a` and `b` not known to be
+    // equally long, else nullopt.
+    auto unknownPart = [&](const Sum &a,
                            const Sum &b) -> std::optional<size_t> {
       if (a.parts.size() != b.parts.size()) {
         return std::nullopt;
@@ -221,12 +222,17 @@ private:
       std::optional<size_t> part;
       for (auto [i, x, y] : llvm::enumerate(a.parts, b.parts)) {
         int64_t sx = axisSize(x, a.axis), sy = axisSize(y, b.axis);
-        if (ShapedType::isDynamic(sx) && ShapedType::isDynamic(sy) && !part) {
-          part = i;
-        } else if (ShapedType::isDynamic(sx) || ShapedType::isDynamic(sy) ||
-                   sx != sy) {
-          return std::nullopt;
+        bool bothStatic =
+            !ShapedType::isDynamic(sx) && !ShapedType::isDynamic(sy);
+        if ((bothStatic && sx == sy) ||
+            classes.getOrInsertLeaderValue(key(x, a.axis)) ==
+                classes.getOrInsertLeaderValue(key(y, b.axis))) {
+          continue;
         }
+        if (bothStatic || part) {
+          return std::nullopt; // never equal, or more than one unknown
+        }
+        part = i;
       }
       return part;
     };
@@ -238,7 +244,7 @@ private:
           if (&a == &b ||
               classes.getOrInsertLeaderValue(key(a.result, a.axis)) !=
                   classes.getOrInsertLeaderValue(key(b.result, b.axis)) ||
-              !(part = dynamicPart(a, b))) {
+              !(part = unknownPart(a, b))) {
             continue;
           }
           Value x = a.parts[*part], y = b.parts[*part];

@@ -9,12 +9,14 @@
 #include "TinyGpt.h"
 #include "tiny_gpt.h"
 
+#include "../Runtime/ExpectError.h"
 #include "../Runtime/TempDirTest.h"
 #include "runtime/Aot.h"
 #include "runtime/Checkpoint.h"
 #include "runtime/Error.h"
 #include "runtime/Generate.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -117,6 +119,37 @@ TEST(Aot, CachedGenerationMatchesTheJit) {
         {.temperature = 1.0}, rng);
   };
   EXPECT_EQ(generate(*aot), generate(*jit));
+}
+
+// A GPT decode step's key and value caches of different lengths (100000
+// against 1 had crashed; 4 against 3 read a row past the values) are refused
+// before the call, in the ahead-of-time model as in the JIT. (The caches
+// are concatenated with new keys and values of a dynamic length: both parts
+// of each concatenation are dynamic.)
+TEST(Aot, DecodeRefusesCachesThatDisagree) {
+  auto aot = std::make_shared<AotModule>(tiny_gpt_model);
+  auto jit = jitTinyGpt();
+  ParameterStore params = aot->initParameters(2);
+  int64_t d = test::tinyGptConfig().dModel;
+  for (const Executable *exe : {static_cast<const Executable *>(aot.get()),
+                                static_cast<const Executable *>(jit.get())}) {
+    auto decode = [&](int64_t keys, int64_t values) {
+      std::map<std::string, Arg> in{
+          {"idx", Tensor::fromVector<int64_t>({1, 1}, {3})},
+          {"pos", Arg(int64_t(0))}};
+      for (int layer = 0; layer < test::tinyGptConfig().numLayers; ++layer) {
+        in.emplace(fmt::format("past.{}.key", layer),
+                   Tensor::zeros({1, keys, d}, DType::f32));
+        in.emplace(fmt::format("past.{}.value", layer),
+                   Tensor::zeros({1, values, d}, DType::f32));
+      }
+      return exe->run("decode", params, in);
+    };
+    EXPECT_EQ(decode(3, 3).size(), size_t(1 + 2 * 2));
+    EXPECT_KILN_ERROR(decode(4, 3), "must equal");
+    EXPECT_KILN_ERROR(decode(3, 4), "must equal");
+    EXPECT_KILN_ERROR(decode(100000, 1), "must equal");
+  }
 }
 
 TEST(Aot, TheCEntryPointsCheckTheirArguments) {
