@@ -42,6 +42,13 @@ struct KilnTrainingStepPass
       return signalPassFailure();
     }
     SmallVector<unsigned> params = trainableArguments(forward);
+    if (params.empty()) {
+      // Nothing to update (arguments marked, none of them "param"): a step
+      // would clip and update nothing (kiln-fuzz-ir found the invalid IR).
+      forward.emitOpError("has no trainable arguments for kiln-training-step "
+                          "(none marked kiln.kind = \"param\")");
+      return signalPassFailure();
+    }
     FailureOr<func::FuncOp> built = differentiate(forward, "train_step");
     if (failed(built)) {
       return signalPassFailure();
