@@ -60,6 +60,9 @@ void kiln::checkCheckpointWritable(const std::string &path) {
   };
   std::error_code error;
   fs::file_status status = fs::status(directory, error);
+  if (error && error != std::errc::no_such_file_or_directory) {
+    throw refuse(fmt::format("'{}': {}", directory.string(), error.message()));
+  }
   if (!fs::exists(status)) {
     throw refuse(
         fmt::format("the directory '{}' does not exist", directory.string()));

@@ -147,7 +147,7 @@ inline Options parseOptions(int argc, char **argv, const char *usage,
   cl.parse(argc, argv, usage);
   o.sampleOnly |= program == Program::aotGenerate;
   checkModel(o, "the options");
-  if (!o.sampleOnly) {
+  if (!o.sampleOnly && !o.checkpoint.empty()) {
     checkCheckpointWritable(o.checkpoint); // before anything is compiled
   }
   return o;

@@ -117,6 +117,12 @@ void runPipeline(MLIRContext &context, ModuleOp source,
     fail("the pipeline does not parse: " + pipeline, diagnostics.text);
   }
   if (succeeded(pm.run(*module))) {
+    // Function passes were verified function by function: the module too.
+    if (failed(verify(*module))) {
+      fail("the pipeline produced a module that does not verify (" + pipeline +
+               ")",
+           diagnostics.text);
+    }
     ++stats.compiled;
   } else if (diagnostics.errors == 0) {
     fail("a pass failed without an error diagnostic (" + pipeline + ")",

@@ -59,6 +59,10 @@ ContiguousMemoryMapper::~ContiguousMemoryMapper() {
 MemoryBlock ContiguousMemoryMapper::allocateMappedMemory(
     llvm::SectionMemoryManager::AllocationPurpose, size_t numBytes,
     const MemoryBlock *, unsigned flags, std::error_code &error) {
+  if (numBytes > reserved_ - used_) { // before rounding (it could wrap)
+    error = std::make_error_code(std::errc::not_enough_memory);
+    return MemoryBlock();
+  }
   size_t bytes = roundUpToPages(numBytes == 0 ? 1 : numBytes);
   if (bytes > reserved_ - used_) {
     error = std::make_error_code(std::errc::not_enough_memory);
@@ -78,7 +82,7 @@ std::error_code
 ContiguousMemoryMapper::protectMappedMemory(const MemoryBlock &block,
                                             unsigned flags) {
   if (!block.base() || block.allocatedSize() == 0) {
-    return std::make_error_code(std::errc::invalid_argument);
+    return std::error_code(); // an empty section: nothing to protect
   }
   // Blocks are sections within the pages handed out: protect whole pages.
   uintptr_t page = pageSize();

@@ -19,6 +19,9 @@
 
 namespace kiln {
 
+/// One mapper per compiled module (not thread-safe: RuntimeDyld links a
+/// module's object on one thread). A module whose sections need more than
+/// the reservation fails to link ("Unable to allocate section memory").
 class ContiguousMemoryMapper final
     : public llvm::SectionMemoryManager::MemoryMapper {
 public:

@@ -45,8 +45,13 @@ struct KilnTrainingStepPass
     if (params.empty()) {
       // Nothing to update (arguments marked, none of them "param"): a step
       // would clip and update nothing (kiln-fuzz-ir found the invalid IR).
-      forward.emitOpError("has no trainable arguments for kiln-training-step "
-                          "(none marked kiln.kind = \"param\")");
+      bool marked =
+          llvm::any_of(llvm::seq(forward.getNumArguments()), [&](unsigned i) {
+            return bool(forward.getArgAttr(i, "kiln.kind"));
+          });
+      forward.emitOpError("has no trainable arguments for kiln-training-step ")
+          << (marked ? "(none marked kiln.kind = \"param\")"
+                     : "(no f32 tensor argument)");
       return signalPassFailure();
     }
     FailureOr<func::FuncOp> built = differentiate(forward, "train_step");

@@ -70,15 +70,24 @@ TEST(JitMemory, ProtectsAndReleases) {
   static_cast<unsigned char *>(block.base())[0] = 0xc3; // ret
   EXPECT_FALSE(
       mapper.protectMappedMemory(block, Memory::MF_READ | Memory::MF_EXEC));
-  unsigned char residency = 0;
-  ASSERT_EQ(::mincore(block.base(), 1, &residency), 0); // still mapped
   EXPECT_EQ(static_cast<unsigned char *>(block.base())[0], 0xc3);
   // A section inside the block (not page-aligned) protects its pages.
   MemoryBlock section(static_cast<char *>(block.base()) + 16, 32);
   EXPECT_FALSE(mapper.protectMappedMemory(section, Memory::MF_READ));
   EXPECT_EQ(static_cast<unsigned char *>(block.base())[0], 0xc3);
+  // Read-only now: a write faults.
+  auto *bytes = static_cast<volatile unsigned char *>(block.base());
+  EXPECT_DEATH(bytes[1] = 0, "");
+  MemoryBlock released = block;
   EXPECT_FALSE(mapper.releaseMappedMemory(block));
   EXPECT_EQ(block.base(), nullptr);
+  // Released pages stay reserved and inaccessible (not unmapped: the
+  // addresses are the mapper's until it goes).
+  EXPECT_DEATH((void)static_cast<volatile unsigned char *>(released.base())[0],
+               "");
+  unsigned char residency = 0;
+  EXPECT_EQ(::mincore(released.base(), 1, &residency), 0);
+  EXPECT_TRUE(inside(mapper, released));
 }
 
 TEST(JitMemory, AReservationThatIsUsedUpIsAnError) {
@@ -94,6 +103,14 @@ TEST(JitMemory, AReservationThatIsUsedUpIsAnError) {
                                   Memory::MF_READ | Memory::MF_WRITE, error);
   EXPECT_EQ(error, std::errc::not_enough_memory);
   EXPECT_EQ(tooBig.base(), nullptr);
+  // A size that would wrap when rounded up to pages.
+  MemoryBlock huge =
+      mapper.allocateMappedMemory(Purpose::RWData, SIZE_MAX - 10, nullptr,
+                                  Memory::MF_READ | Memory::MF_WRITE, error);
+  EXPECT_EQ(error, std::errc::not_enough_memory);
+  EXPECT_EQ(huge.base(), nullptr);
+  // An empty section has nothing to protect.
+  EXPECT_FALSE(mapper.protectMappedMemory(MemoryBlock(), Memory::MF_READ));
 }
 
 // The JIT places its modules' sections through the mapper.
