@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
@@ -59,15 +60,14 @@ ContiguousMemoryMapper::~ContiguousMemoryMapper() {
 MemoryBlock ContiguousMemoryMapper::allocateMappedMemory(
     llvm::SectionMemoryManager::AllocationPurpose, size_t numBytes,
     const MemoryBlock *, unsigned flags, std::error_code &error) {
-  if (numBytes > reserved_ - used_) { // before rounding (it could wrap)
+  // What is left is a whole number of pages: a size that fits still fits
+  // rounded up (and is compared before rounding, which could wrap).
+  size_t wanted = std::max<size_t>(numBytes, 1);
+  if (wanted > reserved_ - used_) {
     error = std::make_error_code(std::errc::not_enough_memory);
     return MemoryBlock();
   }
-  size_t bytes = roundUpToPages(numBytes == 0 ? 1 : numBytes);
-  if (bytes > reserved_ - used_) {
-    error = std::make_error_code(std::errc::not_enough_memory);
-    return MemoryBlock();
-  }
+  size_t bytes = roundUpToPages(wanted);
   char *p = base_ + used_;
   if (::mprotect(p, bytes, protection(flags)) != 0) {
     error = std::error_code(errno, std::generic_category());
