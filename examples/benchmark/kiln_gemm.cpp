@@ -114,10 +114,15 @@ int main(int argc, char **argv) {
         options.dumpDirectory = argv[++i];
       } else if (arg == "--dynamic") {
         dynamic = true;
+      } else if (arg == "--list") {
+        for (const GemmShape &s : kiln::bench::kGemmShapes) {
+          fmt::print("{}\n", s.name);
+        }
+        return 0;
       } else if (arg.rfind("--", 0) == 0) {
-        fmt::print(stderr,
-                   "usage: kiln-gemm [--cpu host|x86-64-v3|x86-64-v4|"
-                   "<llvm cpu>] [--dynamic] [--dump DIR] [shape name]\n");
+        fmt::print(stderr, "usage: kiln-gemm [--cpu host|x86-64-v3|x86-64-v4|"
+                           "<llvm cpu>] [--dynamic] [--dump DIR] [--list] "
+                           "[shape name]\n");
         return 2;
       } else {
         only = arg;

@@ -2,8 +2,11 @@
 # The GEMM benchmark: Kiln's contraction against the BLAS libraries installed
 # (OpenBLAS, BLIS, oneDNN; apt-get install libopenblas-dev libopenblas0-openmp
 # libblis-dev libblis4-openmp libdnnl-dev) on every contraction of the
-# benchmark models (gemm_shapes.h), at 1 and 2 threads, in one run.
-# Usage: run-gemm.sh [BUILD_DIR] [--threads 1,2]
+# benchmark models (gemm_shapes.h), at 1 and 2 threads, in one run. Shape by
+# shape, Kiln and each library run one after the other (a burst of load on
+# this shared machine then hits them alike), in `--rounds` rounds; each
+# figure is the median over the rounds of each process's median time.
+# Usage: run-gemm.sh [BUILD_DIR] [--threads 1,2] [--rounds 3]
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -13,12 +16,18 @@ if [[ $# -gt 0 && $1 != --* ]]; then
   shift
 fi
 threads=1,2
+rounds=3
 while [[ $# -gt 0 ]]; do
   case $1 in
     --threads) threads=$2; shift 2 ;;
-    *) echo "usage: run-gemm.sh [BUILD_DIR] [--threads 1,2]" >&2; exit 2 ;;
+    --rounds) rounds=$2; shift 2 ;;
+    *) echo "usage: run-gemm.sh [BUILD_DIR] [--threads 1,2] [--rounds 3]" >&2; exit 2 ;;
   esac
 done
+if ! [[ $rounds =~ ^[1-9][0-9]*$ ]]; then
+  echo "run-gemm.sh: --rounds wants a positive count, not '$rounds'" >&2
+  exit 2
+fi
 out=${KILN_BENCH_DIR:-$root/build-bench}
 lib=/usr/lib/x86_64-linux-gnu
 inc=/usr/include/x86_64-linux-gnu
@@ -56,16 +65,22 @@ echo "CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-) (OPENBLAS_CORET
 
 results=$(mktemp)
 trap 'rm -f "$results"' EXIT
-for t in ${threads//,/ }; do
-  echo "== $t thread(s)"
-  OMP_NUM_THREADS=$t "$build/examples/kiln-gemm" | grep '^GEMM' | sed "s/^GEMM /GEMM threads=$t /" >> "$results"
-  for peer in "${peers[@]}"; do
-    OMP_NUM_THREADS=$t BLIS_NUM_THREADS=$t "$out/gemm_peer_$peer" |
-      sed "s/^GEMM /GEMM threads=$t /" >> "$results"
+mapfile -t shapes < <("$build/examples/kiln-gemm" --list)
+for ((r = 1; r <= rounds; ++r)); do
+  for t in ${threads//,/ }; do
+    echo "== round $r of $rounds, $t thread(s)"
+    for shape in "${shapes[@]}"; do
+      OMP_NUM_THREADS=$t "$build/examples/kiln-gemm" "$shape" | grep '^GEMM' |
+        sed "s/^GEMM /GEMM threads=$t /" >> "$results"
+      for peer in "${peers[@]}"; do
+        OMP_NUM_THREADS=$t BLIS_NUM_THREADS=$t "$out/gemm_peer_$peer" "$shape" |
+          sed "s/^GEMM /GEMM threads=$t /" >> "$results"
+      done
+    done
   done
 done
 echo
-echo "GFLOP/s (median); ratio = Kiln / the best library (>= 0.9 is the goal)"
+echo "GFLOP/s (median of $rounds rounds); ratio = Kiln / the best library (>= 0.9 is the goal)"
 awk -v peers="${peers[*]}" '
   /^GEMM / {
     delete f
@@ -76,10 +91,28 @@ awk -v peers="${peers[*]}" '
     n = split(line, parts, " ")
     for (i = 2; i <= n; ++i) { split(parts[i], kv, "="); if (kv[1] != "shape") f[kv[1]] = kv[2] }
     key = f["threads"] SUBSEP f["shape"]
-    g[f["peer"], key] = f["gflops"]
+    c = ++runs[f["peer"], key]
+    all[f["peer"], key, c] = f["gflops"]
     if (!(key in seen)) { seen[key] = 1; order[++count] = key }
   }
+  # The median of the rounds of one peer, thread count and shape.
+  function median(peer, key,    n, i, j, v, x) {
+    n = runs[peer, key]
+    for (i = 1; i <= n; ++i) v[i] = all[peer, key, i] + 0
+    for (i = 2; i <= n; ++i) {
+      x = v[i]
+      for (j = i - 1; j >= 1 && v[j] > x; --j) v[j + 1] = v[j]
+      v[j + 1] = x
+    }
+    if (n == 0) return 0
+    return n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
+  }
   END {
+    np = split(peers, names, " ")
+    for (i = 1; i <= count; ++i) {
+      g["kiln", order[i]] = median("kiln", order[i])
+      for (p = 1; p <= np; ++p) g[names[p], order[i]] = median(names[p], order[i])
+    }
     np = split(peers, names, " ")
     printf "%-16s %3s %8s", "shape", "thr", "kiln"
     for (p = 1; p <= np; ++p) printf " %9s", names[p]

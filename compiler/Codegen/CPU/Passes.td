@@ -28,11 +28,19 @@ def KilnTileAndVectorizePass
       then the tiles) so that a register tile's rows of A stay in L1 and a
       `kc x nc` block of B stays in L2 while every row tile reads it
       (TargetInfo::blockK/blockN: 512 x 256 with a 48 KiB L1 and 1 MiB L2 on
-      AVX-512). A block of B whose rows are a whole matrix row apart is
-      copied into one contiguous buffer first (rows 4 KiB apart fall into
-      the same cache sets and do not stay in L2); when A is stored
-      transposed ([K, M]), rows are blocked too (`mc`, TargetInfo::blockM)
-      and each kc x mc block of A is copied the same way;
+      AVX-512). A block of B is copied into micro-panels first: `nc / n`
+      panels of `kc x n`, each register tile's columns contiguous, so that a
+      tile reads one stream instead of rows `nc` apart. A linear's weight
+      (B stored transposed) is always copied so, transposed in registers; a
+      B whose rows lie a multiple of 4 KiB apart (which share cache sets)
+      when at least 32 rows read it, any other B when at least 512 do (a
+      run-time test chooses between the copy and the product on B in place
+      when the rows are dynamic). The copy does not depend on the rows: it
+      is made before the row-block loop. When A is stored transposed ([K,
+      M]) with rows 4 KiB apart, rows are blocked too (`mc`,
+      TargetInfo::blockM) and each kc x mc block of A is copied into one
+      contiguous buffer. A fill deferred to a product blocked along `k` is
+      done tile by tile in the first `k` block (kiln-defer-fills);
     - every other op is tiled along its innermost loop by one vector
       register (8 f32 on AVX2, 16 on AVX-512) and vectorized.
 

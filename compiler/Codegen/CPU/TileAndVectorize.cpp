@@ -9,6 +9,7 @@
 #include "compiler/Codegen/CPU/TargetInfo.h"
 
 #include "mlir/Analysis/SliceAnalysis.h"
+#include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
@@ -23,6 +24,7 @@
 #include "mlir/Dialect/Vector/Transforms/VectorRewritePatterns.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+#include "mlir/Transforms/LoopInvariantCodeMotionUtils.h"
 
 namespace mlir::kiln {
 #define GEN_PASS_DEF_KILNTILEANDVECTORIZEPASS
@@ -146,32 +148,44 @@ bool touchesSubByteElements(linalg::LinalgOp op) {
 /// counts for a block of A.
 constexpr int64_t kPackMinReuse = 32;
 
+/// Rows below this do not repay copying a block of B whose rows do not
+/// alias in the caches into micro-panels: the copy costs more than the
+/// faster register tiles save (a [2048, 512] B with 128 rows: 205 -> 173
+/// GFLOP/s on two cores of a Zen 4; with 1536 rows, 10% faster).
+constexpr int64_t kPanelMinReuse = 512;
+
 /// The unbatched input of a contraction indexed by exactly the loops
 /// `outer` and `inner` in that order (A [K, M] stored transposed: (k, m);
-/// B: (k, n) or (n, k)), with its innermost dimension contiguous and its
-/// rows a multiple of 4 KiB apart, or null.
+/// B: (k, n) or (n, k)), with its innermost dimension contiguous, or null.
 OpOperand *matrixOperand(linalg::LinalgOp op, unsigned outer, unsigned inner) {
   for (OpOperand *input : op.getDpsInputOperands()) {
     AffineMap map = op.getMatchingIndexingMap(input);
     auto type = dyn_cast<MemRefType>(input->get().getType());
-    if (!type || map.getNumResults() != 2 || !map.isProjectedPermutation() ||
-        map.getDimPosition(0) != outer || map.getDimPosition(1) != inner) {
-      continue;
-    }
-    // Rows a multiple of 4 KiB apart share cache sets (those are copied);
-    // other strides spread over the sets, and copying them measured slower
-    // (N = 8000: 196 -> 190 GFLOP/s on one core; M = 1536 gradients: 206 ->
-    // 187). A dynamic stride may be either: copied.
     int64_t offset;
     SmallVector<int64_t> strides;
-    if (succeeded(type.getStridesAndOffset(strides, offset)) &&
-        strides.back() == 1 &&
-        (ShapedType::isDynamic(strides.front()) ||
-         strides.front() * type.getElementTypeBitWidth() / 8 % 4096 == 0)) {
+    if (type && map.getNumResults() == 2 && map.isProjectedPermutation() &&
+        map.getDimPosition(0) == outer && map.getDimPosition(1) == inner &&
+        succeeded(type.getStridesAndOffset(strides, offset)) &&
+        strides.back() == 1) {
       return input;
     }
   }
   return nullptr;
+}
+
+/// Do the rows of a matrix operand lie a multiple of 4 KiB apart (or a
+/// dynamic stride apart, which may be)? Such rows share cache sets, and a
+/// block of them does not stay in cache unless copied; rows of other
+/// strides spread over the sets, and copying them into a row-major block
+/// measured slower (N = 8000: 196 -> 190 GFLOP/s on one core; M = 1536
+/// gradients: 206 -> 187).
+bool rowsAlias(OpOperand *operand) {
+  auto type = cast<MemRefType>(operand->get().getType());
+  int64_t offset;
+  SmallVector<int64_t> strides;
+  return succeeded(type.getStridesAndOffset(strides, offset)) &&
+         (ShapedType::isDynamic(strides.front()) ||
+          strides.front() * type.getElementTypeBitWidth() / 8 % 4096 == 0);
 }
 
 /// The input of a linalg.generic contraction stored as B transposed: indexed
@@ -181,38 +195,106 @@ OpOperand *matrixOperand(linalg::LinalgOp op, unsigned outer, unsigned inner) {
 /// contiguous [kc, nc] blocks (the copy kiln.linear made of the whole
 /// weight once per call, now made block by block while the block is in
 /// cache). Null when there is none.
-OpOperand *transposedOperand(linalg::LinalgOp op, unsigned n, unsigned k) {
+OpOperand *transposedOperand(linalg::LinalgOp op, unsigned n, unsigned k,
+                             ArrayRef<unsigned> batch) {
   if (!isa<linalg::GenericOp>(op.getOperation())) {
     return nullptr;
   }
+  SmallVector<unsigned> dims(batch);
+  dims.append({n, k});
   for (OpOperand *input : op.getDpsInputOperands()) {
     AffineMap map = op.getMatchingIndexingMap(input);
     auto type = dyn_cast<MemRefType>(input->get().getType());
     int64_t offset;
     SmallVector<int64_t> strides;
-    if (type && type.hasStaticShape() && map.getNumResults() == 2 &&
-        map.isProjectedPermutation() && map.getDimPosition(0) == n &&
-        map.getDimPosition(1) == k &&
-        succeeded(type.getStridesAndOffset(strides, offset)) &&
-        strides.back() == 1) {
+    if (!type || map.getNumResults() != int64_t(dims.size()) ||
+        !map.isProjectedPermutation() ||
+        failed(type.getStridesAndOffset(strides, offset)) ||
+        strides.back() != 1) {
+      continue;
+    }
+    if (llvm::all_of(llvm::enumerate(dims), [&](auto d) {
+          return map.getDimPosition(d.index()) == d.value();
+        })) {
       return input;
     }
   }
   return nullptr;
 }
 
+/// A matrix operand of a blocked contraction as a matrix: itself, or, for
+/// a batched operand (one batch of it: leading dimensions of 1), the
+/// rank-reducing subview of its last two dimensions.
+Value matrixOf(OpBuilder &b, Location loc, Value operand) {
+  auto type = cast<MemRefType>(operand.getType());
+  int64_t rank = type.getRank();
+  if (rank == 2) {
+    return operand;
+  }
+  OpFoldResult zero = b.getIndexAttr(0), one = b.getIndexAttr(1);
+  SmallVector<OpFoldResult> offsets(rank, zero), sizes(rank, one),
+      strides(rank, one);
+  SmallVector<OpFoldResult> whole = memref::getMixedSizes(b, loc, operand);
+  sizes[rank - 2] = whole[rank - 2];
+  sizes[rank - 1] = whole[rank - 1];
+  MemRefType full =
+      memref::SubViewOp::inferResultType(type, offsets, sizes, strides);
+  auto layout = cast<StridedLayoutAttr>(full.getLayout());
+  auto matrix =
+      MemRefType::get(full.getShape().take_back(2), full.getElementType(),
+                      StridedLayoutAttr::get(b.getContext(), layout.getOffset(),
+                                             layout.getStrides().take_back(2)));
+  return memref::SubViewOp::create(b, loc, matrix, operand, offsets, sizes,
+                                   strides);
+}
+
+/// `map` reading a matrix operand's last two results, swapped when
+/// `transpose` (the op then reads a [k, n] copy of a [.., n, k] operand).
+AffineMap matrixMap(AffineMap map, bool transpose) {
+  unsigned last = map.getNumResults() - 1;
+  SmallVector<AffineExpr> results = {map.getResult(last - 1),
+                                     map.getResult(last)};
+  if (transpose) {
+    std::swap(results[0], results[1]);
+  }
+  return AffineMap::get(map.getNumDims(), 0, results, map.getContext());
+}
+
+/// Marks the reduction-block loop of a contraction blocked along its
+/// reduction (blockForCaches) whose output's fill was deferred to it: the
+/// fills of the blocks' tiles are done in the loop's first iteration only.
+constexpr llvm::StringLiteral kFillFirstBlockAttr = "kiln.fill_first_block";
+
 /// Fills the output of `op` with its kiln.fill value right before it and
-/// drops the mark (kiln-defer-fills deferred the fill to the op). Returns
-/// the fill.
+/// drops the mark (kiln-defer-fills deferred the fill to the op); inside a
+/// reduction-block loop marked kFillFirstBlockAttr, only in its first
+/// iteration (the later blocks accumulate onto the first). Returns the
+/// fill.
 linalg::FillOp materializeFill(RewriterBase &rewriter, linalg::LinalgOp op) {
   auto value = op->getAttrOfType<TypedAttr>(kiln::cpu::kFillAttr);
+  Location loc = op.getLoc();
   rewriter.setInsertionPoint(op);
-  Value constant =
-      arith::ConstantOp::create(rewriter, op.getLoc(), value).getResult();
-  auto fill = linalg::FillOp::create(rewriter, op.getLoc(), constant,
-                                     op.getDpsInits()[0]);
+  Value constant = arith::ConstantOp::create(rewriter, loc, value).getResult();
   op->removeAttr(kiln::cpu::kFillAttr);
-  return fill;
+  auto fill = [&](OpBuilder &b, Location l) {
+    return linalg::FillOp::create(b, l, constant, op.getDpsInits()[0]);
+  };
+  scf::ForOp blocks = op->getParentOfType<scf::ForOp>();
+  while (blocks && !blocks->hasAttr(kFillFirstBlockAttr)) {
+    blocks = blocks->getParentOfType<scf::ForOp>();
+  }
+  if (!blocks) {
+    return fill(rewriter, loc);
+  }
+  Value first =
+      arith::CmpIOp::create(rewriter, loc, arith::CmpIPredicate::eq,
+                            blocks.getInductionVar(), blocks.getLowerBound());
+  linalg::FillOp result;
+  scf::IfOp::create(rewriter, loc, first, [&](OpBuilder &b, Location l) {
+    result = fill(b, l);
+    scf::YieldOp::create(b, l);
+  });
+  return result;
 }
 
 /// The product of `op`'s loop ranges along `dims`.
@@ -225,7 +307,8 @@ Value loopProduct(RewriterBase &rewriter, linalg::LinalgOp op,
   for (unsigned dim : dims) {
     Value size =
         getValueOrCreateConstantIndexOp(rewriter, loc, ranges[dim].size);
-    product = arith::MulIOp::create(rewriter, loc, product, size);
+    // Folded: a constant count decides at compile time.
+    product = rewriter.createOrFold<arith::MulIOp>(loc, product, size);
   }
   return product;
 }
@@ -236,19 +319,176 @@ struct Packing {
   SmallVector<int64_t> dims; // its two loops, outer first
   Value reuse; // how often a block is read once copied (null: always copy)
   bool transpose = false; // copy [n, k] blocks into [k, n] (B stored as Bᵀ)
+  int64_t minReuse = kPackMinReuse; // the least reuse worth the copy
+  /// The loop the copy is cut into micro-panels along (B's columns), and
+  /// the register tile's size along it; -1 and 0: one row-major block.
+  int64_t panelDim = -1;
+  int64_t panelWidth = 0;
 };
+
+/// A block copied as micro-panels: `buffer` [P, kc, T] holds the block's
+/// columns (along loop `panelDim`) T at a time, each panel's kc rows of T
+/// contiguous, so that a register tile T wide reads one contiguous stream
+/// (a row-major [kc, nc] block gives it rows nc apart: 5-10% slower on Zen
+/// 4, where the stream prefetcher follows the panel). `op` still reads the
+/// original window until its register tiles are made to read their panel
+/// (readPanels): the copy only changes where the same values are read.
+struct PanelRead {
+  linalg::LinalgOp op;
+  unsigned operand;
+  int64_t panelDim, width;
+  Value buffer;
+};
+
+/// The first `k` rows and `columns` columns of micro-panel `panel` of a
+/// [P, kc, T] panel buffer, as a [k, columns] matrix.
+Value panelView(OpBuilder &b, Location loc, Value buffer, OpFoldResult panel,
+                OpFoldResult k, OpFoldResult columns) {
+  auto bufferType = cast<MemRefType>(buffer.getType());
+  OpFoldResult zero = b.getIndexAttr(0), one = b.getIndexAttr(1);
+  SmallVector<OpFoldResult> offsets = {panel, zero, zero},
+                            sizes = {one, k, columns}, strides(3, one);
+  MemRefType full =
+      memref::SubViewOp::inferResultType(bufferType, offsets, sizes, strides);
+  auto layout = cast<StridedLayoutAttr>(full.getLayout());
+  auto type =
+      MemRefType::get(full.getShape().drop_front(), full.getElementType(),
+                      StridedLayoutAttr::get(b.getContext(), layout.getOffset(),
+                                             layout.getStrides().drop_front()));
+  return memref::SubViewOp::create(b, loc, type, buffer, offsets, sizes,
+                                   strides);
+}
+
+/// Copies operand `p.operand` of `blocked` (a [kc, nc] or, transposed,
+/// [nc, kc] window) into micro-panels `p.panelWidth` wide along
+/// `p.panelDim` (see PanelRead), in a [P, kc, T] buffer allocated around
+/// `outer`: the whole panels with one copy of the window viewed as [kc,
+/// P', T] (or [P', T, kc]), the last partial panel, if any, with another.
+/// The copies are made right before `copyAt`, and only when `when` holds
+/// (when given).
+PanelRead packPanels(RewriterBase &rewriter, linalg::LinalgOp blocked,
+                     Operation *outer, Operation *copyAt, Value when,
+                     const Packing &p, ArrayRef<int64_t> bounds,
+                     SmallVectorImpl<linalg::LinalgOp> &copies) {
+  Location loc = blocked.getLoc();
+  Type elementType = cast<MemRefType>(blocked->getOperand(p.operand).getType())
+                         .getElementType();
+  int64_t width = p.panelWidth;
+  // pos: the window's dimension along the panels; the other is k.
+  unsigned pos = p.dims[0] == p.panelDim ? 0 : 1;
+  int64_t panels = llvm::divideCeil(bounds[pos], width);
+  rewriter.setInsertionPoint(outer);
+  Value buffer = memref::AllocOp::create(
+      rewriter, loc,
+      MemRefType::get({panels, bounds[1 - pos], width}, elementType),
+      rewriter.getI64IntegerAttr(64));
+  rewriter.setInsertionPointAfter(outer);
+  memref::DeallocOp::create(rewriter, loc, buffer);
+
+  rewriter.setInsertionPoint(copyAt);
+  if (when) {
+    auto onlyWhen = scf::IfOp::create(rewriter, loc, when);
+    rewriter.setInsertionPoint(onlyWhen.thenBlock()->getTerminator());
+  }
+  Value window = matrixOf(rewriter, loc, blocked->getOperand(p.operand));
+  SmallVector<OpFoldResult> sizes =
+      memref::getMixedSizes(rewriter, loc, window);
+  OpFoldResult reduced = sizes[1 - pos];
+  AffineExpr d0 = rewriter.getAffineDimExpr(0);
+  OpFoldResult whole = affine::makeComposedFoldedAffineApply(
+      rewriter, loc, d0.floorDiv(width), {sizes[pos]});
+  OpFoldResult wholeColumns = affine::makeComposedFoldedAffineApply(
+      rewriter, loc, d0.floorDiv(width) * width, {sizes[pos]});
+  OpFoldResult rest = affine::makeComposedFoldedAffineApply(
+      rewriter, loc, d0 % width, {sizes[pos]});
+  OpFoldResult zero = rewriter.getIndexAttr(0), one = rewriter.getIndexAttr(1);
+  SmallVector<OpFoldResult> ones2(2, one), ones3(3, one);
+
+  if (getConstantIntValue(whole) != 0) {
+    SmallVector<OpFoldResult> cut(sizes);
+    cut[pos] = wholeColumns;
+    Value source = memref::SubViewOp::create(
+        rewriter, loc, window, SmallVector<OpFoldResult>(2, zero), cut, ones2);
+    SmallVector<ReassociationIndices> groups =
+        pos == 0 ? SmallVector<ReassociationIndices>{{0, 1}, {2}}
+                 : SmallVector<ReassociationIndices>{{0}, {1, 2}};
+    SmallVector<OpFoldResult> expandedSizes =
+        pos == 0
+            ? SmallVector<OpFoldResult>{whole, rewriter.getIndexAttr(width),
+                                        reduced}
+            : SmallVector<OpFoldResult>{reduced, whole,
+                                        rewriter.getIndexAttr(width)};
+    Value expanded = memref::ExpandShapeOp::create(
+        rewriter, loc, decomposeMixedValues(expandedSizes).first, source,
+        groups, expandedSizes);
+    Value target = memref::SubViewOp::create(
+        rewriter, loc, buffer, SmallVector<OpFoldResult>(3, zero),
+        {whole, reduced, rewriter.getIndexAttr(width)}, ones3);
+    Operation *copy;
+    if (pos == 0) {
+      // [P', T, kc] -> [P', kc, T]: T x kc panels of a transposed B, each
+      // read row by row and transposed in registers.
+      copy = linalg::TransposeOp::create(rewriter, loc, expanded, target,
+                                         ArrayRef<int64_t>{0, 2, 1});
+    } else {
+      // [kc, P', T] -> [P', kc, T], copied in the order it is read: into
+      // the panels seen as [kc, P', T], not panel after panel (which reads
+      // T elements of each of kc rows per pass).
+      AffineMap swap = AffineMap::getPermutationMap(ArrayRef<unsigned>{1, 0, 2},
+                                                    rewriter.getContext());
+      Value view = memref::TransposeOp::create(rewriter, loc, target,
+                                               AffineMapAttr::get(swap));
+      copy = linalg::CopyOp::create(rewriter, loc, expanded, view);
+    }
+    copies.push_back(cast<linalg::LinalgOp>(copy));
+  }
+
+  std::optional<int64_t> restSize = getConstantIntValue(rest);
+  if (restSize != 0) {
+    auto copyRest = [&](OpBuilder &b, Location l) {
+      SmallVector<OpFoldResult> offsets(2, zero), cut(sizes);
+      offsets[pos] = wholeColumns;
+      cut[pos] = rest;
+      Value source =
+          memref::SubViewOp::create(b, l, window, offsets, cut, ones2);
+      Value target = panelView(b, l, buffer, whole, reduced, rest);
+      Operation *copy =
+          pos == 0
+              ? linalg::TransposeOp::create(b, l, source, target,
+                                            ArrayRef<int64_t>{1, 0})
+                    .getOperation()
+              : linalg::CopyOp::create(b, l, source, target).getOperation();
+      copies.push_back(cast<linalg::LinalgOp>(copy));
+    };
+    if (restSize) {
+      copyRest(rewriter, loc);
+    } else {
+      Value any = arith::CmpIOp::create(
+          rewriter, loc, arith::CmpIPredicate::sgt,
+          getValueOrCreateConstantIndexOp(rewriter, loc, rest),
+          arith::ConstantIndexOp::create(rewriter, loc, 0));
+      scf::IfOp::create(rewriter, loc, any, [&](OpBuilder &b, Location l) {
+        copyRest(b, l);
+        scf::YieldOp::create(b, l);
+      });
+    }
+  }
+  return PanelRead{blocked, p.operand, p.panelDim, width, buffer};
+}
 
 /// Copies operand `p.operand` of `blocked` (a window of a wider matrix)
 /// into a contiguous buffer before each use, and makes the op read the copy
-/// (when the run-time reuse count is at least kPackMinReuse). The buffer,
+/// (when the run-time reuse count is at least `p.minReuse`). The buffer,
 /// `bounds` in size, is allocated around `outer`, the outermost block loop
-/// (or the op itself when it is not blocked). A transposing packing copies
-/// the [n, k] window into a [k, n] buffer and makes the op index it (k, n).
+/// (or the op itself when it is not blocked); the copy is made right before
+/// `copyAt`. A transposing packing copies the [n, k] window into a [k, n]
+/// buffer and makes the op index it (k, n).
 void pack(RewriterBase &rewriter, linalg::LinalgOp blocked, Operation *outer,
-          const Packing &p, ArrayRef<int64_t> bounds,
+          Operation *copyAt, const Packing &p, ArrayRef<int64_t> bounds,
           SmallVectorImpl<linalg::LinalgOp> &copies) {
   Location loc = blocked.getLoc();
-  Value window = blocked->getOperand(p.operand);
+  rewriter.setInsertionPoint(copyAt);
+  Value window = matrixOf(rewriter, loc, blocked->getOperand(p.operand));
   auto windowType = cast<MemRefType>(window.getType());
   Type elementType = windowType.getElementType();
   SmallVector<int64_t> bufferShape(bounds);
@@ -264,7 +504,7 @@ void pack(RewriterBase &rewriter, linalg::LinalgOp blocked, Operation *outer,
   rewriter.setInsertionPointAfter(outer);
   memref::DeallocOp::create(rewriter, loc, buffer);
 
-  rewriter.setInsertionPoint(blocked);
+  rewriter.setInsertionPoint(copyAt);
   auto anyRowStride = MemRefType::get(
       viewShape, elementType,
       StridedLayoutAttr::get(rewriter.getContext(), ShapedType::kDynamic,
@@ -290,10 +530,7 @@ void pack(RewriterBase &rewriter, linalg::LinalgOp blocked, Operation *outer,
     // The op now reads the copy as (k, n).
     auto generic = cast<linalg::GenericOp>(blocked.getOperation());
     SmallVector<AffineMap> maps = generic.getIndexingMapsArray();
-    AffineMap &map = maps[p.operand];
-    map = AffineMap::get(map.getNumDims(), 0,
-                         {map.getResult(1), map.getResult(0)},
-                         rewriter.getContext());
+    maps[p.operand] = matrixMap(maps[p.operand], /*transpose=*/true);
     Value operand = copied(rewriter, loc);
     rewriter.modifyOpInPlace(generic, [&] {
       generic->setOperand(p.operand, operand);
@@ -307,7 +544,7 @@ void pack(RewriterBase &rewriter, linalg::LinalgOp blocked, Operation *outer,
   } else {
     Value enough = arith::CmpIOp::create(
         rewriter, loc, arith::CmpIPredicate::sge, p.reuse,
-        arith::ConstantIndexOp::create(rewriter, loc, kPackMinReuse));
+        arith::ConstantIndexOp::create(rewriter, loc, p.minReuse));
     auto choose = scf::IfOp::create(
         rewriter, loc, enough,
         [&](OpBuilder &b, Location l) {
@@ -342,7 +579,9 @@ void pack(RewriterBase &rewriter, linalg::LinalgOp blocked, Operation *outer,
 /// any other op.
 linalg::LinalgOp blockForCaches(RewriterBase &rewriter, linalg::LinalgOp op,
                                 int64_t blockK, int64_t blockN, int64_t blockM,
-                                SmallVectorImpl<linalg::LinalgOp> &copies) {
+                                int64_t tileM, int64_t tileN,
+                                SmallVectorImpl<linalg::LinalgOp> &copies,
+                                SmallVectorImpl<PanelRead> &panelReads) {
   if (!linalg::isaContractionOpInterface(op)) {
     return op;
   }
@@ -366,23 +605,41 @@ linalg::LinalgOp blockForCaches(RewriterBase &rewriter, linalg::LinalgOp op,
     sizes[k] = blockK;
   }
   OpOperand *lhsT = matrixOperand(op, k, m);
+  if (lhsT && !rowsAlias(lhsT)) {
+    lhsT = nullptr; // read in place
+  }
   if (lhsT && exceeds(m, blockM)) {
     sizes[m] = blockM;
   }
-  OpOperand *rhsT = transposedOperand(op, n, k);
+  // The other parallel loops are batch loops (batch, heads). A B stored
+  // transposed per batch (attention's keys) is copied batch by batch: the
+  // batch loops are blocked by one, outermost, and run on all cores, each
+  // thread copying into a buffer of its own.
+  SmallVector<unsigned> batch;
+  llvm::copy_if(parallel, std::back_inserter(batch),
+                [&](unsigned d) { return d != m && d != n; });
+  OpOperand *rhsT = transposedOperand(op, n, k, {});
+  bool batchedB = false;
+  if (!rhsT && !batch.empty()) {
+    rhsT = transposedOperand(op, n, k, batch);
+    batchedB = rhsT != nullptr;
+  }
+  if (batchedB) {
+    for (unsigned d : batch) {
+      sizes[d] = 1;
+    }
+  }
   bool unblocked = llvm::all_of(sizes, [](int64_t s) { return s == 0; });
   if (unblocked && !rhsT) {
     return op;
   }
-  // A deferred fill cannot be done tile by tile when every tile is
-  // computed once per reduction block: fill the whole output first.
-  if (sizes[k] != 0 && op->hasAttr(kiln::cpu::kFillAttr)) {
-    copies.push_back(cast<linalg::LinalgOp>(
-        materializeFill(rewriter, op).getOperation())); // tiled like copies
-  }
+  // A deferred fill is done tile by tile in the first reduction block
+  // (the later ones accumulate): no pass over the output before the product.
+  bool fillFirstBlock = sizes[k] != 0 && op->hasAttr(kiln::cpu::kFillAttr);
 
   // Which operands to copy: B stored transposed, always; others when their
-  // contiguous dimension blocking cuts them.
+  // contiguous dimension blocking cuts them (B's rows only when they alias
+  // in the caches or the copy is cut into micro-panels, below).
   rewriter.setInsertionPoint(op);
   SmallVector<Packing> packings;
   SmallVector<unsigned> rowDims;
@@ -405,11 +662,12 @@ linalg::LinalgOp blockForCaches(RewriterBase &rewriter, linalg::LinalgOp op,
                         {int64_t(k), int64_t(m)},
                         loopProduct(rewriter, op, {n})});
   }
-  llvm::erase_if(packings, [](const Packing &p) {
+  auto tooFewRows = [](const Packing &p) {
     std::optional<int64_t> reuse =
         p.reuse ? getConstantIntValue(p.reuse) : std::nullopt;
-    return reuse && *reuse < kPackMinReuse;
-  });
+    return reuse && *reuse < p.minReuse;
+  };
+  llvm::erase_if(packings, tooFewRows);
   auto bounds = [&](const Packing &p) {
     SmallVector<int64_t> result;
     for (int64_t dim : p.dims) {
@@ -417,9 +675,61 @@ linalg::LinalgOp blockForCaches(RewriterBase &rewriter, linalg::LinalgOp op,
     }
     return result;
   };
+  // A copy of B is cut into micro-panels along its columns when the block
+  // is wider than one register tile (a linalg.generic can read a
+  // transposed B's panels as (k, n)); then B is copied whatever its stride
+  // (+10% for the [2048, 384] B of a weight gradient on Zen 4). A transposed
+  // A stays one row-major block (micro-panels of its rows measured slower:
+  // a copy scattered over many panels costs more than it saves).
+  for (Packing &p : packings) {
+    int64_t dim = p.dims[0] == int64_t(k) ? p.dims[1] : p.dims[0];
+    int64_t extent = sizes[dim] ? sizes[dim] : ranges[dim];
+    bool readable = p.dims[1] == dim || isa<linalg::GenericOp>(op);
+    if (dim == int64_t(n) && readable && !ShapedType::isDynamic(extent) &&
+        extent > tileN) {
+      p.panelDim = dim;
+      p.panelWidth = tileN;
+    }
+  }
+  llvm::erase_if(packings, [&](Packing &p) {
+    if (p.transpose || rowsAlias(&op->getOpOperand(p.operand))) {
+      return false;
+    }
+    p.minReuse = kPanelMinReuse;
+    return !p.panelWidth || tooFewRows(p);
+  });
+  // With a run-time reuse count, the blocked op runs either on panels or
+  // as it is: a copy of it (appended to `copies`, tiled like them) in the
+  // other branch of an scf.if.
+  auto packOne = [&](linalg::LinalgOp blocked, Operation *outer,
+                     Operation *copyAt, const Packing &p) {
+    if (!p.panelWidth) {
+      pack(rewriter, blocked, outer, copyAt, p, bounds(p), copies);
+      return;
+    }
+    Value enough;
+    if (p.reuse && !getConstantIntValue(p.reuse)) {
+      Location loc = blocked.getLoc();
+      rewriter.setInsertionPoint(outer);
+      enough = arith::CmpIOp::create(
+          rewriter, loc, arith::CmpIPredicate::sge, p.reuse,
+          arith::ConstantIndexOp::create(rewriter, loc, p.minReuse));
+      rewriter.setInsertionPoint(blocked);
+      auto choose = scf::IfOp::create(rewriter, loc, enough,
+                                      /*withElseRegion=*/true);
+      rewriter.moveOpBefore(blocked, choose.thenBlock()->getTerminator());
+      rewriter.setInsertionPoint(choose.elseBlock()->getTerminator());
+      copies.push_back(cast<linalg::LinalgOp>(rewriter.clone(*blocked)));
+      if (copyAt == blocked.getOperation()) {
+        copyAt = choose;
+      }
+    }
+    panelReads.push_back(packPanels(rewriter, blocked, outer, copyAt, enough, p,
+                                    bounds(p), copies));
+  };
   if (unblocked) {
     // Only the transposed copy of B, whole, around the op itself.
-    pack(rewriter, op, op, packings.front(), bounds(packings.front()), copies);
+    packOne(op, op, op, packings.front());
     return op;
   }
 
@@ -427,11 +737,16 @@ linalg::LinalgOp blockForCaches(RewriterBase &rewriter, linalg::LinalgOp op,
   for (int64_t s : sizes) {
     tileSizes.push_back(rewriter.getIndexAttr(s));
   }
-  // n-blocks outside k-blocks (a column block of C is finished before the
-  // next one starts), then m-blocks.
-  SmallVector<int64_t> interchange = {int64_t(n), int64_t(k), int64_t(m)};
+  // Batches (when blocked) outermost, then n-blocks outside k-blocks (a
+  // column block of C is finished before the next one starts), then
+  // m-blocks.
+  SmallVector<int64_t> interchange;
+  if (batchedB) {
+    interchange.append(batch.begin(), batch.end());
+  }
+  interchange.append({int64_t(n), int64_t(k), int64_t(m)});
   for (unsigned d = 0; d < op.getNumLoops(); ++d) {
-    if (d != n && d != k && d != m) {
+    if (!llvm::is_contained(interchange, int64_t(d))) {
       interchange.push_back(d);
     }
   }
@@ -448,8 +763,36 @@ linalg::LinalgOp blockForCaches(RewriterBase &rewriter, linalg::LinalgOp op,
   if (tiled->loops.empty()) {
     return blocked;
   }
+  // The loops follow `interchange` over the tiled dimensions: the batches
+  // (when blocked), n, k, m.
+  size_t batchLoops = batchedB ? batch.size() : 0;
+  for (size_t i = 0; i < batchLoops; ++i) {
+    tiled->loops[i]->setAttr(kiln::cpu::kParallelAttr, rewriter.getUnitAttr());
+  }
+  // Buffers are allocated inside the batch loops (one per thread).
+  Operation *outer = tiled->loops.size() > batchLoops
+                         ? tiled->loops[batchLoops].getOperation()
+                         : blocked.getOperation();
+  if (fillFirstBlock) {
+    Operation *blocks = tiled->loops[batchLoops + (sizes[n] != 0 ? 1 : 0)];
+    blocks->setAttr(kFillFirstBlockAttr, rewriter.getUnitAttr());
+  }
+  // A block of B does not depend on the rows: copied before the row-block
+  // loop, when there is one (its subview hoisted out of it), not once per
+  // row block.
+  Operation *rowBlocks =
+      sizes[m] != 0 ? tiled->loops.back().getOperation() : nullptr;
+  if (rowBlocks) {
+    moveLoopInvariantCode(cast<LoopLikeOpInterface>(rowBlocks));
+  }
   for (const Packing &p : packings) {
-    pack(rewriter, blocked, tiled->loops.front(), p, bounds(p), copies);
+    Operation *copyAt = blocked;
+    Operation *window = blocked->getOperand(p.operand).getDefiningOp();
+    if (rowBlocks && !llvm::is_contained(p.dims, int64_t(m)) &&
+        !(window && rowBlocks->isAncestor(window))) {
+      copyAt = rowBlocks;
+    }
+    packOne(blocked, outer, copyAt, p);
   }
   return blocked;
 }
@@ -586,6 +929,52 @@ struct SplitBroadcastRead : OpRewritePattern<vector::TransferReadOp> {
   }
 };
 
+/// A register tile made by tiling an op, and the induction variable of
+/// each loop tiling made (by the op's loop dimension).
+struct Tiles {
+  linalg::LinalgOp op;
+  DenseMap<unsigned, Value> ivs;
+};
+
+/// Makes the register tile `tiles.op` of `read.op` read its block of
+/// operand `read.operand` from its micro-panel: the panel of the tile's
+/// first column along `read.panelDim` (the tile is `read.width` wide there,
+/// starting at a multiple of it, so it lies in one panel; the partial tiles
+/// that peeling and re-tiling cut from it too). A tile not cut along the
+/// panels keeps reading the window the panels were copied from.
+void readPanels(RewriterBase &rewriter, const PanelRead &read,
+                const Tiles &tiles) {
+  auto iv = tiles.ivs.find(read.panelDim);
+  if (iv == tiles.ivs.end()) {
+    return;
+  }
+  linalg::LinalgOp tile = tiles.op;
+  Location loc = tile.getLoc();
+  OpOperand &operand = tile->getOpOperand(read.operand);
+  AffineMap map = tile.getMatchingIndexingMap(&operand);
+  unsigned rank = map.getNumResults();
+  unsigned pos = map.getDimPosition(rank - 2) == read.panelDim ? 0 : 1;
+  rewriter.setInsertionPoint(tile);
+  SmallVector<OpFoldResult> sizes = llvm::to_vector(
+      ArrayRef(memref::getMixedSizes(rewriter, loc, operand.get()))
+          .take_back(2));
+  AffineExpr d0 = rewriter.getAffineDimExpr(0);
+  OpFoldResult index = affine::makeComposedFoldedAffineApply(
+      rewriter, loc, d0.floorDiv(read.width), {iv->second});
+  Value panel =
+      panelView(rewriter, loc, read.buffer, index, sizes[1 - pos], sizes[pos]);
+  rewriter.modifyOpInPlace(tile, [&] {
+    operand.set(panel);
+    if (pos == 0 || rank > 2) {
+      // The tile now reads (k, column) of one batch.
+      auto generic = cast<linalg::GenericOp>(tile.getOperation());
+      SmallVector<AffineMap> maps = generic.getIndexingMapsArray();
+      maps[read.operand] = matrixMap(maps[read.operand], pos == 0);
+      generic.setIndexingMapsAttr(rewriter.getAffineMapArrayAttr(maps));
+    }
+  });
+}
+
 struct KilnTileAndVectorizePass
     : kiln::impl::KilnTileAndVectorizePassBase<KilnTileAndVectorizePass> {
   using Base::Base;
@@ -650,14 +1039,22 @@ struct KilnTileAndVectorizePass
       }
     });
     SmallVector<linalg::LinalgOp> copies;
+    SmallVector<PanelRead> panelReads;
     for (linalg::LinalgOp &op : ops) {
-      op = blockForCaches(rewriter, op, cacheK, cacheN, cacheM, copies);
+      op = blockForCaches(rewriter, op, cacheK, cacheN, cacheM, rows, columns,
+                          copies, panelReads);
     }
     ops.append(copies);
     for (linalg::LinalgOp op : ops) {
       SmallVector<int64_t> sizes = chooseTileSizes(op, rows, columns, width);
-      tileLoops(rewriter, op, sizes, utils::IteratorType::parallel,
-                chooseParallelDims(op));
+      Tiles tiles =
+          tileLoops(rewriter, op, sizes, utils::IteratorType::parallel,
+                    chooseParallelDims(op));
+      for (const PanelRead &read : panelReads) {
+        if (read.op == op && tiles.op) {
+          readPanels(rewriter, read, tiles);
+        }
+      }
     }
 
     // 2. Peel the partial last tile off every tiled loop, so that the main
@@ -737,6 +1134,8 @@ struct KilnTileAndVectorizePass
     for (linalg::LinalgOp op : unfilled) {
       materializeFill(rewriter, op);
     }
+    getOperation().walk(
+        [](scf::ForOp loop) { loop->removeAttr(kFillFirstBlockAttr); });
   }
 
   /// The ops tiling has produced (and tagged with their tile sizes).
@@ -753,10 +1152,11 @@ struct KilnTileAndVectorizePass
   /// Tiles the loops of `op` of iterator type `kind` by `sizes` (the others
   /// stay whole), marking the new loops for peeling (and those along
   /// `parallelDims` for threads) and the tiles with `sizes`. An op with no
-  /// such loop to tile is tagged as it is.
-  void tileLoops(RewriterBase &rewriter, linalg::LinalgOp op,
-                 ArrayRef<int64_t> sizes, utils::IteratorType kind,
-                 ArrayRef<unsigned> parallelDims) {
+  /// such loop to tile is tagged as it is. Returns the tile and the
+  /// induction variable of each tiled dimension (none when tiling failed).
+  Tiles tileLoops(RewriterBase &rewriter, linalg::LinalgOp op,
+                  ArrayRef<int64_t> sizes, utils::IteratorType kind,
+                  ArrayRef<unsigned> parallelDims) {
     SmallVector<utils::IteratorType> iterators = op.getIteratorTypesArray();
     SmallVector<OpFoldResult> tileSizes;
     bool any = false;
@@ -768,7 +1168,9 @@ struct KilnTileAndVectorizePass
     DenseI64ArrayAttr tag = rewriter.getDenseI64ArrayAttr(sizes);
     if (!any) {
       op->setAttr(kTileAttr, tag);
-      return;
+      Tiles tag;
+      tag.op = op;
+      return tag;
     }
     rewriter.setInsertionPoint(op);
     scf::SCFTilingOptions options;
@@ -777,7 +1179,7 @@ struct KilnTileAndVectorizePass
         rewriter, cast<TilingInterface>(op.getOperation()), options);
     if (failed(tiled)) {
       op->removeAttr(kTileAttr); // Keep the op whole: it lowers to loops.
-      return;
+      return Tiles();
     }
     rewriter.replaceOp(op, tiled->replacements);
     for (Operation *tiledOp : tiled->tiledOps) {
@@ -790,12 +1192,20 @@ struct KilnTileAndVectorizePass
         tiledDims.push_back(dim);
       }
     }
+    Tiles tiles;
+    if (tiled->tiledOps.size() == 1) {
+      tiles.op = dyn_cast<linalg::LinalgOp>(tiled->tiledOps.front());
+    }
     for (auto [loop, dim] : llvm::zip(tiled->loops, tiledDims)) {
       loop->setAttr(kLoopAttr, rewriter.getUnitAttr());
       if (llvm::is_contained(parallelDims, dim)) {
         loop->setAttr(kiln::cpu::kParallelAttr, rewriter.getUnitAttr());
       }
+      if (auto forOp = dyn_cast<scf::ForOp>(loop.getOperation())) {
+        tiles.ivs[dim] = forOp.getInductionVar();
+      }
     }
+    return tiles;
   }
 
   /// Peels the partial last iteration off every loop marked for it (also

@@ -791,30 +791,20 @@ struct MatmulPattern : KilnPattern<MatmulOp> {
     }
     lhsDims.append(op.getTransposeLhs() ? SmallVector<int64_t>{k, m}
                                         : SmallVector<int64_t>{m, k});
-    rhsDims.append({k, n});
+    // B stored [.., N, K] is read as it is stored, (n, k), as kiln.linear
+    // reads its weight: on the CPU, kiln-tile-and-vectorize copies it
+    // transposed block by block (batch by batch) while the block is in
+    // cache, instead of a transpose of all of B first.
+    rhsDims.append(op.getTransposeRhs() ? SmallVector<int64_t>{n, k}
+                                        : SmallVector<int64_t>{k, n});
     outDims.append({m, n});
     Value lhs = adaptor.getLhs(), rhs = adaptor.getRhs();
-    if (op.getTransposeRhs()) {
-      // B [.., N, K] transposed to [.., K, N] once (K·N copies against
-      // M·N·K multiply-adds), so that a row of N outputs reads contiguous
-      // elements of B, as kiln.linear does with its weight.
-      SmallVector<int64_t> perm;
-      SmallVector<OpFoldResult> transposed;
-      for (int64_t d = 0; d < rank; ++d) {
-        int64_t from = d < batch ? d : (d == rank - 2 ? rank - 1 : rank - 2);
-        perm.push_back(from);
-        transposed.push_back(e.size(rhs, from));
-      }
-      rhs = linalg::TransposeOp::create(rewriter, op.getLoc(), rhs,
-                                        e.empty(transposed, e.f32()), perm)
-                .getResult()[0];
-    }
     SmallVector<OpFoldResult> shape;
     for (int64_t d = 0; d < batch; ++d) {
       shape.push_back(e.size(lhs, d));
     }
     shape.push_back(e.size(lhs, op.getTransposeLhs() ? rank - 1 : rank - 2));
-    shape.push_back(e.size(rhs, rank - 1));
+    shape.push_back(e.size(rhs, op.getTransposeRhs() ? rank - 2 : rank - 1));
     SmallVector<IteratorType> iterators(loops, IteratorType::parallel);
     iterators[k] = IteratorType::reduction;
     Value result =

@@ -21,12 +21,16 @@
 // AVX2-NOT: linalg.generic
 // AVX2: return
 // AVX2-LABEL: func.func @packed_weight
-// AVX2: memref.alloc() {alignment = 64 : i64} : memref<512x128xf32>
+// AVX2: memref.alloc() {alignment = 64 : i64} : memref<8x512x16xf32>
 // AVX2: scf.for {{.*}} -> (vector<6x16xf32>)
 // AVX2-LABEL: func.func @packed_lhs_t
 // AVX2: memref.alloc() {alignment = 64 : i64} : memref<512x126xf32>
 // AVX2: scf.for {{.*}} -> (vector<6x16xf32>)
 // AVX2-COUNT-6: vector.transfer_read {{.*}} vector<16x1xf32>
+// AVX2-LABEL: func.func @batched_keys
+// AVX2: memref.alloc() {alignment = 64 : i64} : memref<8x64x16xf32>
+// AVX2: vector.transpose {{.*}} : vector<8x8xf32>
+// AVX2: vector.transfer_read {{.*}} : memref<8x64x16xf32>, vector<6x16x1xf32>
 // AVX2-LABEL: func.func @elementwise
 // AVX2: scf.for {{.*}} step %c8
 // AVX2: arith.maximumf {{.*}} : vector<8xf32>
@@ -95,20 +99,26 @@ func.func @contraction_dynamic(%a: memref<?x64xf32>, %b: memref<64x100xf32>, %c:
 
 // A [B, T, 512] x [512, 2048] product (a linear's transposed weight): its
 // [512, 128] blocks are rows 8 KiB apart in the weight, which fall into a
-// few cache sets, so each block is copied into one contiguous buffer
-// (allocated around the block loops) when the B x T rows are at least 32,
-// a run-time test here; the register tiles then read the copy.
+// few cache sets, so each block is copied into micro-panels (4 of [512,
+// 32]: one register tile's columns, contiguous), allocated around the
+// block loops, when the B x T rows are at least 32, a run-time test here.
+// The copy reads the block row by row (the panels seen as [512, 4, 32]);
+// the register tiles read their panel, and the other branch runs the
+// product on the weight in place.
 // CHECK-LABEL: func.func @packed_weight
-// CHECK: %[[BUF:.+]] = memref.alloc() {alignment = 64 : i64} : memref<512x128xf32>
+// CHECK-SAME: %[[W:[a-z0-9]+]]: memref<512x2048xf32>
 // CHECK: %[[ENOUGH:.+]] = arith.cmpi sge, %{{.+}}, %c32
+// CHECK: %[[BUF:.+]] = memref.alloc() {alignment = 64 : i64} : memref<4x512x32xf32>
 // CHECK: scf.for {{.*}} step %c128
-// CHECK: %[[B:.+]] = scf.if %[[ENOUGH]] -> (memref<512x128xf32, strided<[?, 1], offset: ?>>)
-// CHECK: vector.transfer_write {{.*}}, %[[BUF]]
-// CHECK: memref.cast %[[BUF]]
-// CHECK: } else {
-// CHECK: memref.cast %{{.+}} : memref<512x128xf32, strided<[2048, 1], offset: ?>>
+// CHECK: scf.if %[[ENOUGH]] {
+// CHECK: %[[ROWS:.+]] = memref.transpose %{{.+}} (d0, d1, d2) -> (d1, d0, d2) {{.*}} to memref<512x4x32xf32, strided<[32, 16384, 1]>>
+// CHECK: %[[V:.+]] = vector.transfer_read %[[W]]{{.*}} vector<16xf32>
+// CHECK: vector.transfer_write %[[V]], %[[ROWS]]
 // CHECK: scf.for {{.*}} -> (vector<8x32xf32>)
-// CHECK: vector.transfer_read %[[B]]
+// CHECK: vector.transfer_read %[[BUF]][%{{.+}}, %{{.+}}, %c0]{{.*}} : memref<4x512x32xf32>, vector<8x32x1xf32>
+// CHECK: } else {
+// CHECK: scf.for {{.*}} -> (vector<8x32xf32>)
+// CHECK: vector.transfer_read %[[W]]
 // CHECK: memref.dealloc %[[BUF]]
 func.func @packed_weight(%x: memref<?x?x512xf32>, %w: memref<512x2048xf32>, %out: memref<?x?x2048xf32> {kiln.noalias}) {
   linalg.generic {indexing_maps = [affine_map<(b, m, n, k) -> (b, m, k)>, affine_map<(b, m, n, k) -> (k, n)>, affine_map<(b, m, n, k) -> (b, m, n)>],
@@ -123,16 +133,43 @@ func.func @packed_weight(%x: memref<?x?x512xf32>, %w: memref<512x2048xf32>, %out
 }
 
 // Rows 8000 bytes apart spread over the cache sets: the blocks of B are
-// read in place (copying them measured slower).
+// copied into micro-panels only for at least 512 rows (a run-time test
+// here), and otherwise read in place. The last block (2000 = 15 x 128 +
+// 80) has a partial panel of 16 columns, copied apart.
 // CHECK-LABEL: func.func @unpacked_weight
-// CHECK-NOT: memref.alloc
+// CHECK: %[[ENOUGH:.+]] = arith.cmpi sge, %{{.+}}, %c512
+// CHECK: memref.alloc() {alignment = 64 : i64} : memref<4x512x32xf32>
+// CHECK: scf.if %[[ENOUGH]] {
+// CHECK: memref.expand_shape {{.*}} into memref<512x?x32xf32, strided<[2000, 32, 1], offset: ?>>
+// CHECK: %[[REST:.+]] = arith.cmpi sgt, %{{.+}}, %c0
+// CHECK: scf.if %[[REST]] {
+// CHECK: linalg.copy {{.*}} outs(%{{.+}} : memref<1x?xf32, strided<[32, 1], offset: ?>>)
+// CHECK: } else {
 // CHECK: scf.for {{.*}} -> (vector<8x32xf32>)
-// CHECK-NOT: memref.alloc
 // CHECK: return
 func.func @unpacked_weight(%x: memref<?x512xf32>, %w: memref<512x2000xf32>, %out: memref<?x2000xf32> {kiln.noalias}) {
   linalg.generic {indexing_maps = [affine_map<(m, n, k) -> (m, k)>, affine_map<(m, n, k) -> (k, n)>, affine_map<(m, n, k) -> (m, n)>],
                   iterator_types = ["parallel", "parallel", "reduction"]}
       ins(%x, %w : memref<?x512xf32>, memref<512x2000xf32>) outs(%out : memref<?x2000xf32>) {
+  ^bb0(%i: f32, %j: f32, %o: f32):
+    %p = arith.mulf %i, %j : f32
+    %s = arith.addf %o, %p : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+
+// Too few rows (128 < 512) to repay copying rows that do not alias: B is
+// read in place.
+// CHECK-LABEL: func.func @few_rows_unpacked
+// CHECK-NOT: memref.alloc
+// CHECK: scf.for {{.*}} -> (vector<8x32xf32>)
+// CHECK-NOT: memref.alloc
+// CHECK: return
+func.func @few_rows_unpacked(%x: memref<128x512xf32>, %w: memref<512x2000xf32>, %out: memref<128x2000xf32> {kiln.noalias}) {
+  linalg.generic {indexing_maps = [affine_map<(m, n, k) -> (m, k)>, affine_map<(m, n, k) -> (k, n)>, affine_map<(m, n, k) -> (m, n)>],
+                  iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%x, %w : memref<128x512xf32>, memref<512x2000xf32>) outs(%out : memref<128x2000xf32>) {
   ^bb0(%i: f32, %j: f32, %o: f32):
     %p = arith.mulf %i, %j : f32
     %s = arith.addf %o, %p : f32
@@ -159,6 +196,61 @@ func.func @packed_lhs_t(%a: memref<?x4096xf32>, %b: memref<?x64xf32>, %out: memr
   linalg.generic {indexing_maps = [affine_map<(m, n, k) -> (k, m)>, affine_map<(m, n, k) -> (k, n)>, affine_map<(m, n, k) -> (m, n)>],
                   iterator_types = ["parallel", "parallel", "reduction"]}
       ins(%a, %b : memref<?x4096xf32>, memref<?x64xf32>) outs(%out : memref<4096x64xf32>) {
+  ^bb0(%i: f32, %j: f32, %o: f32):
+    %p = arith.mulf %i, %j : f32
+    %s = arith.addf %o, %p : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+
+// A weight gradient with a transposed A blocked by rows and a B of 4096
+// rows (1536 bytes apart): B's micro-panels do not depend on the rows, so
+// each [512, 128] block of B is copied once, before the row-block loop,
+// and each [512, 128] block of A inside it.
+// CHECK-LABEL: func.func @gradient_panels
+// CHECK-DAG: %[[BBUF:.+]] = memref.alloc() {alignment = 64 : i64} : memref<4x512x32xf32>
+// CHECK-DAG: %[[ABUF:.+]] = memref.alloc() {alignment = 64 : i64} : memref<512x128xf32>
+// CHECK: scf.for {{.*}} to %c384 step %c128
+// CHECK: scf.for {{.*}} to %c2048 step %c512
+// CHECK: vector.transfer_write {{.*}} : vector<16xf32>, memref<512x4x32xf32, strided<[32, 16384, 1]>>
+// CHECK: scf.for {{.*}} to %c4096 step %c128
+// CHECK: vector.transfer_write {{.*}}, %[[ABUF]]
+// CHECK: scf.for {{.*}} -> (vector<8x32xf32>)
+// CHECK: vector.transfer_read %[[BBUF]]
+func.func @gradient_panels(%a: memref<2048x4096xf32>, %b: memref<2048x384xf32>, %out: memref<4096x384xf32> {kiln.noalias}) {
+  linalg.generic {indexing_maps = [affine_map<(m, n, k) -> (k, m)>, affine_map<(m, n, k) -> (k, n)>, affine_map<(m, n, k) -> (m, n)>],
+                  iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%a, %b : memref<2048x4096xf32>, memref<2048x384xf32>) outs(%out : memref<4096x384xf32>) {
+  ^bb0(%i: f32, %j: f32, %o: f32):
+    %p = arith.mulf %i, %j : f32
+    %s = arith.addf %o, %p : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+
+// Attention scores Q·Kᵀ with the keys read as stored, [B, T, dh] indexed
+// (b, n, k): batch by batch (the batch loop outermost, on all cores), each
+// [128, 64] block of the keys is copied transposed into micro-panels in a
+// buffer allocated inside the batch loop (one per thread), and the
+// register tiles read them.
+// CHECK-LABEL: func.func @batched_keys
+// CHECK-SAME: (%{{[a-z0-9]+}}: memref<?x256x64xf32>, %[[K:[a-z0-9]+]]: memref<?x256x64xf32>
+// CHECK: scf.for %[[B:.+]] = %c0 to %{{.+}} step %c1 {
+// CHECK-NEXT: %[[BUF:.+]] = memref.alloc() {alignment = 64 : i64} : memref<4x64x32xf32>
+// CHECK: scf.for {{.*}} to %c256 step %c128
+// CHECK: %[[T:.+]] = vector.transfer_read %[[K]][%[[B]], {{.*}} : memref<?x256x64xf32>, vector<16x16xf32>
+// CHECK: %[[TT:.+]] = vector.transpose %[[T]], [1, 0]
+// CHECK: vector.transfer_write %[[TT]], %[[BUF]]
+// CHECK: scf.for {{.*}} -> (vector<8x32xf32>)
+// CHECK: vector.transfer_read %[[BUF]]{{.*}} : memref<4x64x32xf32>, vector<8x32x1xf32>
+// CHECK: memref.dealloc %[[BUF]]
+// CHECK-NEXT: } {kiln.parallel}
+func.func @batched_keys(%q: memref<?x256x64xf32>, %k: memref<?x256x64xf32>, %out: memref<?x256x256xf32> {kiln.noalias}) {
+  linalg.generic {indexing_maps = [affine_map<(b, m, n, k) -> (b, m, k)>, affine_map<(b, m, n, k) -> (b, n, k)>, affine_map<(b, m, n, k) -> (b, m, n)>],
+                  iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
+      ins(%q, %k : memref<?x256x64xf32>, memref<?x256x64xf32>) outs(%out : memref<?x256x256xf32>) {
   ^bb0(%i: f32, %j: f32, %o: f32):
     %p = arith.mulf %i, %j : f32
     %s = arith.addf %o, %p : f32
@@ -393,25 +485,30 @@ func.func @keys_heads_major(%k: memref<2x32x4x32xf32>, %o: memref<2x4x32x32xf32>
 }
 
 // A linear's weight read as it is stored, [N, K] (indexed (n, k)): every
-// [nc, kc] block is copied transposed into one contiguous [kc, nc] buffer
-// (128 columns on a named CPU's 512 KiB L2), with no run-time test, in
-// 16x16 register transposes (full tiles of a partial block included), and
-// the register tiles read the copy along n.
+// [nc, kc] block (128 columns on a named CPU's 512 KiB L2) is copied
+// transposed into micro-panels [nc / 32, kc, 32] (16 on AVX2), with no
+// run-time test, in 16x16 register transposes, and each register tile
+// reads its panel: kc rows of 32 contiguous columns.
 // CHECK-LABEL: func.func @transposed_weight
 // CHECK-SAME: %[[W:[a-z0-9]+]]: memref<2000x512xf32>
-// CHECK: %[[BUF:.+]] = memref.alloc() {alignment = 64 : i64} : memref<512x128xf32>
-// CHECK-NOT: scf.if
+// CHECK: %[[BUF:.+]] = memref.alloc() {alignment = 64 : i64} : memref<4x512x32xf32>
+// CHECK-NOT: arith.cmpi sge
 // CHECK: scf.for {{.*}} step %c128
+// CHECK: memref.expand_shape {{.*}} into memref<?x32x512xf32
 // CHECK: %[[T:.+]] = vector.transfer_read %[[W]]{{.*}} : memref<2000x512xf32>, vector<16x16xf32>
 // CHECK: %[[TT:.+]] = vector.transpose %[[T]], [1, 0]
-// CHECK: vector.transfer_write %[[TT]], %[[BUF]]
+// CHECK: vector.transfer_write %[[TT]], %[[BUF]][%{{.+}}, %{{.+}}, %{{.+}}] {{.*}} : vector<16x16xf32>, memref<4x512x32xf32>
+// The last block's partial panel (80 = 2 x 32 + 16 columns):
+// CHECK: scf.if
+// CHECK: linalg.transpose {{.*}} outs(%{{.+}} : memref<16x?xf32, strided<[32, 1], offset: ?>>)
 // CHECK: scf.for {{.*}} -> (vector<8x32xf32>)
-// CHECK: vector.transfer_read %[[BUF]]{{.*}} : memref<512x128xf32>, vector<8x32x1xf32>
+// CHECK: vector.transfer_read %[[BUF]][%{{.+}}, %{{.+}}, %c0]{{.*}} : memref<4x512x32xf32>, vector<8x32x1xf32>
 // CHECK: memref.dealloc %[[BUF]]
 // AVX2-LABEL: func.func @transposed_weight
-// AVX2: memref.alloc() {alignment = 64 : i64} : memref<512x128xf32>
+// AVX2: memref.alloc() {alignment = 64 : i64} : memref<8x512x16xf32>
 // AVX2: vector.transpose {{.*}} : vector<8x8xf32>
 // AVX2: scf.for {{.*}} -> (vector<6x16xf32>)
+// AVX2: vector.transfer_read {{.*}} : memref<8x512x16xf32>, vector<6x16x1xf32>
 func.func @transposed_weight(%x: memref<?x512xf32>, %w: memref<2000x512xf32>, %out: memref<?x2000xf32> {kiln.noalias}) {
   linalg.generic {indexing_maps = [affine_map<(m, n, k) -> (m, k)>, affine_map<(m, n, k) -> (n, k)>, affine_map<(m, n, k) -> (m, n)>],
                   iterator_types = ["parallel", "parallel", "reduction"]}
@@ -427,7 +524,7 @@ func.func @transposed_weight(%x: memref<?x512xf32>, %w: memref<2000x512xf32>, %o
 // A weight within one block is copied transposed whole, right before the op.
 // CHECK-LABEL: func.func @transposed_small_weight
 // CHECK-SAME: %[[W:[a-z0-9]+]]: memref<96x64xf32>
-// CHECK: %[[BUF:.+]] = memref.alloc() {alignment = 64 : i64} : memref<64x96xf32>
+// CHECK: %[[BUF:.+]] = memref.alloc() {alignment = 64 : i64} : memref<3x64x32xf32>
 // CHECK: vector.transfer_read %[[W]]{{.*}} : memref<96x64xf32>, vector<16x16xf32>
 // CHECK: vector.transpose
 // CHECK: scf.for {{.*}} -> (vector<8x32xf32>)
@@ -469,12 +566,21 @@ func.func @deferred_fill(%a: memref<20x64xf32>, %b: memref<64x96xf32>) -> memref
 }
 
 // Blocked along its 1024-long reduction, a tile is computed once per
-// k-block: the whole output is filled (vectorized) before the blocks.
+// k-block: each register tile is filled in the first k-block only, right
+// before it is computed (no pass over the output before the product); the
+// later blocks accumulate onto it.
 // CHECK-LABEL: func.func @deferred_fill_blocked
 // CHECK-SAME: %[[OUT:[a-z0-9]+]]: memref<?x256xf32> {kiln.noalias})
+// CHECK-NOT: vector.transfer_write %{{.+}}, %[[OUT]]
+// CHECK: scf.for %[[K:.+]] = %{{.+}} to %c1024 step %c512
+// CHECK: %[[FIRST:.+]] = arith.cmpi eq, %[[K]], %c0
+// CHECK: scf.for {{.*}} step %c8
+// CHECK: scf.if %[[FIRST]] {
 // CHECK: vector.transfer_write %{{.+}}, %[[OUT]]
-// CHECK: scf.for {{.*}} step %c512
+// CHECK: }
+// CHECK: vector.transfer_read %[[OUT]]
 // CHECK: scf.for {{.*}} -> (vector<8x32xf32>)
+// CHECK-NOT: kiln.fill_first_block
 func.func @deferred_fill_blocked(%x: memref<?x1024xf32>, %w: memref<1024x256xf32>, %out: memref<?x256xf32> {kiln.noalias}) {
   linalg.generic {indexing_maps = [affine_map<(m, n, k) -> (m, k)>, affine_map<(m, n, k) -> (k, n)>, affine_map<(m, n, k) -> (m, n)>],
                   iterator_types = ["parallel", "parallel", "reduction"]}

@@ -297,6 +297,46 @@ TEST(DifferentialBlocks, MatmulCopiedBlocks) {
   diff::run(c);
 }
 
+/// Micro-panels of B (the register tiles' columns, contiguous): a B of
+/// static width 300 (rows 1200 bytes apart, which do not alias in the
+/// caches) is copied into panels only with at least 512 rows to read it:
+/// 17 rows read B in place, 600 read the panels (two column blocks of 256
+/// and 44 on a 1 MiB L2: a partial panel of 12 columns each time; with M
+/// dynamic, a run-time test picks the branch); 513 = one reduction block
+/// and one step, so the first block's tiles fill C and the second
+/// accumulates.
+TEST(DifferentialBlocks, MatmulPanels) {
+  Case c = matmulCase("matmul panels", false, false, false,
+                      /*batched=*/false);
+  c.alwaysStatic = {"N"};
+  c.base = {{"M", 17}, {"K", 513}, {"N", 300}};
+  c.sweep = {{"M", {17, 600}}, {"K", {513}}, {"N", {300}}};
+  diff::run(c);
+}
+
+/// A weight gradient Aᵀ·B (A [K, M] stored transposed) whose B [K, 300]
+/// crosses the column block with 600 rows to read it: B's panels are
+/// copied once per (column, reduction) block, before the row blocks.
+TEST(DifferentialBlocks, MatmulTransposeLhsPanels) {
+  Case c = matmulCase("matmul transpose_lhs panels", true, false, false,
+                      /*batched=*/false);
+  c.alwaysStatic = {"N"};
+  c.base = {{"M", 600}, {"K", 17}, {"N", 300}};
+  c.sweep = {{"M", {600}}, {"K", {17, 600}}, {"N", {300}}};
+  diff::run(c);
+}
+
+/// Attention-like scores Q·Kᵀ, batched with heads, K read as stored
+/// ([B, 2, N, K]): batch by batch, its blocks are copied transposed into
+/// micro-panels (N = 33: one panel and one column; 300: two column blocks,
+/// partial panels), K through a reduction block (17, 513).
+TEST(DifferentialBlocks, MatmulTransposeRhsPanels) {
+  Case c = matmulCase("matmul transpose_rhs panels", false, true, true);
+  c.base = {{"B", 2}, {"M", 17}, {"K", 17}, {"N", 33}};
+  c.sweep = {{"B", {1, 3}}, {"M", {17}}, {"K", {17, 513}}, {"N", {33, 300}}};
+  diff::run(c);
+}
+
 /// A linear whose weight crosses the cache blocks: 1024 outputs and 513
 /// inputs past the reduction block. The weight, read as stored ([N, K]), is
 /// copied transposed into contiguous [kc, nc] blocks, whatever the number
