@@ -222,21 +222,12 @@ OpOperand *transposedOperand(linalg::LinalgOp op, unsigned n, unsigned k,
   return nullptr;
 }
 
-/// A matrix operand of a blocked contraction as a matrix: itself, or, for
-/// a batched operand (one batch of it: leading dimensions of 1), the
-/// rank-reducing subview of its last two dimensions.
-Value matrixOf(OpBuilder &b, Location loc, Value operand) {
-  auto type = cast<MemRefType>(operand.getType());
-  int64_t rank = type.getRank();
-  if (rank == 2) {
-    return operand;
-  }
-  OpFoldResult zero = b.getIndexAttr(0), one = b.getIndexAttr(1);
-  SmallVector<OpFoldResult> offsets(rank, zero), sizes(rank, one),
-      strides(rank, one);
-  SmallVector<OpFoldResult> whole = memref::getMixedSizes(b, loc, operand);
-  sizes[rank - 2] = whole[rank - 2];
-  sizes[rank - 1] = whole[rank - 1];
+/// The subview of `source` at `offsets` of `sizes`, all but the last two
+/// of them 1, with those unit dimensions dropped: a matrix.
+Value matrixView(OpBuilder &b, Location loc, Value source,
+                 ArrayRef<OpFoldResult> offsets, ArrayRef<OpFoldResult> sizes) {
+  auto type = cast<MemRefType>(source.getType());
+  SmallVector<OpFoldResult> strides(type.getRank(), b.getIndexAttr(1));
   MemRefType full =
       memref::SubViewOp::inferResultType(type, offsets, sizes, strides);
   auto layout = cast<StridedLayoutAttr>(full.getLayout());
@@ -244,8 +235,24 @@ Value matrixOf(OpBuilder &b, Location loc, Value operand) {
       MemRefType::get(full.getShape().take_back(2), full.getElementType(),
                       StridedLayoutAttr::get(b.getContext(), layout.getOffset(),
                                              layout.getStrides().take_back(2)));
-  return memref::SubViewOp::create(b, loc, matrix, operand, offsets, sizes,
+  return memref::SubViewOp::create(b, loc, matrix, source, offsets, sizes,
                                    strides);
+}
+
+/// A matrix operand of a blocked contraction as a matrix: itself, or, for
+/// a batched operand (one batch of it: leading dimensions of 1), its last
+/// two dimensions.
+Value matrixOf(OpBuilder &b, Location loc, Value operand) {
+  int64_t rank = cast<MemRefType>(operand.getType()).getRank();
+  if (rank == 2) {
+    return operand;
+  }
+  SmallVector<OpFoldResult> offsets(rank, b.getIndexAttr(0)),
+      sizes(rank, b.getIndexAttr(1));
+  SmallVector<OpFoldResult> whole = memref::getMixedSizes(b, loc, operand);
+  sizes[rank - 2] = whole[rank - 2];
+  sizes[rank - 1] = whole[rank - 1];
+  return matrixView(b, loc, operand, offsets, sizes);
 }
 
 /// `map` reading a matrix operand's last two results, swapped when
@@ -344,19 +351,20 @@ struct PanelRead {
 /// [P, kc, T] panel buffer, as a [k, columns] matrix.
 Value panelView(OpBuilder &b, Location loc, Value buffer, OpFoldResult panel,
                 OpFoldResult k, OpFoldResult columns) {
-  auto bufferType = cast<MemRefType>(buffer.getType());
-  OpFoldResult zero = b.getIndexAttr(0), one = b.getIndexAttr(1);
-  SmallVector<OpFoldResult> offsets = {panel, zero, zero},
-                            sizes = {one, k, columns}, strides(3, one);
-  MemRefType full =
-      memref::SubViewOp::inferResultType(bufferType, offsets, sizes, strides);
-  auto layout = cast<StridedLayoutAttr>(full.getLayout());
-  auto type =
-      MemRefType::get(full.getShape().drop_front(), full.getElementType(),
-                      StridedLayoutAttr::get(b.getContext(), layout.getOffset(),
-                                             layout.getStrides().drop_front()));
-  return memref::SubViewOp::create(b, loc, type, buffer, offsets, sizes,
-                                   strides);
+  OpFoldResult zero = b.getIndexAttr(0);
+  return matrixView(b, loc, buffer, {panel, zero, zero},
+                    {b.getIndexAttr(1), k, columns});
+}
+
+/// A buffer of `type` allocated right before `outer` and freed right after.
+Value allocateAround(RewriterBase &rewriter, Location loc, Operation *outer,
+                     MemRefType type) {
+  rewriter.setInsertionPoint(outer);
+  Value buffer = memref::AllocOp::create(rewriter, loc, type,
+                                         rewriter.getI64IntegerAttr(64));
+  rewriter.setInsertionPointAfter(outer);
+  memref::DeallocOp::create(rewriter, loc, buffer);
+  return buffer;
 }
 
 /// Copies operand `p.operand` of `blocked` (a [kc, nc] or, transposed,
@@ -377,13 +385,9 @@ PanelRead packPanels(RewriterBase &rewriter, linalg::LinalgOp blocked,
   // pos: the window's dimension along the panels; the other is k.
   unsigned pos = p.dims[0] == p.panelDim ? 0 : 1;
   int64_t panels = llvm::divideCeil(bounds[pos], width);
-  rewriter.setInsertionPoint(outer);
-  Value buffer = memref::AllocOp::create(
-      rewriter, loc,
-      MemRefType::get({panels, bounds[1 - pos], width}, elementType),
-      rewriter.getI64IntegerAttr(64));
-  rewriter.setInsertionPointAfter(outer);
-  memref::DeallocOp::create(rewriter, loc, buffer);
+  Value buffer = allocateAround(
+      rewriter, loc, outer,
+      MemRefType::get({panels, bounds[1 - pos], width}, elementType));
 
   rewriter.setInsertionPoint(copyAt);
   if (when) {
@@ -497,12 +501,8 @@ void pack(RewriterBase &rewriter, linalg::LinalgOp blocked, Operation *outer,
     std::swap(bufferShape[0], bufferShape[1]);
     std::swap(viewShape[0], viewShape[1]);
   }
-  rewriter.setInsertionPoint(outer);
-  Value buffer = memref::AllocOp::create(
-      rewriter, loc, MemRefType::get(bufferShape, elementType),
-      rewriter.getI64IntegerAttr(64));
-  rewriter.setInsertionPointAfter(outer);
-  memref::DeallocOp::create(rewriter, loc, buffer);
+  Value buffer = allocateAround(rewriter, loc, outer,
+                                MemRefType::get(bufferShape, elementType));
 
   rewriter.setInsertionPoint(copyAt);
   auto anyRowStride = MemRefType::get(
@@ -1046,12 +1046,16 @@ struct KilnTileAndVectorizePass
     }
     ops.append(copies);
     for (linalg::LinalgOp op : ops) {
+      // The op's panel reads, found before tiling replaces it.
+      SmallVector<PanelRead> reads;
+      llvm::copy_if(panelReads, std::back_inserter(reads),
+                    [&](const PanelRead &read) { return read.op == op; });
       SmallVector<int64_t> sizes = chooseTileSizes(op, rows, columns, width);
       Tiles tiles =
           tileLoops(rewriter, op, sizes, utils::IteratorType::parallel,
                     chooseParallelDims(op));
-      for (const PanelRead &read : panelReads) {
-        if (read.op == op && tiles.op) {
+      for (const PanelRead &read : reads) {
+        if (tiles.op) {
           readPanels(rewriter, read, tiles);
         }
       }
