@@ -20,7 +20,15 @@ set_target_properties(kiln-compile kiln-opt PROPERTIES
   INSTALL_RPATH "${LLVM_LIBRARY_DIR}")
 set_target_properties(KilnRuntime PROPERTIES EXPORT_NAME Runtime)
 set_target_properties(KilnGenerator PROPERTIES EXPORT_NAME Generator)
-install(TARGETS KilnRuntime KilnGenerator kiln-compile kiln-opt
+set(KILN_INSTALLED_TARGETS KilnRuntime KilnGenerator kiln-compile kiln-opt)
+# Kiln::MPI (data-parallel training), where it was built.
+set(KILN_WITH_MPI OFF)
+if(TARGET KilnMPI)
+  set_target_properties(KilnMPI PROPERTIES EXPORT_NAME MPI)
+  list(APPEND KILN_INSTALLED_TARGETS KilnMPI)
+  set(KILN_WITH_MPI ON)
+endif()
+install(TARGETS ${KILN_INSTALLED_TARGETS}
   EXPORT KilnTargets
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}

@@ -8,6 +8,7 @@ packages=(
   libomp-22-dev
   libzstd-dev libfmt-dev libgtest-dev nlohmann-json3-dev
   libclang-rt-22-dev
+  libopenmpi-dev openmpi-bin
 )
 
 missing=()

@@ -172,6 +172,13 @@ std::string serialize(const FunctionSpec &spec) {
       os << "min " << g << " " << spec.groups[g].minSize << "\n";
     }
   }
+  if (spec.lossTokens) {
+    os << "tokens " << spec.lossTokens->arg << " "
+       << (spec.lossTokens->ignoreIndex
+               ? std::to_string(*spec.lossTokens->ignoreIndex)
+               : "none")
+       << "\n";
+  }
   return os.str();
 }
 
@@ -287,6 +294,23 @@ FunctionSpec parseFunctionSpec(std::string_view text) {
         r.fail("a negative least size");
       }
       spec.groups[size_t(group)].minSize = size;
+    } else if (k == "tokens") {
+      r.expectWords(3);
+      LossTokens tokens;
+      tokens.arg = r.integer(1);
+      if (r.word(2) != "none") {
+        tokens.ignoreIndex = r.integer(2);
+      }
+      if (tokens.arg < 0 || tokens.arg >= int64_t(spec.args.size()) ||
+          spec.args[tokens.arg].isScalar ||
+          (spec.args[tokens.arg].dtype != DType::i32 &&
+           spec.args[tokens.arg].dtype != DType::i64)) {
+        r.fail("the loss tokens are not an integer tensor argument");
+      }
+      if (spec.lossTokens) {
+        r.fail("two loss token entries");
+      }
+      spec.lossTokens = tokens;
     } else {
       r.fail("unknown entry '" + k + "'");
     }
@@ -334,6 +358,25 @@ std::vector<ParamSpec> parseParamSpecs(std::string_view text) {
 //===----------------------------------------------------------------------===//
 // Calls
 //===----------------------------------------------------------------------===//
+
+int64_t countTokens(const LossTokens &tokens, const Tensor &targets) {
+  auto count = [&](const auto *ids) {
+    int64_t kept = 0;
+    for (int64_t i = 0, n = targets.numel(); i < n; ++i) {
+      kept += !tokens.ignoreIndex || int64_t(ids[i]) != *tokens.ignoreIndex;
+    }
+    return kept;
+  };
+  switch (targets.dtype()) {
+  case DType::i64:
+    return count(targets.data<int64_t>());
+  case DType::i32:
+    return count(targets.data<int32_t>());
+  default:
+    throw Error("kiln: loss targets must be an i32 or i64 tensor, got " +
+                std::string(name(targets.dtype())));
+  }
+}
 
 CompiledFunction::CompiledFunction(FunctionSpec spec, PackedFunction fn)
     : spec_(std::move(spec)), fn_(fn), plans_(memory::makeCallPlans()) {

@@ -85,13 +85,27 @@ struct ResultSpec {
   int64_t updates = -1;
 };
 
+/// The tokens a mean loss averages over (a data-parallel gradient step's
+/// `kiln.loss_tokens`): the elements of integer argument `arg` that are not
+/// `ignoreIndex`.
+struct LossTokens {
+  int64_t arg = -1;
+  std::optional<int64_t> ignoreIndex;
+};
+
 struct FunctionSpec {
   std::string name;
   std::vector<ArgSpec> args;
   std::vector<ResultSpec> results;
   std::vector<DimGroup> groups;
   std::vector<PositionLimit> positionLimits;
+  /// Set when the function's first result is a mean loss over these tokens.
+  std::optional<LossTokens> lossTokens;
 };
+
+/// How many of `targets`' elements `tokens` counts (those that are not the
+/// ignored id). Throws kiln::Error when `targets` is not an i32/i64 tensor.
+int64_t countTokens(const LossTokens &tokens, const Tensor &targets);
 
 /// A parameter a model declares, in declaration order.
 struct ParamSpec {

@@ -8,59 +8,235 @@
 
 #include "runtime/Error.h"
 
+#include <fmt/format.h>
+
+#include <algorithm>
 #include <cmath>
+#include <set>
 
 namespace kiln {
 
-Trainer::Trainer(std::shared_ptr<const Executable> executable, uint64_t seed)
-    : executable_(std::move(executable)), seed_(seed) {
-  if (!executable_->contains("train_step")) {
+Trainer::Trainer(std::shared_ptr<const Executable> executable, uint64_t seed,
+                 std::shared_ptr<Communicator> communicator)
+    : executable_(std::move(executable)),
+      communicator_(communicator ? std::move(communicator) : singleProcess()),
+      seed_(seed) {
+  bool fused = executable_->contains("train_step");
+  bool split = executable_->contains("grad_step") &&
+               executable_->contains("update_step");
+  int world = communicator_->size();
+  if (world > 1 && !split) {
+    throw Error(fmt::format(
+        "kiln: data-parallel training over {} processes needs a model "
+        "compiled with a split step (compileTraining with StepKind::split: "
+        "'grad_step' and 'update_step')",
+        world));
+  }
+  if (!fused && !split) {
     throw Error("kiln: the compiled model has no 'train_step' (compile it "
                 "with a training step)");
   }
+  split_ = world > 1 || !fused;
   parameters_ = executable_->initParameters(seed);
-  for (const ArgSpec &arg : executable_->spec("train_step").args) {
+  for (const ArgSpec &arg :
+       executable_->spec(split_ ? "update_step" : "train_step").args) {
     if (arg.isState) {
       state_.add(arg.name, Tensor::zeros(arg.shape, DType::f32));
     }
   }
+  // Every process starts from rank 0's parameters (the same seed gives the
+  // same ones; this makes sure of it).
+  broadcastStore(*communicator_, parameters_);
 }
 
-float Trainer::step(const std::map<std::string, Arg> &inputs, float lr) {
-  const FunctionSpec &spec = executable_->spec("train_step");
-  std::map<std::string, Arg> all = inputs;
-  std::vector<std::string> params, states;
+int64_t Trainer::dropoutSeed() const {
+  // A distinct, reproducible seed per step and per process.
+  Rng mix(seed_ ^ (0x9e3779b97f4a7c15ull * uint64_t(steps_ + 1)) ^
+          (0xbf58476d1ce4e5b9ull * uint64_t(communicator_->rank())));
+  return int64_t(mix.next() >> 1);
+}
+
+std::map<std::string, Arg>
+Trainer::shard(const std::map<std::string, Arg> &inputs) const {
+  return shardBatch(inputs, communicator_->rank(), communicator_->size());
+}
+
+/// Adds the arguments a step function takes from the trainer (state, lr,
+/// step, dropout seed) to `all`.
+static void addStepArguments(const FunctionSpec &spec,
+                             const ParameterStore &state, float lr,
+                             int64_t step, int64_t seed,
+                             std::map<std::string, Arg> &all) {
   for (const ArgSpec &arg : spec.args) {
-    if (arg.isParam) {
-      params.push_back(arg.name);
-    } else if (arg.isState) {
-      all.emplace(arg.name, state_.get(arg.name));
-      states.push_back(arg.name);
+    if (arg.isState) {
+      all.emplace(arg.name, state.get(arg.name));
     } else if (arg.name == "lr") {
       all.emplace("lr", Tensor::full({}, lr));
     } else if (arg.name == "step") {
-      all.emplace("step", Arg(steps_ + 1));
+      all.emplace("step", Arg(step));
     } else if (arg.name == "seed" && arg.isScalar) {
-      // A distinct, reproducible dropout seed per step.
-      Rng mix(seed_ ^ (0x9e3779b97f4a7c15ull * uint64_t(steps_ + 1)));
-      all.emplace("seed", Arg(int64_t(mix.next() >> 1)));
+      all.emplace("seed", Arg(seed));
     }
   }
+}
+
+static Error nonFiniteLoss(float loss, int64_t step) {
+  return Error("kiln: the loss is " + std::to_string(loss) + " at step " +
+               std::to_string(step) +
+               "; the parameters were left as they were before it");
+}
+
+float Trainer::step(const std::map<std::string, Arg> &inputs, float lr) {
+  if (split_) {
+    return splitStep(inputs, lr);
+  }
+  std::map<std::string, Arg> all = inputs;
+  addStepArguments(executable_->spec("train_step"), state_, lr, steps_ + 1,
+                   dropoutSeed(), all);
   std::vector<Tensor> out = executable_->run("train_step", parameters_, all);
   float loss = out[0].data<float>()[0];
   if (!std::isfinite(loss)) {
-    throw Error("kiln: the loss is " + std::to_string(loss) + " at step " +
-                std::to_string(steps_ + 1) +
-                "; the parameters were left as they were before it");
+    throw nonFiniteLoss(loss, steps_ + 1);
   }
   // Results: loss, the parameters, then the state, in argument order.
-  for (size_t k = 0; k < params.size(); ++k) {
-    parameters_.get(params[k]) = out[1 + k];
-  }
-  for (size_t k = 0; k < states.size(); ++k) {
-    state_.get(states[k]) = out[1 + params.size() + k];
-  }
+  keep("train_step", out, 1);
   ++steps_;
+  return loss;
+}
+
+void Trainer::keep(const std::string &function, std::vector<Tensor> &out,
+                   size_t first) {
+  size_t k = first;
+  for (const ArgSpec &arg : executable_->spec(function).args) {
+    if (arg.isParam) {
+      parameters_.get(arg.name) = out[k++];
+    }
+  }
+  for (const ArgSpec &arg : executable_->spec(function).args) {
+    if (arg.isState) {
+      state_.get(arg.name) = out[k++];
+    }
+  }
+}
+
+float Trainer::splitStep(const std::map<std::string, Arg> &inputs, float lr) {
+  std::map<std::string, Arg> local = shard(inputs);
+  const FunctionSpec &gradSpec = executable_->spec("grad_step");
+  std::map<std::string, Arg> gradInputs = local;
+  addStepArguments(gradSpec, state_, lr, steps_ + 1, dropoutSeed(), gradInputs);
+  std::vector<Tensor> out =
+      executable_->run("grad_step", parameters_, gradInputs);
+  // With a mean loss over kept tokens, this process's loss and gradients
+  // stand for as many tokens as it kept; otherwise each process weighs the
+  // same (the mean of the processes' losses).
+  double weight = 1.0;
+  if (gradSpec.lossTokens) {
+    const ArgSpec &targets = gradSpec.args[size_t(gradSpec.lossTokens->arg)];
+    weight = double(
+        countTokens(*gradSpec.lossTokens, local.at(targets.name).tensor));
+  }
+  // The gradients are averaged in place: results sharing a buffer (equal
+  // gradients the compiled code returned once) get their own.
+  std::vector<Tensor> grads(out.begin() + 1, out.end());
+  std::set<const void *> seen;
+  for (Tensor &g : grads) {
+    if (!seen.insert(g.raw()).second) {
+      g = g.clone();
+    }
+  }
+  float loss = reduce(grads, out[0].data<float>()[0], weight);
+  if (!std::isfinite(loss)) {
+    throw nonFiniteLoss(loss, steps_ + 1);
+  }
+
+  std::map<std::string, Arg> update;
+  size_t k = 0;
+  for (const ArgSpec &arg : gradSpec.args) {
+    if (arg.isParam) {
+      update.emplace("grad." + arg.name, grads[k++]);
+    }
+  }
+  update.emplace("loss", Tensor::full({}, loss));
+  addStepArguments(executable_->spec("update_step"), state_, lr, steps_ + 1, 0,
+                   update);
+  std::vector<Tensor> updated =
+      executable_->run("update_step", parameters_, update);
+  keep("update_step", updated, 0);
+  ++steps_;
+  return loss;
+}
+
+float Trainer::reduce(std::vector<Tensor> &grads, float loss, double weight) {
+  // The weight and the weighted loss lead the first bucket, so the sum of
+  // the weights is known when the gradients come back. A process that kept
+  // no token adds nothing (its mean loss is 0/0).
+  constexpr size_t kBucketFloats = size_t(8) << 20; // 32 MiB
+  bool empty = weight == 0.0;
+  float head[2] = {empty ? 0.0f : float(double(loss) * weight), float(weight)};
+  size_t total = 2;
+  for (const Tensor &g : grads) {
+    total += size_t(g.numel());
+  }
+  bucket_.resize(std::min(total, kBucketFloats));
+  // Walks the sequence head, grads[0], grads[1], ... in bucket-sized parts.
+  struct Cursor {
+    size_t tensor = 0; // 0: head; 1 + i: grads[i]
+    size_t offset = 0;
+  };
+  auto segment = [&](const Cursor &c) -> std::pair<float *, size_t> {
+    if (c.tensor == 0) {
+      return {head, 2};
+    }
+    Tensor &g = grads[c.tensor - 1];
+    return {g.data<float>(), size_t(g.numel())};
+  };
+  float scale = 1.0f;
+  Cursor read;
+  for (size_t done = 0; done < total;) {
+    size_t n = std::min(bucket_.size(), total - done);
+    // Pack: this process's terms, weighted.
+    Cursor write = read;
+    for (size_t filled = 0; filled < n;) {
+      auto [data, size] = segment(read);
+      size_t take = std::min(size - read.offset, n - filled);
+      float w = read.tensor == 0 ? 1.0f : float(weight);
+      for (size_t i = 0; i < take; ++i) {
+        // 0 · NaN would be NaN: an empty share packs zeros.
+        bucket_[filled + i] =
+            empty && read.tensor != 0 ? 0.0f : data[read.offset + i] * w;
+      }
+      filled += take;
+      read.offset += take;
+      if (read.offset == size) {
+        ++read.tensor;
+        read.offset = 0;
+      }
+    }
+    communicator_->allReduceSum(bucket_.data(), n);
+    if (done == 0) {
+      // The first two floats: the summed weighted loss and weight.
+      double sum = bucket_[0], weights = bucket_[1];
+      loss = float(sum / weights);
+      scale = float(1.0 / weights);
+    }
+    // Unpack: the averaged gradients.
+    for (size_t used = 0; used < n;) {
+      auto [data, size] = segment(write);
+      size_t take = std::min(size - write.offset, n - used);
+      if (write.tensor != 0) {
+        for (size_t i = 0; i < take; ++i) {
+          data[write.offset + i] = bucket_[used + i] * scale;
+        }
+      }
+      used += take;
+      write.offset += take;
+      if (write.offset == size) {
+        ++write.tensor;
+        write.offset = 0;
+      }
+    }
+    done += n;
+  }
   return loss;
 }
 
@@ -90,6 +266,7 @@ Trainer::hooks(std::function<std::map<std::string, Arg>(int64_t step)> batch) {
   hooks.parameters = &parameters_;
   hooks.optimizerState = &state_;
   hooks.restoreStep = [this](int64_t steps) { setSteps(steps); };
+  hooks.communicator = communicator_;
   return hooks;
 }
 

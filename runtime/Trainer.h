@@ -3,13 +3,18 @@
 //
 // Runs the `train_step` function of an Executable (JIT or ahead-of-time; made
 // by kiln-training-step: loss, gradients, clipping, optimizer update),
-// keeping the parameters and the optimizer state in stores.
+// keeping the parameters and the optimizer state in stores. Data-parallel
+// (a Communicator of several processes): each process runs `grad_step` on
+// its share of the global batch, the gradients, the loss and the count of
+// kept tokens are summed over the processes in a few packed buckets, and
+// `update_step` applies the averaged gradients on every process alike.
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef KILN_RUNTIME_TRAINER_H
 #define KILN_RUNTIME_TRAINER_H
 
+#include "runtime/Communicator.h"
 #include "runtime/Function.h"
 #include "runtime/ParameterStore.h"
 #include "runtime/TrainingLoop.h"
@@ -23,18 +28,30 @@ namespace kiln {
 
 class Trainer {
 public:
-  /// Trains with `executable`'s "train_step". Initializes the parameters as
-  /// the model declares them from `seed` and the optimizer state to zero.
-  /// Throws kiln::Error when there is no "train_step".
+  /// Trains with `executable`'s "train_step", or with its "grad_step" and
+  /// "update_step" (compileTraining with StepKind::split), which a
+  /// `communicator` of more than one process needs. Initializes the
+  /// parameters as the model declares them from `seed` (then copies rank 0's
+  /// to every process) and the optimizer state to zero. Throws kiln::Error
+  /// when the executable has no step fit for the communicator.
   explicit Trainer(std::shared_ptr<const Executable> executable,
-                   uint64_t seed = 0);
+                   uint64_t seed = 0,
+                   std::shared_ptr<Communicator> communicator = nullptr);
 
-  /// One step with learning rate `lr` on `inputs` (by name); returns the
-  /// loss. A training-mode graph's dropout "seed" is derived from the
-  /// trainer's seed and the step unless `inputs` gives one, so a run is
-  /// reproducible and a resumed run draws the same masks. Throws
-  /// kiln::Error, and changes nothing, when the loss is not finite.
+  /// One step with learning rate `lr` on `inputs` (by name): the global
+  /// batch, of which each process trains on its share (shardBatch()).
+  /// Returns the loss of the whole batch (with a loss that is a mean over
+  /// kept tokens, each process's loss and gradients weigh as many tokens as
+  /// it kept). A training-mode graph's dropout "seed" is derived from the
+  /// trainer's seed, the step and the rank unless `inputs` gives one, so a
+  /// run is reproducible and a resumed run draws the same masks. Throws
+  /// kiln::Error, and changes nothing, when the loss is not finite (on every
+  /// process alike).
   float step(const std::map<std::string, Arg> &inputs, float lr);
+
+  /// This process's share of a global batch (all of it in a world of one).
+  std::map<std::string, Arg>
+  shard(const std::map<std::string, Arg> &inputs) const;
 
   /// Runs another function of the executable (evaluation, forward,
   /// decoding) on the current parameters.
@@ -54,12 +71,29 @@ public:
   /// Sets the count, as when resuming from a checkpoint.
   void setSteps(int64_t steps);
   const Executable &executable() const { return *executable_; }
+  Communicator &communicator() const { return *communicator_; }
 
 private:
+  /// The dropout seed of the next step on this process.
+  int64_t dropoutSeed() const;
+  /// grad_step, the sums over the processes, update_step.
+  float splitStep(const std::map<std::string, Arg> &inputs, float lr);
+  /// Sums `grads`·weight, loss·weight and weight over the processes in
+  /// buckets, then divides the gradients by the summed weight in place.
+  /// Returns the loss of the global batch.
+  float reduce(std::vector<Tensor> &grads, float loss, double weight);
+  /// Copies the step's results (new parameters, then new state, from
+  /// `first`) into the stores.
+  void keep(const std::string &function, std::vector<Tensor> &out,
+            size_t first);
+
   std::shared_ptr<const Executable> executable_;
+  std::shared_ptr<Communicator> communicator_;
   ParameterStore parameters_, state_;
   uint64_t seed_;
   int64_t steps_ = 0;
+  bool split_ = false;
+  std::vector<float> bucket_;
 };
 
 } // namespace kiln

@@ -6,6 +6,7 @@
 
 #include "runtime/TrainingLoop.h"
 
+#include "runtime/Communicator.h"
 #include "runtime/Error.h"
 
 #include <fmt/format.h>
@@ -16,6 +17,7 @@
 #include <cstring>
 #include <filesystem>
 #include <sstream>
+#include <tuple>
 
 #include <unistd.h>
 
@@ -215,7 +217,7 @@ void TrainingLog::note(const std::string &line) {
 //===----------------------------------------------------------------------===//
 
 static void checkOptions(const TrainingOptions &options,
-                         const TrainingHooks &hooks) {
+                         const TrainingHooks &hooks, bool writer) {
   auto bad = [](const std::string &why) {
     return Error("kiln: runTraining: " + why);
   };
@@ -224,9 +226,10 @@ static void checkOptions(const TrainingOptions &options,
         fmt::format("the number of steps must be > 0, got {}", options.steps));
   }
   if (options.evalEvery < 0 || options.checkpointEvery < 0 ||
-      options.printEvery < 0 || options.tokensPerStep < 0) {
-    throw bad("evalEvery, checkpointEvery, printEvery and tokensPerStep must "
-              "be >= 0");
+      options.printEvery < 0 || options.tokensPerStep < 0 ||
+      options.driftCheckEvery < 0) {
+    throw bad("evalEvery, checkpointEvery, printEvery, tokensPerStep and "
+              "driftCheckEvery must be >= 0");
   }
   if (!hooks.step) {
     throw bad("hooks.step (one training step) is required");
@@ -238,7 +241,7 @@ static void checkOptions(const TrainingOptions &options,
   if (options.resume && options.checkpointPath.empty()) {
     throw bad("resume needs a checkpointPath");
   }
-  if (!options.checkpointPath.empty()) {
+  if (!options.checkpointPath.empty() && writer) {
     checkCheckpointWritable(options.checkpointPath);
   }
   if (options.resume && !hooks.restoreStep) {
@@ -250,10 +253,18 @@ static void checkOptions(const TrainingOptions &options,
       throw bad(fmt::format("the generator '{}' is null", name));
     }
   }
+  if (hooks.communicator && hooks.communicator->size() > 1 &&
+      (!hooks.parameters || !hooks.optimizerState)) {
+    throw bad("a data-parallel run needs hooks.parameters and "
+              "hooks.optimizerState (to check that the processes agree)");
+  }
 }
 
+/// The metadata key of the number of processes that wrote a checkpoint.
+static constexpr const char *kWorldSizeKey = "world_size";
+
 static void saveRun(const TrainingOptions &options, const TrainingHooks &hooks,
-                    int64_t step) {
+                    int64_t step, int world) {
   TrainingState state;
   state.step = step;
   for (const auto &[name, rng] : hooks.rngs) {
@@ -262,40 +273,122 @@ static void saveRun(const TrainingOptions &options, const TrainingHooks &hooks,
   state.info = hooks.info;
   state.info["schedule"] = options.schedule.describe();
   state.info["steps"] = std::to_string(options.steps);
+  state.info[kWorldSizeKey] = std::to_string(world);
   saveCheckpoint(options.checkpointPath, *hooks.parameters,
                  *hooks.optimizerState, state);
 }
 
-static int64_t resumeRun(const TrainingOptions &options,
-                         const TrainingHooks &hooks) {
+/// Loads the checkpoint (on rank 0 of a data-parallel run) and returns its
+/// state.
+static TrainingState loadRun(const TrainingOptions &options,
+                             const TrainingHooks &hooks) {
   TrainingState state =
       loadCheckpoint(options.checkpointPath, *hooks.parameters,
                      hooks.optimizerState, &hooks.info);
   for (const auto &[name, rng] : hooks.rngs) {
-    auto it = state.rngs.find(name);
-    if (it == state.rngs.end()) {
+    if (!state.rngs.count(name)) {
       throw Error(fmt::format("{}: the checkpoint has no state for the random "
                               "generator '{}'",
                               options.checkpointPath, name));
     }
-    rng->setState(it->second);
   }
-  hooks.restoreStep(state.step);
-  return state.step;
+  return state;
 }
 
-TrainingResult kiln::runTraining(const TrainingOptions &options,
-                                 const TrainingHooks &hooks) {
-  checkOptions(options, hooks);
-  TrainingResult result;
-  if (options.resume && std::filesystem::exists(options.checkpointPath)) {
-    result.resumedFrom = resumeRun(options, hooks);
+/// Resumes every process from the checkpoint rank 0 reads: the parameters,
+/// the optimizer state, the step and the generators. Returns the step, and
+/// the world size the checkpoint was written with (1 when it says none).
+static std::pair<int64_t, int64_t> resumeRun(const TrainingOptions &options,
+                                             const TrainingHooks &hooks,
+                                             Communicator &communicator) {
+  TrainingState state;
+  int64_t writtenBy = 1;
+  if (communicator.rank() == 0) {
+    state = loadRun(options, hooks);
+    auto it = state.info.find(kWorldSizeKey);
+    if (it != state.info.end()) {
+      auto [ptr, ec] = std::from_chars(
+          it->second.data(), it->second.data() + it->second.size(), writtenBy);
+      if (ec != std::errc() || ptr != it->second.data() + it->second.size() ||
+          writtenBy < 1) {
+        throw Error(fmt::format("{}: the checkpoint's {} '{}' is not a "
+                                "positive number",
+                                options.checkpointPath, kWorldSizeKey,
+                                it->second));
+      }
+    }
   }
-  TrainingLog log(options.steps, options.tokensPerStep, options.out,
-                  options.csvPath, options.printEvery, result.resumedFrom);
+  if (communicator.size() > 1) {
+    communicator.broadcast(&state.step, sizeof state.step, 0);
+    communicator.broadcast(&writtenBy, sizeof writtenBy, 0);
+    for (const auto &[name, rng] : hooks.rngs) {
+      uint64_t value = state.rngs[name];
+      communicator.broadcast(&value, sizeof value, 0);
+      state.rngs[name] = value;
+    }
+    broadcastStore(communicator, *hooks.parameters);
+    broadcastStore(communicator, *hooks.optimizerState);
+  }
+  for (const auto &[name, rng] : hooks.rngs) {
+    rng->setState(state.rngs.at(name));
+  }
+  hooks.restoreStep(state.step);
+  return {state.step, writtenBy};
+}
+
+/// Stops every process, naming the ranks, when their parameters and
+/// optimizer state are not the same.
+static void checkDrift(const TrainingHooks &hooks, Communicator &communicator,
+                       int64_t step) {
+  uint64_t hash =
+      hashStore(*hooks.parameters) * 31 + hashStore(*hooks.optimizerState);
+  std::vector<uint64_t> hashes = communicator.allGather(hash);
+  std::string differ;
+  for (size_t r = 1; r < hashes.size(); ++r) {
+    if (hashes[r] != hashes[0]) {
+      differ += (differ.empty() ? "" : ", ") + std::to_string(r);
+    }
+  }
+  if (!differ.empty()) {
+    throw Error(fmt::format(
+        "kiln: after step {} the parameters of rank(s) {} differ from rank "
+        "0's: the processes drifted apart (a non-deterministic step, or "
+        "processes that did not all apply the same update)",
+        step, differ));
+  }
+}
+
+static TrainingResult train(const TrainingOptions &options,
+                            const TrainingHooks &hooks,
+                            Communicator &communicator) {
+  int rank = communicator.rank(), world = communicator.size();
+  bool writer = rank == 0;
+  checkOptions(options, hooks, writer);
+  TrainingResult result;
+  int resume = writer && options.resume &&
+               std::filesystem::exists(options.checkpointPath);
+  if (world > 1) {
+    communicator.broadcast(&resume, sizeof resume, 0);
+  }
+  int64_t writtenBy = world;
+  if (resume) {
+    std::tie(result.resumedFrom, writtenBy) =
+        resumeRun(options, hooks, communicator);
+  }
+  TrainingLog log(options.steps, options.tokensPerStep,
+                  writer ? options.out : nullptr,
+                  writer ? options.csvPath : std::string(), options.printEvery,
+                  result.resumedFrom);
   if (result.resumedFrom > 0) {
     log.note(fmt::format("resumed from {} at step {}", options.checkpointPath,
                          result.resumedFrom));
+  }
+  if (writtenBy != world) {
+    log.note(fmt::format(
+        "the checkpoint was written by {} process(es), this run has {}: the "
+        "global batches are the same, but the steps from here draw other "
+        "dropout masks and sum in another order than an uninterrupted run",
+        writtenBy, world));
   }
   if (result.resumedFrom >= options.steps) {
     log.note(fmt::format("the checkpoint is at step {}: nothing left of {} "
@@ -303,24 +396,59 @@ TrainingResult kiln::runTraining(const TrainingOptions &options,
                          result.resumedFrom, options.steps));
     return result;
   }
+  if (world > 1) {
+    log.note(fmt::format("data-parallel: {} processes, each on its share of "
+                         "every batch",
+                         world));
+  }
   for (int64_t step = result.resumedFrom + 1; step <= options.steps; ++step) {
     double lr = options.schedule(step);
     float loss = hooks.step(step, float(lr));
     result.losses.push_back(loss);
     log.step(step, loss, lr);
     bool last = step == options.steps;
+    if (world > 1 && options.driftCheckEvery > 0 &&
+        (last || step % options.driftCheckEvery == 0)) {
+      checkDrift(hooks, communicator, step);
+    }
     if (hooks.evaluate &&
         (last || (options.evalEvery > 0 && step % options.evalEvery == 0))) {
-      result.validationLoss = hooks.evaluate();
+      // Each process evaluates (its share); the run reports the mean.
+      float value = float(hooks.evaluate());
+      communicator.allReduceSum(&value, 1);
+      result.validationLoss = double(value) / double(world);
       log.evaluation(step, *result.validationLoss);
     }
     if (!options.checkpointPath.empty() &&
         (last || (options.checkpointEvery > 0 &&
                   step % options.checkpointEvery == 0))) {
-      saveRun(options, hooks, step);
+      if (writer) {
+        saveRun(options, hooks, step, world);
+      }
+      // No process runs ahead of a checkpoint being written.
+      communicator.barrier();
     }
   }
   log.finish();
   result.seconds = log.elapsed();
   return result;
+}
+
+TrainingResult kiln::runTraining(const TrainingOptions &options,
+                                 const TrainingHooks &hooks) {
+  std::shared_ptr<Communicator> communicator =
+      hooks.communicator ? hooks.communicator : singleProcess();
+  if (communicator->size() == 1) {
+    return train(options, hooks, *communicator);
+  }
+  try {
+    return train(options, hooks, *communicator);
+  } catch (const std::exception &e) {
+    // The other processes may be waiting for this one in a collective: end
+    // them all (the last checkpoint stays as it was written).
+    communicator->abort(fmt::format("error: rank {} of {}: {}",
+                                    communicator->rank(), communicator->size(),
+                                    e.what()),
+                        1);
+  }
 }

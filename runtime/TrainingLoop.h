@@ -22,11 +22,14 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 namespace kiln {
+
+class Communicator;
 
 /// The progress line and the CSV log of a run.
 class TrainingLog {
@@ -92,6 +95,10 @@ struct TrainingOptions {
   /// Progress lines when not on a terminal (0: about 20 per run).
   int64_t printEvery = 0;
   std::FILE *out = stdout;
+  /// Data-parallel runs: every this many steps (and after the last) the
+  /// processes compare a hash of their parameters and optimizer state and
+  /// stop with an error naming the ranks that drifted apart (0: never).
+  int64_t driftCheckEvery = 100;
 };
 
 /// What runTraining() drives and what its checkpoints hold.
@@ -111,6 +118,13 @@ struct TrainingHooks {
   /// records one of these keys with another value is refused (the model's
   /// configuration, its vocabulary: same tensor shapes, another model).
   std::map<std::string, std::string> info;
+  /// The processes of a data-parallel run (Trainer::hooks() sets it; null:
+  /// one process). Then rank 0 alone prints, logs and writes checkpoints
+  /// (behind a barrier), a resumed run loads on rank 0 and copies the
+  /// parameters, state, step and generators to the others, evaluations are
+  /// averaged over the processes, and a failure on any process ends the
+  /// whole job (Communicator::abort) naming its rank.
+  std::shared_ptr<Communicator> communicator;
 };
 
 struct TrainingResult {

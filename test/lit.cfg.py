@@ -38,6 +38,18 @@ llvm_config.add_tool_substitutions(
     [os.path.join(config.kiln_obj_root, "examples")],
 )
 
+# Data-parallel runs (test/Distributed): where Kiln::MPI was built. mpirun
+# runs as root in CI, places 3 ranks on 2 cores, and ends a hung job.
+mpirun = shutil.which("mpirun")
+if mpirun and os.path.exists(os.path.join(config.kiln_tools_dir, "kiln-data-parallel-check")):
+    config.available_features.add("mpi")
+    config.substitutions.append(
+        ("%mpirun", mpirun + " --allow-run-as-root --oversubscribe --bind-to none"
+         " --timeout 120 -x OMP_NUM_THREADS=1"))
+    llvm_config.add_tool_substitutions(["kiln-data-parallel-check"], [config.kiln_tools_dir])
+else:
+    lit_config.note("no mpirun or no Kiln::MPI: data-parallel runs are not tested")
+
 # A plain C/C++ compiler, for the generated headers.
 config.substitutions.append(("%clangxx", os.path.join(config.llvm_tools_dir, "clang++")))
 config.substitutions.append(("%clang", os.path.join(config.llvm_tools_dir, "clang")))

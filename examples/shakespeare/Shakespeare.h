@@ -238,12 +238,15 @@ inline GptShape checkShape(const Options &o, const Executable &executable,
 }
 
 /// Trains (unless o.sampleOnly: then loads o.checkpoint) and prints a
-/// sample, with `executable`'s functions.
+/// sample, with `executable`'s functions; data-parallel over the processes
+/// of `world` when it has several (each trains and evaluates on its share
+/// of every batch).
 inline void run(const Options &o, std::shared_ptr<const Executable> executable,
-                const CharDataset &data) {
+                const CharDataset &data,
+                std::shared_ptr<Communicator> world = nullptr) {
   int64_t vocab = data.vocab().size();
   GptShape shape = checkShape(o, *executable, vocab);
-  Trainer trainer(executable, o.seed);
+  Trainer trainer(executable, o.seed, world);
   std::string evalGraph =
       executable->contains("eval_loss") ? "eval_loss" : "loss";
   auto evaluate = [&] {
@@ -251,9 +254,10 @@ inline void run(const Options &o, std::shared_ptr<const Executable> executable,
     double total = 0.0;
     for (int64_t i = 0; i < o.evalBatches; ++i) {
       Batch b = data.sample(Split::validation, o.batch, o.context, rng);
-      total +=
-          trainer.run(evalGraph, {{"idx", b.inputs}, {"targets", b.targets}})[0]
-              .data<float>()[0];
+      total += trainer
+                   .run(evalGraph, trainer.shard({{"idx", b.inputs},
+                                                  {"targets", b.targets}}))[0]
+                   .data<float>()[0];
     }
     return total / double(o.evalBatches);
   };
@@ -294,7 +298,7 @@ inline void run(const Options &o, std::shared_ptr<const Executable> executable,
     }
   }
 
-  if (o.sample > 0) {
+  if (o.sample > 0 && trainer.communicator().rank() == 0) {
     std::vector<int64_t> prompt = data.vocab().encode(o.prompt);
     Rng rng(o.seed);
     fmt::print("--- sample (temperature {}, top-k {}) ---\n{}", o.temperature,

@@ -5,17 +5,21 @@
 // of Tiny Shakespeare with a warm-up + cosine schedule, evaluates on the
 // held-out 10%, checkpoints atomically (resumable with --resume) and prints a
 // sample generated with the key/value cache. --sample-only samples from a
-// checkpoint without training. Run with --help for the options. The same
-// model compiled ahead of time: examples/shakespeare-aot.
+// checkpoint without training. Run with --help for the options; under
+// `mpirun -np N` it trains data-parallel. The same model compiled ahead of
+// time: examples/shakespeare-aot.
 //
 //===----------------------------------------------------------------------===//
 
 #include "Model.h"
 
+#include "../common/World.h"
+
 using namespace kiln;
 using namespace kiln::shakespeare;
 
 int main(int argc, char **argv) try {
+  std::shared_ptr<Communicator> world = examples::exampleWorld(&argc, &argv);
   Options o = parseOptions(argc, argv, kUsage, Program::jit);
   CharDataset data = loadCorpus(o);
   if (o.sampleOnly) {
@@ -27,15 +31,15 @@ int main(int argc, char **argv) try {
              "{}, dropout {}\n",
              data.vocab().size(), o.dModel, o.layers, o.heads, o.context,
              o.dropout);
-  auto jit = compileTraining(module, "loss", optimizer(o));
+  auto jit =
+      compileTraining(module, "loss", optimizer(o), {}, stepKindFor(*world));
   fmt::print("{} parameters; compiled in {:.1f} s (MLIR {:.1f} s, LLVM {:.1f} "
              "s)\n",
              module.numParameters(),
              jit->pipelineSeconds() + jit->codegenSeconds(),
              jit->pipelineSeconds(), jit->codegenSeconds());
-  run(o, jit, data);
+  run(o, jit, data, world);
   return 0;
 } catch (const std::exception &e) { // kiln::Error, or bad_alloc and the like
-  fmt::print(stderr, "error: {}\n", e.what());
-  return 1;
+  return examples::failExample(e);
 }

@@ -5,11 +5,13 @@
 // pairs with label smoothing, then reports on the 500 held-out pairs: the
 // teacher-forced token accuracy beside a trivial baseline (always the most
 // frequent target word), and greedy translations decoded with the key/value
-// cache. Run with --help for the options.
+// cache. Run with --help for the options; under `mpirun -np N` it trains
+// data-parallel (rank 0 reports).
 //
 //===----------------------------------------------------------------------===//
 
 #include "../common/CommandLine.h"
+#include "../common/World.h"
 
 #include "compiler/DSL/DSL.h"
 #include "compiler/DSL/Models.h"
@@ -90,6 +92,7 @@ std::map<std::string, Arg> inputsOf(const PairBatch &b) {
 } // namespace
 
 int main(int argc, char **argv) try {
+  std::shared_ptr<Communicator> world = examples::exampleWorld(&argc, &argv);
   Options o = parseOptions(argc, argv);
   PairOptions split;
   split.seed = o.seed;
@@ -122,9 +125,10 @@ int main(int argc, char **argv) try {
              "French words\n",
              data.size(Split::train), data.size(Split::validation),
              srcVocab.size(), tgtVocab.size());
-  auto compiled = compileTraining(module, "loss", adamw);
+  auto compiled =
+      compileTraining(module, "loss", adamw, {}, stepKindFor(*world));
   const JitModule &jit = *compiled;
-  Trainer trainer(compiled, o.seed);
+  Trainer trainer(compiled, o.seed, world);
   fmt::print("seed 002 Transformer: d_model {}, {}+{} layers, {} heads, d_ff "
              "{}, dropout {}, label smoothing {}; {} parameters, compiled in "
              "{:.1f} s\n",
@@ -170,6 +174,9 @@ int main(int argc, char **argv) try {
   TrainingResult result = runTraining(run, hooks);
   fmt::print("trained in {:.0f} s, last loss {:.3f}\n", result.seconds,
              result.losses.back());
+  if (world->rank() != 0) {
+    return 0; // rank 0 reports
+  }
 
   // Held-out token accuracy (teacher forced) against always answering the
   // most frequent training target token.
@@ -217,6 +224,5 @@ int main(int argc, char **argv) try {
   }
   return 0;
 } catch (const std::exception &e) { // kiln::Error, or bad_alloc and the like
-  fmt::print(stderr, "error: {}\n", e.what());
-  return 1;
+  return examples::failExample(e);
 }

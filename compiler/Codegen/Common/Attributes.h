@@ -27,6 +27,12 @@ constexpr llvm::StringLiteral kUpdatesAttrName = "kiln.updates";
 /// it on `step` and `lr`).
 constexpr llvm::StringLiteral kRequireAttrName = "kiln.require";
 
+/// The function attribute `kiln.loss_tokens = {arg = i, ignore_index = n}`
+/// of a data-parallel gradient step (kiln-training-step with split): its
+/// loss is a mean over the tokens of argument i that are not n, and each
+/// process's loss and gradients count as many times as it kept tokens.
+constexpr llvm::StringLiteral kLossTokensAttrName = "kiln.loss_tokens";
+
 } // namespace mlir::kiln
 
 #endif // KILN_COMPILER_CODEGEN_COMMON_ATTRIBUTES_H

@@ -432,6 +432,23 @@ static FunctionSpec readSpec(func::FuncOp func, bool inPlace) {
     spec.results.push_back(result);
   }
   ContractBuilder(func, spec).build();
+  if (auto tokens = func->getAttrOfType<DictionaryAttr>(
+          mlir::kiln::kLossTokensAttrName)) {
+    auto arg = tokens.getAs<IntegerAttr>("arg");
+    if (!arg || arg.getInt() < 0 || arg.getInt() >= int64_t(spec.args.size()) ||
+        spec.args[arg.getInt()].isScalar ||
+        (spec.args[arg.getInt()].dtype != DType::i32 &&
+         spec.args[arg.getInt()].dtype != DType::i64)) {
+      throw Error("kiln: function '" + spec.name +
+                  "' has a kiln.loss_tokens that names no integer tensor "
+                  "argument");
+    }
+    LossTokens lossTokens{arg.getInt(), std::nullopt};
+    if (auto ignored = tokens.getAs<IntegerAttr>("ignore_index")) {
+      lossTokens.ignoreIndex = ignored.getInt();
+    }
+    spec.lossTokens = lossTokens;
+  }
   return spec;
 }
 

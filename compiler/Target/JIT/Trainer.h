@@ -2,8 +2,9 @@
 //-*-===//
 //
 // Compiles a loss graph of a DSL module into one training step (loss,
-// gradients, clipping, optimizer update; kiln-training-step), for
-// kiln::Trainer (runtime/Trainer.h) to run.
+// gradients, clipping, optimizer update; kiln-training-step), or into a
+// gradient step and an update step for data-parallel runs, for kiln::Trainer
+// (runtime/Trainer.h) to run.
 //
 //===----------------------------------------------------------------------===//
 
@@ -30,18 +31,29 @@ struct OptimizerConfig {
   double clipNorm = 0.0; ///< clip the gradients' global norm (0: off)
 };
 
-/// The pass pipeline that adds "train_step" for `lossGraph` (its first
-/// result a scalar loss) with `optimizer`.
+/// How a training step is compiled: one fused "train_step", or
+/// "grad_step" + "update_step", between which the processes of a
+/// data-parallel run sum their gradients.
+enum class StepKind { fused, split };
+
+/// `split` for a communicator of several processes, else `fused`.
+StepKind stepKindFor(const Communicator &communicator);
+
+/// The pass pipeline that adds the training step(s) for `lossGraph` (its
+/// first result a scalar loss) with `optimizer`.
 std::string trainingStepPipeline(const std::string &lossGraph,
-                                 const OptimizerConfig &optimizer);
+                                 const OptimizerConfig &optimizer,
+                                 StepKind kind = StepKind::fused);
 
 /// Compiles every graph of `module` as it is (an evaluation loss, a forward
-/// pass, decoding) plus "train_step" for `lossGraph`; once per process for
-/// the same module. Throws kiln::Error when there is no such graph.
+/// pass, decoding) plus the training step(s) for `lossGraph`; once per
+/// process for the same module. Throws kiln::Error when there is no such
+/// graph.
 std::shared_ptr<JitModule> compileTraining(const dsl::Module &module,
                                            const std::string &lossGraph,
                                            const OptimizerConfig &optimizer,
-                                           const JitOptions &options = {});
+                                           const JitOptions &options = {},
+                                           StepKind kind = StepKind::fused);
 
 } // namespace kiln
 

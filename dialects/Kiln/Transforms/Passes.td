@@ -100,6 +100,26 @@ def KilnTrainingStepPass : Pass<"kiln-training-step", "::mlir::ModuleOp"> {
         %w_m: ... {kiln.kind = "state"}, %w_v: ..., %lr: tensor<f32>, %step: i64)
         -> (tensor<f32>, <w>, <w.m>, <w.v>)
     ```
+
+    With `split` (data-parallel training: the gradients of every process are
+    summed between the two halves) it adds two functions instead:
+    `grad_step`, the loss and its gradients (`grad.<name>`) as
+    kiln-autodiff computes them, and `update_step`, whose arguments are the
+    parameters, their (averaged) gradients `grad.<name>`, the optimizer
+    state, `lr`, `step` and the (averaged) `loss`, and which clips and
+    updates as `train_step` does. When the loss is a mean `kiln.cross_entropy`
+    or `kiln.nll_loss` whose targets are an argument, `grad_step` records
+    that argument and the ignored id (`kiln.loss_tokens = {arg, ignore_index}`)
+    so the runtime weighs each process's loss by its count of kept tokens.
+
+    ```mlir
+    // kiln-opt --kiln-training-step="optimizer=adamw split=1" adds:
+    func.func @grad_step(%x: ..., %t: ..., %w: ... {kiln.kind = "param"})
+        -> (tensor<f32>, <grad.w>) attributes {kiln.loss_tokens = {arg = 1}}
+    func.func @update_step(%w: ... {kiln.kind = "param"}, %g: ... {kiln.name = "grad.w"},
+        %w_m: ..., %w_v: ..., %lr: tensor<f32>, %step: i64, %loss: tensor<f32>)
+        -> (<w>, <w.m>, <w.v>)
+    ```
   }];
   let options = [
     Option<"function", "function", "std::string", /*default=*/"\"loss\"",
@@ -114,7 +134,10 @@ def KilnTrainingStepPass : Pass<"kiln-training-step", "::mlir::ModuleOp"> {
     Option<"momentum", "momentum", "double", /*default=*/"0.0",
            "SGD momentum">,
     Option<"clipNorm", "clip-norm", "double", /*default=*/"0.0",
-           "Clip the gradients' global norm to this (0: no clipping)">
+           "Clip the gradients' global norm to this (0: no clipping)">,
+    Option<"split", "split", "bool", /*default=*/"false",
+           "Emit grad_step and update_step (data-parallel training) instead "
+           "of train_step">
   ];
   let dependentDialects = ["::mlir::kiln::KilnDialect"];
 }

@@ -4,6 +4,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "compiler/Codegen/Common/Attributes.h"
 #include "dialects/Kiln/IR/KilnOps.h"
 #include "dialects/Kiln/Transforms/Passes.h"
 
@@ -20,6 +21,15 @@ using namespace mlir;
 using namespace mlir::kiln;
 
 namespace {
+/// The optimizer half of a step, built into a function's body before its
+/// return: the new parameters and state, their names and the arguments they
+/// replace (kiln.updates).
+struct Updates {
+  SmallVector<Value> values;
+  SmallVector<std::string> names;
+  SmallVector<unsigned> replaces;
+};
+
 struct KilnTrainingStepPass
     : kiln::impl::KilnTrainingStepPassBase<KilnTrainingStepPass> {
   using Base::Base;
@@ -31,15 +41,18 @@ struct KilnTrainingStepPass
       module.emitError("kiln-training-step: no function '") << function << "'";
       return signalPassFailure();
     }
-    bool adam = optimizer == "adam" || optimizer == "adamw";
-    if (!adam && optimizer != "sgd") {
+    if (!adam() && optimizer != "sgd") {
       module.emitError("kiln-training-step: unknown optimizer '")
           << optimizer << "' (expected adamw, adam or sgd)";
       return signalPassFailure();
     }
-    if (module.lookupSymbol("train_step")) {
-      module.emitError("kiln-training-step: 'train_step' already exists");
-      return signalPassFailure();
+    for (StringRef name :
+         split ? SmallVector<StringRef>{"grad_step", "update_step"}
+               : SmallVector<StringRef>{"train_step"}) {
+      if (module.lookupSymbol(name)) {
+        module.emitError("kiln-training-step: '") << name << "' already exists";
+        return signalPassFailure();
+      }
     }
     SmallVector<unsigned> params = trainableArguments(forward);
     if (params.empty()) {
@@ -54,56 +67,71 @@ struct KilnTrainingStepPass
                      : "(no f32 tensor argument)");
       return signalPassFailure();
     }
-    FailureOr<func::FuncOp> built = differentiate(forward, "train_step");
-    if (failed(built)) {
+    if (failed(split ? buildSplit(forward, params)
+                     : buildFused(forward, params))) {
       return signalPassFailure();
     }
-    func::FuncOp step = *built;
-    MLIRContext *context = &getContext();
-    OpBuilder builder(context);
-    Block &body = step.getBody().front();
-    auto ret = cast<func::ReturnOp>(body.getTerminator());
-    Location loc = ret.getLoc();
+  }
 
-    // New arguments: the state of each parameter, then lr and step.
-    auto nameOf = [&](unsigned i) {
-      auto name = forward.getArgAttrOfType<StringAttr>(i, "kiln.name");
-      return name ? name.str() : "arg" + std::to_string(i);
-    };
-    auto addArgument = [&](Type type, StringRef kind, const std::string &name) {
-      unsigned index = step.getNumArguments();
-      (void)step.insertArgument(index, type, {}, loc);
-      step.setArgAttr(index, "kiln.kind", builder.getStringAttr(kind));
-      step.setArgAttr(index, "kiln.name", builder.getStringAttr(name));
-      return step.getArgument(index);
-    };
+private:
+  bool adam() const { return optimizer == "adam" || optimizer == "adamw"; }
+
+  std::string nameOf(func::FuncOp forward, unsigned i) const {
+    auto name = forward.getArgAttrOfType<StringAttr>(i, "kiln.name");
+    return name ? name.str() : "arg" + std::to_string(i);
+  }
+
+  /// Appends an argument of `kind` named `name` to `func`.
+  static Value addArgument(func::FuncOp func, Type type, StringRef kind,
+                           StringRef name) {
+    Builder b(func.getContext());
+    unsigned index = func.getNumArguments();
+    (void)func.insertArgument(index, type, {}, func.getLoc());
+    func.setArgAttr(index, "kiln.kind", b.getStringAttr(kind));
+    func.setArgAttr(index, "kiln.name", b.getStringAttr(name));
+    return func.getArgument(index);
+  }
+
+  /// Appends the optimizer state of every parameter, then `lr` and `step`.
+  /// Returns the state per parameter; `lr` and `step` through the last two.
+  SmallVector<SmallVector<Value>>
+  addOptimizerArguments(func::FuncOp func, func::FuncOp forward,
+                        ArrayRef<unsigned> params, Value &lr,
+                        Value &stepNumber) const {
     SmallVector<SmallVector<Value>> states;
     for (unsigned i : params) {
       Type type = forward.getArgumentTypes()[i];
       SmallVector<Value> state;
-      if (adam) {
-        state.push_back(addArgument(type, "state", nameOf(i) + ".m"));
-        state.push_back(addArgument(type, "state", nameOf(i) + ".v"));
+      std::string name = nameOf(forward, i);
+      if (adam()) {
+        state.push_back(addArgument(func, type, "state", name + ".m"));
+        state.push_back(addArgument(func, type, "state", name + ".v"));
       } else {
-        state.push_back(addArgument(type, "state", nameOf(i) + ".momentum"));
+        state.push_back(addArgument(func, type, "state", name + ".momentum"));
       }
       states.push_back(state);
     }
-    auto scalar = RankedTensorType::get({}, builder.getF32Type());
-    Value lr = addArgument(scalar, "input", "lr");
-    Value stepNumber = addArgument(builder.getI64Type(), "input", "step");
+    Builder b(func.getContext());
+    auto scalar = RankedTensorType::get({}, b.getF32Type());
+    lr = addArgument(func, scalar, "input", "lr");
+    stepNumber = addArgument(func, b.getI64Type(), "input", "step");
     // A NaN, infinite or negative rate, or a step below 1 (Adam's bias
     // correction divides by 1 - beta^step), would make every parameter NaN:
     // the runtime refuses them before the call.
-    step.setArgAttr(cast<BlockArgument>(lr).getArgNumber(), "kiln.require",
-                    builder.getStringAttr("finite-nonnegative"));
-    step.setArgAttr(cast<BlockArgument>(stepNumber).getArgNumber(),
-                    "kiln.require", builder.getStringAttr("positive"));
+    func.setArgAttr(cast<BlockArgument>(lr).getArgNumber(), kRequireAttrName,
+                    b.getStringAttr("finite-nonnegative"));
+    func.setArgAttr(cast<BlockArgument>(stepNumber).getArgNumber(),
+                    kRequireAttrName, b.getStringAttr("positive"));
+    return states;
+  }
 
-    // Clip, then update every parameter.
-    builder.setInsertionPoint(ret);
-    Value loss = ret.getOperand(0);
-    SmallVector<Value> grads(ret.getOperands().drop_front());
+  /// Clips `grads` (when asked) and updates every parameter, before
+  /// `builder`'s insertion point. The updates are guarded by `loss`.
+  Updates emitUpdates(OpBuilder &builder, Location loc, func::FuncOp forward,
+                      ArrayRef<unsigned> params, ArrayRef<Value> paramValues,
+                      SmallVector<Value> grads,
+                      ArrayRef<SmallVector<Value>> states, Value lr,
+                      Value stepNumber, Value loss) const {
     if (clipNorm > 0.0) {
       Value factor = GlobalNormScaleOp::create(
           builder, loc, grads, builder.getF64FloatAttr(clipNorm));
@@ -111,65 +139,161 @@ struct KilnTrainingStepPass
         g = MulOp::create(builder, loc, g, factor);
       }
     }
-    SmallVector<Value> newParams, newStates;
+    Updates updates;
+    SmallVector<Value> newStates;
     SmallVector<std::string> stateNames;
-    // The argument each new state replaces (kiln.updates); a new parameter
-    // replaces its own argument.
     SmallVector<unsigned> stateArgs;
+    auto argNumber = [](Value v) {
+      return cast<BlockArgument>(v).getArgNumber();
+    };
     for (auto [k, i] : llvm::enumerate(params)) {
-      Value param = body.getArgument(i);
-      if (adam) {
+      Value param = paramValues[k];
+      std::string name = nameOf(forward, i);
+      if (adam()) {
         auto update = AdamUpdateOp::create(
             builder, loc, param, grads[k], states[k][0], states[k][1], lr,
             stepNumber, loss, builder.getF64FloatAttr(beta1),
             builder.getF64FloatAttr(beta2), builder.getF64FloatAttr(eps),
             builder.getF64FloatAttr(weightDecay),
             optimizer == "adamw" ? builder.getUnitAttr() : UnitAttr());
-        newParams.push_back(update.getNewParam());
+        updates.values.push_back(update.getNewParam());
         newStates.append({update.getNewM(), update.getNewV()});
-        stateNames.append({nameOf(i) + ".m", nameOf(i) + ".v"});
-        stateArgs.append({cast<BlockArgument>(states[k][0]).getArgNumber(),
-                          cast<BlockArgument>(states[k][1]).getArgNumber()});
+        stateNames.append({"state." + name + ".m", "state." + name + ".v"});
+        stateArgs.append({argNumber(states[k][0]), argNumber(states[k][1])});
       } else {
         auto update =
             SgdUpdateOp::create(builder, loc, param, grads[k], states[k][0], lr,
                                 loss, builder.getF64FloatAttr(momentum),
                                 builder.getF64FloatAttr(weightDecay));
-        newParams.push_back(update.getNewParam());
+        updates.values.push_back(update.getNewParam());
         newStates.push_back(update.getNewBuf());
-        stateNames.push_back(nameOf(i) + ".momentum");
-        stateArgs.push_back(cast<BlockArgument>(states[k][0]).getArgNumber());
+        stateNames.push_back("state." + name + ".momentum");
+        stateArgs.push_back(argNumber(states[k][0]));
       }
+      updates.names.push_back("param." + name);
+      updates.replaces.push_back(argNumber(param));
     }
-    SmallVector<Value> results = {loss};
-    results.append(newParams);
-    results.append(newStates);
-    func::ReturnOp::create(builder, loc, results);
+    updates.values.append(newStates);
+    updates.names.append(stateNames);
+    updates.replaces.append(stateArgs);
+    return updates;
+  }
+
+  /// Makes `func` return `leading` then `updates`, each update marked with
+  /// its name and the argument it replaces (kiln.updates): CPU code writes it
+  /// there in place (kiln-mark-in-place-arguments, kiln-drop-in-place-results),
+  /// so a step needs no second copy of the parameters and the optimizer state.
+  static void setResults(func::FuncOp func, func::ReturnOp ret,
+                         ArrayRef<Value> leading, const Updates &updates) {
+    OpBuilder builder(ret);
+    SmallVector<Value> results(leading);
+    results.append(updates.values);
+    func::ReturnOp::create(builder, ret.getLoc(), results);
     ret.erase();
-    SmallVector<Type> resultTypes;
-    for (Value v : results) {
-      resultTypes.push_back(v.getType());
+    func.removeResAttrsAttr(); // the gradient function's result names
+    func.setFunctionType(builder.getFunctionType(
+        func.getArgumentTypes(), ValueRange(results).getTypes()));
+    for (auto [k, name] : llvm::enumerate(updates.names)) {
+      unsigned r = leading.size() + k;
+      func.setResultAttr(r, "kiln.name", builder.getStringAttr(name));
+      func.setResultAttr(r, kUpdatesAttrName,
+                         builder.getI64IntegerAttr(updates.replaces[k]));
     }
-    step.removeResAttrsAttr(); // the gradient function's result names
-    step.setFunctionType(
-        builder.getFunctionType(step.getArgumentTypes(), resultTypes));
-    // Each new parameter and state names the argument it replaces
-    // (kiln.updates): CPU code writes it there in place
-    // (kiln-mark-in-place-arguments, kiln-drop-in-place-results), so a step
-    // needs no second copy of the parameters and the optimizer state.
-    auto updates = [&](unsigned result, unsigned argument) {
-      step.setResultAttr(result, "kiln.updates",
-                         builder.getI64IntegerAttr(argument));
-    };
+  }
+
+  /// train_step: the loss, its gradients and the update in one function.
+  LogicalResult buildFused(func::FuncOp forward, ArrayRef<unsigned> params) {
+    FailureOr<func::FuncOp> built = differentiate(forward, "train_step");
+    if (failed(built)) {
+      return failure();
+    }
+    func::FuncOp step = *built;
+    Value lr, stepNumber;
+    SmallVector<SmallVector<Value>> states =
+        addOptimizerArguments(step, forward, params, lr, stepNumber);
+    Block &body = step.getBody().front();
+    auto ret = cast<func::ReturnOp>(body.getTerminator());
+    OpBuilder builder(ret);
+    SmallVector<Value> paramValues;
+    for (unsigned i : params) {
+      paramValues.push_back(body.getArgument(i));
+    }
+    Value loss = ret.getOperand(0);
+    Updates updates =
+        emitUpdates(builder, ret.getLoc(), forward, params, paramValues,
+                    SmallVector<Value>(ret.getOperands().drop_front()), states,
+                    lr, stepNumber, loss);
+    setResults(step, ret, {loss}, updates);
+    return success();
+  }
+
+  /// grad_step (the loss and its gradients, with the loss's token count
+  /// recorded) and update_step (clipping and the optimizer on gradients
+  /// given as arguments).
+  LogicalResult buildSplit(func::FuncOp forward, ArrayRef<unsigned> params) {
+    FailureOr<func::FuncOp> grad = differentiate(forward, "grad_step");
+    if (failed(grad)) {
+      return failure();
+    }
+    recordLossTokens(forward, *grad);
+
+    OpBuilder builder(forward.getContext());
+    builder.setInsertionPointAfter(*grad);
+    Location loc = forward.getLoc();
+    auto update = func::FuncOp::create(builder, loc, "update_step",
+                                       builder.getFunctionType({}, {}));
+    Block *body = update.addEntryBlock();
+    builder.setInsertionPointToEnd(body);
+    auto ret = func::ReturnOp::create(builder, loc);
+    SmallVector<Value> paramValues, grads;
+    for (unsigned i : params) {
+      Type type = forward.getArgumentTypes()[i];
+      Value param = addArgument(update, type, "param", nameOf(forward, i));
+      paramValues.push_back(param);
+    }
     for (auto [k, i] : llvm::enumerate(params)) {
-      step.setResultAttr(k + 1, "kiln.name",
-                         builder.getStringAttr("param." + nameOf(i)));
-      updates(k + 1, i);
+      grads.push_back(addArgument(update, forward.getArgumentTypes()[i],
+                                  "input", "grad." + nameOf(forward, i)));
     }
-    for (auto [k, name] : llvm::enumerate(stateNames)) {
-      step.setResultAttr(1 + params.size() + k, "kiln.name",
-                         builder.getStringAttr("state." + name));
-      updates(1 + params.size() + k, stateArgs[k]);
+    Value lr, stepNumber;
+    SmallVector<SmallVector<Value>> states =
+        addOptimizerArguments(update, forward, params, lr, stepNumber);
+    Value loss =
+        addArgument(update, RankedTensorType::get({}, builder.getF32Type()),
+                    "input", "loss");
+    builder.setInsertionPoint(ret);
+    Updates updates = emitUpdates(builder, loc, forward, params, paramValues,
+                                  grads, states, lr, stepNumber, loss);
+    setResults(update, ret, {}, updates);
+    return success();
+  }
+
+  /// When the loss `forward` returns is a mean cross-entropy or NLL loss over
+  /// targets that are an argument, marks `grad` with that argument and the
+  /// ignored id: the loss is then a mean over the targets' kept tokens, and
+  /// processes training on shards of a batch weigh their losses and
+  /// gradients by their counts of kept tokens.
+  static void recordLossTokens(func::FuncOp forward, func::FuncOp grad) {
+    Value loss = forward.getBody().front().getTerminator()->getOperand(0);
+    Operation *def = loss.getDefiningOp();
+    auto record = [&](auto op) {
+      auto targets = dyn_cast<BlockArgument>(op.getTargets());
+      if (op.getReduction() != LossReduction::mean || !targets) {
+        return;
+      }
+      Builder b(grad.getContext());
+      SmallVector<NamedAttribute> fields = {
+          b.getNamedAttr("arg", b.getI64IntegerAttr(targets.getArgNumber()))};
+      if (std::optional<int64_t> ignored = op.getIgnoreIndex()) {
+        fields.push_back(
+            b.getNamedAttr("ignore_index", b.getI64IntegerAttr(*ignored)));
+      }
+      grad->setAttr(kLossTokensAttrName, b.getDictionaryAttr(fields));
+    };
+    if (auto op = dyn_cast_or_null<CrossEntropyOp>(def)) {
+      record(op);
+    } else if (auto op = dyn_cast_or_null<NLLLossOp>(def)) {
+      record(op);
     }
   }
 };

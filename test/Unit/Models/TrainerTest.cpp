@@ -58,6 +58,92 @@ TEST(Trainer, GptLossFallsOnAFixedBatch) {
   }
 }
 
+namespace {
+/// Rank 0 of two processes holding the same values (sums double).
+class TwinWorld final : public Communicator {
+public:
+  int rank() const override { return 0; }
+  int size() const override { return 2; }
+  void allReduceSum(float *data, size_t count) override {
+    for (size_t i = 0; i < count; ++i) {
+      data[i] *= 2.0f;
+    }
+  }
+  void broadcast(void *, size_t, int) override {}
+  std::vector<uint64_t> allGather(uint64_t value) override {
+    return {value, value};
+  }
+  void barrier() override {}
+  [[noreturn]] void abort(const std::string &message, int) override {
+    throw Error(message);
+  }
+};
+} // namespace
+
+// The data-parallel step (grad_step, the sums, update_step) of one process,
+// and of a process whose twin trained on the same rows, gives the fused
+// step's losses and parameters; a model without it cannot train on several
+// processes.
+TEST(Trainer, SplitStepsMatchTheFusedStep) {
+  dsl::models::GptConfig config;
+  config.vocabSize = 13;
+  config.dModel = 16;
+  config.numHeads = 2;
+  config.numLayers = 1;
+  config.dFF = 32;
+  config.maxSeqLen = 8;
+  dsl::Module module;
+  dsl::models::addGptLoss(module, config);
+  OptimizerConfig adamw;
+  adamw.weightDecay = 0.01;
+  adamw.clipNorm = 0.5;
+  auto fusedStep = compileTraining(module, "loss", adamw);
+  auto splitStep = compileTraining(module, "loss", adamw, {}, StepKind::split);
+  EXPECT_FALSE(splitStep->contains("train_step"));
+  const FunctionSpec &grad = splitStep->spec("grad_step");
+  ASSERT_TRUE(grad.lossTokens); // a mean cross-entropy over "targets"
+  EXPECT_EQ(grad.args[size_t(grad.lossTokens->arg)].name, "targets");
+  EXPECT_FALSE(grad.lossTokens->ignoreIndex);
+
+  Trainer fused(fusedStep, 1), split(splitStep, 1);
+  // With twin processes each runs on the first half of every batch: give
+  // them batches whose halves are equal, so the sum over both is the whole.
+  Trainer twin(splitStep, 1, std::make_shared<TwinWorld>());
+  for (int step = 1; step <= 4; ++step) {
+    Tensor half = ref::randomIds({2, 8}, 13, 10 + step),
+           halfTargets = ref::randomIds({2, 8}, 13, 20 + step);
+    std::vector<int64_t> ids = half.toVector<int64_t>(),
+                         targets = halfTargets.toVector<int64_t>();
+    ids.insert(ids.end(), ids.begin(), ids.end());
+    targets.insert(targets.end(), targets.begin(), targets.end());
+    std::map<std::string, Arg> batch = {
+        {"idx", Tensor::fromVector<int64_t>({4, 8}, ids)},
+        {"targets", Tensor::fromVector<int64_t>({4, 8}, targets)}};
+    float a = fused.step(batch, 3e-3f), b = split.step(batch, 3e-3f),
+          c = twin.step(batch, 3e-3f);
+    EXPECT_NEAR(b, a, 1e-5f * std::abs(a)) << "step " << step;
+    EXPECT_NEAR(c, a, 1e-5f * std::abs(a)) << "step " << step;
+  }
+  for (const auto &[name, tensor] : fused.parameters().namedTensors()) {
+    std::vector<float> want = tensor.toVector<float>();
+    std::vector<float> got = split.parameters().get(name).toVector<float>();
+    std::vector<float> twins = twin.parameters().get(name).toVector<float>();
+    for (size_t i = 0; i < want.size(); ++i) {
+      ASSERT_NEAR(got[i], want[i], 1e-5) << name << "[" << i << "]";
+      ASSERT_NEAR(twins[i], want[i], 1e-5) << name << "[" << i << "]";
+    }
+  }
+  try {
+    Trainer parallel(fusedStep, 1, std::make_shared<TwinWorld>());
+    ADD_FAILURE() << "expected an error";
+  } catch (const kiln::Error &e) {
+    EXPECT_NE(std::string(e.what()).find("over 2 processes needs a model "
+                                         "compiled with a split step"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(Trainer, ANonFiniteLossStopsWithTheStep) {
   // loss = mean(log(w)) with w < 0: NaN on the first step.
   dsl::Module module;

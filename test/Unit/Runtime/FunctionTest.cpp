@@ -138,6 +138,43 @@ TEST(Function, MalformedSpecsAreRefused) {
                     "without white space");
 }
 
+TEST(Function, LossTokensRoundTripAndAreChecked) {
+  FunctionSpec spec = decodeSpec();
+  spec.lossTokens = LossTokens{0, 7};
+  FunctionSpec back = parseFunctionSpec(serialize(spec));
+  ASSERT_TRUE(back.lossTokens);
+  EXPECT_EQ(back.lossTokens->arg, 0);
+  EXPECT_EQ(back.lossTokens->ignoreIndex, 7);
+  spec.lossTokens->ignoreIndex.reset();
+  back = parseFunctionSpec(serialize(spec));
+  ASSERT_TRUE(back.lossTokens);
+  EXPECT_FALSE(back.lossTokens->ignoreIndex);
+  EXPECT_FALSE(parseFunctionSpec(serialize(decodeSpec())).lossTokens);
+
+  std::string head = serialize(decodeSpec());
+  // ids (0) is an i64 tensor; pos (1) a scalar; the table (2) f32.
+  for (const char *bad :
+       {"tokens 1 none\n", "tokens 2 0\n", "tokens 3 0\n", "tokens -1 0\n"}) {
+    EXPECT_KILN_ERROR(parseFunctionSpec(head + bad),
+                      "not an integer tensor argument");
+  }
+  EXPECT_KILN_ERROR(parseFunctionSpec(head + "tokens 0 0\ntokens 0 1\n"),
+                    "two loss token entries");
+  EXPECT_KILN_ERROR(parseFunctionSpec(head + "tokens 0\n"),
+                    "expected 3 fields");
+
+  // The tokens a mean loss averages over: those that are not ignored.
+  Tensor targets = Tensor::fromVector<int64_t>({2, 3}, {7, 1, 7, 0, 2, 7});
+  EXPECT_EQ(countTokens(LossTokens{0, 7}, targets), 3);
+  EXPECT_EQ(countTokens(LossTokens{0, std::nullopt}, targets), 6);
+  EXPECT_EQ(
+      countTokens(LossTokens{0, 9}, Tensor::fromVector<int32_t>({2}, {9, 4})),
+      1);
+  EXPECT_KILN_ERROR(
+      countTokens(LossTokens{0, 0}, Tensor::zeros({2}, DType::f32)),
+      "must be an i32 or i64 tensor");
+}
+
 TEST(Function, CallsAreCheckedBeforeTheCodeRuns) {
   CompiledFunction fn(decodeSpec(), &countingFunction);
   Tensor ids = Tensor::zeros({2, 3}, DType::i64);
