@@ -7,9 +7,9 @@
 // shares keep different counts. With --compare, rank 0 then trains one
 // process with the fused train_step on the same global batches and checks
 // the losses and parameters; every run prints whether the ranks hold
-// bitwise identical parameters. --fail-rank/--fail-step make one rank throw;
-// --load reads a checkpoint in one process (the checkpoint a failed job
-// left must load).
+// bitwise identical parameters. --fail-rank/--fail-step make one rank throw
+// (--kill: die of SIGKILL instead); --load reads a checkpoint in one process
+// (the checkpoint a failed job left must load).
 //
 //===----------------------------------------------------------------------===//
 
@@ -25,6 +25,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -42,7 +43,7 @@ constexpr double kParamTolerance = 2e-5; // absolute
 
 struct Options {
   int64_t steps = 4;
-  bool compare = false, resume = false;
+  bool compare = false, resume = false, kill = false;
   std::string checkpoint, load;
   int64_t checkpointEvery = 0;
   int failRank = -1;
@@ -73,6 +74,8 @@ Options parse(int argc, char **argv) {
       o.failRank = std::stoi(value());
     } else if (flag == "--fail-step") {
       o.failStep = std::stoll(value());
+    } else if (flag == "--kill") {
+      o.kill = true;
     } else if (flag == "--load") {
       o.load = value();
     } else {
@@ -200,6 +203,9 @@ int main(int argc, char **argv) {
         world);
     TrainingHooks hooks = trainer.hooks([&](int64_t step) {
       if (rank == o.failRank && step == o.failStep) {
+        if (o.kill) {
+          std::raise(SIGKILL);
+        }
         throw Error(fmt::format("injected failure at step {}", step));
       }
       return globalBatch(step);

@@ -24,10 +24,13 @@
 // RUN: timeout 60 %mpirun -np 2 kiln-data-parallel-check --steps 5 --checkpoint %t/f.safetensors --checkpoint-every 1 --fail-rank 1 --fail-step 3 > %t/fail.out 2>&1; echo "exit $?" >> %t/fail.out
 // RUN: FileCheck %s --check-prefix=FAIL < %t/fail.out
 // RUN: kiln-data-parallel-check --load %t/f.safetensors | FileCheck %s --check-prefix=LOAD
+// A rank that dies (SIGKILL) ends the job too.
+// RUN: timeout 60 %mpirun -np 2 kiln-data-parallel-check --steps 5 --fail-rank 1 --fail-step 3 --kill > %t/kill.out 2>&1; echo "exit $?" >> %t/kill.out
+// RUN: FileCheck %s --check-prefix=KILL < %t/kill.out
 
 // The examples train under mpirun unchanged.
 // RUN: %mpirun -np 2 kiln-example-shakespeare --steps 6 --batch 4 --context 16 --d-model 32 --layers 1 --heads 2 --warmup 2 --eval-every 3 --eval-batches 2 --sample 20 --checkpoint %t/s.safetensors | FileCheck %s --check-prefix=SHAKESPEARE
-// RUN: %mpirun -np 2 kiln-example-translate --epochs 1 --d-model 32 --layers 1 --heads 2 --d-ff 64 --warmup 20 --show 1 | FileCheck %s --check-prefix=TRANSLATE
+// RUN: %mpirun -np 2 kiln-example-translate --epochs 1 --batch 128 --d-model 32 --layers 1 --heads 2 --d-ff 64 --warmup 20 --show 1 | FileCheck %s --check-prefix=TRANSLATE
 
 // NP2: data-parallel: 2 processes, each on its share of every batch
 // NP2: loss 4
@@ -49,6 +52,10 @@
 // FAIL: error: rank 1 of 2: injected failure at step 3
 // FAIL: exit 1
 // LOAD: at step 2, written by 2 process(es)
+// KILL: rank 1 {{.*}}exited on signal 9
+// KILL-NOT: exit 0
+// KILL-NOT: exit 124
+// KILL: exit {{[1-9][0-9]*}}
 
 // SHAKESPEARE: data-parallel: 2 processes
 // SHAKESPEARE: step 3: validation loss

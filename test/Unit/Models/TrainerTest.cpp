@@ -24,7 +24,9 @@
 
 using namespace kiln;
 
-TEST(Trainer, GptLossFallsOnAFixedBatch) {
+namespace {
+/// A one-layer GPT: vocabulary 13, d_model 16, 2 heads, context 8.
+dsl::models::GptConfig tinyGpt() {
   dsl::models::GptConfig config;
   config.vocabSize = 13;
   config.dModel = 16;
@@ -32,8 +34,13 @@ TEST(Trainer, GptLossFallsOnAFixedBatch) {
   config.numLayers = 1;
   config.dFF = 32;
   config.maxSeqLen = 8;
+  return config;
+}
+} // namespace
+
+TEST(Trainer, GptLossFallsOnAFixedBatch) {
   dsl::Module module;
-  dsl::models::addGptLoss(module, config);
+  dsl::models::addGptLoss(module, tinyGpt());
   OptimizerConfig adamw;
   adamw.weightDecay = 0.01;
   adamw.clipNorm = 1.0;
@@ -85,15 +92,8 @@ public:
 // step's losses and parameters; a model without it cannot train on several
 // processes.
 TEST(Trainer, SplitStepsMatchTheFusedStep) {
-  dsl::models::GptConfig config;
-  config.vocabSize = 13;
-  config.dModel = 16;
-  config.numHeads = 2;
-  config.numLayers = 1;
-  config.dFF = 32;
-  config.maxSeqLen = 8;
   dsl::Module module;
-  dsl::models::addGptLoss(module, config);
+  dsl::models::addGptLoss(module, tinyGpt());
   OptimizerConfig adamw;
   adamw.weightDecay = 0.01;
   adamw.clipNorm = 0.5;
