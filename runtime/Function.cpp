@@ -177,7 +177,7 @@ std::string serialize(const FunctionSpec &spec) {
        << (spec.lossTokens->ignoreIndex
                ? std::to_string(*spec.lossTokens->ignoreIndex)
                : "none")
-       << "\n";
+       << (spec.lossTokens->sum ? " sum" : " mean") << "\n";
   }
   return os.str();
 }
@@ -295,12 +295,17 @@ FunctionSpec parseFunctionSpec(std::string_view text) {
       }
       spec.groups[size_t(group)].minSize = size;
     } else if (k == "tokens") {
-      r.expectWords(3);
+      r.expectWords(4);
       LossTokens tokens;
       tokens.arg = r.integer(1);
       if (r.word(2) != "none") {
         tokens.ignoreIndex = r.integer(2);
       }
+      if (r.word(3) != "mean" && r.word(3) != "sum") {
+        r.fail("the loss reduction must be mean or sum, got '" + r.word(3) +
+               "'");
+      }
+      tokens.sum = r.word(3) == "sum";
       if (tokens.arg < 0 || tokens.arg >= int64_t(spec.args.size()) ||
           spec.args[tokens.arg].isScalar ||
           (spec.args[tokens.arg].dtype != DType::i32 &&

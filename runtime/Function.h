@@ -85,12 +85,14 @@ struct ResultSpec {
   int64_t updates = -1;
 };
 
-/// The tokens a mean loss averages over (a data-parallel gradient step's
-/// `kiln.loss_tokens`): the elements of integer argument `arg` that are not
-/// `ignoreIndex`.
+/// The tokens a cross-entropy or NLL loss runs over (a data-parallel
+/// gradient step's `kiln.loss_tokens`): the elements of integer argument
+/// `arg` that are not `ignoreIndex`. The loss is their mean, or with `sum`
+/// their sum.
 struct LossTokens {
   int64_t arg = -1;
   std::optional<int64_t> ignoreIndex;
+  bool sum = false;
 };
 
 struct FunctionSpec {

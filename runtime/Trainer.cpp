@@ -126,14 +126,25 @@ float Trainer::splitStep(const std::map<std::string, Arg> &inputs, float lr) {
   addStepArguments(gradSpec, state_, lr, steps_ + 1, dropoutSeed(), gradInputs);
   std::vector<Tensor> out =
       executable_->run("grad_step", parameters_, gradInputs);
-  // With a mean loss over kept tokens, this process's loss and gradients
-  // stand for as many tokens as it kept; otherwise each process weighs the
-  // same (the mean of the processes' losses).
+  // A mean loss over kept tokens: this process's loss and gradients stand
+  // for as many tokens as it kept. A summed loss: the processes' sums add
+  // up. Any other loss: taken as a mean over rows, each process weighs as
+  // many rows as its share has.
   double weight = 1.0;
-  if (gradSpec.lossTokens) {
+  bool average = true;
+  if (gradSpec.lossTokens && gradSpec.lossTokens->sum) {
+    average = false;
+  } else if (gradSpec.lossTokens) {
     const ArgSpec &targets = gradSpec.args[size_t(gradSpec.lossTokens->arg)];
     weight = double(
         countTokens(*gradSpec.lossTokens, local.at(targets.name).tensor));
+  } else {
+    for (const auto &[name, arg] : local) {
+      if (!arg.isScalar && arg.tensor.rank() > 0) {
+        weight = double(arg.tensor.dim(0));
+        break;
+      }
+    }
   }
   // The gradients are averaged in place: results sharing a buffer (equal
   // gradients the compiled code returned once) get their own.
@@ -144,7 +155,7 @@ float Trainer::splitStep(const std::map<std::string, Arg> &inputs, float lr) {
       g = g.clone();
     }
   }
-  float loss = reduce(grads, out[0].data<float>()[0], weight);
+  float loss = reduce(grads, out[0].data<float>()[0], weight, average);
   if (!std::isfinite(loss)) {
     throw nonFiniteLoss(loss, steps_ + 1);
   }
@@ -166,18 +177,26 @@ float Trainer::splitStep(const std::map<std::string, Arg> &inputs, float lr) {
   return loss;
 }
 
-float Trainer::reduce(std::vector<Tensor> &grads, float loss, double weight) {
+void Trainer::setBucketFloats(size_t floats) {
+  if (floats < 2) {
+    throw Error("kiln: an all-reduce bucket holds at least 2 floats, got " +
+                std::to_string(floats));
+  }
+  bucketFloats_ = floats;
+}
+
+float Trainer::reduce(std::vector<Tensor> &grads, float loss, double weight,
+                      bool average) {
   // The weight and the weighted loss lead the first bucket, so the sum of
   // the weights is known when the gradients come back. A process that kept
   // no token adds nothing (its mean loss is 0/0).
-  constexpr size_t kBucketFloats = size_t(8) << 20; // 32 MiB
   bool empty = weight == 0.0;
   float head[2] = {empty ? 0.0f : float(double(loss) * weight), float(weight)};
   size_t total = 2;
   for (const Tensor &g : grads) {
     total += size_t(g.numel());
   }
-  bucket_.resize(std::min(total, kBucketFloats));
+  bucket_.resize(std::min(total, bucketFloats_));
   // Walks the sequence head, grads[0], grads[1], ... in bucket-sized parts.
   struct Cursor {
     size_t tensor = 0; // 0: head; 1 + i: grads[i]
@@ -216,8 +235,8 @@ float Trainer::reduce(std::vector<Tensor> &grads, float loss, double weight) {
     if (done == 0) {
       // The first two floats: the summed weighted loss and weight.
       double sum = bucket_[0], weights = bucket_[1];
-      loss = float(sum / weights);
-      scale = float(1.0 / weights);
+      loss = float(average ? sum / weights : sum);
+      scale = average ? float(1.0 / weights) : 1.0f;
     }
     // Unpack: the averaged gradients.
     for (size_t used = 0; used < n;) {

@@ -40,13 +40,14 @@ public:
 
   /// One step with learning rate `lr` on `inputs` (by name): the global
   /// batch, of which each process trains on its share (shardBatch()).
-  /// Returns the loss of the whole batch (with a loss that is a mean over
-  /// kept tokens, each process's loss and gradients weigh as many tokens as
-  /// it kept). A training-mode graph's dropout "seed" is derived from the
-  /// trainer's seed, the step and the rank unless `inputs` gives one, so a
-  /// run is reproducible and a resumed run draws the same masks. Throws
-  /// kiln::Error, and changes nothing, when the loss is not finite (on every
-  /// process alike).
+  /// Returns the loss of the whole batch: with a cross-entropy or NLL loss
+  /// that is a mean over kept tokens each process's loss and gradients weigh
+  /// as many tokens as it kept, a summed one adds up, and any other loss is
+  /// taken as a mean over rows (each process weighs its share's rows). A
+  /// training-mode graph's dropout "seed" is derived from the trainer's seed,
+  /// the step and the rank unless `inputs` gives one, so a run is reproducible
+  /// and a resumed run draws the same masks. Throws kiln::Error, and changes
+  /// nothing, when the loss is not finite (on every process alike).
   float step(const std::map<std::string, Arg> &inputs, float lr);
 
   /// This process's share of a global batch (all of it in a world of one).
@@ -72,6 +73,9 @@ public:
   void setSteps(int64_t steps);
   const Executable &executable() const { return *executable_; }
   Communicator &communicator() const { return *communicator_; }
+  /// The size of the buckets in which gradients are summed over the
+  /// processes (8M floats, 32 MiB, by default; at least 2).
+  void setBucketFloats(size_t floats);
 
 private:
   /// The dropout seed of the next step on this process.
@@ -79,9 +83,10 @@ private:
   /// grad_step, the sums over the processes, update_step.
   float splitStep(const std::map<std::string, Arg> &inputs, float lr);
   /// Sums `grads`·weight, loss·weight and weight over the processes in
-  /// buckets, then divides the gradients by the summed weight in place.
-  /// Returns the loss of the global batch.
-  float reduce(std::vector<Tensor> &grads, float loss, double weight);
+  /// buckets, then (`average`) divides the gradients by the summed weight in
+  /// place. Returns the loss of the global batch.
+  float reduce(std::vector<Tensor> &grads, float loss, double weight,
+               bool average);
   /// Copies the step's results (new parameters, then new state, from
   /// `first`) into the stores.
   void keep(const std::string &function, std::vector<Tensor> &out,
@@ -93,6 +98,7 @@ private:
   uint64_t seed_;
   int64_t steps_ = 0;
   bool split_ = false;
+  size_t bucketFloats_ = size_t(8) << 20; // 32 MiB
   std::vector<float> bucket_;
 };
 

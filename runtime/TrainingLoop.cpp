@@ -414,9 +414,13 @@ static TrainingResult train(const TrainingOptions &options,
     if (hooks.evaluate &&
         (last || (options.evalEvery > 0 && step % options.evalEvery == 0))) {
       // Each process evaluates (its share); the run reports the mean.
-      float value = float(hooks.evaluate());
-      communicator.allReduceSum(&value, 1);
-      result.validationLoss = double(value) / double(world);
+      double value = hooks.evaluate();
+      if (world > 1) {
+        float sum = float(value);
+        communicator.allReduceSum(&sum, 1);
+        value = double(sum) / double(world);
+      }
+      result.validationLoss = value;
       log.evaluation(step, *result.validationLoss);
     }
     if (!options.checkpointPath.empty() &&
@@ -449,6 +453,11 @@ TrainingResult kiln::runTraining(const TrainingOptions &options,
     communicator->abort(fmt::format("error: rank {} of {}: {}",
                                     communicator->rank(), communicator->size(),
                                     e.what()),
+                        1);
+  } catch (...) {
+    communicator->abort(fmt::format("error: rank {} of {}: an unknown "
+                                    "exception",
+                                    communicator->rank(), communicator->size()),
                         1);
   }
 }

@@ -38,7 +38,8 @@ void check(int code, const char *call) {
 
 class MpiCommunicator final : public Communicator {
 public:
-  MpiCommunicator() {
+  /// `ownsMpi`: MPI was initialized for it, and is finalized with it.
+  explicit MpiCommunicator(bool ownsMpi) : ownsMpi_(ownsMpi) {
     check(MPI_Comm_dup(MPI_COMM_WORLD, &comm_), "MPI_Comm_dup");
     check(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN),
           "MPI_Comm_set_errhandler");
@@ -49,7 +50,7 @@ public:
     MPI_Comm_free(&comm_);
     int finalized = 0;
     MPI_Finalized(&finalized);
-    if (!finalized) {
+    if (ownsMpi_ && !finalized) {
       MPI_Finalize();
     }
   }
@@ -95,6 +96,7 @@ public:
   }
 
 private:
+  bool ownsMpi_;
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0, size_ = 1;
 };
@@ -134,8 +136,13 @@ std::shared_ptr<Communicator> world(int *argc, char ***argv) {
     int provided = 0;
     check(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided),
           "MPI_Init_thread");
+    if (provided < MPI_THREAD_FUNNELED) {
+      MPI_Finalize();
+      throw Error("kiln: this MPI library cannot be used from a threaded "
+                  "program (MPI_THREAD_FUNNELED not provided)");
+    }
   }
-  auto communicator = std::make_shared<MpiCommunicator>();
+  auto communicator = std::make_shared<MpiCommunicator>(!initialized);
   current = communicator;
   return communicator;
 }

@@ -21,10 +21,14 @@ namespace kiln::mpi {
 bool launchedByMpi();
 
 /// The processes of this job: MPI_COMM_WORLD when started by a launcher
-/// (MPI is initialized on the first call and finalized when the last
-/// reference goes), else a world of one without initializing MPI, so a
-/// program run on its own needs no mpirun. Throws kiln::Error when MPI
-/// cannot be initialized.
+/// (MPI is initialized on the first call unless the program did, and then
+/// finalized when the last reference goes: once per process), else a world
+/// of one without initializing MPI, so a program run on its own needs no
+/// mpirun. Throws kiln::Error when MPI cannot be initialized.
+///
+/// A process that fails on its own must end the job with
+/// Communicator::abort() (runTraining does for what fails in it): returning
+/// normally, it would wait in MPI_Finalize for processes that wait for it.
 std::shared_ptr<Communicator> world(int *argc, char ***argv);
 
 } // namespace kiln::mpi

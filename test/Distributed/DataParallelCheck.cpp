@@ -7,7 +7,9 @@
 // shares keep different counts. With --compare, rank 0 then trains one
 // process with the fused train_step on the same global batches and checks
 // the losses and parameters; every run prints whether the ranks hold
-// bitwise identical parameters. --fail-rank/--fail-step make one rank throw
+// bitwise identical parameters. --bucket-floats sums the gradients in small
+// buckets (tensors cut between them). --fail-rank/--fail-step make one rank
+// throw
 // (--kill: die of SIGKILL instead); --load reads a checkpoint in one process
 // (the checkpoint a failed job left must load).
 //
@@ -48,6 +50,7 @@ struct Options {
   int64_t checkpointEvery = 0;
   int failRank = -1;
   int64_t failStep = -1;
+  size_t bucketFloats = 0; ///< 0: the Trainer's default
 };
 
 Options parse(int argc, char **argv) {
@@ -74,6 +77,8 @@ Options parse(int argc, char **argv) {
       o.failRank = std::stoi(value());
     } else if (flag == "--fail-step") {
       o.failStep = std::stoll(value());
+    } else if (flag == "--bucket-floats") {
+      o.bucketFloats = size_t(std::stoull(value()));
     } else if (flag == "--kill") {
       o.kill = true;
     } else if (flag == "--load") {
@@ -201,6 +206,9 @@ int main(int argc, char **argv) {
     Trainer trainer(
         compileTraining(module, "loss", adamw(), {}, StepKind::split), 0,
         world);
+    if (o.bucketFloats > 0) {
+      trainer.setBucketFloats(o.bucketFloats);
+    }
     TrainingHooks hooks = trainer.hooks([&](int64_t step) {
       if (rank == o.failRank && step == o.failStep) {
         if (o.kill) {

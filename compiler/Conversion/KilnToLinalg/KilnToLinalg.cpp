@@ -279,11 +279,14 @@ struct Emitter {
     return arith::MinSIOp::create(nb, nl, low, last);
   }
 
-  /// x·wᵀ (+ bias) over the last dimension: x [..., K], w [N, K]. One
+  /// x·wᵀ (+ bias) over the last dimension: x [..., K], w [N, K]; or, with
+  /// `storedKN`, x·w for w [K, N] (a linear of a transposed weight, as the
+  /// input gradient of a linear is: no transpose of the weight first). One
   /// contraction over all leading dims (no reshapes: memref expand_shape of
   /// several dynamic dims is not supported by upstream strided-metadata
   /// expansion).
-  Value linear(Value x, Value w, Value bias, RankedTensorType resultType) {
+  Value linear(Value x, Value w, Value bias, RankedTensorType resultType,
+               bool storedKN = false) {
     int64_t rank = type(x).getRank();
     // Loops: leading dims..., n, k.
     int64_t loops = rank + 1;
@@ -296,7 +299,7 @@ struct Emitter {
     xDims.push_back(k);
     outDims.push_back(n);
     SmallVector<OpFoldResult> shape = sizes(x);
-    shape.back() = size(w, 0);
+    shape.back() = size(w, storedKN ? 1 : 0);
     Value acc;
     if (bias) {
       acc = generic(
@@ -309,6 +312,12 @@ struct Emitter {
     }
     SmallVector<IteratorType> iterators(loops, IteratorType::parallel);
     iterators[k] = IteratorType::reduction;
+    if (storedKN) {
+      return generic(
+          resultType, ValueRange{x, w}, acc,
+          {select(loops, xDims), select(loops, {k, n}), select(loops, outDims)},
+          iterators, mulAdd);
+    }
     // A static weight is read as it is, [N, K]: CPU code generation copies
     // it transposed, block by block, into the contiguous [kc, nc] blocks its
     // register tiles read (kiln-tile-and-vectorize). Otherwise it is
@@ -765,6 +774,16 @@ struct LinearPattern : KilnPattern<LinearOp> {
   matchAndRewrite(LinearOp op, OpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
     Emitter e{rewriter, op.getLoc()};
+    // The weight a 2-D transpose makes (dx = g·W of a linear's gradient) is
+    // read where it was, [K, N]: the transpose, left unused, goes away.
+    auto transpose = op.getWeight().getDefiningOp<TransposeOp>();
+    if (transpose && transpose.getPermutation() == ArrayRef<int64_t>{1, 0}) {
+      rewriter.replaceOp(
+          op, e.linear(adaptor.getInput(),
+                       rewriter.getRemappedValue(transpose.getInput()),
+                       adaptor.getBias(), resultType(op), /*storedKN=*/true));
+      return success();
+    }
     rewriter.replaceOp(op, e.linear(adaptor.getInput(), adaptor.getWeight(),
                                     adaptor.getBias(), resultType(op)));
     return success();

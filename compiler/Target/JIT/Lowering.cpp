@@ -443,9 +443,12 @@ static FunctionSpec readSpec(func::FuncOp func, bool inPlace) {
                   "' has a kiln.loss_tokens that names no integer tensor "
                   "argument");
     }
-    LossTokens lossTokens{arg.getInt(), std::nullopt};
+    LossTokens lossTokens{arg.getInt(), std::nullopt, false};
     if (auto ignored = tokens.getAs<IntegerAttr>("ignore_index")) {
       lossTokens.ignoreIndex = ignored.getInt();
+    }
+    if (auto reduction = tokens.getAs<StringAttr>("reduction")) {
+      lossTokens.sum = reduction.getValue() == "sum";
     }
     spec.lossTokens = lossTokens;
   }

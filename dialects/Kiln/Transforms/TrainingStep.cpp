@@ -268,17 +268,17 @@ private:
     return success();
   }
 
-  /// When the loss `forward` returns is a mean cross-entropy or NLL loss over
-  /// targets that are an argument, marks `grad` with that argument and the
-  /// ignored id: the loss is then a mean over the targets' kept tokens, and
-  /// processes training on shards of a batch weigh their losses and
-  /// gradients by their counts of kept tokens.
+  /// When the loss `forward` returns is a cross-entropy or NLL loss (mean
+  /// or sum) over targets that are an argument, marks `grad` with that
+  /// argument, the ignored id and the reduction: processes training on
+  /// shards of a batch then weigh a mean's losses and gradients by their
+  /// counts of kept tokens, and add up a sum's.
   static void recordLossTokens(func::FuncOp forward, func::FuncOp grad) {
     Value loss = forward.getBody().front().getTerminator()->getOperand(0);
     Operation *def = loss.getDefiningOp();
     auto record = [&](auto op) {
       auto targets = dyn_cast<BlockArgument>(op.getTargets());
-      if (op.getReduction() != LossReduction::mean || !targets) {
+      if (op.getReduction() == LossReduction::none || !targets) {
         return;
       }
       Builder b(grad.getContext());
@@ -287,6 +287,9 @@ private:
       if (std::optional<int64_t> ignored = op.getIgnoreIndex()) {
         fields.push_back(
             b.getNamedAttr("ignore_index", b.getI64IntegerAttr(*ignored)));
+      }
+      if (op.getReduction() == LossReduction::sum) {
+        fields.push_back(b.getNamedAttr("reduction", b.getStringAttr("sum")));
       }
       grad->setAttr(kLossTokensAttrName, b.getDictionaryAttr(fields));
     };

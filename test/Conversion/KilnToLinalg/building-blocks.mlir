@@ -165,6 +165,24 @@ func.func @matmul_transpose_rhs(%a: tensor<2x5x3xf32>, %b: tensor<2x4x3xf32>) ->
 
 // -----
 
+// A linear of a transposed weight (a linear's input gradient, dx = g·W):
+// the contraction reads the weight where it is, (k, n); the transpose, left
+// unused, is dead code for canonicalize.
+// CHECK-DAG: #[[KN:.+]] = affine_map<(d0, d1, d2, d3) -> (d3, d2)>
+// CHECK-LABEL: func.func @linear_transposed_weight
+// CHECK-SAME: (%[[X:.+]]: tensor<?x?x3xf32>, %[[W:.+]]: tensor<3x5xf32>)
+// CHECK: %[[T:.+]] = linalg.transpose
+// CHECK-NOT: %[[T]]
+// CHECK: linalg.generic {indexing_maps = [#{{.+}}, #[[KN]], #{{.+}}], iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
+// CHECK-SAME: ins(%[[X]], %[[W]] : tensor<?x?x3xf32>, tensor<3x5xf32>)
+func.func @linear_transposed_weight(%x: tensor<?x?x3xf32>, %w: tensor<3x5xf32>) -> tensor<?x?x5xf32> {
+  %t = kiln.transpose %w [1, 0] : (tensor<3x5xf32>) -> tensor<5x3xf32>
+  %0 = kiln.linear %x, %t : (tensor<?x?x3xf32>, tensor<5x3xf32>) -> tensor<?x?x5xf32>
+  return %0 : tensor<?x?x5xf32>
+}
+
+// -----
+
 // Multi-head attention with a weight of dynamic shape: the weight takes the
 // size the verifier implies, so every projection has the type it claims
 // (the output projection had been a tensor<2x3x?xf32> result of a

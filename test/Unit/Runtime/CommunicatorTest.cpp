@@ -1,5 +1,4 @@
-//===- CommunicatorTest.cpp - Batch shards and data-parallel training loops
-//-===//
+//===- CommunicatorTest.cpp - Shards and data-parallel training loops ----===//
 //
 // Without MPI: shardBatch, hashStore, and runTraining's data-parallel side
 // driven by a scripted communicator that stands for rank `rank` of a world

@@ -140,38 +140,44 @@ TEST(Function, MalformedSpecsAreRefused) {
 
 TEST(Function, LossTokensRoundTripAndAreChecked) {
   FunctionSpec spec = decodeSpec();
-  spec.lossTokens = LossTokens{0, 7};
+  spec.lossTokens = LossTokens{0, 7, false};
   FunctionSpec back = parseFunctionSpec(serialize(spec));
   ASSERT_TRUE(back.lossTokens);
   EXPECT_EQ(back.lossTokens->arg, 0);
   EXPECT_EQ(back.lossTokens->ignoreIndex, 7);
+  EXPECT_FALSE(back.lossTokens->sum);
   spec.lossTokens->ignoreIndex.reset();
+  spec.lossTokens->sum = true;
   back = parseFunctionSpec(serialize(spec));
   ASSERT_TRUE(back.lossTokens);
   EXPECT_FALSE(back.lossTokens->ignoreIndex);
+  EXPECT_TRUE(back.lossTokens->sum);
   EXPECT_FALSE(parseFunctionSpec(serialize(decodeSpec())).lossTokens);
 
   std::string head = serialize(decodeSpec());
   // ids (0) is an i64 tensor; pos (1) a scalar; the table (2) f32.
-  for (const char *bad :
-       {"tokens 1 none\n", "tokens 2 0\n", "tokens 3 0\n", "tokens -1 0\n"}) {
+  for (const char *bad : {"tokens 1 none mean\n", "tokens 2 0 mean\n",
+                          "tokens 3 0 sum\n", "tokens -1 0 mean\n"}) {
     EXPECT_KILN_ERROR(parseFunctionSpec(head + bad),
                       "not an integer tensor argument");
   }
-  EXPECT_KILN_ERROR(parseFunctionSpec(head + "tokens 0 0\ntokens 0 1\n"),
-                    "two loss token entries");
-  EXPECT_KILN_ERROR(parseFunctionSpec(head + "tokens 0\n"),
-                    "expected 3 fields");
+  EXPECT_KILN_ERROR(
+      parseFunctionSpec(head + "tokens 0 0 mean\ntokens 0 1 mean\n"),
+      "two loss token entries");
+  EXPECT_KILN_ERROR(parseFunctionSpec(head + "tokens 0 0\n"),
+                    "expected 4 fields");
+  EXPECT_KILN_ERROR(parseFunctionSpec(head + "tokens 0 0 max\n"),
+                    "must be mean or sum, got 'max'");
 
   // The tokens a mean loss averages over: those that are not ignored.
   Tensor targets = Tensor::fromVector<int64_t>({2, 3}, {7, 1, 7, 0, 2, 7});
-  EXPECT_EQ(countTokens(LossTokens{0, 7}, targets), 3);
-  EXPECT_EQ(countTokens(LossTokens{0, std::nullopt}, targets), 6);
-  EXPECT_EQ(
-      countTokens(LossTokens{0, 9}, Tensor::fromVector<int32_t>({2}, {9, 4})),
-      1);
+  EXPECT_EQ(countTokens(LossTokens{0, 7, false}, targets), 3);
+  EXPECT_EQ(countTokens(LossTokens{0, std::nullopt, false}, targets), 6);
+  EXPECT_EQ(countTokens(LossTokens{0, 9, false},
+                        Tensor::fromVector<int32_t>({2}, {9, 4})),
+            1);
   EXPECT_KILN_ERROR(
-      countTokens(LossTokens{0, 0}, Tensor::zeros({2}, DType::f32)),
+      countTokens(LossTokens{0, 0, false}, Tensor::zeros({2}, DType::f32)),
       "must be an i32 or i64 tensor");
 }
 

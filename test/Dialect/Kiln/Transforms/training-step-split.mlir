@@ -40,14 +40,28 @@ func.func @loss(%x: tensor<?x4xf32> {kiln.kind = "input"}, %t: tensor<?xi64> {ki
 
 // -----
 
-// A loss that is not a mean over tokens (a sum, or anything computed after
-// the loss op): no kiln.loss_tokens, so each process's loss weighs the same.
+// A summed loss: recorded, so the processes' sums add up.
 // CHECK-LABEL: func.func @grad_step
-// CHECK-NOT: kiln.loss_tokens
+// CHECK-SAME: attributes {kiln.loss_tokens = {arg = 1 : i64, reduction = "sum"}}
 // CHECK: return
 func.func @loss(%x: tensor<?x4xf32> {kiln.kind = "input"}, %t: tensor<?xi64> {kiln.kind = "input"},
                 %w: tensor<3x4xf32> {kiln.kind = "param", kiln.name = "w"}) -> tensor<f32> {
   %0 = kiln.linear %x, %w : (tensor<?x4xf32>, tensor<3x4xf32>) -> tensor<?x3xf32>
   %1 = kiln.cross_entropy %0, %t {reduction = #kiln<loss_reduction sum>} : (tensor<?x3xf32>, tensor<?xi64>) -> tensor<f32>
   return %1 : tensor<f32>
+}
+
+// -----
+
+// A loss computed after the loss op: no kiln.loss_tokens (the runtime takes
+// it as a mean over rows).
+// CHECK-LABEL: func.func @grad_step
+// CHECK-NOT: kiln.loss_tokens
+// CHECK: return
+func.func @loss(%x: tensor<?x4xf32> {kiln.kind = "input"}, %t: tensor<?xi64> {kiln.kind = "input"},
+                %w: tensor<3x4xf32> {kiln.kind = "param", kiln.name = "w"}) -> tensor<f32> {
+  %0 = kiln.linear %x, %w : (tensor<?x4xf32>, tensor<3x4xf32>) -> tensor<?x3xf32>
+  %1 = kiln.cross_entropy %0, %t : (tensor<?x3xf32>, tensor<?xi64>) -> tensor<f32>
+  %2 = kiln.scale %1 {factor = 5.000000e-01 : f64} : (tensor<f32>) -> tensor<f32>
+  return %2 : tensor<f32>
 }
