@@ -144,6 +144,44 @@ TEST(Trainer, SplitStepsMatchTheFusedStep) {
   }
 }
 
+// A summed loss adds up over the processes: the twin of a process that
+// trained on the same rows doubles its sum, as the fused step on both
+// halves does (a mean would halve it again).
+TEST(Trainer, SummedLossesAddUpOverProcesses) {
+  dsl::Module module;
+  dsl::Graph &graph = module.addGraph("loss");
+  dsl::Var x = graph.input("x", {dsl::kDynamic, 4}, DType::f32);
+  dsl::Var t = graph.input("t", {dsl::kDynamic}, DType::i64);
+  dsl::Var w = graph.param("w", {3, 4}, Init::normal(0.0, 0.5));
+  graph.finish({dsl::crossEntropy(dsl::linear(x, w), t,
+                                  {.reduction = dsl::LossReduction::sum})});
+  OptimizerConfig sgd;
+  sgd.kind = "sgd";
+  auto fusedStep = compileTraining(module, "loss", sgd);
+  auto splitStep = compileTraining(module, "loss", sgd, {}, StepKind::split);
+  const FunctionSpec &grad = splitStep->spec("grad_step");
+  ASSERT_TRUE(grad.lossTokens);
+  EXPECT_TRUE(grad.lossTokens->sum);
+  Trainer fused(fusedStep, 3),
+      twin(splitStep, 3, std::make_shared<TwinWorld>());
+  for (int step = 1; step <= 3; ++step) {
+    std::vector<float> half =
+        ref::randomTensor({3, 4}, 40 + step).toVector<float>();
+    std::vector<float> rows = half;
+    rows.insert(rows.end(), half.begin(), half.end());
+    std::map<std::string, Arg> batch = {
+        {"x", Tensor::fromVector<float>({6, 4}, rows)},
+        {"t", Tensor::fromVector<int64_t>({6}, {0, 2, 1, 0, 2, 1})}};
+    float a = fused.step(batch, 0.05f), b = twin.step(batch, 0.05f);
+    EXPECT_NEAR(b, a, 1e-5f * std::abs(a)) << "step " << step;
+  }
+  std::vector<float> want = fused.parameters().get("w").toVector<float>();
+  std::vector<float> got = twin.parameters().get("w").toVector<float>();
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_NEAR(got[i], want[i], 1e-5) << i;
+  }
+}
+
 TEST(Trainer, ANonFiniteLossStopsWithTheStep) {
   // loss = mean(log(w)) with w < 0: NaN on the first step.
   dsl::Module module;
