@@ -38,7 +38,7 @@ function(kiln_add_model target)
 
   add_executable(${target}-generator ${ARG_GENERATOR})
   target_compile_options(${target}-generator PRIVATE -fexceptions)
-  target_link_libraries(${target}-generator PRIVATE Kiln::Generator)
+  target_link_libraries(${target}-generator PRIVATE Kiln::Kiln)
 
   add_custom_command(
     OUTPUT ${dir}/${ARG_NAME}.mlir

@@ -7,6 +7,7 @@
 #include "runtime/Aot.h"
 
 #include "runtime/Error.h"
+#include "runtime/SpecText.h"
 
 #include <map>
 #include <mutex>

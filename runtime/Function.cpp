@@ -10,6 +10,7 @@
 #include "runtime/Allocator.h"
 
 #include "runtime/Error.h"
+#include "runtime/SpecText.h"
 
 #include <fmt/format.h>
 
@@ -155,7 +156,9 @@ std::string serialize(const FunctionSpec &spec) {
        << kRequireNames[size_t(a.require)] << "\n";
   }
   for (const ResultSpec &r : spec.results) {
-    os << "result " << joinShape(r.shape) << " " << r.updates << "\n";
+    checkToken(r.name, "a result name");
+    os << "result " << r.name << " " << joinShape(r.shape) << " " << r.updates
+       << "\n";
   }
   for (const DimGroup &g : spec.groups) {
     os << "group " << g.size;
@@ -225,8 +228,13 @@ FunctionSpec parseFunctionSpec(std::string_view text) {
       }
       spec.args.push_back(a);
     } else if (k == "result") {
-      r.expectWords(3);
-      ResultSpec result{r.shape(1), r.integer(2)};
+      r.expectWords(4);
+      ResultSpec result{r.word(1), r.shape(2), r.integer(3)};
+      for (const ResultSpec &earlier : spec.results) {
+        if (earlier.name == result.name) {
+          r.fail("two results are called '" + result.name + "'");
+        }
+      }
       if (result.updates < -1 || result.updates >= int64_t(spec.args.size())) {
         r.fail("the result updates no argument");
       }
@@ -502,9 +510,9 @@ static void checkArguments(const FunctionSpec &spec,
       shapeOk = expected.shape[d] < 0 || expected.shape[d] == t.shape()[d];
     }
     if (!shapeOk) {
-      std::vector<int64_t> shown = expected.shape;
-      throw Error("kiln: " + what + " must have shape " + formatShape(shown) +
-                  " (-1: any size), got " + formatShape(t.shape()));
+      throw Error("kiln: " + what + " must have shape " +
+                  formatShape(expected.shape) + " (?: any size), got " +
+                  formatShape(t.shape()));
     }
     if (expected.require == ArgSpec::Require::finiteNonnegative) {
       const float *data = t.data<float>();

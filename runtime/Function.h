@@ -78,6 +78,9 @@ struct PositionLimit {
 
 /// One result of a compiled function.
 struct ResultSpec {
+  /// kiln.name if the IR has one (a gradient's "grad.<parameter>", a
+  /// training step's "param.<parameter>"), else "result<i>".
+  std::string name;
   std::vector<int64_t> shape; ///< -1 for a dynamic size.
   /// When >= 0: the result is argument `updates`, which the function writes
   /// in place (the parameters and optimizer state of a CPU training step);
@@ -115,13 +118,6 @@ struct ParamSpec {
   std::vector<int64_t> shape;
   Init init;
 };
-
-/// Line-oriented text forms, embedded in ahead-of-time objects. parse*()
-/// throw kiln::Error on anything malformed.
-std::string serialize(const FunctionSpec &spec);
-FunctionSpec parseFunctionSpec(std::string_view text);
-std::string serialize(const std::vector<ParamSpec> &params);
-std::vector<ParamSpec> parseParamSpecs(std::string_view text);
 
 /// The packed entry point of a compiled function.
 using PackedFunction = void (*)(void **);

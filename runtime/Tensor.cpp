@@ -55,7 +55,12 @@ const char *kiln::name(DType dtype) {
 }
 
 std::string kiln::formatShape(const std::vector<int64_t> &shape) {
-  return fmt::format("[{}]", fmt::join(shape, ", "));
+  std::string text = "[";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    text += (i ? ", " : "") +
+            (shape[i] < 0 ? std::string("?") : std::to_string(shape[i]));
+  }
+  return text + "]";
 }
 
 /// Checks that every size is non-negative and that the element count and the
@@ -65,8 +70,8 @@ static int64_t checkedNumel(const std::vector<int64_t> &shape, DType dtype,
   int64_t numel = 1;
   for (int64_t size : shape) {
     if (size < 0) {
-      throw Error(fmt::format("{}: shape {} has a negative size", what,
-                              formatShape(shape)));
+      throw Error(fmt::format("{}: shape [{}] has a negative size", what,
+                              fmt::join(shape, ", ")));
     }
   }
   for (int64_t size : shape) {

@@ -48,7 +48,9 @@ constexpr DType dtypeOf<bool>() {
   return DType::i1;
 }
 
-/// Formats a shape as "[2, 3]".
+/// Formats a shape as "[2, 3]", a negative (dynamic) size as '?': "[?, 3]".
+/// The one shape formatter of messages and headers (the DSL's kDynamic and
+/// a function spec's -1 are both negative).
 std::string formatShape(const std::vector<int64_t> &shape);
 
 class Tensor {

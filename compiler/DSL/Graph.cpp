@@ -9,6 +9,7 @@
 #include "compiler/DSL/Graph.h"
 #include "compiler/DSL/Internal.h"
 #include "compiler/InitAll.h"
+#include "dialects/Kiln/IR/DTypes.h"
 #include "dialects/Kiln/IR/KilnDialect.h"
 
 #include "mlir/IR/BuiltinTypes.h"
@@ -24,50 +25,9 @@ namespace kiln::dsl {
 static_assert(kDynamic == mlir::ShapedType::kDynamic,
               "kiln::dsl::kDynamic must match MLIR's dynamic size marker");
 
-std::string shapeString(const Shape &shape) {
-  std::string text = "[";
-  for (size_t i = 0; i < shape.size(); ++i) {
-    if (i != 0) {
-      text += ", ";
-    }
-    text += shape[i] == kDynamic ? "?" : std::to_string(shape[i]);
-  }
-  return text + "]";
-}
-
 //===----------------------------------------------------------------------===//
 // Helpers
 //===----------------------------------------------------------------------===//
-
-static mlir::Type elementType(mlir::MLIRContext *context, DType dtype) {
-  switch (dtype) {
-  case DType::f32:
-    return mlir::Float32Type::get(context);
-  case DType::i32:
-    return mlir::IntegerType::get(context, 32);
-  case DType::i64:
-    return mlir::IntegerType::get(context, 64);
-  case DType::i1:
-    return mlir::IntegerType::get(context, 1);
-  }
-  return mlir::Float32Type::get(context);
-}
-
-static DType dtypeOf(mlir::Type type) {
-  if (auto tensor = mlir::dyn_cast<mlir::RankedTensorType>(type)) {
-    type = tensor.getElementType();
-  }
-  if (type.isInteger(1)) {
-    return DType::i1;
-  }
-  if (type.isInteger(32)) {
-    return DType::i32;
-  }
-  if (type.isInteger(64)) {
-    return DType::i64;
-  }
-  return DType::f32;
-}
 
 static Shape shapeOf(mlir::Type type) {
   if (auto tensor = mlir::dyn_cast<mlir::RankedTensorType>(type)) {
@@ -228,7 +188,11 @@ int64_t Var::dim(int64_t i) const {
 
 DType Var::dtype() const {
   checkDefined(*this, "dtype()");
-  return dtypeOf(value().getType());
+  if (std::optional<DType> dtype = mlir::kiln::dtypeOf(value().getType())) {
+    return *dtype;
+  }
+  throw Error("error: dtype(): " + typeString() +
+              " is not a type Kiln's tensors hold");
 }
 
 bool Var::isTensor() const {
@@ -295,11 +259,11 @@ Var Graph::input(std::string name, Shape shape, DType dtype, SourceLoc loc) {
   for (int64_t size : shape) {
     if (size < 0 && size != kDynamic) {
       fail(loc, "input '" + name + "' has a negative size in its shape " +
-                    shapeString(shape));
+                    formatShape(shape));
     }
   }
   mlir::MLIRContext *context = &module().context();
-  auto type = mlir::RankedTensorType::get(shape, elementType(context, dtype));
+  auto type = mlir::RankedTensorType::get(shape, mlir::kiln::elementTypeOf(context, dtype));
   auto index = static_cast<unsigned>(impl_->inputs.size());
   return addArgument(*this, index, {name, ArgKind::input, shape, dtype, true},
                      type, loc);
@@ -344,7 +308,7 @@ Var Graph::param(std::string name, Shape shape, Init init, SourceLoc loc) {
       fail(loc, "parameter '" + fullName +
                     "' must have a static shape of "
                     "sizes >= 0, got " +
-                    shapeString(shape));
+                    formatShape(shape));
     }
   }
   Module::Impl &table = Access::impl(module());
@@ -353,8 +317,8 @@ Var Graph::param(std::string name, Shape shape, Init init, SourceLoc loc) {
     const ParamSpec &existing = table.params[it->second];
     if (existing.shape != shape) {
       fail(loc, "parameter '" + fullName + "' is declared with shape " +
-                    shapeString(shape) + " but has shape " +
-                    shapeString(existing.shape) +
+                    formatShape(shape) + " but has shape " +
+                    formatShape(existing.shape) +
                     " in another graph of this module");
     }
   } else {

@@ -51,9 +51,7 @@ using Shape = std::vector<int64_t>;
 /// model file that says `using namespace kiln::dsl;`.
 using kiln::DType;
 using kiln::Init;
-
-/// Formats a shape as "[?, ?, 128]".
-std::string shapeString(const Shape &shape);
+using kiln::formatShape; ///< "[?, ?, 128]"
 
 class Graph;
 class Module;

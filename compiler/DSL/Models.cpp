@@ -334,28 +334,36 @@ nn::TransformerConfig seed002Transformer(int64_t srcVocab, int64_t tgtVocab) {
 namespace {
 /// The inputs shared by the forward and loss graphs.
 struct EncDecInputs {
-  Var src, tgt, srcMask;
+  Var src, tgt, srcMask, tgtMask;
 };
 } // namespace
 
-static EncDecInputs encdecInputs(Graph &graph, const SourceLoc &loc) {
+static EncDecInputs encdecInputs(Graph &graph,
+                                 const nn::TransformerConfig &config,
+                                 const SourceLoc &loc) {
   Shape ids{kDynamic, kDynamic};
-  return {graph.input("src", ids, DType::i64, loc),
-          graph.input("tgt", ids, DType::i64, loc),
-          graph.input("src_mask", ids, DType::i1, loc)};
+  EncDecInputs in{graph.input("src", ids, DType::i64, loc),
+                  graph.input("tgt", ids, DType::i64, loc),
+                  graph.input("src_mask", ids, DType::i1, loc),
+                  {}};
+  if (config.targetMask) {
+    in.tgtMask = graph.input("tgt_mask", ids, DType::i1, loc);
+  }
+  return in;
 }
 
 static Var encdecOutput(Graph &graph, const nn::TransformerConfig &config,
                         const EncDecInputs &in, const SourceLoc &loc) {
   nn::Transformer model(graph, "", config, loc);
   Var memory = model.encode(in.src, in.srcMask, loc);
-  return model.project(model.decode(memory, in.srcMask, in.tgt, {}, loc), loc);
+  return model.project(
+      model.decode(memory, in.srcMask, in.tgt, in.tgtMask, loc), loc);
 }
 
 Graph &addEncDecForward(Module &module, const nn::TransformerConfig &config,
                         GraphOptions options, std::string name, SourceLoc loc) {
   Graph &graph = module.addGraph(std::move(name), options, loc);
-  EncDecInputs in = encdecInputs(graph, loc);
+  EncDecInputs in = encdecInputs(graph, config, loc);
   graph.finish({encdecOutput(graph, config, in, loc)}, loc);
   return graph;
 }
@@ -364,7 +372,7 @@ Graph &addEncDecLoss(Module &module, const nn::TransformerConfig &config,
                      GraphOptions options, std::string name,
                      LossOptions lossOptions, SourceLoc loc) {
   Graph &graph = module.addGraph(std::move(name), options, loc);
-  EncDecInputs in = encdecInputs(graph, loc);
+  EncDecInputs in = encdecInputs(graph, config, loc);
   Var targets = graph.input("targets", {kDynamic, kDynamic}, DType::i64, loc);
   Var out = encdecOutput(graph, config, in, loc);
   Var loss = config.logSoftmax ? nllLoss(out, targets, lossOptions, loc)

@@ -347,6 +347,11 @@ struct TransformerConfig {
   /// Xavier-uniform on every 2-D weight, embeddings included (seed 002's
   /// build_transformer); biases keep PyTorch's default.
   bool xavierInit = true;
+  /// The forward and loss graphs (models::addEncDecForward/addEncDecLoss)
+  /// take a "tgt_mask" input [B, T] (i1, true at real tokens) besides
+  /// "src_mask": decoder self-attention then ignores padded target
+  /// positions as well as later ones, as seed 002's decode(..., tgt_mask).
+  bool targetMask = false;
 };
 
 /// Seed 002's Transformer (build_transformer): "src_embed", "tgt_embed",

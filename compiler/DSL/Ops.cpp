@@ -93,45 +93,37 @@ static mlir::IntegerAttr optionalI64Attr(Graph &graph,
   return value ? i64Attr(graph, *value) : mlir::IntegerAttr();
 }
 
+// The DSL's option enums (Ops.h, NN.h) mirror the dialect's (KilnBase.td)
+// case for case and value for value, checked here, so that neither changes
+// without the other; converting is then a cast.
+#define KILN_SAME_ENUM_CASE(dsl, ods)                                         \
+  static_assert(uint32_t(dsl) == uint32_t(ods), #dsl " must equal " #ods)
+KILN_SAME_ENUM_CASE(Activation::relu, mk::Activation::relu);
+KILN_SAME_ENUM_CASE(Activation::gelu, mk::Activation::gelu);
+KILN_SAME_ENUM_CASE(Activation::geluTanh, mk::Activation::gelu_tanh);
+static_assert(mk::getMaxEnumValForActivation() ==
+              uint32_t(Activation::geluTanh));
+KILN_SAME_ENUM_CASE(NormMode::standard, mk::NormMode::standard);
+KILN_SAME_ENUM_CASE(NormMode::stdEps, mk::NormMode::std_eps);
+static_assert(mk::getMaxEnumValForNormMode() == uint32_t(NormMode::stdEps));
+KILN_SAME_ENUM_CASE(Reduction::sum, mk::ReduceKind::sum);
+KILN_SAME_ENUM_CASE(Reduction::mean, mk::ReduceKind::mean);
+KILN_SAME_ENUM_CASE(Reduction::max, mk::ReduceKind::max);
+static_assert(mk::getMaxEnumValForReduceKind() == uint32_t(Reduction::max));
+KILN_SAME_ENUM_CASE(LossReduction::mean, mk::LossReduction::mean);
+KILN_SAME_ENUM_CASE(LossReduction::sum, mk::LossReduction::sum);
+KILN_SAME_ENUM_CASE(LossReduction::none, mk::LossReduction::none);
+static_assert(mk::getMaxEnumValForLossReduction() ==
+              uint32_t(LossReduction::none));
+#undef KILN_SAME_ENUM_CASE
+
 static mk::Activation toKiln(Activation activation) {
-  switch (activation) {
-  case Activation::relu:
-    return mk::Activation::relu;
-  case Activation::gelu:
-    return mk::Activation::gelu;
-  case Activation::geluTanh:
-    return mk::Activation::gelu_tanh;
-  }
-  return mk::Activation::relu;
+  return mk::Activation(activation);
 }
-
-static mk::NormMode toKiln(NormMode mode) {
-  return mode == NormMode::stdEps ? mk::NormMode::std_eps
-                                  : mk::NormMode::standard;
-}
-
-static mk::ReduceKind toKiln(Reduction kind) {
-  switch (kind) {
-  case Reduction::sum:
-    return mk::ReduceKind::sum;
-  case Reduction::mean:
-    return mk::ReduceKind::mean;
-  case Reduction::max:
-    return mk::ReduceKind::max;
-  }
-  return mk::ReduceKind::sum;
-}
-
+static mk::NormMode toKiln(NormMode mode) { return mk::NormMode(mode); }
+static mk::ReduceKind toKiln(Reduction kind) { return mk::ReduceKind(kind); }
 static mk::LossReduction toKiln(LossReduction reduction) {
-  switch (reduction) {
-  case LossReduction::mean:
-    return mk::LossReduction::mean;
-  case LossReduction::sum:
-    return mk::LossReduction::sum;
-  case LossReduction::none:
-    return mk::LossReduction::none;
-  }
-  return mk::LossReduction::mean;
+  return mk::LossReduction(reduction);
 }
 
 //===----------------------------------------------------------------------===//
@@ -389,12 +381,12 @@ Var constant(Graph &graph, Shape shape, std::vector<float> values,
   int64_t count = 1;
   for (int64_t size : shape) {
     if (size < 0) {
-      fail(loc, "constant: expects a static shape, got " + shapeString(shape));
+      fail(loc, "constant: expects a static shape, got " + formatShape(shape));
     }
     count *= size;
   }
   if (count != static_cast<int64_t>(values.size())) {
-    fail(loc, "constant: shape " + shapeString(shape) + " has " +
+    fail(loc, "constant: shape " + formatShape(shape) + " has " +
                   std::to_string(count) + " elements but " +
                   std::to_string(values.size()) + " values were given");
   }

@@ -16,7 +16,7 @@
 #include "compiler/DSL/DSL.h"
 #include "compiler/DSL/Models.h"
 #include "compiler/Target/JIT/CompiledModel.h"
-#include "compiler/Target/JIT/Trainer.h"
+#include "compiler/Target/JIT/Training.h"
 #include "runtime/Allocator.h"
 #include "runtime/Error.h"
 

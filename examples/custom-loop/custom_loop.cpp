@@ -9,7 +9,7 @@
 
 #include "compiler/DSL/DSL.h"
 #include "compiler/DSL/Models.h"
-#include "compiler/Target/JIT/Trainer.h"
+#include "compiler/Target/JIT/Training.h"
 #include "runtime/Data.h"
 #include "runtime/Error.h"
 #include "runtime/Generate.h"

@@ -76,13 +76,13 @@ this is not IR
 // HEADER-NEXT:  * Arguments, in this order (args[i]):
 // HEADER-NEXT:  *   [0] x: f32 [?, 3]
 // HEADER-NEXT:  * Results (results[i], f32; release each with kiln_tensor_release):
-// HEADER-NEXT:  *   [0] [?, 3]
+// HEADER-NEXT:  *   [0] result0: [?, 3]
 // HEADER: #define RELU2_DOUBLE_RELU_NUM_ARGS 1
 // HEADER: #define RELU2_DOUBLE_RELU_NUM_RESULTS 1
 // HEADER: int relu2_double_relu(const kiln_tensor *args, size_t num_args,
 
 // OUT: shape 2 [2, 3]: 0 0 3 4 0 8
-// OUT: refused: kiln: argument #0 'x' of 'double_relu' must have shape [-1, 3] (-1: any size), got [3, 2]
+// OUT: refused: kiln: argument #0 'x' of 'double_relu' must have shape [?, 3] (?: any size), got [3, 2]
 
 // V2: <relu2_double_relu>:
 

@@ -17,7 +17,7 @@
 
 #include "compiler/DSL/DSL.h"
 #include "compiler/DSL/Models.h"
-#include "compiler/Target/JIT/Trainer.h"
+#include "compiler/Target/JIT/Training.h"
 #include "runtime/Checkpoint.h"
 #include "runtime/Error.h"
 #include "runtime/MPI/MpiCommunicator.h"

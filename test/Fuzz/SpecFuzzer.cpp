@@ -9,7 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/Error.h"
-#include "runtime/Function.h"
+#include "runtime/SpecText.h"
 
 #include <cstdint>
 #include <cstdlib>

@@ -15,6 +15,7 @@
 
 #include "runtime/AotAbi.h"
 #include "runtime/Error.h"
+#include "runtime/SpecText.h"
 
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/MLIRContext.h"
@@ -79,15 +80,6 @@ std::string upper(std::string s) {
     c = char(std::toupper(static_cast<unsigned char>(c)));
   }
   return s;
-}
-
-std::string shapeText(const std::vector<int64_t> &shape) {
-  std::string text = "[";
-  for (size_t i = 0; i < shape.size(); ++i) {
-    text += (i ? ", " : "") +
-            (shape[i] < 0 ? std::string("?") : std::to_string(shape[i]));
-  }
-  return text + "]";
 }
 
 double secondsSince(std::chrono::steady_clock::time_point start) {
@@ -208,7 +200,7 @@ std::string aotHeader(const std::vector<FunctionSpec> &functions,
       if (a.isScalar) {
         h += "i64 scalar (a rank-0 KILN_I64 tensor)";
       } else {
-        h += std::string(name(a.dtype)) + " " + shapeText(a.shape);
+        h += std::string(name(a.dtype)) + " " + formatShape(a.shape);
       }
       if (a.isParam) {
         h += ", parameter";
@@ -223,7 +215,8 @@ std::string aotHeader(const std::vector<FunctionSpec> &functions,
     h += " * Results (results[i], f32; release each with "
          "kiln_tensor_release):\n";
     for (size_t i = 0; i < f.results.size(); ++i) {
-      h += " *   [" + std::to_string(i) + "] " + shapeText(f.results[i].shape);
+      h += " *   [" + std::to_string(i) + "] " + inComment(f.results[i].name) +
+           ": " + formatShape(f.results[i].shape);
       if (f.results[i].updates >= 0) {
         h += ", written into args[" + std::to_string(f.results[i].updates) +
              "] in place (the result is a view of it)";

@@ -15,7 +15,7 @@
 #ifndef KILN_COMPILER_TARGET_AOT_AOT_H
 #define KILN_COMPILER_TARGET_AOT_AOT_H
 
-#include "compiler/Target/JIT/Lowering.h"
+#include "compiler/Target/Common/Lowering.h"
 
 #include <string>
 #include <vector>

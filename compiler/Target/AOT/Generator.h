@@ -17,11 +17,14 @@
 #ifndef KILN_COMPILER_TARGET_AOT_GENERATOR_H
 #define KILN_COMPILER_TARGET_AOT_GENERATOR_H
 
-#include "compiler/Target/JIT/Trainer.h"
+#include "compiler/Target/Common/TrainingStep.h"
 
 #include <string>
 
 namespace kiln {
+namespace dsl {
+class Module;
+} // namespace dsl
 
 struct GeneratorOptions {
   /// When set, the IR also gets "train_step" for this loss graph.

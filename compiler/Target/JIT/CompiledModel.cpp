@@ -9,14 +9,60 @@
 #include "compiler/DSL/DSL.h"
 
 #include "mlir/IR/BuiltinOps.h"
+#include "runtime/Error.h"
+
+#include "llvm/Support/raw_ostream.h"
 
 namespace kiln {
 
 CompiledModel::CompiledModel(const dsl::Module &module, uint64_t seed,
-                             const JitOptions &options) {
+                             const JitOptions &options)
+    : options_(options) {
   module.verify();
   jit_ = JitModule::compileCached(module.op(), options);
   parameters_ = jit_->initParameters(seed);
+  llvm::raw_string_ostream os(source_);
+  module.op()->print(os, mlir::OpPrintingFlags().enableDebugInfo());
+}
+
+LossAndGradients
+CompiledModel::gradients(const std::string &graph,
+                         const std::map<std::string, Arg> &inputs) const {
+  const FunctionSpec &spec = jit_->spec(graph); // throws naming the graphs
+  if (spec.results.empty() || !spec.results[0].shape.empty()) {
+    throw Error("kiln: gradients of graph '" + graph +
+                "' need a scalar loss as its first output, but it returns " +
+                (spec.results.empty()
+                     ? std::string("nothing")
+                     : formatShape(spec.results[0].shape)) +
+                " first");
+  }
+  std::string gradName = graph + "_grad";
+  std::shared_ptr<JitModule> jit;
+  {
+    std::lock_guard<std::mutex> lock(gradientsMutex_);
+    std::shared_ptr<JitModule> &slot = gradientJits_[graph];
+    if (!slot) {
+      JitOptions options = options_;
+      options.prePipeline = "kiln-autodiff{function=" + graph + "}";
+      options.functions = {gradName};
+      slot = JitModule::compileSource(source_, options);
+    }
+    jit = slot;
+  }
+  std::vector<Tensor> results = jit->run(gradName, parameters_, inputs);
+  const FunctionSpec &gradSpec = jit->spec(gradName);
+  LossAndGradients out;
+  out.loss = results[0].data<float>()[0];
+  for (size_t r = 1; r < results.size(); ++r) {
+    llvm::StringRef name = gradSpec.results[r].name;
+    if (!name.consume_front("grad.")) {
+      throw Error("kiln: gradient function '" + gradName + "' returned '" +
+                  name.str() + "', which names no parameter's gradient");
+    }
+    out.gradients.emplace(name.str(), results[r]);
+  }
+  return out;
 }
 
 std::vector<Tensor>

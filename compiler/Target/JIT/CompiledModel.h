@@ -14,6 +14,7 @@
 
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,15 @@ namespace kiln {
 namespace dsl {
 class Module;
 } // namespace dsl
+
+/// A loss and its gradient with respect to every parameter
+/// (CompiledModel::gradients).
+struct LossAndGradients {
+  double loss = 0;
+  /// By parameter name ("h.0.attn.qkv.weight"), each of its parameter's
+  /// shape.
+  std::map<std::string, Tensor> gradients;
+};
 
 class CompiledModel {
 public:
@@ -39,11 +49,26 @@ public:
   std::vector<Tensor> run(const std::string &graph,
                           const std::map<std::string, Arg> &inputs) const;
 
+  /// Runs graph `graph`, whose first output is a scalar loss, and returns
+  /// the loss and its gradient with respect to every parameter, by name
+  /// (reverse mode, as kiln-autodiff). Inputs are bound as run() binds them.
+  /// The gradient function is compiled on the first call for `graph` (only
+  /// that function; later calls reuse it). Throws kiln::Error when there is
+  /// no such graph or its first output is not a scalar.
+  LossAndGradients gradients(const std::string &graph,
+                             const std::map<std::string, Arg> &inputs) const;
+
   const JitModule &jit() const { return *jit_; }
 
 private:
   std::shared_ptr<JitModule> jit_;
   ParameterStore parameters_;
+  /// What gradients() compiles from: the module's IR (with locations, so
+  /// errors name the user's lines) and the options.
+  std::string source_;
+  JitOptions options_;
+  mutable std::mutex gradientsMutex_;
+  mutable std::map<std::string, std::shared_ptr<JitModule>> gradientJits_;
 };
 
 } // namespace kiln

@@ -9,7 +9,7 @@
 #include "compiler/Target/JIT/Jit.h"
 
 #include "compiler/Target/JIT/JitMemory.h"
-#include "compiler/Target/JIT/Lowering.h"
+#include "compiler/Target/Common/Lowering.h"
 #include "runtime/Allocator.h"
 #include "runtime/Cuda.h"
 #include "runtime/Error.h"
@@ -72,6 +72,7 @@ static std::string gpuChip(const std::string &target) {
 static LoweringOptions loweringOptions(const JitOptions &options) {
   LoweringOptions lowering;
   lowering.prePipeline = options.prePipeline;
+  lowering.functions = options.functions;
   lowering.dumpDirectory = options.dumpDirectory;
   lowering.dumpStem = options.dumpStem;
   lowering.cpu = options.cpu;
@@ -190,7 +191,10 @@ std::shared_ptr<JitModule> JitModule::compileCached(ModuleOp module,
     module->print(os, OpPrintingFlags().printGenericOpForm());
     os << "\n// opt=" << options.optLevel << " dump=" << options.dumpDirectory
        << " pre=" << options.prePipeline << " target=" << options.target
-       << " cpu=" << options.cpu;
+       << " cpu=" << options.cpu << " functions=";
+    for (const std::string &f : options.functions) {
+      os << f << ",";
+    }
   }
   std::lock_guard<std::mutex> lock(mutex);
   if (auto found = cache[key].lock()) {

@@ -15,6 +15,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace mlir {
 class ModuleOp;
@@ -34,6 +35,8 @@ struct JitOptions {
   /// A textual pass pipeline run on the kiln module before it is compiled
   /// (e.g. "kiln-training-step{optimizer=adamw}" to add a training step).
   std::string prePipeline;
+  /// The public functions to compile (after prePipeline); empty: all.
+  std::vector<std::string> functions;
   /// Where the functions run: "cpu"; "cuda", this machine's NVIDIA GPU
   /// (kernels compiled for its architecture); or "cuda:sm_80"-style, a
   /// given architecture. Functions take and return host tensors either way;

@@ -10,7 +10,7 @@
 
 #include "compiler/DSL/DSL.h"
 #include "compiler/DSL/Models.h"
-#include "compiler/Target/JIT/Trainer.h"
+#include "compiler/Target/JIT/Training.h"
 
 namespace kiln::test {
 

@@ -22,7 +22,7 @@ namespace {
 std::string inputsOf(Graph &graph) {
   std::string text;
   for (const Argument &input : graph.inputs()) {
-    text += input.name + ":" + shapeString(input.shape) + " ";
+    text += input.name + ":" + formatShape(input.shape) + " ";
   }
   return text;
 }

@@ -607,7 +607,7 @@ TEST(OpNumerics, CallChecksArgumentsBeforeRunning) {
             std::string::npos);
   EXPECT_NE(expectErrorMessage([&] {
               jit->call("f", {a, ref::randomTensor({3, 5}, 2)});
-            }).find("must have shape [-1, 4]"),
+            }).find("must have shape [?, 4]"),
             std::string::npos);
   EXPECT_NE(expectErrorMessage(
                 [&] { jit->call("f", {a, ref::randomTensor({2, 4}, 2)}); })

@@ -10,8 +10,8 @@
 #include "compiler/DSL/Models.h"
 #include "compiler/InitAll.h"
 #include "compiler/Pipelines/Pipelines.h"
-#include "compiler/Target/JIT/Lowering.h"
-#include "compiler/Target/JIT/Trainer.h"
+#include "compiler/Target/Common/Lowering.h"
+#include "compiler/Target/JIT/Training.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"

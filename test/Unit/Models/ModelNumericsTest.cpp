@@ -271,11 +271,13 @@ TEST(ModelNumerics, AModelCompilesOncePerProcess) {
   }
 }
 
-TEST(ModelNumerics, Seed002TransformerPreNormWithLogSoftmax) {
-  // build_transformer of seed 002: pre-LN residuals with the from-scratch
-  // LayerNorm (unbiased std, eps added to the std), final norms, separate
-  // embeddings, attention without biases, projection + log_softmax.
+/// build_transformer of seed 002: pre-LN residuals with the from-scratch
+/// LayerNorm (unbiased std, eps added to the std), final norms, separate
+/// embeddings, attention without biases, projection + log_softmax; with
+/// `targetMask`, decode(..., tgt_mask) with padded target positions.
+static void checkSeed002Transformer(bool targetMask) {
   auto config = dsl::models::seed002Transformer(23, 29);
+  config.targetMask = targetMask;
   config.numEncoderLayers = 2;
   config.numDecoderLayers = 2;
   config.block.dModel = 16;
@@ -329,8 +331,20 @@ TEST(ModelNumerics, Seed002TransformerPreNormWithLogSoftmax) {
     mask.data<bool>()[i] = keep;
     mask64.data<int64_t>()[i] = keep;
   }
-  Tensor got =
-      model.run("forward", {{"src", src}, {"tgt", tgt}, {"src_mask", mask}})[0];
+  // The second target row is padded after 2 tokens.
+  Tensor tgtMask = Tensor::zeros({b, t}, DType::i1);
+  Tensor tgtMask64 = Tensor::zeros({b, t}, DType::i64);
+  for (int64_t i = 0; i < b * t; ++i) {
+    bool keep = i / t == 0 || i % t < 2;
+    tgtMask.data<bool>()[i] = keep;
+    tgtMask64.data<int64_t>()[i] = keep;
+  }
+  std::map<std::string, Arg> inputs = {
+      {"src", src}, {"tgt", tgt}, {"src_mask", mask}};
+  if (targetMask) {
+    inputs.emplace("tgt_mask", tgtMask);
+  }
+  Tensor got = model.run("forward", inputs)[0];
 
   Tensor x = embedWithPositions(src, "src_embed.embedding.weight");
   for (int64_t l = 0; l < config.numEncoderLayers; ++l) {
@@ -345,7 +359,8 @@ TEST(ModelNumerics, Seed002TransformerPreNormWithLogSoftmax) {
   for (int64_t l = 0; l < config.numDecoderLayers; ++l) {
     std::string e = "decoder.layers." + std::to_string(l);
     Tensor h = norm(y, e + ".residual_connections.0.norm");
-    y = add(y, attention(h, h, e + ".self_attention_block", nullptr, true));
+    y = add(y, attention(h, h, e + ".self_attention_block",
+                         targetMask ? &tgtMask64 : nullptr, true));
     h = norm(y, e + ".residual_connections.1.norm");
     y = add(y, attention(h, x, e + ".cross_attention_block", &mask64, false));
     y = add(y, ffn(norm(y, e + ".residual_connections.2.norm"),
@@ -366,4 +381,12 @@ TEST(ModelNumerics, Seed002TransformerPreNormWithLogSoftmax) {
     }
   }
   ref::expectClose(got, logits, 3e-4, 3e-4);
+}
+
+TEST(ModelNumerics, Seed002TransformerPreNormWithLogSoftmax) {
+  checkSeed002Transformer(/*targetMask=*/false);
+}
+
+TEST(ModelNumerics, Seed002TransformerWithTargetPaddingMask) {
+  checkSeed002Transformer(/*targetMask=*/true);
 }

@@ -5,7 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/Function.h"
+#include "runtime/SpecText.h"
 #include "runtime/Aot.h"
 
 #include "test/Unit/Runtime/ExpectError.h"
@@ -49,12 +49,14 @@ FunctionSpec decodeSpec() {
 
 TEST(Function, SpecsRoundTripThroughText) {
   FunctionSpec spec = decodeSpec();
-  spec.results = {{{-1, -1, 10}}, {{8, 4}, 2}};
+  spec.results = {{"loss", {-1, -1, 10}}, {"grad.w", {8, 4}, 2}};
   FunctionSpec back = parseFunctionSpec(serialize(spec));
   ASSERT_EQ(back.results.size(), 2u);
   EXPECT_EQ(back.results[0].updates, -1);
   EXPECT_EQ(back.results[1].updates, 2);
   EXPECT_EQ(back.results[1].shape, (std::vector<int64_t>{8, 4}));
+  EXPECT_EQ(back.results[0].name, "loss");
+  EXPECT_EQ(back.results[1].name, "grad.w");
   EXPECT_EQ(serialize(back), serialize(spec));
   ASSERT_EQ(back.args.size(), 3u);
   EXPECT_TRUE(back.args[1].isScalar);
@@ -65,8 +67,8 @@ TEST(Function, SpecsRoundTripThroughText) {
   spec.groups[1].minSize = 3;
   EXPECT_EQ(parseFunctionSpec(serialize(spec)).groups[1].minSize, 3);
   // Blank and white-space-only lines say nothing.
-  EXPECT_EQ(serialize(parseFunctionSpec("function f\n  \n\t\nresult [2] -1\n")),
-            "function f\nresult [2] -1\n");
+  EXPECT_EQ(serialize(parseFunctionSpec("function f\n  \n\t\nresult r [2] -1\n")),
+            "function f\nresult r [2] -1\n");
 
   std::vector<ParamSpec> params = {
       {"wte.weight", {10, 4}, Init::normal(0.0, 0.02)},
@@ -83,25 +85,28 @@ TEST(Function, MalformedSpecsAreRefused) {
   EXPECT_KILN_ERROR(parseFunctionSpec(""), "must start with 'function <name>'");
   EXPECT_KILN_ERROR(parseFunctionSpec("function f\nbogus 1\n"),
                     "unknown entry 'bogus'");
-  EXPECT_KILN_ERROR(parseFunctionSpec("function f\nresult [2,x] -1\n"),
+  EXPECT_KILN_ERROR(parseFunctionSpec("function f\nresult r [2,x] -1\n"),
                     "is not a shape");
-  EXPECT_KILN_ERROR(parseFunctionSpec("function f\nresult [2]\n"),
-                    "expected 3 fields");
+  EXPECT_KILN_ERROR(parseFunctionSpec("function f\nresult r [2]\n"),
+                    "expected 4 fields");
+  EXPECT_KILN_ERROR(
+      parseFunctionSpec("function f\nresult r [2] -1\nresult r [3] -1\n"),
+      "two results are called 'r'");
   // A result updating an argument in place: one that exists, is an f32
   // tensor of the result's shape, and no other result updates.
   const std::string w = "function f\narg w param f32 [2] -1 none -\n"
                         "arg s input scalar [] -1 none -\n";
-  EXPECT_KILN_ERROR(parseFunctionSpec(w + "result [2] 2\n"),
+  EXPECT_KILN_ERROR(parseFunctionSpec(w + "result r [2] 2\n"),
                     "updates no argument");
-  EXPECT_KILN_ERROR(parseFunctionSpec(w + "result [2] -2\n"),
+  EXPECT_KILN_ERROR(parseFunctionSpec(w + "result r [2] -2\n"),
                     "updates no argument");
-  EXPECT_KILN_ERROR(parseFunctionSpec(w + "result [] 1\n"),
+  EXPECT_KILN_ERROR(parseFunctionSpec(w + "result r [] 1\n"),
                     "not an f32 tensor of the result's shape");
-  EXPECT_KILN_ERROR(parseFunctionSpec(w + "result [3] 0\n"),
+  EXPECT_KILN_ERROR(parseFunctionSpec(w + "result r [3] 0\n"),
                     "not an f32 tensor of the result's shape");
-  EXPECT_KILN_ERROR(parseFunctionSpec(w + "result [2] 0\nresult [2] 0\n"),
+  EXPECT_KILN_ERROR(parseFunctionSpec(w + "result r [2] 0\nresult s [2] 0\n"),
                     "two results update argument 'w'");
-  EXPECT_EQ(parseFunctionSpec(w + "result [2] 0\n").results[0].updates, 0);
+  EXPECT_EQ(parseFunctionSpec(w + "result r [2] 0\n").results[0].updates, 0);
   EXPECT_KILN_ERROR(parseFunctionSpec("function f\narg a input f32 [2] -1 0\n"),
                     "expected 8 fields");
   EXPECT_KILN_ERROR(

@@ -7,13 +7,14 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "compiler/Target/JIT/Lowering.h"
+#include "compiler/Target/Common/Lowering.h"
 
 #include "compiler/Codegen/CPU/TargetInfo.h"
 #include "compiler/Codegen/Common/Attributes.h"
 
 #include "compiler/InitAll.h"
 #include "compiler/Pipelines/Pipelines.h"
+#include "dialects/Kiln/IR/DTypes.h"
 #include "dialects/Kiln/IR/KilnOps.h"
 #include "runtime/Error.h"
 
@@ -31,6 +32,7 @@
 #include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
 #include "llvm/IR/Module.h"
 #include "llvm/MC/TargetRegistry.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/TargetSelect.h"
 #include "llvm/Support/raw_ostream.h"
@@ -84,22 +86,6 @@ private:
 double secondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
       .count();
-}
-
-DType dtypeOf(Type type) {
-  if (type.isF32()) {
-    return DType::f32;
-  }
-  if (type.isInteger(1)) {
-    return DType::i1;
-  }
-  if (type.isInteger(32)) {
-    return DType::i32;
-  }
-  if (type.isInteger(64)) {
-    return DType::i64;
-  }
-  throw Error("kiln: unsupported element type in a compiled function");
 }
 
 //===----------------------------------------------------------------------===//
@@ -401,7 +387,14 @@ static FunctionSpec readSpec(func::FuncOp func, bool inPlace) {
       }
     }
     if (auto tensor = dyn_cast<RankedTensorType>(type)) {
-      arg.dtype = dtypeOf(tensor.getElementType());
+      std::optional<DType> dtype = mlir::kiln::dtypeOf(tensor);
+      if (!dtype) {
+        throw Error("kiln: function '" + spec.name + "' argument #" +
+                    std::to_string(i) + " has element type " +
+                    llvm::formatv("{0}", tensor.getElementType()).str() +
+                    ": compiled functions take f32, i32, i64 and i1 tensors");
+      }
+      arg.dtype = *dtype;
       for (int64_t size : tensor.getShape()) {
         arg.shape.push_back(ShapedType::isDynamic(size) ? -1 : size);
       }
@@ -421,6 +414,14 @@ static FunctionSpec readSpec(func::FuncOp func, bool inPlace) {
                   "' must return f32 tensors only");
     }
     ResultSpec result;
+    auto name = func.getResultAttrOfType<StringAttr>(r, "kiln.name");
+    result.name = name ? name.str() : "result" + std::to_string(r);
+    for (const ResultSpec &earlier : spec.results) {
+      if (earlier.name == result.name) {
+        throw Error("kiln: function '" + spec.name + "' has two results called '" +
+                    result.name + "'");
+      }
+    }
     for (int64_t size : tensor.getShape()) {
       result.shape.push_back(ShapedType::isDynamic(size) ? -1 : size);
     }

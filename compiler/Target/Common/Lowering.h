@@ -7,8 +7,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef KILN_COMPILER_TARGET_JIT_LOWERING_H
-#define KILN_COMPILER_TARGET_JIT_LOWERING_H
+#ifndef KILN_COMPILER_TARGET_COMMON_LOWERING_H
+#define KILN_COMPILER_TARGET_COMMON_LOWERING_H
 
 #include "runtime/Function.h"
 
@@ -94,4 +94,4 @@ void optimizeModule(llvm::Module &module, llvm::TargetMachine &machine,
 
 } // namespace kiln
 
-#endif // KILN_COMPILER_TARGET_JIT_LOWERING_H
+#endif // KILN_COMPILER_TARGET_COMMON_LOWERING_H
