@@ -31,6 +31,7 @@
 
 #include <cmath>
 #include <functional>
+#include <numeric>
 
 using namespace kiln;
 
@@ -45,6 +46,36 @@ std::shared_ptr<JitModule> differentiated(dsl::Module &module) {
   return JitModule::compile(module.op());
 }
 
+using Reference = std::function<double(const dref::Params &)>;
+
+/// Compares the elements `indices` of `g`, the gradient of parameter `name`,
+/// with central differences (step 1e-6) of `reference` in `params`; returns
+/// how many it compared.
+int64_t expectElementsMatch(const Tensor &g, dref::Params &params,
+                            const std::string &name,
+                            const std::vector<int64_t> &indices,
+                            const Reference &reference) {
+  dref::Vec &p = params[name];
+  for (int64_t k : indices) {
+    double saved = p[k], h = 1e-6;
+    p[k] = saved + h;
+    double up = reference(params);
+    p[k] = saved - h;
+    double down = reference(params);
+    p[k] = saved;
+    double fd = (up - down) / (2 * h);
+    EXPECT_NEAR(g.data<float>()[k], fd, 1e-4 + 2e-3 * std::fabs(fd))
+        << name << "[" << k << "]";
+  }
+  return int64_t(indices.size());
+}
+
+std::vector<int64_t> everyIndex(const Tensor &t) {
+  std::vector<int64_t> indices(t.numel());
+  std::iota(indices.begin(), indices.end(), 0);
+  return indices;
+}
+
 /// Checks the gradient of every parameter of `loss_grad` against central
 /// differences (step 1e-6) of `reference`, a double-precision loss of the
 /// parameters by name: every element (`everyElement`), or, for models too
@@ -52,8 +83,7 @@ std::shared_ptr<JitModule> differentiated(dsl::Module &module) {
 /// (diff::detail::probeIndices: first, last, tile boundaries); and along
 /// two random +-1 directions over all of its elements.
 void checkModel(const JitModule &jit, const std::vector<Arg> &args,
-                const std::function<double(const dref::Params &)> &reference,
-                bool everyElement = true) {
+                const Reference &reference, bool everyElement = true) {
   const FunctionSpec &spec = jit.spec("loss_grad");
   std::vector<Tensor> out = jit.call("loss_grad", args);
   dref::Params params;
@@ -76,26 +106,11 @@ void checkModel(const JitModule &jit, const std::vector<Arg> &args,
     const float *grad = g.data<float>();
     dref::Vec &p = params[name];
     ASSERT_EQ(int64_t(p.size()), g.numel()) << name;
-    std::vector<int64_t> indices;
-    if (everyElement) {
-      for (int64_t k = 0; k < g.numel(); ++k) {
-        indices.push_back(k);
-      }
-    } else {
-      indices = diff::detail::probeIndices(spec.args[i].shape);
-    }
-    for (int64_t k : indices) {
-      double saved = p[k], h = 1e-6;
-      p[k] = saved + h;
-      double up = reference(params);
-      p[k] = saved - h;
-      double down = reference(params);
-      p[k] = saved;
-      double fd = (up - down) / (2 * h);
-      EXPECT_NEAR(grad[k], fd, 1e-4 + 2e-3 * std::fabs(fd))
-          << name << "[" << k << "]";
-      ++checked;
-    }
+    checked += expectElementsMatch(
+        g, params, name,
+        everyElement ? everyIndex(g)
+                     : diff::detail::probeIndices(spec.args[i].shape),
+        reference);
     for (uint32_t trial = 0; trial < 2; ++trial) {
       std::mt19937 gen(1000 + uint32_t(i) * 2 + trial);
       dref::Vec saved = p, v(p.size());
@@ -149,16 +164,22 @@ std::vector<Arg> withParameters(const JitModule &jit, std::vector<Arg> inputs) {
   return inputs;
 }
 
-} // namespace
-
-TEST(ModelGradients, GptWithLearnedPositionsAndTiedHead) {
+/// A GPT small enough for central differences of every element.
+dsl::models::GptConfig smallGpt(int64_t layers) {
   dsl::models::GptConfig config;
   config.vocabSize = 11;
   config.dModel = 8;
   config.numHeads = 2;
-  config.numLayers = 2;
+  config.numLayers = layers;
   config.dFF = 16;
   config.maxSeqLen = 6;
+  return config;
+}
+
+} // namespace
+
+TEST(ModelGradients, GptWithLearnedPositionsAndTiedHead) {
+  dsl::models::GptConfig config = smallGpt(2);
   dsl::Module module;
   dsl::models::addGptLoss(module, config);
   auto jit = differentiated(module);
@@ -175,13 +196,7 @@ TEST(ModelGradients, GptWithLearnedPositionsAndTiedHead) {
 // double-precision GPT; a graph that is not a scalar loss, or none, is
 // refused.
 TEST(ModelGradients, CompiledModelGradientsByName) {
-  dsl::models::GptConfig config;
-  config.vocabSize = 11;
-  config.dModel = 8;
-  config.numHeads = 2;
-  config.numLayers = 1;
-  config.dFF = 16;
-  config.maxSeqLen = 6;
+  dsl::models::GptConfig config = smallGpt(1);
   dsl::Module module;
   dsl::models::addGptForward(module, config);
   dsl::models::addGptLoss(module, config);
@@ -217,18 +232,7 @@ TEST(ModelGradients, CompiledModelGradientsByName) {
     ASSERT_EQ(g.shape(), p.tensor.shape()) << p.name;
     EXPECT_EQ(g.toVector<float>(), again.gradients.at(p.name).toVector<float>())
         << p.name;
-    dref::Vec &v = params[p.name];
-    for (int64_t k = 0; k < g.numel(); ++k) {
-      double saved = v[k], h = 1e-6;
-      v[k] = saved + h;
-      double up = reference(params);
-      v[k] = saved - h;
-      double down = reference(params);
-      v[k] = saved;
-      double fd = (up - down) / (2 * h);
-      EXPECT_NEAR(g.data<float>()[k], fd, 1e-4 + 2e-3 * std::fabs(fd))
-          << p.name << "[" << k << "]";
-    }
+    expectElementsMatch(g, params, p.name, everyIndex(g), reference);
   }
 
   auto expectError = [&](const std::string &graph, const std::string &what) {
