@@ -10,6 +10,7 @@
 #include "compiler/Codegen/CPU/Passes.h"
 #include "compiler/Codegen/CPU/TargetInfo.h"
 #include "compiler/Codegen/Common/Passes.h"
+#include "compiler/Codegen/GPU/Passes.h"
 
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
@@ -207,9 +208,9 @@ struct CpuPipelineOptions : public PassPipelineOptions<CpuPipelineOptions> {
 } // namespace
 
 void kiln::registerKilnPipelines() {
-  registerKilnPipelinesPasses();
-  registerKilnCodegenCPUPasses();
   registerKilnCodegenCommonPasses();
+  registerKilnCodegenCPUPasses();
+  registerKilnCodegenGPUPasses();
   // Registered by hand (not PassPipelineRegistration) so that a chip that
   // is no NVIDIA architecture is an error, not a crash in nvvm-attach-target.
   registerPassPipeline(

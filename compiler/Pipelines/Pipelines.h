@@ -1,5 +1,4 @@
-//===- Pipelines.h - Kiln's named compilation pipelines ----------*- C++
-//-*-===//
+//===- Pipelines.h - Kiln's named compilation pipelines ---------*- C++ -*-===//
 //
 // kiln-to-linalg and kiln-to-llvm, usable from kiln-opt and from C++.
 //
@@ -7,8 +6,6 @@
 
 #ifndef KILN_COMPILER_PIPELINES_PIPELINES_H
 #define KILN_COMPILER_PIPELINES_PIPELINES_H
-
-#include "compiler/Codegen/Common/Attributes.h"
 
 #include "mlir/Pass/Pass.h"
 
@@ -18,12 +15,6 @@ namespace mlir {
 class OpPassManager;
 
 namespace kiln {
-
-#define GEN_PASS_DECL
-#include "compiler/Pipelines/Passes.h.inc"
-
-#define GEN_PASS_REGISTRATION
-#include "compiler/Pipelines/Passes.h.inc"
 
 /// The block of query rows and keys of CPU code's attention (flash
 /// attention: convert-kiln-to-linalg's `attention-block`).
@@ -54,7 +45,8 @@ std::string cudaToolkitPath();
 /// parse (every pass it names must be registered).
 LogicalResult addPipeline(OpPassManager &pm, const std::string &pipeline);
 
-/// Registers the kiln-to-linalg and kiln-to-llvm pipelines and their passes.
+/// Registers the kiln-to-linalg, kiln-to-llvm and kiln-to-gpu pipelines and
+/// the code generation passes (compiler/Codegen).
 void registerKilnPipelines();
 
 } // namespace kiln

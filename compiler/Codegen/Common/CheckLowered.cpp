@@ -4,7 +4,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "compiler/Pipelines/Pipelines.h"
+#include "compiler/Codegen/Common/Passes.h"
 
 #include "dialects/Kiln/IR/KilnDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -13,7 +13,7 @@
 
 namespace mlir::kiln {
 #define GEN_PASS_DEF_KILNCHECKLOWEREDPASS
-#include "compiler/Pipelines/Passes.h.inc"
+#include "compiler/Codegen/Common/Passes.h.inc"
 } // namespace mlir::kiln
 
 using namespace mlir;
