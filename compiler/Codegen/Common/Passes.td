@@ -88,8 +88,9 @@ def KilnCheckLoweredPass : Pass<"kiln-check-lowered", "::mlir::ModuleOp"> {
   let description = [{
     The last pass of every Kiln pipeline. With `stage=linalg` it rejects any
     remaining `kiln` op; with `stage=llvm` it rejects any op outside the
-    `llvm` dialect (besides the module and OpenMP regions, which are translated
-    to LLVM IR with it). Each leftover op gets an error
+    `llvm` dialect (besides the module, OpenMP regions, GPU binaries and the
+    `gpu.launch_func` ops that launch their kernels on LLVM values, which
+    are translated to LLVM IR with it). Each leftover op gets an error
     naming it, so a missing lowering is a diagnostic, never a crash later.
 
     ```mlir
