@@ -1,7 +1,9 @@
 //===- Pipelines.cpp - Kiln's named compilation pipelines -----------------===//
 //
-// The pipelines are written as textual pass pipelines so that kiln-opt, the
-// JIT and the AOT compiler run exactly the same passes.
+// The pipelines are built in C++ from the passes' typed constructors (a
+// misspelled pass or option is a compile error, not a pipeline string that
+// fails to parse at run time), so that kiln-opt, the JIT and the AOT
+// compiler run exactly the same passes.
 //
 //===----------------------------------------------------------------------===//
 
@@ -10,9 +12,22 @@
 #include "compiler/Codegen/CPU/Passes.h"
 #include "compiler/Codegen/CPU/TargetInfo.h"
 #include "compiler/Codegen/Common/Passes.h"
+#include "compiler/Codegen/GPU/Passes.h"
+#include "compiler/Conversion/KilnToLinalg/KilnToLinalg.h"
 
+#include "mlir/Conversion/Passes.h"
+#include "mlir/Dialect/Bufferization/Pipelines/Passes.h"
+#include "mlir/Dialect/Bufferization/Transforms/Passes.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/GPU/Transforms/Passes.h"
+#include "mlir/Dialect/Linalg/Passes.h"
+#include "mlir/Dialect/MemRef/Transforms/Passes.h"
+#include "mlir/Dialect/SCF/Transforms/Passes.h"
+#include "mlir/Dialect/Vector/Transforms/Passes.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
+#include "mlir/Transforms/Passes.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -20,85 +35,120 @@
 
 using namespace mlir;
 
-std::string kiln::kilnToLinalgPipeline(int64_t attentionBlock) {
-  return "convert-kiln-to-linalg{attention-block=" +
-         std::to_string(attentionBlock) +
-         "},"
-         "canonicalize,"
-         "kiln-fuse-elementwise,"
-         "canonicalize,"
-         "cse,"
-         "kiln-check-lowered{stage=linalg}";
+namespace {
+
+/// kiln-check-lowered at `stage`, the last pass of every pipeline.
+std::unique_ptr<Pass> checkLowered(const std::string &stage) {
+  return kiln::createKilnCheckLoweredPass({.stage = stage});
 }
 
-std::string kiln::kilnToLLVMPipeline(const std::string &cpu) {
-  return kilnToLinalgPipeline(kCpuAttentionBlock) + "," +
-         linalgToLLVMPipeline(cpu);
+/// One-shot bufferization of whole modules, with plain (identity-layout)
+/// buffers at function boundaries.
+std::unique_ptr<Pass> bufferizeModule() {
+  bufferization::OneShotBufferizePassOptions options;
+  options.bufferizeFunctionBoundaries = true;
+  options.functionBoundaryTypeConversion =
+      bufferization::LayoutMapOption::IdentityLayoutMap;
+  return bufferization::createOneShotBufferizePass(options);
+}
+
+/// The inliner with no simplification of the inlined code
+/// (`inline{default-pipeline=}`). createInlinerPass(..., nullptr) would
+/// behave the same but print, and re-parse, as default-pipeline=canonicalize.
+std::unique_ptr<Pass> inlineWithoutSimplifying() {
+  std::unique_ptr<Pass> inliner = createInlinerPass();
+  LogicalResult parsed = inliner->initializeOptions(
+      "default-pipeline=", [](const Twine &) { return failure(); });
+  assert(succeeded(parsed) && "the inliner's options changed");
+  (void)parsed;
+  return inliner;
 }
 
 /// How the register transposes of kiln-tile-and-vectorize's transpose tiles
 /// (vector-width squares) become LLVM: the AVX-512-specific 16x16 shuffle
 /// sequence where vectors hold 16 f32, else one 1-D shuffle per tile (the
 /// default, extract/insert per element, is far slower for 8x8 tiles).
-static std::string transposeLowering(const std::string &cpu) {
+vector::VectorTransposeLowering transposeLowering(const std::string &cpu) {
   llvm::Expected<kiln::cpu::TargetInfo> target = kiln::cpu::lookupTarget(cpu);
   if (!target) {
     llvm::consumeError(target.takeError()); // kiln-tile-and-vectorize says
-    return "shuffle1d";
+    return vector::VectorTransposeLowering::Shuffle1D;
   }
-  return target->vectorWidth() == 16 ? "shuffle16x16" : "shuffle1d";
+  return target->vectorWidth() == 16
+             ? vector::VectorTransposeLowering::Shuffle16x16
+             : vector::VectorTransposeLowering::Shuffle1D;
 }
 
-std::string kiln::linalgToLLVMPipeline(const std::string &cpu) {
-  return "func.func(kiln-clone-fills-per-use),"
-         "kiln-mark-in-place-arguments,"
-         "one-shot-bufferize{bufferize-function-boundaries "
-         "function-boundary-type-conversion=identity-layout-map},"
-         "kiln-drop-in-place-results,"
-         "buffer-deallocation-pipeline,"
-         "convert-bufferization-to-memref,"
-         "func.func(kiln-defer-fills),"
-         // Flash attention's loop over (batch, head, query block).
-         "func.func(scf-forall-to-parallel),"
-         "kiln-outline-kernels,"
-         "func.func(kiln-deallocate-after-last-use),"
-         "func.func(kiln-tile-and-vectorize{target-cpu=" +
-         cpu +
-         "}),"
-         "canonicalize,"
-         "cse,"
-         "fold-memref-alias-ops,"
-         "func.func(kiln-hoist-vector-transfers),"
-         "func.func(kiln-parallelize-loops),"
-         "func.func(convert-linalg-to-loops),"
-         "func.func(lower-vector-mask),"
-         "func.func(lower-vector-multi-reduction),"
-         "convert-vector-to-scf{full-unroll},"
-         "kiln-approximate-math,"
-         "expand-strided-metadata,"
-         "lower-affine,"
-         "convert-scf-to-openmp,"
-         "kiln-inline-alloca-scopes,"
-         "convert-scf-to-cf,"
-         "canonicalize,"
-         "convert-vector-to-llvm{vector-contract-lowering=outerproduct "
-         "vector-transpose-lowering=" +
-         transposeLowering(cpu) +
-         "},"
-         "convert-math-to-llvm,"
-         "convert-math-to-libm,"
-         // Buffers come from Kiln's allocator (runtime/Allocator.h), which
-         // reuses the blocks of earlier steps.
-         "finalize-memref-to-llvm{use-generic-functions use-aligned-alloc},"
-         "convert-arith-to-llvm,"
-         "convert-index-to-llvm,"
-         "convert-cf-to-llvm,"
-         "convert-func-to-llvm,"
-         "kiln-apply-noalias,"
-         "convert-ub-to-llvm,"
-         "convert-openmp-to-llvm,"
-         "reconcile-unrealized-casts,"
-         "kiln-check-lowered{stage=llvm}";
+} // namespace
+
+void kiln::buildKilnToLinalgPipeline(OpPassManager &pm,
+                                     int64_t attentionBlock) {
+  pm.addPass(createConvertKilnToLinalgPass({.attentionBlock = attentionBlock}));
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createKilnFuseElementwisePass());
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
+  pm.addPass(checkLowered("linalg"));
+}
+
+void kiln::buildKilnToLLVMPipeline(OpPassManager &pm, const std::string &cpu) {
+  buildKilnToLinalgPipeline(pm, kCpuAttentionBlock);
+  buildLinalgToLLVMPipeline(pm, cpu);
+}
+
+void kiln::buildLinalgToLLVMPipeline(OpPassManager &pm,
+                                     const std::string &cpu) {
+  // Buffers: arguments updated in place, fills per user, freed early.
+  pm.addNestedPass<func::FuncOp>(createKilnCloneFillsPerUsePass());
+  pm.addPass(createKilnMarkInPlaceArgumentsPass());
+  pm.addPass(bufferizeModule());
+  pm.addPass(createKilnDropInPlaceResultsPass());
+  bufferization::buildBufferDeallocationPipeline(pm);
+  pm.addPass(createConvertBufferizationToMemRefPass());
+  pm.addNestedPass<func::FuncOp>(createKilnDeferFillsPass());
+  // Flash attention's loop over (batch, head, query block).
+  pm.addNestedPass<func::FuncOp>(createForallToParallelLoopPass());
+  pm.addPass(createKilnOutlineKernelsPass());
+  pm.addNestedPass<func::FuncOp>(createKilnDeallocateAfterLastUsePass());
+  // Register tiles and vectors, the loops that run on all cores.
+  pm.addNestedPass<func::FuncOp>(
+      createKilnTileAndVectorizePass({.targetCpu = cpu}));
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
+  pm.addPass(memref::createFoldMemRefAliasOpsPass());
+  pm.addNestedPass<func::FuncOp>(createKilnHoistVectorTransfersPass());
+  pm.addNestedPass<func::FuncOp>(createKilnParallelizeLoopsPass());
+  pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
+  pm.addNestedPass<func::FuncOp>(vector::createLowerVectorMaskPass());
+  pm.addNestedPass<func::FuncOp>(vector::createLowerVectorMultiReductionPass());
+  pm.addPass(createConvertVectorToSCFPass(
+      VectorTransferToSCFOptions().enableFullUnroll()));
+  pm.addPass(createKilnApproximateMathPass());
+  pm.addPass(memref::createExpandStridedMetadataPass());
+  pm.addPass(createLowerAffinePass());
+  pm.addPass(createConvertSCFToOpenMPPass());
+  pm.addPass(createKilnInlineAllocaScopesPass());
+  pm.addPass(createSCFToControlFlowPass());
+  pm.addPass(createCanonicalizerPass());
+  // The LLVM dialect.
+  pm.addPass(createConvertVectorToLLVMPass(
+      {.vectorContractLowering = vector::VectorContractLowering::OuterProduct,
+       .vectorTransposeLowering = transposeLowering(cpu)}));
+  pm.addPass(createConvertMathToLLVMPass());
+  pm.addPass(createConvertMathToLibmPass());
+  // Buffers come from Kiln's allocator (runtime/Allocator.h), which reuses
+  // the blocks of earlier steps.
+  pm.addPass(createFinalizeMemRefToLLVMConversionPass(
+      {.useAlignedAlloc = true, .useGenericFunctions = true}));
+  pm.addPass(createArithToLLVMConversionPass());
+  pm.addPass(createConvertIndexToLLVMPass());
+  pm.addPass(createConvertControlFlowToLLVMPass());
+  pm.addPass(createConvertFuncToLLVMPass());
+  pm.addPass(createKilnApplyNoAliasPass());
+  pm.addPass(createUBToLLVMConversionPass());
+  pm.addPass(createConvertOpenMPToLLVMPass());
+  pm.addPass(createReconcileUnrealizedCastsPass());
+  pm.addPass(checkLowered("llvm"));
 }
 
 std::string kiln::cudaToolkitPath() {
@@ -118,11 +168,13 @@ bool kiln::isGpuChip(llvm::StringRef chip) {
          version >= 50;
 }
 
-std::string kiln::kilnToGpuPipeline(const std::string &chip) {
-  return kilnToLinalgPipeline() + "," + linalgToGpuPipeline(chip);
+void kiln::buildKilnToGpuPipeline(OpPassManager &pm, const std::string &chip) {
+  buildKilnToLinalgPipeline(pm);
+  buildLinalgToGpuPipeline(pm, chip);
 }
 
-std::string kiln::linalgToGpuPipeline(const std::string &chip) {
+void kiln::buildLinalgToGpuPipeline(OpPassManager &pm,
+                                    const std::string &chip) {
   // Every distinct linalg op becomes one GPU kernel (kiln-outline-kernels
   // shares it between identical layers): its parallel loops are tiled by
   // 16 x 16 and mapped to blocks and threads (loops past the second stay
@@ -133,52 +185,60 @@ std::string kiln::linalgToGpuPipeline(const std::string &chip) {
   // fresh (no in-place updates: the host code stages arguments through
   // device buffers); readSpec in compiler/Target/JIT/Lowering.cpp then
   // records no ResultSpec::updates for a GPU target.
-  std::string toolkit = cudaToolkitPath();
-  return "kiln-mark-in-place-arguments{in-place=false},"
-         "one-shot-bufferize{bufferize-function-boundaries "
-         "function-boundary-type-conversion=identity-layout-map},"
-         "buffer-deallocation-pipeline,"
-         "convert-bufferization-to-memref,"
-         "kiln-outline-kernels,"
-         "kiln-strided-copies-to-linalg,"
-         "func.func(kiln-gpu-kernels),"
-         "func.func(convert-linalg-to-parallel-loops),"
-         "func.func(kiln-serial-nests-to-parallel),"
-         "func.func(scf-parallel-loop-tiling{parallel-loop-tile-sizes=16,16 "
-         "no-min-max-bounds=true}),"
-         "func.func(gpu-map-parallel-loops),"
-         "func.func(convert-parallel-loops-to-gpu),"
-         "gpu-launch-sink-index-computations,"
-         "gpu-kernel-outlining,"
-         // The host side of each kernel goes back into its callers, so that
-         // all launches of a function share one stream; the device side
-         // stays shared.
-         "inline{default-pipeline=},"
-         "symbol-dce,"
-         "kiln-device-buffers,"
-         "kiln-host-interface,"
-         "func.func(gpu-async-region),"
-         "lower-affine,"
-         "canonicalize,"
-         "nvvm-attach-target{chip=" +
-         chip +
-         " O=3},"
-         "gpu.module(kiln-approximate-math,convert-scf-to-cf,convert-gpu-to-"
-         "nvvm,"
-         "canonicalize,"
-         "reconcile-unrealized-casts),"
-         "expand-strided-metadata,"
-         "lower-affine,"
-         "convert-scf-to-cf,"
-         "finalize-memref-to-llvm,"
-         "convert-arith-to-llvm,"
-         "convert-index-to-llvm,"
-         "convert-cf-to-llvm,"
-         "gpu-to-llvm,"
-         "convert-func-to-llvm,"
-         "reconcile-unrealized-casts,"
-         "gpu-module-to-binary{format=isa" +
-         (toolkit.empty() ? std::string() : " toolkit=" + toolkit) + "}";
+  pm.addPass(createKilnMarkInPlaceArgumentsPass({.inPlace = false}));
+  pm.addPass(bufferizeModule());
+  bufferization::buildBufferDeallocationPipeline(pm);
+  pm.addPass(createConvertBufferizationToMemRefPass());
+  pm.addPass(createKilnOutlineKernelsPass());
+  // Kernels: tuned ones for contractions and reductions, 16 x 16 tiles of
+  // parallel loops for the rest.
+  pm.addPass(createKilnStridedCopiesToLinalgPass());
+  pm.addNestedPass<func::FuncOp>(createKilnGpuKernelsPass());
+  pm.addNestedPass<func::FuncOp>(createConvertLinalgToParallelLoopsPass());
+  pm.addNestedPass<func::FuncOp>(createKilnSerialNestsToParallelPass());
+  pm.addNestedPass<func::FuncOp>(createParallelLoopTilingPass(
+      /*tileSize=*/{16, 16}, /*noMinMaxBounds=*/true));
+  pm.addNestedPass<func::FuncOp>(createGpuMapParallelLoopsPass());
+  pm.addNestedPass<func::FuncOp>(createConvertParallelLoopToGpuPass());
+  pm.addPass(createGpuLaunchSinkIndexComputationsPass());
+  pm.addPass(createGpuKernelOutliningPass());
+  // The host side of each kernel goes back into its callers, so that all
+  // launches of a function share one stream; the device side stays shared.
+  pm.addPass(inlineWithoutSimplifying());
+  pm.addPass(createSymbolDCEPass());
+  // Device memory, host functions on host memory, one stream.
+  pm.addPass(createKilnDeviceBuffersPass());
+  pm.addPass(createKilnHostInterfacePass());
+  pm.addNestedPass<func::FuncOp>(createGpuAsyncRegionPass());
+  pm.addPass(createLowerAffinePass());
+  pm.addPass(createCanonicalizerPass());
+  // The kernels: NVVM, then PTX.
+  GpuNVVMAttachTargetOptions target;
+  target.chip = chip;
+  target.optLevel = 3;
+  pm.addPass(createGpuNVVMAttachTarget(target));
+  OpPassManager &kernels = pm.nest<gpu::GPUModuleOp>();
+  kernels.addPass(createKilnApproximateMathPass());
+  kernels.addPass(createSCFToControlFlowPass());
+  kernels.addPass(createConvertGpuOpsToNVVMOps());
+  kernels.addPass(createCanonicalizerPass());
+  kernels.addPass(createReconcileUnrealizedCastsPass());
+  // The host code: the LLVM dialect.
+  pm.addPass(memref::createExpandStridedMetadataPass());
+  pm.addPass(createLowerAffinePass());
+  pm.addPass(createSCFToControlFlowPass());
+  pm.addPass(createFinalizeMemRefToLLVMConversionPass());
+  pm.addPass(createArithToLLVMConversionPass());
+  pm.addPass(createConvertIndexToLLVMPass());
+  pm.addPass(createConvertControlFlowToLLVMPass());
+  pm.addPass(createGpuToLLVMConversionPass());
+  pm.addPass(createConvertFuncToLLVMPass());
+  pm.addPass(createReconcileUnrealizedCastsPass());
+  GpuModuleToBinaryPassOptions binary;
+  binary.toolkitPath = cudaToolkitPath();
+  binary.compilationTarget = "isa";
+  pm.addPass(createGpuModuleToBinaryPass(binary));
+  pm.addPass(checkLowered("llvm"));
 }
 
 LogicalResult kiln::addPipeline(OpPassManager &pm,
@@ -207,9 +267,9 @@ struct CpuPipelineOptions : public PassPipelineOptions<CpuPipelineOptions> {
 } // namespace
 
 void kiln::registerKilnPipelines() {
-  registerKilnPipelinesPasses();
-  registerKilnCodegenCPUPasses();
   registerKilnCodegenCommonPasses();
+  registerKilnCodegenCPUPasses();
+  registerKilnCodegenGPUPasses();
   // Registered by hand (not PassPipelineRegistration) so that a chip that
   // is no NVIDIA architecture is an error, not a crash in nvvm-attach-target.
   registerPassPipeline(
@@ -227,17 +287,18 @@ void kiln::registerKilnPipelines() {
                               "' is not an NVIDIA GPU architecture (sm_80, "
                               "sm_90, ...)");
         }
-        return addPipeline(pm, kilnToGpuPipeline(options.chip));
+        buildKilnToGpuPipeline(pm, options.chip);
+        return success();
       },
       [](function_ref<void(const detail::PassOptions &)> optHandler) {
         optHandler(GpuPipelineOptions());
       });
   PassPipelineRegistration<>(
       "kiln-to-linalg", "Lower kiln to linalg on tensors",
-      [](OpPassManager &pm) { (void)addPipeline(pm, kilnToLinalgPipeline()); });
+      [](OpPassManager &pm) { buildKilnToLinalgPipeline(pm); });
   PassPipelineRegistration<CpuPipelineOptions>(
       "kiln-to-llvm", "Lower kiln to the LLVM dialect (CPU)",
       [](OpPassManager &pm, const CpuPipelineOptions &options) {
-        (void)addPipeline(pm, kilnToLLVMPipeline(options.cpu));
+        buildKilnToLLVMPipeline(pm, options.cpu);
       });
 }

@@ -1,17 +1,16 @@
-//===- Pipelines.h - Kiln's named compilation pipelines ----------*- C++
-//-*-===//
+//===- Pipelines.h - Kiln's named compilation pipelines ---------*- C++ -*-===//
 //
-// kiln-to-linalg and kiln-to-llvm, usable from kiln-opt and from C++.
+// kiln-to-linalg, kiln-to-llvm (CPU) and kiln-to-gpu (NVIDIA), built in C++
+// from typed pass constructors, usable from kiln-opt and from C++.
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef KILN_COMPILER_PIPELINES_PIPELINES_H
 #define KILN_COMPILER_PIPELINES_PIPELINES_H
 
-#include "compiler/Codegen/Common/Attributes.h"
+#include "mlir/Support/LLVM.h"
 
-#include "mlir/Pass/Pass.h"
-
+#include <cstdint>
 #include <string>
 
 namespace mlir {
@@ -19,42 +18,44 @@ class OpPassManager;
 
 namespace kiln {
 
-#define GEN_PASS_DECL
-#include "compiler/Pipelines/Passes.h.inc"
-
-#define GEN_PASS_REGISTRATION
-#include "compiler/Pipelines/Passes.h.inc"
-
 /// The block of query rows and keys of CPU code's attention (flash
 /// attention: convert-kiln-to-linalg's `attention-block`).
 constexpr int64_t kCpuAttentionBlock = 64;
-/// The textual pass pipeline (without the `builtin.module(...)` wrapper)
-/// from kiln to linalg on tensors; `attentionBlock` > 0 computes attention
+
+/// Adds the passes from kiln to linalg on tensors to `pm`, ending with
+/// kiln-check-lowered{stage=linalg}; `attentionBlock` > 0 computes attention
 /// block by block (CPU code), 0 materializes its scores (GPU code).
-std::string kilnToLinalgPipeline(int64_t attentionBlock = 0);
-/// The textual pass pipeline from linalg on tensors (the output of
-/// kiln-to-linalg) to the LLVM dialect: bufferization, loops, LLVM, with
-/// tiles sized for `cpu` ("host" or an LLVM CPU name).
-std::string linalgToLLVMPipeline(const std::string &cpu = "host");
-/// kiln-to-linalg followed by linalg-to-LLVM.
-std::string kilnToLLVMPipeline(const std::string &cpu = "host");
-/// linalg on tensors -> GPU kernels (PTX for `chip`, e.g. "sm_90") and host
-/// code in the LLVM dialect that launches them through the mgpu* runtime
-/// functions; public functions take and return host buffers.
-std::string linalgToGpuPipeline(const std::string &chip);
-/// kiln-to-linalg followed by linalg-to-GPU.
-std::string kilnToGpuPipeline(const std::string &chip);
+void buildKilnToLinalgPipeline(OpPassManager &pm, int64_t attentionBlock = 0);
+/// Adds the passes from linalg on tensors (the output of kiln-to-linalg) to
+/// the LLVM dialect: bufferization, loops, LLVM, with tiles sized for `cpu`
+/// ("host" or an LLVM CPU name); ends with kiln-check-lowered{stage=llvm}.
+void buildLinalgToLLVMPipeline(OpPassManager &pm,
+                               const std::string &cpu = "host");
+/// kiln-to-linalg (attention by blocks) followed by linalg-to-LLVM: the
+/// kiln-to-llvm pipeline.
+void buildKilnToLLVMPipeline(OpPassManager &pm,
+                             const std::string &cpu = "host");
+/// Adds the passes from linalg on tensors to GPU kernels (PTX for `chip`,
+/// e.g. "sm_90", which must satisfy isGpuChip) and host code in the LLVM
+/// dialect that launches them through the mgpu* runtime functions; public
+/// functions take and return host buffers. Ends with
+/// kiln-check-lowered{stage=llvm}.
+void buildLinalgToGpuPipeline(OpPassManager &pm, const std::string &chip);
+/// kiln-to-linalg followed by linalg-to-GPU: the kiln-to-gpu pipeline.
+void buildKilnToGpuPipeline(OpPassManager &pm, const std::string &chip);
 /// Whether `chip` names an NVIDIA architecture ("sm_80", "sm_90", ...).
 bool isGpuChip(llvm::StringRef chip);
 /// The CUDA toolkit whose libdevice GPU kernels link ($CUDA_HOME,
 /// $CUDA_PATH, $CUDA_ROOT or /usr/local/cuda), or "" when there is none.
 std::string cudaToolkitPath();
 
-/// Adds a textual pipeline to `pm`; fails with a diagnostic if it does not
+/// Adds a pipeline given as text (a user's pre-pipeline, such as
+/// kiln-training-step's) to `pm`; fails with a diagnostic if it does not
 /// parse (every pass it names must be registered).
 LogicalResult addPipeline(OpPassManager &pm, const std::string &pipeline);
 
-/// Registers the kiln-to-linalg and kiln-to-llvm pipelines and their passes.
+/// Registers the kiln-to-linalg, kiln-to-llvm and kiln-to-gpu pipelines and
+/// the code generation passes (compiler/Codegen).
 void registerKilnPipelines();
 
 } // namespace kiln

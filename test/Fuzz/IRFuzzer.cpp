@@ -101,10 +101,11 @@ bool isKilnModule(ModuleOp module) {
   return onlyKiln;
 }
 
-/// Runs `first` (when given) and then the textual `pipeline` on a copy of
+/// Runs `first` (when given) and then kiln-to-llvm for `cpu` on a copy of
 /// `source`.
 void runPipeline(MLIRContext &context, ModuleOp source,
-                 std::unique_ptr<Pass> first, const std::string &pipeline) {
+                 std::unique_ptr<Pass> first, const std::string &cpu) {
+  std::string pipeline = "kiln-to-llvm{cpu=" + cpu + "}";
   Diagnostics diagnostics(context);
   OwningOpRef<ModuleOp> module = source.clone();
   PassManager pm(&context);
@@ -113,9 +114,7 @@ void runPipeline(MLIRContext &context, ModuleOp source,
   if (first) {
     pm.addPass(std::move(first));
   }
-  if (failed(mlir::kiln::addPipeline(pm, pipeline))) {
-    fail("the pipeline does not parse: " + pipeline, diagnostics.text);
-  }
+  mlir::kiln::buildKilnToLLVMPipeline(pm, cpu);
   if (succeeded(pm.run(*module))) {
     // Function passes were verified function by function: the module too.
     if (failed(verify(*module))) {
@@ -173,8 +172,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     return 0;
   }
   std::string name = first.getName().str();
-  runPipeline(context, *module, nullptr,
-              mlir::kiln::kilnToLLVMPipeline("x86-64-v4"));
+  runPipeline(context, *module, nullptr, "x86-64-v4");
   // Gradients and training steps of the first function alone (there are no
   // calls), with AVX2's tiles.
   OwningOpRef<ModuleOp> alone = module->clone();
@@ -183,17 +181,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       func.erase();
     }
   }
-  std::string toLLVM = mlir::kiln::kilnToLLVMPipeline("x86-64-v3");
+  std::string avx2 = "x86-64-v3";
   mlir::kiln::KilnAutodiffPassOptions autodiff;
   autodiff.function = name;
   runPipeline(context, *alone, mlir::kiln::createKilnAutodiffPass(autodiff),
-              toLLVM);
+              avx2);
   mlir::kiln::KilnTrainingStepPassOptions training;
   training.function = name;
   training.optimizer = "adamw";
   training.weightDecay = 0.01;
   training.clipNorm = 1.0;
   runPipeline(context, *alone, mlir::kiln::createKilnTrainingStepPass(training),
-              toLLVM);
+              avx2);
   return 0;
 }

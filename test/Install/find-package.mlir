@@ -10,4 +10,4 @@
 // CHECK: loss {{[0-9.]+}} -> {{[0-9.]+}}, logits [2, 6, 11]
 // DEPS-NOT: libLLVM
 // DEPS-NOT: libMLIR
-// DEPS-NOT: libKilnGenerator
+// DEPS-NOT: libkiln.so

@@ -1,7 +1,8 @@
 //===- Passes.td - CPU code generation passes --------------*- tablegen -*-===//
 //
-// CPU code generation: tiles and vectors sized for the
-// target CPU, the loops that run on all cores.
+// CPU code generation (kiln-to-llvm), in pipeline order: buffers written in
+// place and freed early, tiles and vectors sized for the target CPU, the
+// loops that run on all cores, noalias kernel arguments.
 //
 //===----------------------------------------------------------------------===//
 
@@ -9,6 +10,83 @@
 #define KILN_COMPILER_CODEGEN_CPU_PASSES_TD
 
 include "mlir/Pass/PassBase.td"
+
+def KilnCloneFillsPerUsePass : Pass<"kiln-clone-fills-per-use"> {
+  let summary = "Give every user of a constant-filled tensor its own fill";
+  let description = [{
+    CSE merges the zero-filled accumulators of identical ops (every layer's
+    scores, sums and maxima start from the same `linalg.fill`), and
+    one-shot bufferization then allocates that tensor once, at the top of
+    the function, and copies it into a fresh buffer for each op that writes
+    into it: 122 `memref.copy`s in the encoder-decoder's forward pass, each
+    a read and a write of a buffer that stayed allocated all along. This
+    pass gives each user in the fill's block its own `tensor.empty` +
+    `linalg.fill` right before it, so that the fill writes the user's buffer
+    in place and lives no longer than that buffer. Run before
+    bufferization; kernel outlining folds the identical fills back into one
+    kernel.
+  }];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect",
+                           "::mlir::tensor::TensorDialect"];
+}
+
+def KilnDropInPlaceResultsPass
+    : Pass<"kiln-drop-in-place-results", "::mlir::ModuleOp"> {
+  let summary = "Return updated arguments by writing them, not as results";
+  let description = [{
+    After one-shot bufferization, each result of a public function marked
+    `kiln.updates = <i>` is removed from the function's results: the value
+    is stored in argument `i`'s buffer instead (nothing to do when
+    bufferization already computed it there, a `memref.copy` otherwise). A
+    training step then updates the parameters and the optimizer state in
+    the caller's buffers, with no second copy of either alive during the
+    step; the runtime (FunctionSpec::results[k].updates) hands the
+    arguments back as those results. A function with such results must
+    not be called from the module. Run right after one-shot-bufferize,
+    before the deallocation pipeline (which would otherwise copy every
+    returned argument).
+  }];
+  let dependentDialects = ["::mlir::memref::MemRefDialect"];
+}
+
+def KilnDeferFillsPass : Pass<"kiln-defer-fills"> {
+  let summary = "Let the op after a fill fill each of its tiles itself";
+  let description = [{
+    A `linalg.fill` of a buffer followed by a linalg op that writes that
+    buffer as its one output (an accumulator zeroed for a product, -inf for
+    a row maximum) is a pass over the whole buffer before the op's pass:
+    for the [B, H, T, T] attention scores, a 64-deep product, as much
+    memory traffic as the product itself. This pass erases such a fill and
+    marks the op `kiln.fill = <value>`: kiln-tile-and-vectorize fills each
+    register tile of the output right before the tile is computed (or, for
+    an op it blocks along its reduction, the whole output first), and
+    kiln-hoist-vector-transfers then forwards the filled vector to the
+    tile's accumulators, so the fill costs no memory pass at all. The op
+    must be the next one in the block with memory effects (allocations and
+    pure ops may come between) and must not read the buffer, or a view of
+    it, as an input. Run after bufferization, before kernel outlining (the
+    mark travels with the op into its kernel).
+  }];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect"];
+}
+
+def KilnDeallocateAfterLastUsePass : Pass<"kiln-deallocate-after-last-use"> {
+  let summary = "Free each buffer right after its last use";
+  let description = [{
+    MLIR's ownership-based buffer deallocation frees the buffers a block
+    allocates at the end of that block: in a model's function, one block of
+    hundreds of kernel calls, every activation and temporary stayed
+    allocated until the function returned (the gpt-small forward pass held
+    271 MiB at once). This pass moves each `memref.dealloc` of a buffer
+    allocated in the same block to right after the last op of the block
+    that uses the buffer or anything derived from it (views, reshapes,
+    casts, loop results, whatever a user returns). A buffer a terminator
+    passes on, or whose raw pointer is taken, keeps its place. Run after
+    deallocation is lowered to `memref.dealloc` (and after outlining, so
+    that the uses are kernel calls).
+  }];
+  let dependentDialects = ["::mlir::memref::MemRefDialect"];
+}
 
 def KilnTileAndVectorizePass
     : Pass<"kiln-tile-and-vectorize", "::mlir::func::FuncOp"> {
@@ -122,26 +200,14 @@ def KilnInlineAllocaScopesPass : Pass<"kiln-inline-alloca-scopes"> {
   let dependentDialects = ["::mlir::memref::MemRefDialect"];
 }
 
-
-def KilnDeferFillsPass : Pass<"kiln-defer-fills"> {
-  let summary = "Let the op after a fill fill each of its tiles itself";
+def KilnApplyNoAliasPass : Pass<"kiln-apply-noalias", "::mlir::ModuleOp"> {
+  let summary = "Mark the kernel buffers that never overlap as noalias";
   let description = [{
-    A `linalg.fill` of a buffer followed by a linalg op that writes that
-    buffer as its one output (an accumulator zeroed for a product, -inf for
-    a row maximum) is a pass over the whole buffer before the op's pass:
-    for the [B, H, T, T] attention scores, a 64-deep product, as much
-    memory traffic as the product itself. This pass erases such a fill and
-    marks the op `kiln.fill = <value>`: kiln-tile-and-vectorize fills each
-    register tile of the output right before the tile is computed (or, for
-    an op it blocks along its reduction, the whole output first), and
-    kiln-hoist-vector-transfers then forwards the filled vector to the
-    tile's accumulators, so the fill costs no memory pass at all. The op
-    must be the next one in the block with memory effects (allocations and
-    pure ops may come between) and must not read the buffer, or a view of
-    it, as an input. Run after bufferization, before kernel outlining (the
-    mark travels with the op into its kernel).
+    Runs after func-to-llvm: puts `llvm.noalias` on the aligned pointers that
+    kiln-outline-kernels found never to overlap a written buffer at any call
+    (recorded in the kernel's `kiln.noalias_args`), so that LLVM may keep
+    loaded values in registers across stores.
   }];
-  let dependentDialects = ["::mlir::linalg::LinalgDialect"];
 }
 
 #endif // KILN_COMPILER_CODEGEN_CPU_PASSES_TD

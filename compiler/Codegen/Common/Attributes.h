@@ -12,6 +12,12 @@ namespace mlir::kiln {
 /// kiln-outline-kernels).
 constexpr llvm::StringLiteral kNoAliasArgAttr = "kiln.noalias";
 
+/// The function attribute of a kernel (kiln-outline-kernels) that lists the
+/// positions, in its LLVM signature, of the aligned pointers of its noalias
+/// buffer arguments: func-to-llvm drops `llvm.noalias` on memref arguments,
+/// so kiln-apply-noalias puts it on these after the conversion.
+constexpr llvm::StringLiteral kNoAliasArgsAttr = "kiln.noalias_args";
+
 /// Marks a kernel that runs inside a parallel loop (kiln-outline-kernels):
 /// its own loops stay serial (kiln-parallelize-loops).
 constexpr llvm::StringLiteral kSerialKernelAttr = "kiln.serial";

@@ -6,6 +6,8 @@
 
 #include "compiler/Codegen/Common/Passes.h"
 
+#include "compiler/Codegen/Common/Attributes.h"
+
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"

@@ -7,8 +7,6 @@
 #ifndef KILN_COMPILER_CODEGEN_COMMON_PASSES_H
 #define KILN_COMPILER_CODEGEN_COMMON_PASSES_H
 
-#include "compiler/Codegen/Common/Attributes.h"
-
 #include "mlir/Pass/Pass.h"
 
 namespace mlir::kiln {

@@ -1,6 +1,8 @@
 //===- Passes.td - Common code generation passes -----------*- tablegen -*-===//
 //
-// Code generation shared by the CPU and GPU pipelines.
+// Code generation shared by the CPU and GPU pipelines, in pipeline order:
+// fusion on tensors, in-place arguments, kernel outlining, math
+// approximations, and the check that ends every pipeline.
 //
 //===----------------------------------------------------------------------===//
 
@@ -21,42 +23,6 @@ def KilnFuseElementwisePass : Pass<"kiln-fuse-elementwise"> {
     all the ones before it).
   }];
   let dependentDialects = ["::mlir::linalg::LinalgDialect"];
-}
-
-def KilnDeallocateAfterLastUsePass : Pass<"kiln-deallocate-after-last-use"> {
-  let summary = "Free each buffer right after its last use";
-  let description = [{
-    MLIR's ownership-based buffer deallocation frees the buffers a block
-    allocates at the end of that block: in a model's function, one block of
-    hundreds of kernel calls, every activation and temporary stayed
-    allocated until the function returned (the gpt-small forward pass held
-    271 MiB at once). This pass moves each `memref.dealloc` of a buffer
-    allocated in the same block to right after the last op of the block
-    that uses the buffer or anything derived from it (views, reshapes,
-    casts, loop results, whatever a user returns). A buffer a terminator
-    passes on, or whose raw pointer is taken, keeps its place. Run after
-    deallocation is lowered to `memref.dealloc` (and after outlining, so
-    that the uses are kernel calls).
-  }];
-  let dependentDialects = ["::mlir::memref::MemRefDialect"];
-}
-def KilnCloneFillsPerUsePass : Pass<"kiln-clone-fills-per-use"> {
-  let summary = "Give every user of a constant-filled tensor its own fill";
-  let description = [{
-    CSE merges the zero-filled accumulators of identical ops (every layer's
-    scores, sums and maxima start from the same `linalg.fill`), and
-    one-shot bufferization then allocates that tensor once, at the top of
-    the function, and copies it into a fresh buffer for each op that writes
-    into it: 122 `memref.copy`s in the encoder-decoder's forward pass, each
-    a read and a write of a buffer that stayed allocated all along. This
-    pass gives each user in the fill's block its own `tensor.empty` +
-    `linalg.fill` right before it, so that the fill writes the user's buffer
-    in place and lives no longer than that buffer. Run before
-    bufferization; kernel outlining folds the identical fills back into one
-    kernel.
-  }];
-  let dependentDialects = ["::mlir::linalg::LinalgDialect",
-                           "::mlir::tensor::TensorDialect"];
 }
 
 def KilnMarkInPlaceArgumentsPass
@@ -82,23 +48,61 @@ def KilnMarkInPlaceArgumentsPass
   let dependentDialects = ["::mlir::bufferization::BufferizationDialect"];
 }
 
-def KilnDropInPlaceResultsPass
-    : Pass<"kiln-drop-in-place-results", "::mlir::ModuleOp"> {
-  let summary = "Return updated arguments by writing them, not as results";
+def KilnOutlineKernelsPass : Pass<"kiln-outline-kernels", "::mlir::ModuleOp"> {
+  let summary = "Move each linalg op on buffers into a private kernel function, "
+                "one per distinct op";
   let description = [{
-    After one-shot bufferization, each result of a public function marked
-    `kiln.updates = <i>` is removed from the function's results: the value
-    is stored in argument `i`'s buffer instead (nothing to do when
-    bufferization already computed it there, a `memref.copy` otherwise). A
-    training step then updates the parameters and the optimizer state in
-    the caller's buffers, with no second copy of either alive during the
-    step; the runtime (FunctionSpec::results[k].updates) hands the
-    arguments back as those results. A function with such results must
-    not be called from the module. Run right after one-shot-bufferize,
-    before the deallocation pipeline (which would otherwise copy every
-    returned argument).
+    After bufferization, replaces every linalg op (with the constants its
+    body uses) by a call to a private, never-inlined function that holds
+    only that op, and gives identical ops (same op, attributes, body and
+    operand types) the same function. The layers of a model repeat, so the
+    number of kernels, and with it the time spent vectorizing and optimizing
+    them, stops growing with the depth; and no function handed to LLVM is
+    larger than one op's loop nest.
+
+    ```mlir
+    // Two identical linalg.generic ops on memref<4x8xf32> become
+    func.call @kiln_kernel_0(%a, %b) : (memref<4x8xf32>, memref<4x8xf32>) -> ()
+    func.call @kiln_kernel_0(%b, %c) : (memref<4x8xf32>, memref<4x8xf32>) -> ()
+    ```
   }];
-  let dependentDialects = ["::mlir::memref::MemRefDialect"];
+  let dependentDialects = ["::mlir::func::FuncDialect"];
+}
+
+def KilnApproximateMathPass : Pass<"kiln-approximate-math"> {
+  let summary = "Replace transcendental math ops with vectorizable polynomials";
+  let description = [{
+    Rewrites `math.exp`, `math.log`, `math.tanh`, `math.erf`, `math.sin`,
+    `math.cos` and friends on f32 into polynomial approximations made of
+    arithmetic (MLIR's approximations, accurate to a few ulp), so that they
+    vectorize instead of calling libm one element at a time.
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect", "::mlir::math::MathDialect",
+    "::mlir::vector::VectorDialect"
+  ];
+}
+
+def KilnCheckLoweredPass : Pass<"kiln-check-lowered", "::mlir::ModuleOp"> {
+  let summary = "Fail when anything is left above the pipeline's target level";
+  let description = [{
+    The last pass of every Kiln pipeline. With `stage=linalg` it rejects any
+    remaining `kiln` op; with `stage=llvm` it rejects any op outside the
+    `llvm` dialect (besides the module, OpenMP regions, GPU binaries and the
+    `gpu.launch_func` ops that launch their kernels on LLVM values, which
+    are translated to LLVM IR with it). Each leftover op gets an error
+    naming it, so a missing lowering is a diagnostic, never a crash later.
+
+    ```mlir
+    // kiln-opt --kiln-check-lowered=stage=linalg on:
+    %0 = kiln.relu %x : (tensor<4xf32>) -> tensor<4xf32>
+    // error: 'kiln.relu' op was not lowered to linalg
+    ```
+  }];
+  let options = [
+    Option<"stage", "stage", "std::string", /*default=*/"\"llvm\"",
+           "The level everything must have reached: linalg or llvm">
+  ];
 }
 
 #endif // KILN_COMPILER_CODEGEN_COMMON_PASSES_TD

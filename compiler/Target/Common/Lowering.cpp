@@ -523,15 +523,13 @@ static void lower(LoweredModule &lowered, const LoweringOptions &options,
   auto start = std::chrono::steady_clock::now();
   PassManager linalg(context);
   PassManager llvmPm(context);
-  std::string toLLVM = options.gpuChip.empty()
-                           ? mlir::kiln::linalgToLLVMPipeline(options.cpu)
-                           : mlir::kiln::linalgToGpuPipeline(options.gpuChip);
-  int64_t attentionBlock =
-      options.gpuChip.empty() ? mlir::kiln::kCpuAttentionBlock : 0;
-  if (failed(mlir::kiln::addPipeline(
-          linalg, mlir::kiln::kilnToLinalgPipeline(attentionBlock))) ||
-      failed(mlir::kiln::addPipeline(llvmPm, toLLVM))) {
-    throw Error("kiln: internal error: the pipelines do not parse");
+  if (options.gpuChip.empty()) {
+    mlir::kiln::buildKilnToLinalgPipeline(linalg,
+                                          mlir::kiln::kCpuAttentionBlock);
+    mlir::kiln::buildLinalgToLLVMPipeline(llvmPm, options.cpu);
+  } else {
+    mlir::kiln::buildKilnToLinalgPipeline(linalg);
+    mlir::kiln::buildLinalgToGpuPipeline(llvmPm, options.gpuChip);
   }
   if (failed(linalg.run(module))) {
     throw Error("kiln: lowering to linalg failed:" + diagnostics.str());

@@ -62,8 +62,7 @@ int64_t gpuKernels(int64_t layers) {
   registerAllPasses();
   mlir::OwningOpRef<mlir::ModuleOp> copy = module.op().clone();
   mlir::PassManager pm(copy->getContext());
-  EXPECT_TRUE(succeeded(
-      mlir::kiln::addPipeline(pm, mlir::kiln::kilnToGpuPipeline("sm_90"))));
+  mlir::kiln::buildKilnToGpuPipeline(pm, "sm_90");
   EXPECT_TRUE(succeeded(pm.run(*copy)));
   int64_t count = 0;
   copy->walk([&](mlir::gpu::BinaryOp) { ++count; });

@@ -4,14 +4,14 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "compiler/Codegen/Common/Passes.h"
+#include "compiler/Codegen/CPU/Passes.h"
 
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/IR/Operation.h"
 
 namespace mlir::kiln {
 #define GEN_PASS_DEF_KILNDEALLOCATEAFTERLASTUSEPASS
-#include "compiler/Codegen/Common/Passes.h.inc"
+#include "compiler/Codegen/CPU/Passes.h.inc"
 } // namespace mlir::kiln
 
 using namespace mlir;

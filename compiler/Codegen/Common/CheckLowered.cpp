@@ -4,21 +4,37 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "compiler/Pipelines/Pipelines.h"
+#include "compiler/Codegen/Common/Passes.h"
 
 #include "dialects/Kiln/IR/KilnDialect.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMTypes.h"
 #include "mlir/Dialect/OpenMP/OpenMPDialect.h"
 #include "mlir/IR/BuiltinOps.h"
 
 namespace mlir::kiln {
 #define GEN_PASS_DEF_KILNCHECKLOWEREDPASS
-#include "compiler/Pipelines/Passes.h.inc"
+#include "compiler/Codegen/Common/Passes.h.inc"
 } // namespace mlir::kiln
 
 using namespace mlir;
 
 namespace {
+
+/// Whether `op`, outside the LLVM dialect, is translated to LLVM IR with it:
+/// OpenMP regions (CPU code), and GPU binaries with the launches of their
+/// kernels on LLVM values (GPU code).
+bool translatesWithLLVM(Operation *op) {
+  if (isa_and_nonnull<omp::OpenMPDialect>(op->getDialect())) {
+    return true;
+  }
+  if (auto launch = dyn_cast<gpu::LaunchFuncOp>(op)) {
+    return llvm::all_of(launch->getOperandTypes(), LLVM::isCompatibleType);
+  }
+  return isa<gpu::BinaryOp>(op);
+}
+
 struct KilnCheckLoweredPass
     : kiln::impl::KilnCheckLoweredPassBase<KilnCheckLoweredPass> {
   using Base::Base;
@@ -36,11 +52,10 @@ struct KilnCheckLoweredPass
         return;
       }
       Dialect *dialect = op->getDialect();
-      // OpenMP regions are translated to LLVM IR alongside the LLVM dialect.
       bool leftover =
-          toLLVM
-              ? !isa_and_nonnull<LLVM::LLVMDialect, omp::OpenMPDialect>(dialect)
-              : isa_and_nonnull<kiln::KilnDialect>(dialect);
+          toLLVM ? !isa_and_nonnull<LLVM::LLVMDialect>(dialect) &&
+                       !translatesWithLLVM(op)
+                 : isa_and_nonnull<kiln::KilnDialect>(dialect);
       if (leftover) {
         op->emitOpError("was not lowered to ") << stage;
         failed = true;
@@ -51,4 +66,5 @@ struct KilnCheckLoweredPass
     }
   }
 };
+
 } // namespace

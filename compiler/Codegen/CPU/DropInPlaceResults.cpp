@@ -4,7 +4,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "compiler/Codegen/Common/Passes.h"
+#include "compiler/Codegen/CPU/Passes.h"
+
+#include "compiler/Codegen/Common/Attributes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -14,7 +16,7 @@
 
 namespace mlir::kiln {
 #define GEN_PASS_DEF_KILNDROPINPLACERESULTSPASS
-#include "compiler/Codegen/Common/Passes.h.inc"
+#include "compiler/Codegen/CPU/Passes.h.inc"
 } // namespace mlir::kiln
 
 using namespace mlir;

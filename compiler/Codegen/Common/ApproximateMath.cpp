@@ -4,7 +4,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "compiler/Pipelines/Pipelines.h"
+#include "compiler/Codegen/Common/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Math/IR/Math.h"
@@ -15,7 +15,7 @@
 
 namespace mlir::kiln {
 #define GEN_PASS_DEF_KILNAPPROXIMATEMATHPASS
-#include "compiler/Pipelines/Passes.h.inc"
+#include "compiler/Codegen/Common/Passes.h.inc"
 } // namespace mlir::kiln
 
 using namespace mlir;

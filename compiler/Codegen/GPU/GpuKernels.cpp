@@ -22,7 +22,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "compiler/Pipelines/Pipelines.h"
+#include "compiler/Codegen/GPU/Passes.h"
 
 #include "mlir/Analysis/SliceAnalysis.h"
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
@@ -40,7 +40,7 @@
 
 namespace mlir::kiln {
 #define GEN_PASS_DEF_KILNGPUKERNELSPASS
-#include "compiler/Pipelines/Passes.h.inc"
+#include "compiler/Codegen/GPU/Passes.h.inc"
 } // namespace mlir::kiln
 
 using namespace mlir;

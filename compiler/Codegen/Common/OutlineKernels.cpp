@@ -4,13 +4,12 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "compiler/Pipelines/Pipelines.h"
+#include "compiler/Codegen/Common/Passes.h"
 
 #include "compiler/Codegen/Common/Attributes.h"
 #include "compiler/Codegen/Common/Views.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
@@ -26,16 +25,13 @@
 #include <limits>
 
 namespace mlir::kiln {
-#define GEN_PASS_DEF_KILNAPPLYNOALIASPASS
 #define GEN_PASS_DEF_KILNOUTLINEKERNELSPASS
-#include "compiler/Pipelines/Passes.h.inc"
+#include "compiler/Codegen/Common/Passes.h.inc"
 } // namespace mlir::kiln
 
 using namespace mlir;
 
 namespace {
-
-constexpr llvm::StringLiteral kNoAliasAttr = "kiln.noalias_args";
 
 struct OutlineKernels
     : public kiln::impl::KilnOutlineKernelsPassBase<OutlineKernels> {
@@ -112,7 +108,7 @@ struct OutlineKernels
         position += 3 + 2 * memref.getRank();
       }
       if (!positions.empty()) {
-        kernel->setAttr(kNoAliasAttr,
+        kernel->setAttr(kiln::kNoAliasArgsAttr,
                         DenseI64ArrayAttr::get(&getContext(), positions));
       }
     }
@@ -301,32 +297,6 @@ struct OutlineKernels
   llvm::StringMap<SmallVector<bool>> writes;
   /// Per kernel, per argument: may it alias at some call?
   llvm::MapVector<StringRef, SmallVector<bool>> aliasing;
-};
-
-} // namespace
-
-namespace {
-
-struct ApplyNoAlias
-    : public kiln::impl::KilnApplyNoAliasPassBase<ApplyNoAlias> {
-  void runOnOperation() override {
-    getOperation().walk([&](LLVM::LLVMFuncOp func) {
-      auto positions = func->getAttrOfType<DenseI64ArrayAttr>(kNoAliasAttr);
-      if (!positions) {
-        return;
-      }
-      func->removeAttr(kNoAliasAttr);
-      for (int64_t p : positions.asArrayRef()) {
-        if (p >= func.getNumArguments() ||
-            !isa<LLVM::LLVMPointerType>(func.getArgumentTypes()[p])) {
-          func.emitOpError("has no pointer argument #") << p << " to mark";
-          return signalPassFailure();
-        }
-        func.setArgAttr(p, LLVM::LLVMDialect::getNoAliasAttrName(),
-                        UnitAttr::get(&getContext()));
-      }
-    });
-  }
 };
 
 } // namespace

@@ -1,0 +1,83 @@
+//===- Passes.td - GPU code generation passes --------------*- tablegen -*-===//
+//
+// GPU code generation (kiln-to-gpu), in pipeline order: copies and serial
+// code that become kernels, tuned kernels for contractions and reductions,
+// device memory, and host functions that take and return host memory.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_COMPILER_CODEGEN_GPU_PASSES_TD
+#define KILN_COMPILER_CODEGEN_GPU_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def KilnStridedCopiesToLinalgPass
+    : Pass<"kiln-strided-copies-to-linalg", "::mlir::ModuleOp"> {
+  let summary = "Turn copies between views into linalg.copy";
+  let description = [{
+    For kiln-to-gpu: a `memref.copy` whose source or target is a view (not an
+    identity layout) becomes `linalg.copy`, which becomes a kernel like any
+    linalg op; whole-buffer copies stay, for `gpu.memcpy`.
+  }];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect"];
+}
+
+def KilnGpuKernelsPass : Pass<"kiln-gpu-kernels", "::mlir::func::FuncOp"> {
+  let summary = "Turn contractions and long reductions into tuned GPU kernels";
+  let description = [{
+    For kiln-to-gpu, on linalg ops on buffers, before the others become
+    parallel loops: a contraction (any loop order, any number of batch, m, n
+    and k dimensions; f32) becomes a `gpu.launch` that computes 64 x 64
+    outputs per block of 16 x 16 threads, 4 x 4 per thread in registers,
+    staging 64 x 16 tiles of both operands through shared memory. A reduction
+    over at least 64 elements (or a dynamic number) whose outputs each
+    accumulate with one commutative combiner (add, mul, max, min) becomes a
+    `gpu.launch` with one block per output: the threads stride over the
+    reduced elements and combine their partial results with
+    `gpu.all_reduce`. Other ops are left as they are.
+  }];
+  let dependentDialects = ["::mlir::gpu::GPUDialect", "::mlir::scf::SCFDialect",
+                           "::mlir::math::MathDialect",
+                           "::mlir::affine::AffineDialect",
+                           "::mlir::memref::MemRefDialect"];
+}
+
+def KilnSerialNestsToParallelPass
+    : Pass<"kiln-serial-nests-to-parallel", "::mlir::func::FuncOp"> {
+  let summary = "Put loop nests without parallel loops in a one-iteration scf.parallel";
+  let description = [{
+    For kiln-to-gpu, after convert-linalg-to-parallel-loops: a run of ops
+    between allocations, calls and parallel loops that touches memory (a
+    rank-0 fill, a reduction over every element, the mean that follows) is
+    wrapped in a one-iteration `scf.parallel`, so that it becomes a kernel
+    (of one thread) instead of host code touching device memory. A load whose
+    value only parallel loops use (a learning rate) moves into each of them.
+  }];
+  let dependentDialects = ["::mlir::scf::SCFDialect", "::mlir::arith::ArithDialect"];
+}
+
+def KilnDeviceBuffersPass : Pass<"kiln-device-buffers", "::mlir::ModuleOp"> {
+  let summary = "Allocate the buffers of GPU code in device memory";
+  let description = [{
+    For kiln-to-gpu, after the linalg ops have become GPU kernels: the host
+    code's `memref.alloc`/`dealloc`/`copy` become `gpu.alloc`/`dealloc`/
+    `memcpy`, so parameters, activations and temporaries live in device
+    memory. Host memory the kernels would read (a stack buffer, a global), and
+    a load or store left in host code, are errors naming the op.
+  }];
+  let dependentDialects = ["::mlir::gpu::GPUDialect"];
+}
+
+def KilnHostInterfacePass : Pass<"kiln-host-interface", "::mlir::ModuleOp"> {
+  let summary = "Public functions of GPU code take and return host memory";
+  let description = [{
+    For kiln-to-gpu, after kiln-device-buffers: each public function copies
+    its buffer arguments into device memory on entry, and its results back
+    into new host buffers before it returns, freeing the device buffers it
+    owned. A compiled GPU function is then called exactly like a CPU one,
+    by the JIT or from an ahead-of-time object.
+  }];
+  let dependentDialects = ["::mlir::gpu::GPUDialect", "::mlir::memref::MemRefDialect"];
+}
+
+#endif // KILN_COMPILER_CODEGEN_GPU_PASSES_TD
