@@ -12,6 +12,7 @@
 #include "compiler/Conversion/KilnToLinalg/KilnToLinalg.h"
 
 #include "dialects/Kiln/IR/KilnOps.h"
+#include "runtime/SplitMix64.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Arith/Utils/Utils.h"
@@ -354,20 +355,22 @@ struct Emitter {
   Value softmax(Value x, int64_t axis, bool log);
 };
 
-/// splitmix64's finalizer on i64 values.
+/// splitmix64's `mix` (runtime/SplitMix64.h) on i64 values.
 static Value mix64(OpBuilder &b, Location loc, Value z) {
+  namespace sm = ::kiln::splitmix64;
   auto c = [&](uint64_t v) {
     return arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(int64_t(v)));
   };
-  z = arith::AddIOp::create(b, loc, z, c(0x9E3779B97F4A7C15ull));
-  Value s30 = arith::ShRUIOp::create(b, loc, z, c(30));
-  z = arith::MulIOp::create(b, loc, arith::XOrIOp::create(b, loc, z, s30),
-                            c(0xBF58476D1CE4E5B9ull));
-  Value s27 = arith::ShRUIOp::create(b, loc, z, c(27));
-  z = arith::MulIOp::create(b, loc, arith::XOrIOp::create(b, loc, z, s27),
-                            c(0x94D049BB133111EBull));
-  Value s31 = arith::ShRUIOp::create(b, loc, z, c(31));
-  return arith::XOrIOp::create(b, loc, z, s31);
+  auto xorShiftRight = [&](Value v, unsigned shift) -> Value {
+    Value shifted = arith::ShRUIOp::create(b, loc, v, c(shift));
+    return arith::XOrIOp::create(b, loc, v, shifted);
+  };
+  z = arith::AddIOp::create(b, loc, z, c(sm::kIncrement));
+  z = arith::MulIOp::create(b, loc, xorShiftRight(z, sm::kShift1),
+                            c(sm::kMultiplier1));
+  z = arith::MulIOp::create(b, loc, xorShiftRight(z, sm::kShift2),
+                            c(sm::kMultiplier2));
+  return xorShiftRight(z, sm::kShift3);
 }
 
 Value Emitter::dropoutScale(OpBuilder &nb, Location nl, Value seed,
@@ -387,18 +390,20 @@ Value Emitter::dropoutScale(OpBuilder &nb, Location nl, Value seed,
 Value Emitter::dropoutScaleAt(OpBuilder &nb, Location nl, Value seed,
                               int64_t stream, double p, Value linear) {
   Value index64 = arith::IndexCastOp::create(nb, nl, nb.getI64Type(), linear);
-  // key = mix(seed + stream·golden), bits = mix(key ^ index).
+  // key = mix(seed + stream·kIncrement), bits = mix(key ^ index), as
+  // ::kiln::splitmix64::dropoutBits computes them.
+  namespace sm = ::kiln::splitmix64;
   Value streamConst = arith::ConstantOp::create(
-      nb, nl,
-      nb.getI64IntegerAttr(int64_t(uint64_t(stream) * 0x9E3779B97F4A7C15ull)));
+      nb, nl, nb.getI64IntegerAttr(int64_t(uint64_t(stream) * sm::kIncrement)));
   Value key = mix64(nb, nl, arith::AddIOp::create(nb, nl, seed, streamConst));
   Value bits = mix64(nb, nl, arith::XOrIOp::create(nb, nl, key, index64));
-  // The top 24 bits as a uniform integer in [0, 2^24).
+  // The top bits as a uniform integer in [0, 2^kDropoutBits).
   Value top = arith::ShRUIOp::create(
       nb, nl, bits,
-      arith::ConstantOp::create(nb, nl, nb.getI64IntegerAttr(40)));
+      arith::ConstantOp::create(nb, nl,
+                                nb.getI64IntegerAttr(64 - sm::kDropoutBits)));
   Value threshold = arith::ConstantOp::create(
-      nb, nl, nb.getI64IntegerAttr(int64_t(std::llround(p * 16777216.0))));
+      nb, nl, nb.getI64IntegerAttr(int64_t(sm::dropoutThreshold(p))));
   Value keep =
       arith::CmpIOp::create(nb, nl, arith::CmpIPredicate::uge, top, threshold);
   Value scale = arith::ConstantOp::create(
