@@ -1,7 +1,7 @@
 //===- Elementwise.cpp - Elementwise arithmetic and activations -----------===//
 //
-// kiln.add/sub/mul/div (broadcasting), relu, tanh, exp, log, gelu and scale:
-// one linalg.generic each, with the op's scalar body.
+// kiln.add/sub/mul/div (broadcasting), relu, tanh, exp, log, abs, gelu and
+// scale: one linalg.generic each, with the op's scalar body.
 //
 //===----------------------------------------------------------------------===//
 
@@ -74,7 +74,7 @@ void mlir::kiln::populateElementwisePatterns(RewritePatternSet &patterns) {
            ElementwisePattern<TanhOp, math::TanhOp>,
            ElementwisePattern<ExpOp, math::ExpOp>,
            ElementwisePattern<LogOp, math::LogOp>,
-           ElementwisePattern<ReluOp>, ElementwisePattern<GeluOp>,
-           ElementwisePattern<ScaleOp>>(
+           ElementwisePattern<AbsOp, math::AbsFOp>, ElementwisePattern<ReluOp>,
+           ElementwisePattern<GeluOp>, ElementwisePattern<ScaleOp>>(
           patterns.getContext());
 }

@@ -326,7 +326,8 @@ struct ReductionLoops {
 // Pattern families (one .cpp file each)
 //===----------------------------------------------------------------------===//
 
-/// Elementwise.cpp: add, sub, mul, div, relu, tanh, exp, log, gelu, scale.
+/// Elementwise.cpp: add, sub, mul, div, relu, tanh, exp, log, abs, gelu,
+/// scale.
 void populateElementwisePatterns(RewritePatternSet &patterns);
 /// Layers.cpp: embedding, positional_encoding, layer_norm, linear, matmul,
 /// feed_forward, dropout.

@@ -69,3 +69,19 @@ func.func @unary(%x: tensor<8xf32>) -> tensor<8xf32> {
   return %6 : tensor<8xf32>
 }
 
+// -----
+
+// Abs is math.absf.
+// CHECK-LABEL: func.func @abs
+// CHECK-SAME: (%[[X:.+]]: tensor<?x8xf32>)
+// CHECK: %[[D:.+]] = tensor.dim %[[X]], %{{.+}}
+// CHECK: %[[E:.+]] = tensor.empty(%[[D]]) : tensor<?x8xf32>
+// CHECK: linalg.generic
+// CHECK-SAME: ins(%[[X]] : tensor<?x8xf32>) outs(%[[E]] : tensor<?x8xf32>)
+// CHECK: ^bb0(%[[IN:.+]]: f32, %{{.+}}: f32)
+// CHECK: %[[A:.+]] = math.absf %[[IN]] : f32
+// CHECK: linalg.yield %[[A]]
+func.func @abs(%x: tensor<?x8xf32>) -> tensor<?x8xf32> {
+  %0 = kiln.abs %x : (tensor<?x8xf32>) -> tensor<?x8xf32>
+  return %0 : tensor<?x8xf32>
+}
