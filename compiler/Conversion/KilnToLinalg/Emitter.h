@@ -28,17 +28,19 @@
 //   patterns.add<Lowering<ReluOp, lowerRelu>>(patterns.getContext());
 //
 // - `elementwise` is one parallel loop over the result (with broadcasting);
-// - `reduce` / `reduceRows` fold one axis; `generic` is the general case: the
-//   indexing maps come from `identity`, `select`, `dropping` and `scalarMap`,
-//   the iterators from `parallel` / `reducing`;
+// - `reduce` (`sum`, `max`) folds one axis, `sumAll` every one; `generic`
+//   is the general case: the indexing maps come from `identity`, `select`,
+//   `dropping` and `scalarMap`, the iterators from `parallel` / `reducing`;
 // - a body is a `BodyFn` that gets the block arguments (inputs, then the
 //   output) and returns the value to yield; it builds with the builder and
 //   location it is given, never with the emitter's own;
 // - `linear`, `softmax`, `logSumExp` and `dropoutScale` are the larger pieces
 //   several lowerings share.
 //
-// A pattern that cannot lower an op emits a diagnostic (or a match failure)
-// and fails; it never crashes on verifier-valid IR.
+// A lowering always succeeds on verifier-valid IR. An op that may not lower
+// (ConstantPattern: non-dense values), or whose lowering needs the rewriter
+// itself (LinearPattern: a remapped operand of another op), is a plain
+// OpConversionPattern that reports a match failure instead of crashing.
 //
 //===----------------------------------------------------------------------===//
 
