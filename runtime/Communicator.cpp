@@ -8,6 +8,7 @@
 #include "runtime/Communicator.h"
 
 #include "runtime/Error.h"
+#include "runtime/SplitMix64.h"
 
 #include <fmt/format.h>
 
@@ -111,7 +112,7 @@ void broadcastStore(Communicator &communicator, ParameterStore &store,
 }
 
 uint64_t hashStore(const ParameterStore &store) {
-  constexpr uint64_t kMultiplier = 0x9e3779b97f4a7c15ull;
+  constexpr uint64_t kMultiplier = splitmix64::kIncrement;
   uint64_t h = 0;
   auto add = [&](const void *data, size_t bytes) {
     const auto *p = static_cast<const unsigned char *>(data);

@@ -10,6 +10,7 @@
 #include "runtime/Init.h"
 
 #include "runtime/Error.h"
+#include "runtime/SplitMix64.h"
 #include "runtime/Tensor.h"
 
 #include <fmt/format.h>
@@ -52,11 +53,8 @@ std::string Init::describe() const {
 //===----------------------------------------------------------------------===//
 
 uint64_t Rng::next() {
-  state_ += 0x9E3779B97F4A7C15ULL;
-  uint64_t z = state_;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  return z ^ (z >> 31);
+  state_ += splitmix64::kIncrement;
+  return splitmix64::finalize(state_);
 }
 
 double Rng::uniform() {

@@ -7,6 +7,7 @@
 #include "runtime/Trainer.h"
 
 #include "runtime/Error.h"
+#include "runtime/SplitMix64.h"
 
 #include <fmt/format.h>
 
@@ -51,8 +52,8 @@ Trainer::Trainer(std::shared_ptr<const Executable> executable, uint64_t seed,
 
 int64_t Trainer::dropoutSeed() const {
   // A distinct, reproducible seed per step and per process.
-  Rng mix(seed_ ^ (0x9e3779b97f4a7c15ull * uint64_t(steps_ + 1)) ^
-          (0xbf58476d1ce4e5b9ull * uint64_t(communicator_->rank())));
+  Rng mix(seed_ ^ (splitmix64::kIncrement * uint64_t(steps_ + 1)) ^
+          (splitmix64::kMultiplier1 * uint64_t(communicator_->rank())));
   return int64_t(mix.next() >> 1);
 }
 

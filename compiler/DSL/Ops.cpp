@@ -303,6 +303,7 @@ Var relu(Var x, SourceLoc loc) { return unary<mk::ReluOp>("relu", x, loc); }
 Var tanh(Var x, SourceLoc loc) { return unary<mk::TanhOp>("tanh", x, loc); }
 Var exp(Var x, SourceLoc loc) { return unary<mk::ExpOp>("exp", x, loc); }
 Var log(Var x, SourceLoc loc) { return unary<mk::LogOp>("log", x, loc); }
+Var abs(Var x, SourceLoc loc) { return unary<mk::AbsOp>("abs", x, loc); }
 
 Var gelu(Var x, bool approximateTanh, SourceLoc loc) {
   Graph &graph = checkOperands(loc, "gelu", {{x, "input"}});

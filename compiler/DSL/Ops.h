@@ -171,6 +171,8 @@ Var gelu(Var x, bool approximateTanh = false,
 Var tanh(Var x, SourceLoc loc = SourceLoc::current());
 Var exp(Var x, SourceLoc loc = SourceLoc::current());
 Var log(Var x, SourceLoc loc = SourceLoc::current());
+/// |x| elementwise; its gradient is 0 at x == 0 (as PyTorch).
+Var abs(Var x, SourceLoc loc = SourceLoc::current());
 
 /// Inverted dropout with probability p in a training graph (seeded by the
 /// graph's "seed" input, with a fresh stream per call); the identity, with

@@ -160,6 +160,19 @@ LogicalResult LogOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
   return success();
 }
 
+LogicalResult AbsOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                    SmallVectorImpl<Value> &operandGrads) {
+  // g·sign(x) = g·[x > 0] - g·[-x > 0]: relu's gradient at x and at -x, so
+  // that x == 0 gets 0 (as PyTorch's sign(0) = 0).
+  Location loc = getLoc();
+  Value g = resultGrads[0], x = getInput();
+  Value positive = ActivationGradOp::create(b, loc, Activation::relu, g, x);
+  Value negative = ActivationGradOp::create(b, loc, Activation::relu, g,
+                                            scaled(b, loc, x, -1.0));
+  operandGrads.push_back(SubOp::create(b, loc, positive, negative));
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // Linear algebra
 //===----------------------------------------------------------------------===//

@@ -291,6 +291,16 @@ def Kiln_ReluOp : Kiln_UnaryOp<"relu", "max(x, 0)", [DeclareOpInterfaceMethods<K
 def Kiln_TanhOp : Kiln_UnaryOp<"tanh", "tanh(x)", [DeclareOpInterfaceMethods<Kiln_GradientOpInterface>]>;
 def Kiln_ExpOp : Kiln_UnaryOp<"exp", "exp(x)", [DeclareOpInterfaceMethods<Kiln_GradientOpInterface>]>;
 def Kiln_LogOp : Kiln_UnaryOp<"log", "log(x)", [DeclareOpInterfaceMethods<Kiln_GradientOpInterface>]>;
+def Kiln_AbsOp : Kiln_UnaryOp<"abs", "|x|", [DeclareOpInterfaceMethods<Kiln_GradientOpInterface>]> {
+  let description = [{
+    Computes `|x|` for every element. The gradient is `g * sign(x)`, with 0
+    at `x == 0` (as PyTorch's `torch.abs`).
+
+    ```mlir
+    %y = kiln.abs %x : (tensor<?x512xf32>) -> tensor<?x512xf32>
+    ```
+  }];
+}
 
 def Kiln_GeluOp : Kiln_Op<"gelu", [Pure, InferTypeOpAdaptor, DeclareOpInterfaceMethods<Kiln_GradientOpInterface>]> {
   let summary = "elementwise GELU";

@@ -1,5 +1,5 @@
 // Elementwise kiln ops become one parallel linalg.generic with broadcasting
-// indexing maps; dynamic sizes come from tensor.dim.
+// indexing maps; dynamic sizes come from tensor.dim (Elementwise.cpp).
 // RUN: kiln-opt %s -convert-kiln-to-linalg -split-input-file | FileCheck %s
 
 // A lower-rank operand broadcasts through a projected indexing map.
@@ -71,18 +71,17 @@ func.func @unary(%x: tensor<8xf32>) -> tensor<8xf32> {
 
 // -----
 
-// Dropout hashes (seed, stream, linear index) and scales kept values.
-// CHECK-LABEL: func.func @dropout
-// CHECK-SAME: %[[S:[a-z0-9_]+]]: i64
+// Abs is math.absf.
+// CHECK-LABEL: func.func @abs
+// CHECK-SAME: (%[[X:.+]]: tensor<?x8xf32>)
+// CHECK: %[[D:.+]] = tensor.dim %[[X]], %{{.+}}
+// CHECK: %[[E:.+]] = tensor.empty(%[[D]]) : tensor<?x8xf32>
 // CHECK: linalg.generic
-// CHECK: linalg.index 0
-// CHECK: linalg.index 1
-// CHECK: arith.addi %[[S]]
-// CHECK: arith.shrui
-// CHECK: arith.cmpi uge
-// CHECK: arith.constant 2.000000e+00 : f32
-// CHECK: arith.select
-func.func @dropout(%x: tensor<?x8xf32>, %s: i64) -> tensor<?x8xf32> {
-  %0 = kiln.dropout %x, %s {p = 0.5 : f64, stream = 1 : i64} : (tensor<?x8xf32>, i64) -> tensor<?x8xf32>
+// CHECK-SAME: ins(%[[X]] : tensor<?x8xf32>) outs(%[[E]] : tensor<?x8xf32>)
+// CHECK: ^bb0(%[[IN:.+]]: f32, %{{.+}}: f32)
+// CHECK: %[[A:.+]] = math.absf %[[IN]] : f32
+// CHECK: linalg.yield %[[A]]
+func.func @abs(%x: tensor<?x8xf32>) -> tensor<?x8xf32> {
+  %0 = kiln.abs %x : (tensor<?x8xf32>) -> tensor<?x8xf32>
   return %0 : tensor<?x8xf32>
 }

@@ -117,7 +117,9 @@ func.func @elementwise(%x: tensor<?x?x8xf32>, %v: tensor<8xf32>, %c: tensor<?x1x
   // CHECK: kiln.exp
   %8 = kiln.exp %7 : (tensor<?x?x8xf32>) -> tensor<?x?x8xf32>
   // CHECK: kiln.log
-  %9 = kiln.log %8 : (tensor<?x?x8xf32>) -> tensor<?x?x8xf32>
+  %l = kiln.log %8 : (tensor<?x?x8xf32>) -> tensor<?x?x8xf32>
+  // CHECK: kiln.abs %{{.*}} : (tensor<?x?x8xf32>) -> tensor<?x?x8xf32>
+  %9 = kiln.abs %l : (tensor<?x?x8xf32>) -> tensor<?x?x8xf32>
   // CHECK: kiln.scale %{{.*}} {factor = 2.500000e-01 : f64}
   %10 = kiln.scale %9 {factor = 0.25 : f64} : (tensor<?x?x8xf32>) -> tensor<?x?x8xf32>
   // CHECK: kiln.dropout %{{.*}}, %{{.*}} {p = 1.000000e-01 : f64, stream = 7 : i64} : (tensor<?x?x8xf32>, i64) -> tensor<?x?x8xf32>

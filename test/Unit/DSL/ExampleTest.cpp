@@ -9,15 +9,22 @@
 
 #include "compiler/DSL/DSL.h"
 
+#include <filesystem>
 #include <fstream>
 
 using namespace kiln::dsl;
 using namespace kiln::dsl::testing;
 
 namespace {
-/// The line of this file that contains `text` (0 if none).
+/// The line of this file that contains `text` (0 if none). The compiler
+/// may name the file relative to the build directory (ccache's base_dir
+/// rewrites absolute paths so), not to where the test runs.
 int lineOf(const std::string &text) {
-  std::ifstream file(std::source_location::current().file_name());
+  std::filesystem::path path = std::source_location::current().file_name();
+  if (path.is_relative()) {
+    path = std::filesystem::path(KILN_BUILD_DIR) / path;
+  }
+  std::ifstream file(path);
   std::string line;
   for (int number = 1; std::getline(file, line); ++number) {
     if (line.find(text) != std::string::npos) {

@@ -90,8 +90,8 @@ TEST_F(DslOpsTest, ShapeOpsInferShapes) {
   EXPECT_EQ(reduce(x, Reduction::sum, {0, 1}).shape(), (Shape{128}));
   EXPECT_EQ(constant(graph, {2, 2}, {1, 2, 3, 4}).shape(), (Shape{2, 2}));
   EXPECT_EQ(constant(graph, 0.5).shape(), Shape{});
-  for (Var y :
-       {relu(x), gelu(x, true), tanh(x), exp(x), log(x), scale(x, 0.5)}) {
+  for (Var y : {relu(x), gelu(x, true), tanh(x), exp(x), log(x), abs(x),
+                scale(x, 0.5)}) {
     EXPECT_EQ(y.shape(), x.shape());
   }
   graph.finish({x});

@@ -1,7 +1,7 @@
 //===- DifferentialElementwiseTest.cpp - Elementwise ops at every size ----===//
 //
 // The elementwise, normalization, reduction and shape ops through
-// Differential.h: unary activations, broadcasting binary ops, dropout against
+// Differential.h: unary activations (and abs), broadcasting binary ops, dropout against
 // its documented mask, softmax and log-softmax on the last and an inner axis,
 // reductions over several axes with and without keep_dims, and reshape,
 // transpose, slice and concat. The references are naive loops in double over
@@ -140,6 +140,26 @@ TEST(DifferentialElementwise, Exp) {
 TEST(DifferentialElementwise, LogOfPositive) {
   diff::run(unaryCase(
       "log", "kiln.log %a0", [](double x) { return std::log(x); }, 0.05f, 4));
+}
+
+TEST(DifferentialElementwise, Abs) {
+  // |x| has a kink at 0: the values keep 0.05 away from it (a random sign
+  // on a magnitude in [0.05, 2)), so that no finite-difference step crosses
+  // it. The gradient at 0 itself is checked in Gradients.AbsIsZeroAtZero.
+  Case c = unaryCase(
+      "abs", "kiln.abs %a0", [](double x) { return std::fabs(x); }, 0.05f, 2);
+  c.operands[0].make = [](const std::vector<int64_t> &shape, uint32_t seed,
+                          const diff::Sizes &) {
+    Tensor t = ref::randomTensor(shape, seed, 0.05f, 2.0f);
+    std::mt19937 signs(seed + 1);
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      if (signs() % 2 != 0) {
+        t.data<float>()[i] = -t.data<float>()[i];
+      }
+    }
+    return t;
+  };
+  diff::run(c);
 }
 
 TEST(DifferentialElementwise, GeluErf) {

@@ -337,6 +337,32 @@ TEST(OpNumerics, BroadcastingArithmetic) {
   }
 }
 
+TEST(OpNumerics, Abs) {
+  // Sizes across the vector tiles (1, 15, 16, 17, 33, 65), dynamic and
+  // static; exact zeros of both signs give +0.
+  auto jit = JitModule::compileSource(R"(
+    func.func @dyn(%x: tensor<?x?xf32>) -> tensor<?x?xf32> {
+      %0 = kiln.abs %x : (tensor<?x?xf32>) -> tensor<?x?xf32>
+      return %0 : tensor<?x?xf32>
+    }
+    func.func @fixed(%x: tensor<3x33xf32>) -> tensor<3x33xf32> {
+      %0 = kiln.abs %x : (tensor<3x33xf32>) -> tensor<3x33xf32>
+      return %0 : tensor<3x33xf32>
+    })");
+  auto check = [&](const char *name, Tensor x) {
+    x.data<float>()[0] = -0.0f;
+    x.data<float>()[x.numel() - 1] = 0.0f;
+    std::vector<Tensor> out = jit->call(name, {x});
+    ref::expectClose(out[0], mapRef(x, [](double v) { return std::fabs(v); }));
+    EXPECT_FALSE(std::signbit(out[0].data<float>()[0]));
+  };
+  for (int64_t n : {1, 15, 16, 17, 33, 65}) {
+    check("dyn", ref::randomTensor({2, n}, 81, -4, 4));
+    check("dyn", ref::randomTensor({n, 3}, 82, -4, 4));
+  }
+  check("fixed", ref::randomTensor({3, 33}, 83, -4, 4));
+}
+
 TEST(OpNumerics, UnaryOpsAndScale) {
   auto jit = JitModule::compileSource(R"(
     func.func @f(%x: tensor<?x?xf32>) -> (tensor<?x?xf32>, tensor<?x?xf32>, tensor<?x?xf32>,

@@ -10,6 +10,7 @@
 #ifndef KILN_TEST_UNIT_JIT_REFERENCE_H
 #define KILN_TEST_UNIT_JIT_REFERENCE_H
 
+#include "runtime/SplitMix64.h"
 #include "runtime/Tensor.h"
 
 #include <gtest/gtest.h>
@@ -171,20 +172,15 @@ inline double gelu(double x, bool tanhApprox) {
   return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
 }
 
-/// The documented dropout mask: keep iff the top 24 bits of
-/// mix(mix(seed + stream·G) ^ index) >= round(p·2^24); kept values scale by
-/// 1/(1-p). mix is splitmix64's finalizer (with its increment).
-inline uint64_t mix64(uint64_t z) {
-  z += 0x9E3779B97F4A7C15ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
+/// The documented dropout mask: keep iff the top bits of
+/// mix(mix(seed + stream·G) ^ index) reach round(p·2^24); kept values scale
+/// by 1/(1-p). mix is splitmix64 (runtime/SplitMix64.h, whose constants the
+/// lowering reads too).
 inline float dropoutScale(uint64_t seed, int64_t stream, double p,
                           uint64_t index) {
-  uint64_t key = mix64(seed + uint64_t(stream) * 0x9E3779B97F4A7C15ull);
-  uint64_t bits = mix64(key ^ index);
-  bool keep = (bits >> 40) >= uint64_t(std::llround(p * 16777216.0));
+  namespace sm = kiln::splitmix64;
+  uint64_t bits = sm::dropoutBits(seed, stream, index);
+  bool keep = (bits >> (64 - sm::kDropoutBits)) >= sm::dropoutThreshold(p);
   return keep ? float(1.0 / (1.0 - p)) : 0.0f;
 }
 

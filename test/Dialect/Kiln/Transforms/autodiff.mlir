@@ -5,6 +5,7 @@
 // RUN: kiln-opt %s -kiln-autodiff=function=max_loss | FileCheck %s --check-prefix=MAX
 // RUN: kiln-opt %s -kiln-autodiff=function=middle_sum | FileCheck %s --check-prefix=SPREAD
 // RUN: kiln-opt %s -kiln-autodiff=function=dynamic_width | kiln-opt | FileCheck %s --check-prefix=DYNAMIC
+// RUN: kiln-opt %s -kiln-autodiff=function=abs_loss | FileCheck %s --check-prefix=ABS
 
 // A linear layer with a summed loss: the seed gradient 1 is spread over the
 // output, then dW = gᵀ·x and db = Σ g; the input (not a parameter) gets no
@@ -81,5 +82,20 @@ func.func @middle_sum(%x: tensor<?x3x?x?xf32> {kiln.kind = "param"}) -> tensor<f
 func.func @dynamic_width(%x: tensor<?x?x4xf32>, %w: tensor<?x4xf32> {kiln.kind = "param"}) -> tensor<f32> {
   %0 = kiln.linear %x, %w : (tensor<?x?x4xf32>, tensor<?x4xf32>) -> tensor<?x?x?xf32>
   %1 = kiln.reduce sum %0 {axes = array<i64: 0, 1, 2>} : (tensor<?x?x?xf32>) -> tensor<f32>
+  return %1 : tensor<f32>
+}
+
+// abs: g·sign(x) as relu's gradient at x minus relu's gradient at -x, so that
+// x == 0 gets 0 (as PyTorch).
+// ABS-LABEL: func.func @abs_loss_grad
+// ABS-SAME: (%[[X:[a-z0-9]+]]: tensor<?x4xf32>
+// ABS: %[[P:.+]] = kiln.activation_grad relu %[[G:.+]], %[[X]]
+// ABS: %[[NEG:.+]] = kiln.scale %[[X]] {factor = -1.000000e+00 : f64}
+// ABS: %[[N:.+]] = kiln.activation_grad relu %[[G]], %[[NEG]]
+// ABS: %[[DX:.+]] = kiln.sub %[[P]], %[[N]]
+// ABS: return %{{.+}}, %[[DX]]
+func.func @abs_loss(%x: tensor<?x4xf32> {kiln.kind = "param", kiln.name = "x"}) -> tensor<f32> {
+  %0 = kiln.abs %x : (tensor<?x4xf32>) -> tensor<?x4xf32>
+  %1 = kiln.reduce sum %0 {axes = array<i64: 0, 1>} : (tensor<?x4xf32>) -> tensor<f32>
   return %1 : tensor<f32>
 }

@@ -1,5 +1,5 @@
 // The backward ops lower to fused loops (and a scatter-add loop nest for the
-// embedding table).
+// embedding table) (Gradients.cpp).
 // RUN: kiln-opt %s -convert-kiln-to-linalg -split-input-file | FileCheck %s
 
 // The embedding gradient: a zero table, then in order over the positions, a
@@ -90,23 +90,6 @@ func.func @loss_grad_mean(%x: tensor<?x?x5xf32>, %t: tensor<?x?xi64>, %g: tensor
 
 // -----
 
-// The attention backward pass: probabilities recomputed (max, exp, sum),
-// dP, the softmax backward with masked scores zeroed, then dQ, dK, dV.
-// CHECK-LABEL: func.func @attention_grad
-// CHECK: arith.constant -1.000000e+09 : f32
-// CHECK: math.exp
-// CHECK: arith.cmpi sle
-// CHECK-COUNT-3: tensor.collapse_shape
-func.func @attention_grad(%g: tensor<?x?x8xf32>, %q: tensor<?x?x8xf32>, %k: tensor<?x?x8xf32>)
-    -> (tensor<?x?x8xf32>, tensor<?x?x8xf32>, tensor<?x?x8xf32>) {
-  %0:3 = kiln.attention_grad %g, %q, %k, %k {num_heads = 2 : i64, causal}
-      : (tensor<?x?x8xf32>, tensor<?x?x8xf32>, tensor<?x?x8xf32>, tensor<?x?x8xf32>)
-      -> (tensor<?x?x8xf32>, tensor<?x?x8xf32>, tensor<?x?x8xf32>)
-  return %0#0, %0#1, %0#2 : tensor<?x?x8xf32>, tensor<?x?x8xf32>, tensor<?x?x8xf32>
-}
-
-// -----
-
 // The gradient of max: the maxima and the number of ties per slice in two
 // reductions, then grad / count where the input equals its slice's maximum.
 // CHECK-LABEL: func.func @reduce_max_grad
@@ -121,46 +104,4 @@ func.func @attention_grad(%g: tensor<?x?x8xf32>, %q: tensor<?x?x8xf32>, %k: tens
 func.func @reduce_max_grad(%g: tensor<?x1xf32>, %x: tensor<?x8xf32>) -> tensor<?x8xf32> {
   %0 = kiln.reduce_max_grad %g, %x {axes = array<i64: 1>, keep_dims} : (tensor<?x1xf32>, tensor<?x8xf32>) -> tensor<?x8xf32>
   return %0 : tensor<?x8xf32>
-}
-
-// -----
-
-// Optimizer updates write the new state into the old state's tensors (linalg
-// outs), so that a training step can update its arguments in place; with
-// `if_finite`, each element keeps its old value unless |loss| < inf.
-// CHECK-LABEL: func.func @adam_in_place
-// CHECK-SAME: (%[[P:[a-z0-9]+]]: tensor<4x8xf32>, %[[G:[a-z0-9]+]]: tensor<4x8xf32>, %[[M:[a-z0-9]+]]: tensor<4x8xf32>, %[[V:[a-z0-9]+]]: tensor<4x8xf32>, %[[LR:[a-z0-9]+]]: tensor<f32>, %{{.+}}: i64, %[[LOSS:[a-z0-9]+]]: tensor<f32>)
-// CHECK: linalg.generic
-// CHECK-SAME: ins(%[[G]], %[[LR]], %[[LOSS]] : tensor<4x8xf32>, tensor<f32>, tensor<f32>)
-// CHECK-SAME: outs(%[[P]], %[[M]], %[[V]] : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>)
-// CHECK: ^bb0(%{{.+}}: f32, %{{.+}}: f32, %[[GUARD:.+]]: f32, %[[OLDP:.+]]: f32, %[[OLDM:.+]]: f32, %[[OLDV:.+]]: f32)
-// CHECK: %[[ABS:.+]] = math.absf %[[GUARD]]
-// CHECK: %[[FINITE:.+]] = arith.cmpf olt, %[[ABS]], %{{.+}} : f32
-// CHECK: %[[NP:.+]] = arith.select %[[FINITE]], %{{.+}}, %[[OLDP]]
-// CHECK: %[[NM:.+]] = arith.select %[[FINITE]], %{{.+}}, %[[OLDM]]
-// CHECK: %[[NV:.+]] = arith.select %[[FINITE]], %{{.+}}, %[[OLDV]]
-// CHECK: linalg.yield %[[NP]], %[[NM]], %[[NV]]
-func.func @adam_in_place(%p: tensor<4x8xf32>, %g: tensor<4x8xf32>, %m: tensor<4x8xf32>,
-                         %v: tensor<4x8xf32>, %lr: tensor<f32>, %t: i64, %loss: tensor<f32>)
-    -> (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>) {
-  %0:3 = kiln.adam_update %p, %g, %m, %v, %lr, %t if_finite %loss {decoupled}
-      : (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<f32>, i64, tensor<f32>)
-      -> (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>)
-  return %0#0, %0#1, %0#2 : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>
-}
-
-// -----
-
-// CHECK-LABEL: func.func @sgd_in_place
-// CHECK-SAME: (%[[P:[a-z0-9]+]]: tensor<16xf32>, %[[G:[a-z0-9]+]]: tensor<16xf32>, %[[B:[a-z0-9]+]]: tensor<16xf32>, %[[LR:[a-z0-9]+]]: tensor<f32>)
-// CHECK: linalg.generic
-// CHECK-SAME: ins(%[[G]], %[[LR]] : tensor<16xf32>, tensor<f32>)
-// CHECK-SAME: outs(%[[P]], %[[B]] : tensor<16xf32>, tensor<16xf32>)
-// CHECK-NOT: arith.select
-// CHECK: linalg.yield
-func.func @sgd_in_place(%p: tensor<16xf32>, %g: tensor<16xf32>, %b: tensor<16xf32>, %lr: tensor<f32>)
-    -> (tensor<16xf32>, tensor<16xf32>) {
-  %0:2 = kiln.sgd_update %p, %g, %b, %lr {momentum = 0.9 : f64}
-      : (tensor<16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<f32>) -> (tensor<16xf32>, tensor<16xf32>)
-  return %0#0, %0#1 : tensor<16xf32>, tensor<16xf32>
 }

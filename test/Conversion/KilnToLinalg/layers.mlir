@@ -1,4 +1,6 @@
-// Transformer building blocks lower to a few fused linalg loops.
+// Transformer building blocks lower to a few fused linalg loops (Layers.cpp):
+// embedding, positional encoding, layer norm, linear, matmul, feed-forward,
+// dropout.
 // RUN: kiln-opt %s -convert-kiln-to-linalg -split-input-file | FileCheck %s
 
 // Embedding: a gather whose row index is clamped into the table.
@@ -105,35 +107,6 @@ func.func @linear_dynamic_weight(%x: tensor<?x?x8xf32>, %w: tensor<?x8xf32>) -> 
 
 // -----
 
-// Attention: q/k/v projections, the i1 padding mask widened to bytes once
-// (vectors of i1 are bit-packed; buffers of i1 are not), heads split by
-// expand_shape, a score contraction over (b, h, i, j, d), masking, softmax,
-// the weighted sum, heads merged by collapse_shape, and the output
-// projection.
-// CHECK-LABEL: func.func @mha
-// CHECK-COUNT-3: iterator_types = ["parallel", "parallel", "parallel", "reduction"]
-// CHECK: %[[MASK:.+]] = linalg.generic {{.*}} ins(%arg2 : tensor<?x?xi1>) outs(%{{.+}} : tensor<?x?xi8>)
-// CHECK: arith.extui %{{.+}} : i1 to i8
-// CHECK: tensor.expand_shape {{.*}} {{\[\[}}0], [1], [2, 3]]
-// CHECK: iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]
-// CHECK: ins(%{{.+}}, %[[MASK]] : tensor<?x2x?x?xf32>, tensor<?x?xi8>)
-// CHECK: arith.cmpi ne
-// CHECK: arith.cmpi sle
-// CHECK: arith.constant -1.000000e+09 : f32
-// CHECK: math.exp
-// CHECK: iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]
-// CHECK: tensor.collapse_shape {{.*}} {{\[\[}}0], [1], [2, 3]]
-// CHECK: iterator_types = ["parallel", "parallel", "parallel", "reduction"]
-// CHECK-NOT: kiln.
-func.func @mha(%x: tensor<?x?x8xf32>, %w: tensor<8x8xf32>, %m: tensor<?x?xi1>) -> tensor<?x?x8xf32> {
-  %0 = kiln.mha %x, %x weights(%w, %w, %w, %w) mask %m {num_heads = 2 : i64, causal}
-      : (tensor<?x?x8xf32>, tensor<?x?x8xf32>, tensor<8x8xf32>, tensor<8x8xf32>,
-         tensor<8x8xf32>, tensor<8x8xf32>, tensor<?x?xi1>) -> tensor<?x?x8xf32>
-  return %0 : tensor<?x?x8xf32>
-}
-
-// -----
-
 // Feed-forward: two contractions with the activation (and dropout) fused in
 // between.
 // CHECK-LABEL: func.func @ffn
@@ -183,13 +156,18 @@ func.func @linear_transposed_weight(%x: tensor<?x?x3xf32>, %w: tensor<3x5xf32>) 
 
 // -----
 
-// Multi-head attention with a weight of dynamic shape: the weight takes the
-// size the verifier implies, so every projection has the type it claims
-// (the output projection had been a tensor<2x3x?xf32> result of a
-// tensor<2x3x8xf32> op: invalid IR).
-// CHECK-LABEL: func.func @mha_dynamic_weight
-// CHECK: tensor.cast %{{.*}} : tensor<?x?xf32> to tensor<8x8xf32>
-func.func @mha_dynamic_weight(%x: tensor<2x3x8xf32>, %w: tensor<8x8xf32>, %wo: tensor<?x?xf32>) -> tensor<2x3x8xf32> {
-  %0 = kiln.mha %x, %x weights(%w, %w, %w, %wo) {num_heads = 2 : i64} : (tensor<2x3x8xf32>, tensor<2x3x8xf32>, tensor<8x8xf32>, tensor<8x8xf32>, tensor<8x8xf32>, tensor<?x?xf32>) -> tensor<2x3x8xf32>
-  return %0 : tensor<2x3x8xf32>
+// Dropout hashes (seed, stream, linear index) and scales kept values.
+// CHECK-LABEL: func.func @dropout
+// CHECK-SAME: %[[S:[a-z0-9_]+]]: i64
+// CHECK: linalg.generic
+// CHECK: linalg.index 0
+// CHECK: linalg.index 1
+// CHECK: arith.addi %[[S]]
+// CHECK: arith.shrui
+// CHECK: arith.cmpi uge
+// CHECK: arith.constant 2.000000e+00 : f32
+// CHECK: arith.select
+func.func @dropout(%x: tensor<?x8xf32>, %s: i64) -> tensor<?x8xf32> {
+  %0 = kiln.dropout %x, %s {p = 0.5 : f64, stream = 1 : i64} : (tensor<?x8xf32>, i64) -> tensor<?x8xf32>
+  return %0 : tensor<?x8xf32>
 }

@@ -1,0 +1,80 @@
+//===- Elementwise.cpp - Elementwise arithmetic and activations -----------===//
+//
+// kiln.add/sub/mul/div (broadcasting), relu, tanh, exp, log, abs, gelu and
+// scale: one linalg.generic each, with the op's scalar body.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/Conversion/KilnToLinalg/Emitter.h"
+
+#include "mlir/Dialect/Math/IR/Math.h"
+
+using namespace mlir;
+using namespace mlir::kiln;
+
+namespace {
+
+/// The scalar body of an elementwise op: one `ScalarOp` on the operands'
+/// elements, or (without a `ScalarOp`) a specialization below.
+template <typename Op, typename ScalarOp = void>
+Value scalarBody(Op op, OpBuilder &b, Location loc, ValueRange args) {
+  if constexpr (Op::template hasTrait<OpTrait::OneOperand>()) {
+    return ScalarOp::create(b, loc, args[0]);
+  } else {
+    return ScalarOp::create(b, loc, args[0], args[1]);
+  }
+}
+
+template <>
+Value scalarBody<ReluOp>(ReluOp, OpBuilder &b, Location loc, ValueRange args) {
+  return relu(b, loc, args[0]);
+}
+template <>
+Value scalarBody<ScaleOp>(ScaleOp op, OpBuilder &b, Location loc,
+                          ValueRange args) {
+  Value factor = arith::ConstantOp::create(
+      b, loc, b.getF32FloatAttr(float(op.getFactor().convertToDouble())));
+  return arith::MulFOp::create(b, loc, args[0], factor);
+}
+template <>
+Value scalarBody<GeluOp>(GeluOp op, OpBuilder &b, Location loc,
+                         ValueRange args) {
+  return gelu(b, loc, args[0], op.getApproximateTanh());
+}
+
+/// Elementwise arithmetic on one or two broadcast operands.
+template <typename Op, typename ScalarOp = void>
+SmallVector<Value> lowerElementwise(Op op, typename Op::Adaptor adaptor,
+                                    Emitter &e) {
+  auto type = resultType(op);
+  SmallVector<Value> tensors;
+  for (Value v : adaptor.getOperands()) {
+    if (isa<RankedTensorType>(v.getType())) {
+      tensors.push_back(v);
+    }
+  }
+  return {e.elementwise(type, e.broadcastShape(type, tensors), tensors,
+                        [&](OpBuilder &b, Location loc, ValueRange args) {
+                          return scalarBody<Op, ScalarOp>(op, b, loc, args);
+                        })};
+}
+
+/// The pattern of elementwise op `Op`.
+template <typename Op, typename ScalarOp = void>
+using ElementwisePattern = Lowering<Op, lowerElementwise<Op, ScalarOp>>;
+
+} // namespace
+
+void mlir::kiln::populateElementwisePatterns(RewritePatternSet &patterns) {
+  patterns
+      .add<ElementwisePattern<AddOp, arith::AddFOp>,
+           ElementwisePattern<SubOp, arith::SubFOp>,
+           ElementwisePattern<MulOp, arith::MulFOp>,
+           ElementwisePattern<DivOp, arith::DivFOp>,
+           ElementwisePattern<TanhOp, math::TanhOp>,
+           ElementwisePattern<ExpOp, math::ExpOp>,
+           ElementwisePattern<LogOp, math::LogOp>,
+           ElementwisePattern<AbsOp, math::AbsFOp>, ElementwisePattern<ReluOp>,
+           ElementwisePattern<GeluOp>, ElementwisePattern<ScaleOp>>(
+          patterns.getContext());
+}

@@ -1,0 +1,244 @@
+//===- Layers.cpp - Model building blocks ---------------------------------===//
+//
+// kiln.embedding, positional_encoding, layer_norm, linear, matmul (the
+// contraction linear is built on), feed_forward and dropout.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/Conversion/KilnToLinalg/Emitter.h"
+
+#include "mlir/Dialect/Math/IR/Math.h"
+
+using namespace mlir;
+using namespace mlir::kiln;
+
+namespace {
+
+/// x times the dropout scale of each element (a pure function of the seed,
+/// the stream and the element's row-major index).
+SmallVector<Value> lowerDropout(DropoutOp op, DropoutOp::Adaptor adaptor,
+                                Emitter &e) {
+  Value x = adaptor.getInput();
+  SmallVector<Value> sizes = e.sizeValues(x);
+  double p = op.getP().convertToDouble();
+  Value seed = adaptor.getSeed();
+  int64_t stream = op.getStream();
+  return {e.elementwise(resultType(op), e.sizes(x), x,
+                        [&](OpBuilder &b, Location loc, ValueRange args) {
+                          Value scale = Emitter::dropoutScale(b, loc, seed,
+                                                              stream, p, sizes);
+                          return arith::MulFOp::create(b, loc, args[0], scale);
+                        })};
+}
+
+SmallVector<Value> lowerEmbedding(EmbeddingOp op, EmbeddingOp::Adaptor adaptor,
+                                  Emitter &e) {
+  // A gather: row ids[...] (clamped into the table), column d.
+  Value ids = adaptor.getIds(), table = adaptor.getTable();
+  RankedTensorType type = resultType(op);
+  int64_t rank = type.getRank();
+  SmallVector<OpFoldResult> shape = e.sizes(ids);
+  shape.push_back(e.size(table, 1));
+  Value vocab = e.sizeValue(table, 0);
+  SmallVector<IteratorType> iterators(rank, IteratorType::parallel);
+  Value result = e.generic(
+      type, ids, e.empty(shape, e.f32()),
+      {e.dropping(rank, rank - 1), e.identity(rank)}, iterators,
+      [&](OpBuilder &b, Location loc, ValueRange args) -> Value {
+        Value row = Emitter::clampIndex(b, loc, args[0], vocab);
+        Value col = linalg::IndexOp::create(b, loc, rank - 1);
+        return tensor::ExtractOp::create(b, loc, table, ValueRange{row, col});
+      });
+  return {result};
+}
+
+SmallVector<Value>
+lowerPositionalEncoding(PositionalEncodingOp op,
+                        PositionalEncodingOp::Adaptor adaptor, Emitter &e) {
+  auto type = resultType(op);
+  int64_t rank = type.getRank();
+  Value input = adaptor.getInput();
+  Value offset = e.offsetIndex(adaptor.getOffset());
+  bool learned = op.getKind() == PEKind::learned;
+  Value table = adaptor.getTable();
+  Value maxLen = learned ? e.sizeValue(table, 0) : Value();
+  Value width = e.sizeAsFloat(input, rank - 1);
+  Value result = e.elementwise(
+      type, e.sizes(input), input,
+      [&](OpBuilder &b, Location loc, ValueRange args) -> Value {
+        Value t = linalg::IndexOp::create(b, loc, rank - 2);
+        Value i = linalg::IndexOp::create(b, loc, rank - 1);
+        Value pos = arith::AddIOp::create(b, loc, t, offset);
+        if (learned) {
+          Value row = Emitter::clampIndex(b, loc, pos, maxLen);
+          Value pe =
+              tensor::ExtractOp::create(b, loc, table, ValueRange{row, i});
+          return arith::AddFOp::create(b, loc, args[0], pe);
+        }
+        // div = exp(2·floor(i/2) · (-ln(10000) / D)), as torch computes it.
+        auto c = [&](double v) {
+          return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(float(v)));
+        };
+        auto toFloat = [&](Value index) {
+          return Emitter::indexToF32(b, loc, index);
+        };
+        Value two = arith::ConstantIndexOp::create(b, loc, 2);
+        Value pair = arith::MulIOp::create(
+            b, loc, arith::DivUIOp::create(b, loc, i, two), two);
+        Value rate =
+            arith::DivFOp::create(b, loc, c(-std::log(10000.0)), width);
+        Value div = math::ExpOp::create(
+            b, loc, arith::MulFOp::create(b, loc, toFloat(pair), rate));
+        Value angle = arith::MulFOp::create(b, loc, toFloat(pos), div);
+        Value odd =
+            arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne,
+                                  arith::RemUIOp::create(b, loc, i, two),
+                                  arith::ConstantIndexOp::create(b, loc, 0));
+        Value pe = arith::SelectOp::create(b, loc, odd,
+                                           math::CosOp::create(b, loc, angle),
+                                           math::SinOp::create(b, loc, angle));
+        return arith::AddFOp::create(b, loc, args[0], pe);
+      });
+  return {result};
+}
+
+SmallVector<Value> lowerLayerNorm(LayerNormOp op, LayerNormOp::Adaptor adaptor,
+                                  Emitter &e) {
+  auto type = resultType(op);
+  int64_t rank = type.getRank();
+  int64_t axis = rank - 1;
+  Value x = adaptor.getInput();
+  bool stdEps = op.getMode() == NormMode::std_eps;
+  Value width = e.sizeAsFloat(x, axis);
+  Emitter::RowStats stats = e.rowStats(x, width);
+  Value mean = stats.mean;
+  AffineMap reduced = e.dropping(rank, axis);
+  // Per row: the factor that multiplies (x - mean).
+  float eps = float(op.getEps().convertToDouble());
+  Value count = width;
+  if (stdEps) {
+    count = arith::SubFOp::create(e.b, op.getLoc(), width, e.f32c(1.0));
+  }
+  Value inv = e.mapRows(stats.squares, stats.rows,
+                        [&](OpBuilder &b, Location loc, Value sq) {
+                          return layerNormScale(b, loc, sq, count, eps, stdEps);
+                        });
+  AffineMap feature = e.select(rank, {axis});
+  SmallVector<IteratorType> parallel(rank, IteratorType::parallel);
+  Value result = e.generic(
+      type, ValueRange{x, mean, inv, adaptor.getGamma(), adaptor.getBeta()},
+      e.empty(e.sizes(x), e.f32()),
+      {e.identity(rank), reduced, reduced, feature, feature, e.identity(rank)},
+      parallel, [](OpBuilder &b, Location loc, ValueRange args) {
+        Value centered = arith::SubFOp::create(b, loc, args[0], args[1]);
+        Value norm = arith::MulFOp::create(b, loc, centered, args[2]);
+        Value scaled = arith::MulFOp::create(b, loc, norm, args[3]);
+        return arith::AddFOp::create(b, loc, scaled, args[4]);
+      });
+  return {result};
+}
+
+/// Not a KilnPattern: it reads the input of the weight's defining op, which
+/// needs the rewriter's remapping.
+struct LinearPattern : OpConversionPattern<LinearOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(LinearOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Emitter e{rewriter, op.getLoc()};
+    // The weight a 2-D transpose makes (dx = g·W of a linear's gradient) is
+    // read where it was, [K, N]: the transpose, left unused, goes away.
+    auto resultType = cast<RankedTensorType>(op.getType());
+    auto transpose = op.getWeight().getDefiningOp<TransposeOp>();
+    if (transpose && transpose.getPermutation() == ArrayRef<int64_t>{1, 0}) {
+      rewriter.replaceOp(
+          op, e.linear(adaptor.getInput(),
+                       rewriter.getRemappedValue(transpose.getInput()),
+                       adaptor.getBias(), resultType, /*storedKN=*/true));
+      return success();
+    }
+    rewriter.replaceOp(op, e.linear(adaptor.getInput(), adaptor.getWeight(),
+                                    adaptor.getBias(), resultType));
+    return success();
+  }
+};
+
+SmallVector<Value> lowerMatmul(MatmulOp op, MatmulOp::Adaptor adaptor,
+                               Emitter &e) {
+  auto type = resultType(op);
+  int64_t rank = type.getRank();
+  int64_t batch = rank - 2;
+  // Loops: batch..., m, n, k.
+  int64_t loops = rank + 1;
+  int64_t m = batch, n = batch + 1, k = batch + 2;
+  SmallVector<int64_t> lhsDims, rhsDims, outDims;
+  for (int64_t d = 0; d < batch; ++d) {
+    lhsDims.push_back(d);
+    rhsDims.push_back(d);
+    outDims.push_back(d);
+  }
+  lhsDims.append(op.getTransposeLhs() ? SmallVector<int64_t>{k, m}
+                                      : SmallVector<int64_t>{m, k});
+  // B stored [.., N, K] is read as it is stored, (n, k), as kiln.linear
+  // reads its weight: on the CPU, kiln-tile-and-vectorize copies it
+  // transposed block by block (batch by batch) while the block is in
+  // cache, instead of a transpose of all of B first.
+  rhsDims.append(op.getTransposeRhs() ? SmallVector<int64_t>{n, k}
+                                      : SmallVector<int64_t>{k, n});
+  outDims.append({m, n});
+  Value lhs = adaptor.getLhs(), rhs = adaptor.getRhs();
+  SmallVector<OpFoldResult> shape;
+  for (int64_t d = 0; d < batch; ++d) {
+    shape.push_back(e.size(lhs, d));
+  }
+  shape.push_back(e.size(lhs, op.getTransposeLhs() ? rank - 1 : rank - 2));
+  shape.push_back(e.size(rhs, op.getTransposeRhs() ? rank - 2 : rank - 1));
+  SmallVector<IteratorType> iterators(loops, IteratorType::parallel);
+  iterators[k] = IteratorType::reduction;
+  Value result = e.generic(type, ValueRange{lhs, rhs}, e.filled(shape, 0.0),
+                           {e.select(loops, lhsDims), e.select(loops, rhsDims),
+                            e.select(loops, outDims)},
+                           iterators, mulAdd);
+  return {result};
+}
+
+SmallVector<Value>
+lowerFeedForward(FeedForwardOp op, FeedForwardOp::Adaptor adaptor, Emitter &e) {
+  auto type = resultType(op);
+  Value x = adaptor.getInput();
+  auto w1 = Emitter::type(adaptor.getW1());
+  SmallVector<int64_t> hiddenShape(type.getShape());
+  hiddenShape.back() = w1.getDimSize(0);
+  auto hiddenType = RankedTensorType::get(hiddenShape, e.f32());
+  Value hidden = e.linear(x, adaptor.getW1(), adaptor.getB1(), hiddenType);
+  Activation act = op.getActivation();
+  double p = op.getDropout().convertToDouble();
+  SmallVector<Value> sizes = e.sizeValues(hidden);
+  Value seed = adaptor.getSeed();
+  int64_t stream = op.getStream();
+  Value activated = e.elementwise(
+      hiddenType, e.sizes(hidden), hidden,
+      [&](OpBuilder &b, Location l, ValueRange args) -> Value {
+        Value h = act == Activation::relu
+                      ? relu(b, l, args[0])
+                      : gelu(b, l, args[0], act == Activation::gelu_tanh);
+        if (p > 0.0) {
+          Value s = Emitter::dropoutScale(b, l, seed, stream, p, sizes);
+          h = arith::MulFOp::create(b, l, h, s);
+        }
+        return h;
+      });
+  return {e.linear(activated, adaptor.getW2(), adaptor.getB2(), type)};
+}
+
+} // namespace
+
+void mlir::kiln::populateLayerPatterns(RewritePatternSet &patterns) {
+  patterns.add<Lowering<DropoutOp, lowerDropout>,
+               Lowering<EmbeddingOp, lowerEmbedding>,
+               Lowering<PositionalEncodingOp, lowerPositionalEncoding>,
+               Lowering<LayerNormOp, lowerLayerNorm>, LinearPattern,
+               Lowering<MatmulOp, lowerMatmul>,
+               Lowering<FeedForwardOp, lowerFeedForward>>(
+      patterns.getContext());
+}
