@@ -183,7 +183,7 @@ void kiln::buildLinalgToGpuPipeline(OpPassManager &pm,
   // compiled to PTX for `chip`. Math functions come from CUDA's libdevice,
   // linked when a toolkit is found. Arguments stay read-only and results
   // fresh (no in-place updates: the host code stages arguments through
-  // device buffers); readSpec in compiler/Target/JIT/Lowering.cpp then
+  // device buffers); readSpec in compiler/Target/Common/Lowering.cpp then
   // records no ResultSpec::updates for a GPU target.
   pm.addPass(createKilnMarkInPlaceArgumentsPass({.inPlace = false}));
   pm.addPass(bufferizeModule());

@@ -3,7 +3,7 @@
 // The receiver of ShapeContractOpInterface::addShapeContract: each kiln op
 // states what its code assumes of the sizes of its operands and results
 // beyond their static types. The JIT/AOT input contract
-// (compiler/Target/JIT/Lowering.cpp) implements it and checks what reaches
+// (compiler/Target/Common/Lowering.cpp) implements it and checks what reaches
 // function arguments before every call.
 //
 //===----------------------------------------------------------------------===//
