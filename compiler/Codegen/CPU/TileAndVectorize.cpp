@@ -35,6 +35,28 @@ using namespace mlir;
 
 namespace {
 
+/// Is `op` a contraction that register tiles suit: one whose columns (its
+/// last parallel loop, along which a tile's vectors run) are an `n` loop of
+/// linalg's contraction dimensions, indexing the output and one input only
+/// (B, as (k, n) or (n, k))? A row-wise dot product (a matrix-vector
+/// product, or both inputs indexed by the rows: flash attention's
+/// rowsum(dO * O), a layer norm gradient's sum of g * gamma) has no such
+/// loop: register tiles would make each vector a gather of elements a row
+/// apart (such kernels ran 10-20 times slower than a pass over their
+/// input). It is a row reduction, vectorized along its contiguous
+/// reduction loop like any other.
+bool isTiledContraction(linalg::LinalgOp op) {
+  if (!linalg::isaContractionOpInterface(op)) {
+    return false;
+  }
+  FailureOr<linalg::ContractionDimensions> dims =
+      linalg::inferContractionDims(op);
+  SmallVector<unsigned> parallel;
+  op.getParallelDims(parallel);
+  return succeeded(dims) && !parallel.empty() &&
+         llvm::is_contained(dims->n, parallel.back());
+}
+
 /// Tile sizes for one linalg op: a register tile for contractions, a vector
 /// along the innermost loop for everything else.
 SmallVector<int64_t> chooseTileSizes(linalg::LinalgOp op, int64_t tileM,
@@ -46,7 +68,7 @@ SmallVector<int64_t> chooseTileSizes(linalg::LinalgOp op, int64_t tileM,
     int64_t range = ranges[dim];
     sizes[dim] = ShapedType::isDynamic(range) ? size : std::min(size, range);
   };
-  if (linalg::isaContractionOpInterface(op)) {
+  if (isTiledContraction(op)) {
     SmallVector<unsigned> parallel;
     op.getParallelDims(parallel);
     if (!parallel.empty()) {
@@ -582,7 +604,7 @@ linalg::LinalgOp blockForCaches(RewriterBase &rewriter, linalg::LinalgOp op,
                                 int64_t tileM, int64_t tileN,
                                 SmallVectorImpl<linalg::LinalgOp> &copies,
                                 SmallVectorImpl<PanelRead> &panelReads) {
-  if (!linalg::isaContractionOpInterface(op)) {
+  if (!isTiledContraction(op)) {
     return op;
   }
   SmallVector<unsigned> parallel, reduction;
@@ -805,19 +827,16 @@ constexpr llvm::StringLiteral kLoopAttr = "kiln.tile_loop";
 /// parallel loop outside the innermost one (a contraction's: every one but
 /// its column loop; batch, head and row loops together), so that the
 /// threads share the product of their trip counts (a batch of 1 still
-/// splits its rows). Never a loop nested in a reduction loop (a bias
-/// gradient summing [B, T, D] into [D]): that would start threads once per
-/// reduced element. An op with a single parallel loop spreads that one.
+/// splits its rows). An op with a single parallel loop spreads that one,
+/// even when it comes after a reduction loop (a bias gradient summing
+/// [B, T, D] into [D]): parallel loops are tiled first, outside the
+/// reduction loops, so each thread sums its own columns over every row
+/// (the bias gradients had run on one core while the other waited: 1% of
+/// the encoder-decoder training step).
 SmallVector<unsigned> chooseParallelDims(linalg::LinalgOp op) {
   SmallVector<unsigned> parallel;
   op.getParallelDims(parallel);
-  SmallVector<unsigned> reduction;
-  op.getReductionDims(reduction);
-  bool contraction = linalg::isaContractionOpInterface(op);
-  if (!reduction.empty() && !contraction) {
-    llvm::erase_if(parallel,
-                   [&](unsigned dim) { return dim > reduction.front(); });
-  }
+  bool contraction = isTiledContraction(op);
   if (parallel.size() >= 2 &&
       (contraction || parallel.back() == op.getNumLoops() - 1)) {
     parallel.pop_back(); // the columns: vectors (and register tiles)

@@ -1,9 +1,10 @@
 // Which loops run on all cores (kiln-parallelize-loops after
 // kiln-tile-and-vectorize): every parallel loop but the innermost, as one
 // collapsed scf.parallel (batch, heads and rows of a contraction; batch and
-// rows of an elementwise op, so that a batch of 1 still splits), and no loop
-// of a reduction whose reduced dimensions come first (a bias gradient
-// [B, T, D] -> [D] would otherwise start the threads once per reduced row).
+// rows of an elementwise op, so that a batch of 1 still splits), and the
+// columns of a reduction whose reduced dimensions come first (a bias gradient
+// [B, T, D] -> [D]): tiled outside the reduction loops, so the threads start
+// once, each summing its columns over every row.
 // RUN: kiln-opt %s -pass-pipeline="builtin.module(func.func(kiln-tile-and-vectorize),canonicalize,func.func(kiln-parallelize-loops))" | FileCheck %s
 
 // CHECK-LABEL: func.func @elementwise
@@ -23,8 +24,10 @@ func.func @elementwise(%x: memref<?x?x128xf32>, %y: memref<?x?x128xf32>) {
 }
 
 // CHECK-LABEL: func.func @bias_gradient
-// CHECK-NOT: scf.parallel
+// CHECK: scf.parallel (%{{.+}}) = (%c0) to (%c128) step (%c16)
 // CHECK: scf.for
+// CHECK: scf.for
+// CHECK: vector.transfer_read {{.*}} vector<16xf32>
 // CHECK-NOT: scf.parallel
 // CHECK: return
 func.func @bias_gradient(%g: memref<?x?x128xf32>, %db: memref<128xf32>) {

@@ -296,6 +296,51 @@ func.func @row_sum(%x: memref<4x64xf32>, %y: memref<4xf32>) {
   return
 }
 
+// A row-wise dot product (flash attention's D = rowsum(dO * O), a layer norm
+// gradient's sum of g * gamma) is a contraction to linalg, but with no column
+// loop of its own: it is a row reduction, each row read one contiguous vector
+// at a time, never a register tile whose vectors gather a column of rows.
+// CHECK-LABEL: func.func @row_dot
+// CHECK: scf.for %[[ROW:.+]] = %c0 to %{{.+}} step %c1
+// CHECK: scf.for %[[COL:.+]] = %c0 to %c64 step %c16
+// CHECK: vector.transfer_read %{{.+}}[%[[ROW]], %[[COL]]]{{.*}} {in_bounds = [true]} : memref<?x64xf32, strided<[512, 1], offset: ?>>, vector<16xf32>
+// CHECK-NOT: vector<8x32xf32>
+// CHECK: vector.reduction <add>
+// CHECK: return
+// AVX2-LABEL: func.func @row_dot
+// AVX2: vector.transfer_read {{.*}} vector<8xf32>
+// AVX2: vector.reduction <add>
+func.func @row_dot(%a: memref<?x64xf32, strided<[512, 1], offset: ?>>, %b: memref<?x64xf32, strided<[512, 1], offset: ?>>, %d: memref<?xf32> {kiln.noalias}) {
+  linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i)>],
+                  iterator_types = ["parallel", "reduction"]}
+      ins(%a, %b : memref<?x64xf32, strided<[512, 1], offset: ?>>, memref<?x64xf32, strided<[512, 1], offset: ?>>) outs(%d : memref<?xf32>) {
+  ^bb0(%x: f32, %y: f32, %acc: f32):
+    %p = arith.mulf %x, %y : f32
+    %s = arith.addf %acc, %p : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+
+// A matrix-vector product ([B, T, D] x [D] -> [B, T]) likewise.
+// CHECK-LABEL: func.func @matvec
+// CHECK: vector.transfer_read %{{.+}} {in_bounds = [true]} : memref<?x?x512xf32>, vector<16xf32>
+// CHECK: vector.transfer_read %{{.+}} {in_bounds = [true]} : memref<512xf32>, vector<16xf32>
+// CHECK-NOT: vector<8x32xf32>
+// CHECK: vector.reduction <add>
+// CHECK: return
+func.func @matvec(%x: memref<?x?x512xf32>, %g: memref<512xf32>, %out: memref<?x?xf32> {kiln.noalias}) {
+  linalg.generic {indexing_maps = [affine_map<(b, t, d) -> (b, t, d)>, affine_map<(b, t, d) -> (d)>, affine_map<(b, t, d) -> (b, t)>],
+                  iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%x, %g : memref<?x?x512xf32>, memref<512xf32>) outs(%out : memref<?x?xf32>) {
+  ^bb0(%a: f32, %w: f32, %acc: f32):
+    %p = arith.mulf %a, %w : f32
+    %s = arith.addf %p, %acc : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+
 // Reductions whose combined value is not computed from an input element are
 // never vectorized: MLIR's vectorizer would apply the value once per tile
 // instead of once per element (a count of 16 elements came out as 1). They
