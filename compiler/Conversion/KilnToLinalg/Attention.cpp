@@ -332,10 +332,18 @@ struct Attention {
       Value dvAll = queryLoop.getRegionIterArgs()[2];
       Value qBlock = headRows(f.qh, qb, qb.q0, qb.rows);
       Value gBlock = headRows(gh, qb, qb.q0, qb.rows);
-      // Pass 1: the row maxima and sums.
+      // Pass 1: the row maxima and sums, when the query block visits
+      // several key blocks; with one (T <= block: every attention of the
+      // encoder-decoder benchmark), pass 2 takes them from the scores it
+      // computes anyway, and the block's scores are computed once, not
+      // twice (pass 1 then runs no iteration and yields its -inf and 0).
+      Value blocks = keyBlocks(f, qb);
+      Value single = arith::CmpIOp::create(rb, l, arith::CmpIPredicate::eq,
+                                           blocks, e.index(1));
       auto stats = keyLoop(
           f, qb,
-          {e.filled(qb.rowShape, -INFINITY), e.filled(qb.rowShape, 0.0)});
+          {e.filled(qb.rowShape, -INFINITY), e.filled(qb.rowShape, 0.0)},
+          arith::SelectOp::create(rb, l, single, f.zero, blocks));
       {
         OpBuilder::InsertionGuard inStats(rb);
         KeyBlock kb = enterKeyLoop(f, qb, stats);
@@ -353,17 +361,30 @@ struct Attention {
           {IteratorType::parallel, IteratorType::reduction}, mulAdd);
       // Pass 2: the gradients.
       Value dq0 = extractRows(dqAll, qb.q0, qb.rows);
-      auto grads = keyLoop(f, qb, {dq0, dkAll, dvAll});
+      auto grads = keyLoop(f, qb, {dq0, dkAll, dvAll}, blocks);
       {
         OpBuilder::InsertionGuard inGrads(rb);
         KeyBlock kb = enterKeyLoop(f, qb, grads);
         auto state = grads.getRegionIterArgs();
         Value dq = state[0], dk = state[1], dv = state[2];
         Value scores = blockScores(f, qb, kb, qBlock);
+        auto oneBlock = scf::IfOp::create(
+            rb, l, TypeRange{rowsType(), rowsType()}, single,
+            /*withElseRegion=*/true);
+        {
+          OpBuilder::InsertionGuard inIf(rb);
+          rb.setInsertionPointToStart(oneBlock.thenBlock());
+          Online o = onlineStep(qb, kb, scores, m, sum);
+          scf::YieldOp::create(rb, l,
+                               ValueRange{finishMax(o.rowMax, m), o.sum});
+          rb.setInsertionPointToStart(oneBlock.elseBlock());
+          scf::YieldOp::create(rb, l, ValueRange{m, sum});
+        }
+        Value rowMax = oneBlock.getResult(0), rowSum = oneBlock.getResult(1);
         Value kBlock = headRows(kh, qb, kb.k0, kb.cols);
         Value vBlock = headRows(vh, qb, kb.k0, kb.cols);
         Value probs = e.generic(
-            blockType(), ValueRange{scores, m, sum},
+            blockType(), ValueRange{scores, rowMax, rowSum},
             e.empty(kb.scoreShape, e.f32()),
             {e.identity(2), e.select(2, {0}), e.select(2, {0}), e.identity(2)},
             {IteratorType::parallel, IteratorType::parallel},
@@ -512,9 +533,14 @@ struct Attention {
   }
   /// The loop over the key blocks a query block visits, carrying `state`.
   scf::ForOp keyLoop(const Flash &f, const QueryBlock &qb,
-                     ArrayRef<Value> state) {
-    return scf::ForOp::create(b(), loc(), f.zero, ceilDiv(qb.kEnd, f.block),
-                              e.index(1), state);
+                     ArrayRef<Value> state, Value blocks = {}) {
+    return scf::ForOp::create(b(), loc(), f.zero,
+                              blocks ? blocks : keyBlocks(f, qb), e.index(1),
+                              state);
+  }
+  /// The number of key blocks a query block visits.
+  Value keyBlocks(const Flash &f, const QueryBlock &qb) {
+    return ceilDiv(qb.kEnd, f.block);
   }
   /// Keys k0..k0+cols of a query block's key loop at iteration `iv`.
   struct KeyBlock {

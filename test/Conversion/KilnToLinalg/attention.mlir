@@ -146,17 +146,27 @@ func.func @cross(%q: tensor<2x17x32xf32>, %kv: tensor<2x?x32xf32>) -> tensor<2x1
 
 // The backward pass given the forward output: one parallel iteration per
 // (batch, head); per query block a pass over the key blocks for the row
-// maxima and sums, D = Σ dO·O per row, then a pass for the gradients.
+// maxima and sums (no iteration when there is one key block: the pass for
+// the gradients then takes them from the scores it computes), D = Σ dO·O
+// per row, then a pass for the gradients.
 // Without the output (or the blocks) it is lowered on whole score tensors.
 // BLOCKS-LABEL: func.func @backward(
 // BLOCKS:         scf.forall (%[[B:.*]], %[[H:.*]]) in (%{{.*}}, 2) shared_outs(%[[DQ:.*]] = %{{.*}}, %[[DK:.*]] = %{{.*}}, %[[DV:.*]] = %{{.*}})
 // BLOCKS:           scf.for %{{.*}} = %{{.*}} to %{{.*}} step %{{.*}} iter_args(%[[DQALL:.*]] = %{{.*}}, %[[DKALL:.*]] = %{{.*}}, %[[DVALL:.*]] = %{{.*}}) -> (tensor<?x64xf32>, tensor<?x64xf32>, tensor<?x64xf32>)
-// BLOCKS:             %[[STATS:.*]]:2 = scf.for
+// BLOCKS:             %[[NB:.*]] = arith.ceildivsi %{{.*}}, %c64{{.*}} : index
+// BLOCKS:             %[[ONE:.*]] = arith.cmpi eq, %[[NB]], %c1{{.*}} : index
+// BLOCKS:             %[[PASS1:.*]] = arith.select %[[ONE]], %c0{{.*}}, %[[NB]] : index
+// BLOCKS:             %[[STATS:.*]]:2 = scf.for %{{.*}} = %c0{{.*}} to %[[PASS1]] step
 // BLOCKS:               arith.maximumf
 // BLOCKS:               scf.yield
 // BLOCKS:             %[[D:.*]] = linalg.generic {{.*}} iterator_types = ["parallel", "reduction"]} ins(%{{.*}}, %{{.*}} : tensor<?x64xf32>, tensor<?x64xf32>) outs(%{{.*}} : tensor<?xf32>)
-// BLOCKS:             scf.for {{.*}} iter_args(%[[DQB:.*]] = %{{.*}}, %[[DKB:.*]] = %[[DKALL]], %[[DVB:.*]] = %[[DVALL]])
-// BLOCKS:               %[[P:.*]] = linalg.generic {{.*}} ins(%{{.*}}, %[[STATS]]#0, %[[STATS]]#1 : tensor<?x?xf32>, tensor<?xf32>, tensor<?xf32>)
+// BLOCKS:             scf.for %{{.*}} = %c0{{.*}} to %[[NB]] {{.*}} iter_args(%[[DQB:.*]] = %{{.*}}, %[[DKB:.*]] = %[[DKALL]], %[[DVB:.*]] = %[[DVALL]])
+// BLOCKS:               %[[ML:.*]]:2 = scf.if %[[ONE]]
+// BLOCKS:                 arith.maximumf
+// BLOCKS:                 scf.yield
+// BLOCKS:               } else {
+// BLOCKS-NEXT:            scf.yield %[[STATS]]#0, %[[STATS]]#1
+// BLOCKS:               %[[P:.*]] = linalg.generic {{.*}} ins(%{{.*}}, %[[ML]]#0, %[[ML]]#1 : tensor<?x?xf32>, tensor<?xf32>, tensor<?xf32>)
 // BLOCKS:                 math.exp
 // BLOCKS:                 arith.divf
 // BLOCKS:               %[[DS:.*]] = linalg.generic {{.*}} ins(%{{.*}}, %[[P]], %[[D]] : tensor<?x?xf32>, tensor<?x?xf32>, tensor<?xf32>)
