@@ -173,8 +173,11 @@ constexpr int64_t kPackMinReuse = 32;
 /// Rows below this do not repay copying a block of B whose rows do not
 /// alias in the caches into micro-panels: the copy costs more than the
 /// faster register tiles save (a [2048, 512] B with 128 rows: 205 -> 173
-/// GFLOP/s on two cores of a Zen 4; with 1536 rows, 10% faster).
-constexpr int64_t kPanelMinReuse = 512;
+/// GFLOP/s on two cores of a Zen 4; with 1536 rows, 10% faster; with 384
+/// rows, gpt-small's weight gradients [2048, 384]^T [2048, 1536] and
+/// [2048, 384]^T [2048, 384] on one Zen 4 core: 83-87 -> 96-97 and 85-92 ->
+/// 105-106 GFLOP/s, two cores 153-174 -> 174-189 and unchanged).
+constexpr int64_t kPanelMinReuse = 256;
 
 /// The unbatched input of a contraction indexed by exactly the loops
 /// `outer` and `inner` in that order (A [K, M] stored transposed: (k, m);

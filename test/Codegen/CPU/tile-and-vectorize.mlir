@@ -133,11 +133,11 @@ func.func @packed_weight(%x: memref<?x?x512xf32>, %w: memref<512x2048xf32>, %out
 }
 
 // Rows 8000 bytes apart spread over the cache sets: the blocks of B are
-// copied into micro-panels only for at least 512 rows (a run-time test
+// copied into micro-panels only for at least 256 rows (a run-time test
 // here), and otherwise read in place. The last block (2000 = 15 x 128 +
 // 80) has a partial panel of 16 columns, copied apart.
 // CHECK-LABEL: func.func @unpacked_weight
-// CHECK: %[[ENOUGH:.+]] = arith.cmpi sge, %{{.+}}, %c512
+// CHECK: %[[ENOUGH:.+]] = arith.cmpi sge, %{{.+}}, %c256
 // CHECK: memref.alloc() {alignment = 64 : i64} : memref<4x512x32xf32>
 // CHECK: scf.if %[[ENOUGH]] {
 // CHECK: memref.expand_shape {{.*}} into memref<512x?x32xf32, strided<[2000, 32, 1], offset: ?>>
@@ -159,7 +159,7 @@ func.func @unpacked_weight(%x: memref<?x512xf32>, %w: memref<512x2000xf32>, %out
   return
 }
 
-// Too few rows (128 < 512) to repay copying rows that do not alias: B is
+// Too few rows (128 < 256) to repay copying rows that do not alias: B is
 // read in place.
 // CHECK-LABEL: func.func @few_rows_unpacked
 // CHECK-NOT: memref.alloc
