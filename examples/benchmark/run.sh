@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # Kiln's benchmark: the forward pass and the training step of the
 # BENCHMARKS.md models in Kiln and, when libtorch-dev is installed, in tuned
-# libtorch, in the same run; prints both and the speed ratio.
-# Usage: run.sh [BUILD_DIR] [--models a,b] [--modes forward,train] [--steps N]
+# libtorch, in the same run; prints both and the speed ratio. Row by row,
+# Kiln and then libtorch run, each in a process of its own, so that a burst
+# of load on this shared machine hits both sides of a row alike; the whole
+# is repeated `--rounds` times and each figure is the median over the rounds
+# of each process's median step.
+# Usage: run.sh [BUILD_DIR] [--models a,b] [--modes forward,train] [--steps N] [--rounds N]
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -14,45 +18,72 @@ fi
 models=gpt-tiny,gpt-small,encdec
 modes=forward,train
 steps=10
+rounds=1
+usage="usage: run.sh [BUILD_DIR] [--models a,b] [--modes a,b] [--steps N] [--rounds N]"
 while [[ $# -gt 0 ]]; do
   case $1 in
     --models) models=$2; shift 2 ;;
     --modes) modes=$2; shift 2 ;;
     --steps) steps=$2; shift 2 ;;
-    *) echo "usage: run.sh [BUILD_DIR] [--models a,b] [--modes a,b] [--steps N]" >&2; exit 2 ;;
+    --rounds) rounds=$2; shift 2 ;;
+    *) echo "$usage" >&2; exit 2 ;;
   esac
 done
+if ! [[ $rounds =~ ^[1-9][0-9]*$ ]]; then
+  echo "run.sh: --rounds wants a positive count, not '$rounds'" >&2
+  exit 2
+fi
 
 results=$(mktemp)
 trap 'rm -f "$results"' EXIT
-echo "== Kiln"
-"$build/examples/kiln-bench" --models "$models" --modes "$modes" --steps "$steps" |
-  tee -a "$results"
+for ((r = 1; r <= rounds; ++r)); do
+  for model in ${models//,/ }; do
+    for mode in ${modes//,/ }; do
+      echo "== round $r of $rounds: $model $mode, Kiln"
+      "$build/examples/kiln-bench" --models "$model" --modes "$mode" --steps "$steps" |
+        tee -a "$results"
+      echo "== round $r of $rounds: $model $mode, libtorch (tuned as BENCHMARKS.md says)"
+      "$here/run-torch-peer.sh" --models "$model" --modes "$mode" --steps "$steps" |
+        tee -a "$results"
+    done
+  done
+done
 echo
-echo "== libtorch (tuned as BENCHMARKS.md says)"
-"$here/run-torch-peer.sh" --models "$models" --modes "$modes" --steps "$steps" |
-  tee -a "$results"
-echo
-echo "== Side by side (ratio = libtorch ms / Kiln ms: > 1 when Kiln is faster)"
+echo "== Side by side (median of $rounds round(s); ratio = libtorch ms / Kiln ms: > 1 when Kiln is faster)"
 awk '
   /^RESULT / {
     delete f
     for (i = 2; i <= NF; ++i) { split($i, kv, "="); f[kv[1]] = kv[2] }
     key = f["model"] " " f["mode"]
-    ms[f["peer"], key] = f["median_ms"]; pct[f["peer"], key] = f["peak_pct"]
-    rss[f["peer"], key] = f["rss_mib"]
+    c = ++runs[f["peer"], key]
+    ms[f["peer"], key, c] = f["median_ms"]; pct[f["peer"], key, c] = f["peak_pct"]
+    if (f["rss_mib"] + 0 > rss[f["peer"], key] + 0) rss[f["peer"], key] = f["rss_mib"]
     if (!(key in seen)) { seen[key] = 1; order[++n] = key }
+  }
+  # The median over the rounds of one side of a row.
+  function median(values, peer, key,    m, i, j, v, x) {
+    m = runs[peer, key]
+    for (i = 1; i <= m; ++i) v[i] = values[peer, key, i] + 0
+    for (i = 2; i <= m; ++i) {
+      x = v[i]
+      for (j = i - 1; j >= 1 && v[j] > x; --j) v[j + 1] = v[j]
+      v[j + 1] = x
+    }
+    return m % 2 ? v[(m + 1) / 2] : (v[m / 2] + v[m / 2 + 1]) / 2
   }
   END {
     printf "%-22s %10s %8s %9s %10s %8s %9s %8s\n", "model / mode", "kiln ms",
            "% peak", "RSS MiB", "torch ms", "% peak", "RSS MiB", "ratio"
     for (i = 1; i <= n; ++i) {
       k = order[i]
-      if ((("kiln", k) in ms) && (("libtorch", k) in ms))
+      if (!(("kiln", k) in runs)) continue
+      kms = median(ms, "kiln", k); kpct = median(pct, "kiln", k)
+      if (("libtorch", k) in runs) {
+        tms = median(ms, "libtorch", k); tpct = median(pct, "libtorch", k)
         printf "%-22s %10.2f %7.1f%% %9s %10.2f %7.1f%% %9s %7.2fx\n", k,
-               ms["kiln", k], pct["kiln", k], rss["kiln", k], ms["libtorch", k],
-               pct["libtorch", k], rss["libtorch", k], ms["libtorch", k] / ms["kiln", k]
-      else if (("kiln", k) in ms)
-        printf "%-22s %10.2f %7.1f%% %10s\n", k, ms["kiln", k], pct["kiln", k], "-"
+               kms, kpct, rss["kiln", k], tms, tpct, rss["libtorch", k], tms / kms
+      } else {
+        printf "%-22s %10.2f %7.1f%% %9s %10s\n", k, kms, kpct, rss["kiln", k], "-"
+      }
     }
   }' "$results"
