@@ -81,7 +81,7 @@ for ((r = 1; r <= rounds; ++r)); do
 done
 echo
 echo "GFLOP/s (median of $rounds rounds); ratio = Kiln / the best library (>= 0.9 is the goal)"
-awk -v peers="${peers[*]}" '
+awk -v peers="${peers[*]}" "$(cat "$here/median.awk")"'
   /^GEMM / {
     delete f
     line = $0
@@ -95,23 +95,11 @@ awk -v peers="${peers[*]}" '
     all[f["peer"], key, c] = f["gflops"]
     if (!(key in seen)) { seen[key] = 1; order[++count] = key }
   }
-  # The median of the rounds of one peer, thread count and shape.
-  function median(peer, key,    n, i, j, v, x) {
-    n = runs[peer, key]
-    for (i = 1; i <= n; ++i) v[i] = all[peer, key, i] + 0
-    for (i = 2; i <= n; ++i) {
-      x = v[i]
-      for (j = i - 1; j >= 1 && v[j] > x; --j) v[j + 1] = v[j]
-      v[j + 1] = x
-    }
-    if (n == 0) return 0
-    return n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
-  }
   END {
     np = split(peers, names, " ")
     for (i = 1; i <= count; ++i) {
-      g["kiln", order[i]] = median("kiln", order[i])
-      for (p = 1; p <= np; ++p) g[names[p], order[i]] = median(names[p], order[i])
+      g["kiln", order[i]] = median(all, runs, "kiln", order[i])
+      for (p = 1; p <= np; ++p) g[names[p], order[i]] = median(all, runs, names[p], order[i])
     }
     np = split(peers, names, " ")
     printf "%-16s %3s %8s", "shape", "thr", "kiln"

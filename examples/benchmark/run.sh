@@ -50,7 +50,7 @@ for ((r = 1; r <= rounds; ++r)); do
 done
 echo
 echo "== Side by side (median of $rounds round(s); ratio = libtorch ms / Kiln ms: > 1 when Kiln is faster)"
-awk '
+awk "$(cat "$here/median.awk")"'
   /^RESULT / {
     delete f
     for (i = 2; i <= NF; ++i) { split($i, kv, "="); f[kv[1]] = kv[2] }
@@ -60,26 +60,15 @@ awk '
     if (f["rss_mib"] + 0 > rss[f["peer"], key] + 0) rss[f["peer"], key] = f["rss_mib"]
     if (!(key in seen)) { seen[key] = 1; order[++n] = key }
   }
-  # The median over the rounds of one side of a row.
-  function median(values, peer, key,    m, i, j, v, x) {
-    m = runs[peer, key]
-    for (i = 1; i <= m; ++i) v[i] = values[peer, key, i] + 0
-    for (i = 2; i <= m; ++i) {
-      x = v[i]
-      for (j = i - 1; j >= 1 && v[j] > x; --j) v[j + 1] = v[j]
-      v[j + 1] = x
-    }
-    return m % 2 ? v[(m + 1) / 2] : (v[m / 2] + v[m / 2 + 1]) / 2
-  }
   END {
     printf "%-22s %10s %8s %9s %10s %8s %9s %8s\n", "model / mode", "kiln ms",
            "% peak", "RSS MiB", "torch ms", "% peak", "RSS MiB", "ratio"
     for (i = 1; i <= n; ++i) {
       k = order[i]
       if (!(("kiln", k) in runs)) continue
-      kms = median(ms, "kiln", k); kpct = median(pct, "kiln", k)
+      kms = median(ms, runs, "kiln", k); kpct = median(pct, runs, "kiln", k)
       if (("libtorch", k) in runs) {
-        tms = median(ms, "libtorch", k); tpct = median(pct, "libtorch", k)
+        tms = median(ms, runs, "libtorch", k); tpct = median(pct, runs, "libtorch", k)
         printf "%-22s %10.2f %7.1f%% %9s %10.2f %7.1f%% %9s %7.2fx\n", k,
                kms, kpct, rss["kiln", k], tms, tpct, rss["libtorch", k], tms / kms
       } else {
