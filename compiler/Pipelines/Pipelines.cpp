@@ -128,6 +128,8 @@ void kiln::buildLinalgToLLVMPipeline(OpPassManager &pm,
   pm.addPass(createLowerAffinePass());
   pm.addPass(createConvertSCFToOpenMPPass());
   pm.addPass(createKilnInlineAllocaScopesPass());
+  // One thread team per kernel, not one per parallel loop.
+  pm.addPass(createKilnMergeParallelRegionsPass());
   pm.addPass(createSCFToControlFlowPass());
   pm.addPass(createCanonicalizerPass());
   // The LLVM dialect.

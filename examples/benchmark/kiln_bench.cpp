@@ -11,6 +11,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "examples/benchmark/core_latency.h"
 #include "examples/benchmark/fma_peak.h"
 
 #include "compiler/DSL/DSL.h"
@@ -113,6 +114,7 @@ void measure(const std::string &name, const std::string &mode, const Shape &c,
              const std::function<float()> &step) {
   std::vector<double> ms;
   float first = 0, last = 0;
+  double roundTripBefore = kiln::bench::measureCoreRoundTripNs();
   for (int i = 0; i < 3 + options.steps; ++i) {
     auto t0 = std::chrono::steady_clock::now();
     last = step();
@@ -124,6 +126,7 @@ void measure(const std::string &name, const std::string &mode, const Shape &c,
       ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
     }
   }
+  double roundTripAfter = kiln::bench::measureCoreRoundTripNs();
   std::sort(ms.begin(), ms.end());
   if (mode == "train") {
     flops *= 3; // BENCHMARKS.md: training = 3 x forward
@@ -152,17 +155,21 @@ void measure(const std::string &name, const std::string &mode, const Shape &c,
       double(std::max(stats.peakLiveBytes, stats.arenaBytes)) / (1 << 20);
   fmt::print("{:<10} {:<11} {:>9.2f} ms  {:>9.0f} tok/s  {:>6.1f} GFLOP/s  "
              "{:>5.1f}% of peak  peak RSS {:>5.0f} MiB (now {:.0f}, JIT "
-             "compiler {:.0f}, buffers live at once {:.0f})\n",
+             "compiler {:.0f}, buffers live at once {:.0f}), core round "
+             "trip {:.0f} ns before, {:.0f} after\n",
              name, mode, median, c.b * c.t / (median * 1e-3), gflops,
              (options.peak > 0 ? 100 * gflops / options.peak : 0.0), peak,
-             residentMiB, compilePeak, livePeak);
+             residentMiB, compilePeak, livePeak, roundTripBefore,
+             roundTripAfter);
   fmt::print("RESULT peer=kiln model={} mode={} median_ms={:.2f} min_ms={:.2f} "
              "tokens_per_s={:.0f} gflops={:.1f} peak_pct={:.1f} rss_mib={:.0f} "
              "rss_now_mib={:.0f} jit_rss_mib={:.0f} live_peak_mib={:.0f} "
-             "loss_first={:.4f} loss_last={:.4f}\n",
+             "loss_first={:.4f} loss_last={:.4f} core_ns_before={:.0f} "
+             "core_ns_after={:.0f}\n",
              name, mode, median, ms.front(), c.b * c.t / (median * 1e-3),
              gflops, (options.peak > 0 ? 100 * gflops / options.peak : 0.0),
-             peak, residentMiB, compilePeak, livePeak, first, last);
+             peak, residentMiB, compilePeak, livePeak, first, last,
+             roundTripBefore, roundTripAfter);
   std::fflush(stdout);
 }
 

@@ -15,7 +15,11 @@ if [[ ! -d $lib/openblas-openmp ]]; then
 fi
 
 bin=$out/torch_peer
-if [[ ! -x $bin || $here/torch_peer.cpp -nt $bin ]]; then
+stale=0
+for source in torch_peer.cpp fma_peak.h core_latency.h; do
+  [[ $here/$source -nt $bin ]] && stale=1
+done
+if [[ ! -x $bin || $stale == 1 ]]; then
   mkdir -p "$out"
   echo "building $bin (g++ -O2, about a minute)"
   g++ -std=c++17 -O2 -D_GLIBCXX_USE_CXX11_ABI=1 -I/usr/include/torch/csrc/api/include \

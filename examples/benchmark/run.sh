@@ -58,6 +58,12 @@ awk "$(cat "$here/median.awk")"'
     c = ++runs[f["peer"], key]
     ms[f["peer"], key, c] = f["median_ms"]; pct[f["peer"], key, c] = f["peak_pct"]
     if (f["rss_mib"] + 0 > rss[f["peer"], key] + 0) rss[f["peer"], key] = f["rss_mib"]
+    for (w = 1; w <= 2; ++w) {
+      ns = f[w == 1 ? "core_ns_before" : "core_ns_after"] + 0
+      if (ns > 0 && (probes == 0 || ns < fastest)) fastest = ns
+      if (ns > slowest) slowest = ns
+      if (ns > 0) ++probes
+    }
     if (!(key in seen)) { seen[key] = 1; order[++n] = key }
   }
   END {
@@ -75,4 +81,10 @@ awk "$(cat "$here/median.awk")"'
         printf "%-22s %10.2f %7.1f%% %9s %10s\n", k, kms, kpct, rss["kiln", k], "-"
       }
     }
+    # core_latency.h: 60-80 ns when the two vCPUs share an L3, 340+ when
+    # not (then memory-bound phases slow down and a Kiln training step takes ~18%
+    # longer); a spread here means the rows were not measured alike.
+    if (probes > 0)
+      printf "core-to-core round trip over the run: %.0f to %.0f ns (%d probes)\n",
+             fastest, slowest, probes
   }' "$results"

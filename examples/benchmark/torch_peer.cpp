@@ -1,6 +1,7 @@
 // libtorch peer for Kiln's benchmark: the models of shared/docs/BENCHMARKS.md.
 #include <torch/torch.h>
 
+#include "core_latency.h"
 #include "fma_peak.h"
 
 #include <algorithm>
@@ -274,6 +275,7 @@ int measure(const std::string &model, const std::string &mode,
   net->train(train);
   std::vector<double> ms;
   double first = 0, last = 0; // loss of the first (warm-up) and last step
+  double roundTripBefore = kiln::bench::measureCoreRoundTripNs();
   for (int i = 0; i < 3 + o.steps; ++i) {
     auto t0 = std::chrono::steady_clock::now();
     if (train) {
@@ -294,6 +296,7 @@ int measure(const std::string &model, const std::string &mode,
       ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
     }
   }
+  double roundTripAfter = kiln::bench::measureCoreRoundTripNs();
   std::sort(ms.begin(), ms.end());
   double median = ms.size() % 2
                       ? ms[ms.size() / 2]
@@ -311,10 +314,12 @@ int measure(const std::string &model, const std::string &mode,
   std::printf("PARAMS %lld\n", (long long)params);
   std::printf("RESULT peer=libtorch model=%s mode=%s median_ms=%.2f "
               "min_ms=%.2f tokens_per_s=%.0f gflops=%.1f peak_pct=%.1f "
-              "rss_mib=%.0f loss_first=%.4f loss_last=%.4f\n",
+              "rss_mib=%.0f loss_first=%.4f loss_last=%.4f "
+              "core_ns_before=%.0f core_ns_after=%.0f\n",
               model.c_str(), mode.c_str(), median, ms.front(),
               c.b * c.t / (median * 1e-3), gflops, 100 * gflops / peak,
-              ru.ru_maxrss / 1024.0, first, last);
+              ru.ru_maxrss / 1024.0, first, last, roundTripBefore,
+              roundTripAfter);
   return 0;
 }
 

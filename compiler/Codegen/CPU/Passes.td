@@ -189,6 +189,23 @@ def KilnParallelizeLoopsPass
                            "::mlir::arith::ArithDialect"];
 }
 
+def KilnMergeParallelRegionsPass : Pass<"kiln-merge-parallel-regions"> {
+  let summary = "Run each kernel's parallel loops in one OpenMP region";
+  let description = [{
+    convert-scf-to-openmp gives every parallel loop an `omp.parallel` of its
+    own, so a blocked contraction forks its threads twice per cache block
+    (its copy of B, then its rows). This pass merges two regions that only
+    ops without memory effects separate (those move before the first) into
+    one, with a barrier where the first region ended (none when its last
+    work-sharing loop already waits), and moves a serial loop whose body is
+    one region and such ops into that region: every thread runs the loop,
+    the work-sharing loops inside split each iteration, a barrier ends each
+    iteration. Regions with clauses (threads, condition, reductions) are
+    left alone. Run after kiln-inline-alloca-scopes, before scf-to-cf.
+  }];
+  let dependentDialects = ["::mlir::omp::OpenMPDialect"];
+}
+
 def KilnInlineAllocaScopesPass : Pass<"kiln-inline-alloca-scopes"> {
   let summary = "Inline memref.alloca_scope regions that allocate nothing";
   let description = [{
