@@ -63,27 +63,30 @@ awk "$(cat "$here/median.awk")"'
       if (ns > 0 && (probes == 0 || ns < fastest)) fastest = ns
       if (ns > slowest) slowest = ns
       if (ns > 0) ++probes
+      if (ns > core[f["peer"], key] + 0) core[f["peer"], key] = ns
     }
     if (!(key in seen)) { seen[key] = 1; order[++n] = key }
   }
   END {
-    printf "%-22s %10s %8s %9s %10s %8s %9s %8s\n", "model / mode", "kiln ms",
-           "% peak", "RSS MiB", "torch ms", "% peak", "RSS MiB", "ratio"
+    printf "%-22s %10s %8s %9s %10s %8s %9s %8s %12s\n", "model / mode", "kiln ms",
+           "% peak", "RSS MiB", "torch ms", "% peak", "RSS MiB", "ratio", "core ns k/t"
     for (i = 1; i <= n; ++i) {
       k = order[i]
       if (!(("kiln", k) in runs)) continue
       kms = median(ms, runs, "kiln", k); kpct = median(pct, runs, "kiln", k)
       if (("libtorch", k) in runs) {
         tms = median(ms, runs, "libtorch", k); tpct = median(pct, runs, "libtorch", k)
-        printf "%-22s %10.2f %7.1f%% %9s %10.2f %7.1f%% %9s %7.2fx\n", k,
-               kms, kpct, rss["kiln", k], tms, tpct, rss["libtorch", k], tms / kms
+        printf "%-22s %10.2f %7.1f%% %9s %10.2f %7.1f%% %9s %7.2fx %12s\n", k,
+               kms, kpct, rss["kiln", k], tms, tpct, rss["libtorch", k], tms / kms,
+               core["kiln", k] + 0 "/" core["libtorch", k] + 0
       } else {
         printf "%-22s %10.2f %7.1f%% %9s %10s\n", k, kms, kpct, rss["kiln", k], "-"
       }
     }
-    # core_latency.h: 60-80 ns when the two vCPUs share an L3, 340+ when
-    # not (then memory-bound phases slow down and a Kiln training step takes ~18%
-    # longer); a spread here means the rows were not measured alike.
+    # core_latency.h: 80-120 ns when the two vCPUs share an L3, 340+ when
+    # not (then memory-bound phases slow down and a Kiln training step takes
+    # ~18% longer); "core ns k/t" is the slowest probe of each side of a
+    # row, and a spread means the rows were not measured alike.
     if (probes > 0)
       printf "core-to-core round trip over the run: %.0f to %.0f ns (%d probes)\n",
              fastest, slowest, probes
