@@ -101,6 +101,8 @@ struct Options {
   bool batch1 = true;
   /// The CPU the models are compiled for (JitOptions::cpu).
   std::string cpu = "host";
+  /// Where they run (JitOptions::target): "cpu", or "cuda" for the GPU.
+  std::string target = "cpu";
   /// Where each compiled stage is written (JitOptions::dumpDirectory).
   std::string dumpDirectory;
   /// Threads (libomp's: OMP_NUM_THREADS, else every core) and their
@@ -188,6 +190,7 @@ void benchTrain(const std::string &name, const dsl::Module &module,
   auto start = std::chrono::steady_clock::now();
   JitOptions jit;
   jit.cpu = options.cpu;
+  jit.target = options.target;
   jit.dumpDirectory = options.dumpDirectory;
   Trainer trainer(compileTraining(module, "loss", adamw, jit), 1);
   fmt::print(
@@ -215,6 +218,7 @@ void benchGpt(const std::string &name, dsl::models::GptConfig config,
   auto start = std::chrono::steady_clock::now();
   JitOptions jit;
   jit.cpu = options.cpu;
+  jit.target = options.target;
   jit.dumpDirectory = options.dumpDirectory;
   CompiledModel model(module, 1, jit);
   fmt::print(
@@ -260,6 +264,7 @@ void benchEncDec(const Options &options) {
   auto start = std::chrono::steady_clock::now();
   JitOptions jit;
   jit.cpu = options.cpu;
+  jit.target = options.target;
   jit.dumpDirectory = options.dumpDirectory;
   CompiledModel model(module, 1, jit);
   fmt::print(
@@ -288,6 +293,8 @@ int main(int argc, char **argv) try {
       options.steps = std::max(1, std::atoi(argv[++i]));
     } else if (arg == "--cpu" && i + 1 < argc) {
       options.cpu = argv[++i];
+    } else if (arg == "--target" && i + 1 < argc) {
+      options.target = argv[++i];
     } else if (arg == "--dump" && i + 1 < argc) {
       options.dumpDirectory = argv[++i];
     } else if ((arg == "--models" || arg == "--modes") && i + 1 < argc) {
@@ -304,7 +311,7 @@ int main(int argc, char **argv) try {
       fmt::print(stderr,
                  "usage: kiln-bench [--models gpt-tiny,gpt-small,encdec] "
                  "[--modes forward,train] [--steps N] [--cpu host|x86-64-v3|"
-                 "x86-64-v4|<llvm cpu>] [--dump DIR]\n");
+                 "x86-64-v4|<llvm cpu>] [--target cpu|cuda] [--dump DIR]\n");
       return 2;
     }
   }
@@ -322,9 +329,9 @@ int main(int argc, char **argv) try {
   options.threads = std::max(1, options.threads);
   options.peak = kiln::bench::measureFmaPeak(options.threads);
   fmt::print("Kiln forward pass (+ mean cross-entropy) and training step "
-             "(+ backward + AdamW), {} threads, measured FMA peak {:.1f} "
-             "GFLOP/s\n",
-             options.threads, options.peak);
+             "(+ backward + AdamW), target {}, {} threads, measured CPU FMA "
+             "peak {:.1f} GFLOP/s\n",
+             options.target, options.threads, options.peak);
   // Each model and mode in a process of its own (as the libtorch peer
   // runs), so that one row's peak resident set is its own.
   for (const std::string &m : options.models) {
