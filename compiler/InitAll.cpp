@@ -19,22 +19,17 @@
 #include "mlir/InitAllDialects.h"
 #include "mlir/InitAllExtensions.h"
 #include "mlir/InitAllPasses.h"
-#include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
-#include "mlir/Target/LLVMIR/Dialect/GPU/GPUToLLVMIRTranslation.h"
-#include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
-#include "mlir/Target/LLVMIR/Dialect/NVVM/NVVMToLLVMIRTranslation.h"
-#include "mlir/Target/LLVMIR/Dialect/OpenMP/OpenMPToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/All.h"
 
 void kiln::registerAllDialects(mlir::DialectRegistry &registry) {
   registry.insert<mlir::kiln::KilnDialect>();
   mlir::registerAllDialects(registry);
   mlir::registerAllExtensions(registry);
-  mlir::registerBuiltinDialectTranslation(registry);
-  mlir::registerLLVMDialectTranslation(registry);
-  mlir::registerOpenMPDialectTranslation(registry);
-  // kiln-to-gpu: gpu.module bodies become NVVM IR, then PTX.
-  mlir::registerGPUDialectTranslation(registry);
-  mlir::registerNVVMDialectTranslation(registry);
+  // Translation to LLVM IR, for the JIT and ahead of time alike: OpenMP
+  // for threaded loops; GPU and NVVM for kiln-to-gpu, whose gpu.module
+  // bodies become PTX and whose gpu.binary ops are embedded in the host
+  // module through the offloading interface.
+  mlir::registerAllToLLVMIRTranslations(registry);
 }
 
 void kiln::registerAllPasses() {

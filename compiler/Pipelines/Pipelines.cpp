@@ -229,7 +229,11 @@ void kiln::buildLinalgToGpuPipeline(OpPassManager &pm,
   pm.addPass(memref::createExpandStridedMetadataPass());
   pm.addPass(createLowerAffinePass());
   pm.addPass(createSCFToControlFlowPass());
-  pm.addPass(createFinalizeMemRefToLLVMConversionPass());
+  // Host buffers (results among them) come from Kiln's allocator too: the
+  // runtime releases results through it (a plain malloc'd result was freed
+  // as one of its blocks and corrupted the heap).
+  pm.addPass(createFinalizeMemRefToLLVMConversionPass(
+      {.useAlignedAlloc = true, .useGenericFunctions = true}));
   pm.addPass(createArithToLLVMConversionPass());
   pm.addPass(createConvertIndexToLLVMPass());
   pm.addPass(createConvertControlFlowToLLVMPass());

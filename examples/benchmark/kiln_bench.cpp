@@ -371,7 +371,11 @@ int main(int argc, char **argv) try {
       }
       int status = 0;
       waitpid(child, &status, 0);
-      if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+      if (WIFSIGNALED(status)) {
+        fmt::print(stderr, "kiln-bench: {} {} was killed by signal {} ({})\n",
+                   m, mode, WTERMSIG(status), strsignal(WTERMSIG(status)));
+        failed = true;
+      } else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
         fmt::print(stderr, "kiln-bench: {} {} failed\n", m, mode);
         failed = true;
       }

@@ -17,9 +17,7 @@
 #include "runtime/Error.h"
 #include "runtime/SpecText.h"
 
-#include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/MLIRContext.h"
-#include "mlir/Target/LLVMIR/Dialect/All.h"
 #include "mlir/Target/LLVMIR/Export.h"
 
 #include "llvm/IR/IRBuilder.h"
@@ -289,11 +287,6 @@ AotResult compileAheadOfTime(const std::string &source, const std::string &what,
   }
 
   auto start = std::chrono::steady_clock::now();
-  {
-    mlir::DialectRegistry registry;
-    mlir::registerAllToLLVMIRTranslations(registry);
-    lowered.context->appendDialectRegistry(registry);
-  }
   llvm::LLVMContext llvmContext;
   std::unique_ptr<llvm::Module> m =
       mlir::translateModuleToLLVMIR(*lowered.module, llvmContext, options.name);

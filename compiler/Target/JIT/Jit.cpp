@@ -33,6 +33,8 @@
 
 using namespace mlir;
 
+extern "C" int omp_get_max_threads(); // LLVM's OpenMP runtime (libomp)
+
 namespace kiln {
 
 struct JitModule::Impl {
@@ -116,10 +118,6 @@ JitModule::compileLowered(LoweredModule lowered, const JitOptions &options) {
   ExecutionEngineOptions engineOptions;
   impl->memory = std::make_unique<ContiguousMemoryMapper>();
   engineOptions.sectionMemoryMapper = impl->memory.get();
-  // Threaded loops call the LLVM OpenMP runtime.
-  static const std::string openmp = KILN_OPENMP_LIBRARY;
-  llvm::StringRef libraries[] = {openmp};
-  engineOptions.sharedLibPaths = libraries;
   engineOptions.transformer = optimizeAndDump;
   engineOptions.jitCodeGenOptLevel = options.optLevel >= 3
                                          ? llvm::CodeGenOptLevel::Aggressive
@@ -152,6 +150,14 @@ JitModule::compileLowered(LoweredModule lowered, const JitOptions &options) {
         llvm::JITSymbolFlags::Exported};
     symbols[interner("_mlir_memref_to_llvm_free")] = {
         llvm::orc::ExecutorAddr::fromPtr(&_mlir_memref_to_llvm_free),
+        llvm::JITSymbolFlags::Exported};
+    // Threaded loops call LLVM's OpenMP runtime, which KilnRuntime links
+    // into the process: the engine finds its __kmpc_* entry points there
+    // (no library loaded from a path fixed at build time, so a relocated
+    // install works). Naming one here keeps libomp linked under
+    // --as-needed.
+    symbols[interner("omp_get_max_threads")] = {
+        llvm::orc::ExecutorAddr::fromPtr(&omp_get_max_threads),
         llvm::JITSymbolFlags::Exported};
     for (auto [name, address] : cuda::runtimeSymbols()) {
       symbols[interner(name)] = {llvm::orc::ExecutorAddr::fromPtr(address),

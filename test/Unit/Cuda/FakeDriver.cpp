@@ -5,15 +5,37 @@
 // functions below, run once per thread of the launch grid, so that the
 // runtime's launches (grid, block, arguments) can be checked without a GPU.
 //
+// Device pointers are host allocations moved by kDeviceOffset into
+// non-canonical addresses, as unusable from the host as a GPU's: host code
+// that reads, writes or free()s device memory crashes here as it would on a
+// GPU. With KILN_FAKE_CUDA_PTX=1 a PTX image (compiled kernels) is accepted
+// too and its kernels do nothing, so that the host side of compiled GPU code
+// (allocations, copies, launches, frees) runs end to end; results are
+// garbage.
+//
 //===----------------------------------------------------------------------===//
 
+#include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
+#include <map>
+#include <mutex>
 
 extern "C" {
 
 using CUresult = int;
 constexpr CUresult kNotFound = 500; // CUDA_ERROR_NOT_FOUND
+
+/// 2^46 past a user-space address is past 2^47: non-canonical on x86-64.
+constexpr unsigned long long kDeviceOffset = 1ull << 46;
+static void *onHost(unsigned long long device) {
+  return reinterpret_cast<void *>(device - kDeviceOffset);
+}
+static unsigned long long onDevice(void *host) {
+  return reinterpret_cast<uintptr_t>(host) + kDeviceOffset;
+}
 
 struct Launch {
   unsigned grid[3], block[3];
@@ -24,7 +46,8 @@ using HostKernel = void (*)(const Launch &, unsigned blockIndex,
 /// scale(float *data, long n, float factor): data[i] *= factor for the
 /// global thread index i < n.
 static void scale(const Launch &l, unsigned b, unsigned t, void **params) {
-  float *data = *static_cast<float **>(params[0]);
+  auto *data = static_cast<float *>(
+      onHost(*static_cast<unsigned long long *>(params[0])));
   long n = *static_cast<long *>(params[1]);
   float factor = *static_cast<float *>(params[2]);
   long i = long(b) * l.block[0] + t;
@@ -57,15 +80,30 @@ CUresult cuDevicePrimaryCtxRetain(void **context, int) {
   return 0;
 }
 CUresult cuCtxSetCurrent(void *) { return 0; }
+static char ptxModule; // the module of every accepted PTX image
+
+/// A compiled kernel under KILN_FAKE_CUDA_PTX: does nothing.
+static void noKernel(const Launch &, unsigned, unsigned, void **) {}
+
 CUresult cuModuleLoadData(void **module, const void *image) {
-  if (std::strcmp(static_cast<const char *>(image), "kernels") != 0) {
+  const char *text = static_cast<const char *>(image);
+  const char *ptx = std::getenv("KILN_FAKE_CUDA_PTX");
+  if (ptx && std::strcmp(ptx, "1") == 0 && std::strstr(text, ".entry")) {
+    *module = &ptxModule;
+    return 0;
+  }
+  if (std::strcmp(text, "kernels") != 0) {
     return 200; // CUDA_ERROR_INVALID_IMAGE
   }
   *module = const_cast<void *>(image);
   return 0;
 }
 CUresult cuModuleUnload(void *) { return 0; }
-CUresult cuModuleGetFunction(void **function, void *, const char *name) {
+CUresult cuModuleGetFunction(void **function, void *module, const char *name) {
+  if (module == &ptxModule) {
+    *function = reinterpret_cast<void *>(&noKernel);
+    return 0;
+  }
   if (std::strcmp(name, "scale") != 0) {
     return kNotFound;
   }
@@ -93,32 +131,72 @@ CUresult cuStreamDestroy_v2(void *stream) {
   return 0;
 }
 CUresult cuStreamSynchronize(void *) { return 0; }
+/// Live device allocations (start -> bytes): every access is checked
+/// against them, as a GPU would fault outside its own.
+static std::mutex allocationsMutex;
+static std::map<unsigned long long, size_t> allocations;
+
+/// The host address of device bytes [pointer, pointer + bytes), which must
+/// lie in one live allocation; aborts with `what` otherwise.
+static void *deviceBytes(unsigned long long pointer, size_t bytes,
+                         const char *what) {
+  std::lock_guard<std::mutex> lock(allocationsMutex);
+  auto next = allocations.upper_bound(pointer);
+  if (next == allocations.begin() ||
+      pointer + bytes > std::prev(next)->first + std::prev(next)->second) {
+    std::fprintf(stderr,
+                 "fake CUDA driver: %s of %zu bytes at device address %#llx "
+                 "outside every allocation\n",
+                 what, bytes, pointer);
+    std::abort();
+  }
+  return onHost(pointer);
+}
+
 CUresult cuMemAlloc_v2(unsigned long long *pointer, size_t bytes) {
-  *pointer = reinterpret_cast<unsigned long long>(std::malloc(bytes));
+  *pointer = onDevice(std::malloc(bytes));
+  std::lock_guard<std::mutex> lock(allocationsMutex);
+  allocations[*pointer] = bytes;
   return 0;
 }
 CUresult cuMemFree_v2(unsigned long long pointer) {
-  std::free(reinterpret_cast<void *>(pointer));
+  {
+    std::lock_guard<std::mutex> lock(allocationsMutex);
+    if (allocations.erase(pointer) != 1) {
+      std::fprintf(stderr, "fake CUDA driver: freeing %#llx, not allocated\n",
+                   pointer);
+      std::abort();
+    }
+  }
+  std::free(onHost(pointer));
   return 0;
+}
+/// cuMemcpyAsync's pointers may be either (unified addressing): device ones
+/// are the non-canonical ones, at 2^47 and above.
+static void *either(unsigned long long pointer, size_t bytes,
+                    const char *what) {
+  return pointer >= (1ull << 47) ? deviceBytes(pointer, bytes, what)
+                                 : reinterpret_cast<void *>(pointer);
 }
 CUresult cuMemcpyAsync(unsigned long long dst, unsigned long long src,
                        size_t bytes, void *) {
-  std::memcpy(reinterpret_cast<void *>(dst), reinterpret_cast<void *>(src),
-              bytes);
+  std::memcpy(either(dst, bytes, "a copy's destination"),
+              either(src, bytes, "a copy's source"), bytes);
   return 0;
 }
 CUresult cuMemcpyHtoD_v2(unsigned long long dst, const void *src,
                          size_t bytes) {
-  std::memcpy(reinterpret_cast<void *>(dst), src, bytes);
+  std::memcpy(deviceBytes(dst, bytes, "a copy to the device"), src, bytes);
   return 0;
 }
 CUresult cuMemcpyDtoH_v2(void *dst, unsigned long long src, size_t bytes) {
-  std::memcpy(dst, reinterpret_cast<void *>(src), bytes);
+  std::memcpy(dst, deviceBytes(src, bytes, "a copy from the device"), bytes);
   return 0;
 }
 CUresult cuMemsetD32Async(unsigned long long dst, unsigned value, size_t count,
                           void *) {
-  auto *p = reinterpret_cast<unsigned *>(dst);
+  auto *p = static_cast<unsigned *>(
+      deviceBytes(dst, count * sizeof(unsigned), "a memset"));
   for (size_t i = 0; i < count; ++i) {
     p[i] = value;
   }
