@@ -645,6 +645,20 @@ void optimizeModule(llvm::Module &module, llvm::TargetMachine &machine,
       fn.setLinkage(llvm::GlobalValue::InternalLinkage);
     }
   }
+  // The glue marked optnone (above, and by kiln-outline-kernels) still goes
+  // through the pipeline: makeOptimizingTransformer registers no optnone
+  // instrumentation, and the simplification is what keeps the backend fast
+  // on it (left raw, its descriptor aggregates took SelectionDAG twice as
+  // long as the whole pipeline saved). Only the vectorizers, which skip
+  // noimplicitfloat functions, are kept off it: glue has nothing to
+  // vectorize, and the SLP vectorizer's cost model, quadratic in a block's
+  // length, took 200 of the 222 s an encoder-decoder's GPU training step
+  // took to compile (GPU glue passes each launch dozens of arguments).
+  for (llvm::Function &fn : module) {
+    if (!fn.isDeclaration() && fn.hasOptNone()) {
+      fn.addFnAttr(llvm::Attribute::NoImplicitFloat);
+    }
+  }
   module.setDataLayout(machine.createDataLayout());
   module.setTargetTriple(machine.getTargetTriple());
   auto transformer = makeOptimizingTransformer(optLevel, 0, &machine);
