@@ -11,6 +11,7 @@
 #include "compiler/InitAll.h"
 #include "compiler/Pipelines/Pipelines.h"
 #include "compiler/Target/Common/Lowering.h"
+#include "compiler/Target/JIT/Jit.h"
 #include "compiler/Target/JIT/Training.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
@@ -19,6 +20,12 @@
 #include "mlir/Pass/PassManager.h"
 
 #include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <sstream>
 
 using namespace kiln;
 
@@ -87,4 +94,56 @@ TEST(Outlining, TrainingStepKernelCountDoesNotGrowWithDepth) {
   int64_t two = kernels(2, true);
   EXPECT_GT(two, 20);
   EXPECT_EQ(kernels(6, true), two);
+}
+
+// What stays after outlining is glue (descriptors, allocations, calls),
+// marked optnone, which LLVM's pipeline runs through anyway (the upstream
+// helper registers no optnone instrumentation). The vectorizers must skip it
+// (noimplicitfloat): the SLP vectorizer, quadratic in a block's length, took
+// 200 of the 222 s an encoder-decoder's GPU training step took to compile.
+// Kernels keep every optimization.
+TEST(Outlining, TheVectorizersSkipTheGlue) {
+  dsl::Module module;
+  addGptLoss(module, 2);
+  std::filesystem::path dir = std::filesystem::temp_directory_path() /
+                              ("kiln-glue-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  JitOptions options;
+  options.dumpDirectory = dir.string();
+  options.prePipeline = trainingStepPipeline("loss", {});
+  JitModule::compile(module.op(), options);
+  std::ifstream in(dir / "module.ll");
+  std::stringstream text;
+  text << in.rdbuf();
+  std::filesystem::remove_all(dir);
+  std::string ll = text.str();
+  ASSERT_FALSE(ll.empty());
+  // Each defined function's attribute group, then what each group holds.
+  std::map<std::string, std::string> groupOf, groups;
+  std::regex define(R"(define [^\n]*@([A-Za-z0-9_.]+)\([^\n]*\)[^\n]* #([0-9]+) \{)");
+  for (std::sregex_iterator it(ll.begin(), ll.end(), define), end; it != end;
+       ++it) {
+    groupOf[(*it)[1]] = (*it)[2];
+  }
+  std::regex attributes(R"(attributes #([0-9]+) = \{ ([^}]*)\})");
+  for (std::sregex_iterator it(ll.begin(), ll.end(), attributes), end;
+       it != end; ++it) {
+    groups[(*it)[1]] = (*it)[2];
+  }
+  int64_t kernelsSeen = 0;
+  for (const char *glue : {"loss", "train_step", "_mlir_train_step"}) {
+    ASSERT_TRUE(groupOf.count(glue)) << glue;
+    const std::string &held = groups[groupOf[glue]];
+    EXPECT_NE(held.find("noimplicitfloat"), std::string::npos)
+        << glue << ": " << held;
+    EXPECT_NE(held.find("optnone"), std::string::npos) << glue << ": " << held;
+  }
+  for (const auto &[name, group] : groupOf) {
+    if (name.rfind("kiln_kernel_", 0) == 0) {
+      ++kernelsSeen;
+      EXPECT_EQ(groups[group].find("noimplicitfloat"), std::string::npos)
+          << name;
+    }
+  }
+  EXPECT_GT(kernelsSeen, 10);
 }
