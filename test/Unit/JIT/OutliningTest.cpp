@@ -60,9 +60,7 @@ int64_t kernels(int64_t layers, bool training) {
 }
 
 /// GPU kernels (gpu.binary ops) of a GPT loss with `layers` blocks, through
-/// kiln-to-gpu. (Training steps do not lower to the GPU yet: the
-/// scatter-add of embedding gradients reads token ids on the host, which
-/// kiln-device-buffers refuses.)
+/// kiln-to-gpu.
 int64_t gpuKernels(int64_t layers) {
   dsl::Module module;
   addGptLoss(module, layers);
