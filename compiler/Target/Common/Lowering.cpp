@@ -32,6 +32,7 @@
 #include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
 #include "llvm/IR/Module.h"
 #include "llvm/MC/TargetRegistry.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/TargetSelect.h"
@@ -304,7 +305,11 @@ void dumpStage(const LoweringOptions &options, const std::string &suffix,
   }
   std::string path =
       options.dumpDirectory + "/" + options.dumpStem + "." + suffix;
-  std::error_code ec;
+  std::error_code ec = llvm::sys::fs::create_directories(options.dumpDirectory);
+  if (ec) {
+    throw Error("kiln: cannot create the IR dump directory '" +
+                options.dumpDirectory + "': " + ec.message());
+  }
   llvm::raw_fd_ostream os(path, ec);
   if (ec) {
     throw Error("kiln: cannot write IR dump '" + path + "': " + ec.message());

@@ -15,6 +15,8 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -655,8 +657,9 @@ TEST(OpNumerics, CallChecksArgumentsBeforeRunning) {
 }
 
 TEST(Jit, DumpsTheIROfEveryStage) {
-  std::string dir = ::testing::TempDir() + "kiln-dump";
-  std::filesystem::create_directories(dir);
+  // The directory is made when missing, parents included.
+  std::string dir = ::testing::TempDir() + "kiln-dump-" +
+                    std::to_string(::getpid()) + "/stages";
   JitOptions options;
   options.dumpDirectory = dir;
   options.dumpStem = "relu";
@@ -675,6 +678,20 @@ TEST(Jit, DumpsTheIROfEveryStage) {
   EXPECT_EQ(read("linalg.mlir").find("kiln."), std::string::npos);
   EXPECT_NE(read("llvm.mlir").find("llvm.func @f"), std::string::npos);
   EXPECT_NE(read("ll").find("define"), std::string::npos);
+  std::filesystem::remove_all(std::filesystem::path(dir).parent_path());
+  // Where a file stands in the way, the error says so.
+  std::string blocked = ::testing::TempDir() + "kiln-dump-file-" +
+                        std::to_string(::getpid());
+  std::ofstream(blocked) << "not a directory";
+  options.dumpDirectory = blocked + "/stages";
+  std::string message = expectErrorMessage([&] {
+    JitModule::compileSource("func.func @f() { return }", options);
+  });
+  std::filesystem::remove(blocked);
+  EXPECT_NE(message.find("cannot create the IR dump directory '" + blocked +
+                         "/stages'"),
+            std::string::npos)
+      << message;
 }
 
 namespace {
