@@ -111,6 +111,15 @@ struct Options {
   double peak = 0;
 };
 
+/// How every model is compiled: for options.cpu, run on options.target.
+JitOptions jitOptions(const Options &options) {
+  JitOptions jit;
+  jit.cpu = options.cpu;
+  jit.target = options.target;
+  jit.dumpDirectory = options.dumpDirectory;
+  return jit;
+}
+
 void measure(const std::string &name, const std::string &mode, const Shape &c,
              double flops, const Options &options, double compilePeak,
              const std::function<float()> &step) {
@@ -188,11 +197,8 @@ void benchTrain(const std::string &name, const dsl::Module &module,
   OptimizerConfig adamw;
   adamw.weightDecay = 0.01;
   auto start = std::chrono::steady_clock::now();
-  JitOptions jit;
-  jit.cpu = options.cpu;
-  jit.target = options.target;
-  jit.dumpDirectory = options.dumpDirectory;
-  Trainer trainer(compileTraining(module, "loss", adamw, jit), 1);
+  Trainer trainer(
+      compileTraining(module, "loss", adamw, jitOptions(options)), 1);
   fmt::print(
       "{}: training step compiled in {:.1f} s\n", name,
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
@@ -216,11 +222,7 @@ void benchGpt(const std::string &name, dsl::models::GptConfig config,
     return;
   }
   auto start = std::chrono::steady_clock::now();
-  JitOptions jit;
-  jit.cpu = options.cpu;
-  jit.target = options.target;
-  jit.dumpDirectory = options.dumpDirectory;
-  CompiledModel model(module, 1, jit);
+  CompiledModel model(module, 1, jitOptions(options));
   fmt::print(
       "{}: compiled in {:.1f} s\n", name,
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
@@ -262,11 +264,7 @@ void benchEncDec(const Options &options) {
     return;
   }
   auto start = std::chrono::steady_clock::now();
-  JitOptions jit;
-  jit.cpu = options.cpu;
-  jit.target = options.target;
-  jit.dumpDirectory = options.dumpDirectory;
-  CompiledModel model(module, 1, jit);
+  CompiledModel model(module, 1, jitOptions(options));
   fmt::print(
       "encdec: compiled in {:.1f} s\n",
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)

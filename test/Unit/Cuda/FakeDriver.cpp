@@ -28,8 +28,10 @@ extern "C" {
 using CUresult = int;
 constexpr CUresult kNotFound = 500; // CUDA_ERROR_NOT_FOUND
 
-/// 2^46 past a user-space address is past 2^47: non-canonical on x86-64.
+/// 2^46 past a user-space address (below 2^47) is at kDeviceSpace or
+/// above: non-canonical on x86-64.
 constexpr unsigned long long kDeviceOffset = 1ull << 46;
+constexpr unsigned long long kDeviceSpace = 1ull << 47;
 static void *onHost(unsigned long long device) {
   return reinterpret_cast<void *>(device - kDeviceOffset);
 }
@@ -172,10 +174,10 @@ CUresult cuMemFree_v2(unsigned long long pointer) {
   return 0;
 }
 /// cuMemcpyAsync's pointers may be either (unified addressing): device ones
-/// are the non-canonical ones, at 2^47 and above.
+/// are the non-canonical ones, at kDeviceSpace and above.
 static void *either(unsigned long long pointer, size_t bytes,
                     const char *what) {
-  return pointer >= (1ull << 47) ? deviceBytes(pointer, bytes, what)
+  return pointer >= kDeviceSpace ? deviceBytes(pointer, bytes, what)
                                  : reinterpret_cast<void *>(pointer);
 }
 CUresult cuMemcpyAsync(unsigned long long dst, unsigned long long src,
