@@ -169,9 +169,15 @@ def KilnHoistVectorTransfersPass
     (a row maximum or sum along the innermost loop: one lane-crossing
     reduction per vector) carries a vector of partial results instead,
     combined lane by lane, and reduces across the lanes once, after the
-    loop.
+    loop. Finally, a loop that adds to an accumulator tile read from memory
+    right before it starts from zeros instead: the tile is prefetched
+    (`memref.prefetch`, one per cache line) before the loop and read and
+    added once after it, so that a register tile of a large output does not
+    wait for its rows before its first multiply.
   }];
-  let dependentDialects = ["::mlir::vector::VectorDialect"];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::memref::MemRefDialect",
+                           "::mlir::vector::VectorDialect"];
 }
 
 def KilnParallelizeLoopsPass

@@ -179,6 +179,13 @@ constexpr int64_t kPackMinReuse = 32;
 /// 105-106 GFLOP/s, two cores 153-174 -> 174-189 and unchanged).
 constexpr int64_t kPanelMinReuse = 256;
 
+/// A contraction that copies its transposed A block by block runs its row
+/// blocks on all cores, each thread copying the blocks it multiplies into
+/// a buffer of its own, when it has at least this many of them (of static
+/// count); with fewer, its register tiles are spread instead, as in any
+/// other contraction, and every block is copied by all threads together.
+constexpr int64_t kParallelRowBlocks = 8;
+
 /// The unbatched input of a contraction indexed by exactly the loops
 /// `outer` and `inner` in that order (A [K, M] stored transposed: (k, m);
 /// B: (k, n) or (n, k)), with its innermost dimension contiguous, or null.
@@ -358,7 +365,7 @@ struct Packing {
   int64_t panelWidth = 0;
 };
 
-/// A block copied as micro-panels: `buffer` [P, kc, T] holds the block's
+/// A block copied as micro-panels: `buffer` [P, kc + 1, T] holds the block's
 /// columns (along loop `panelDim`) T at a time, each panel's kc rows of T
 /// contiguous, so that a register tile T wide reads one contiguous stream
 /// (a row-major [kc, nc] block gives it rows nc apart: 5-10% slower on Zen
@@ -373,7 +380,7 @@ struct PanelRead {
 };
 
 /// The first `k` rows and `columns` columns of micro-panel `panel` of a
-/// [P, kc, T] panel buffer, as a [k, columns] matrix.
+/// [P, kc + 1, T] panel buffer, as a [k, columns] matrix.
 Value panelView(OpBuilder &b, Location loc, Value buffer, OpFoldResult panel,
                 OpFoldResult k, OpFoldResult columns) {
   OpFoldResult zero = b.getIndexAttr(0);
@@ -394,7 +401,7 @@ Value allocateAround(RewriterBase &rewriter, Location loc, Operation *outer,
 
 /// Copies operand `p.operand` of `blocked` (a [kc, nc] or, transposed,
 /// [nc, kc] window) into micro-panels `p.panelWidth` wide along
-/// `p.panelDim` (see PanelRead), in a [P, kc, T] buffer allocated around
+/// `p.panelDim` (see PanelRead), in a [P, kc + 1, T] buffer allocated around
 /// `outer`: the whole panels with one copy of the window viewed as [kc,
 /// P', T] (or [P', T, kc]), the last partial panel, if any, with another.
 /// The copies are made right before `copyAt`, and only when `when` holds
@@ -410,9 +417,14 @@ PanelRead packPanels(RewriterBase &rewriter, linalg::LinalgOp blocked,
   // pos: the window's dimension along the panels; the other is k.
   unsigned pos = p.dims[0] == p.panelDim ? 0 : 1;
   int64_t panels = llvm::divideCeil(bounds[pos], width);
+  // One row of padding after each panel: panels of 512 (or 64) rows of 32
+  // floats lie 64 KiB (8 KiB) apart, a multiple of 4 KiB, and a copy that
+  // writes one row of each in turn kept all of them in one cache set (B's
+  // copy had taken a quarter of gpt-small's fc2 weight gradient, [2048,
+  // 384]^T [2048, 1536], on two Zen 4 cores; 5% padded).
   Value buffer = allocateAround(
       rewriter, loc, outer,
-      MemRefType::get({panels, bounds[1 - pos], width}, elementType));
+      MemRefType::get({panels, bounds[1 - pos] + 1, width}, elementType));
 
   rewriter.setInsertionPoint(copyAt);
   if (when) {
@@ -810,7 +822,26 @@ linalg::LinalgOp blockForCaches(RewriterBase &rewriter, linalg::LinalgOp op,
   if (rowBlocks) {
     moveLoopInvariantCode(cast<LoopLikeOpInterface>(rowBlocks));
   }
+  // Row blocks on all cores: a block of A is then copied and multiplied by
+  // the same thread, from its own caches, with no barrier in between (the
+  // head's weight gradient, [2048, 4096]^T [2048, 384], had spent 9% of
+  // its time in libomp's barriers, copying and multiplying each of its 128
+  // blocks in two parallel loops of their own, and each core read half of
+  // the block it multiplied from the other core's copy).
+  bool threadRowBlocks =
+      rowBlocks && !batchedB && !ShapedType::isDynamic(ranges[m]) &&
+      llvm::divideCeil(ranges[m], sizes[m]) >= kParallelRowBlocks &&
+      llvm::any_of(packings, [&](const Packing &p) {
+        return lhsT && p.operand == lhsT->getOperandNumber();
+      });
+  if (threadRowBlocks) {
+    rowBlocks->setAttr(kiln::cpu::kParallelAttr, rewriter.getUnitAttr());
+  }
   for (const Packing &p : packings) {
+    if (threadRowBlocks && p.operand == lhsT->getOperandNumber()) {
+      pack(rewriter, blocked, blocked, blocked, p, bounds(p), copies);
+      continue;
+    }
     Operation *copyAt = blocked;
     Operation *window = blocked->getOperand(p.operand).getDefiningOp();
     if (rowBlocks && !llvm::is_contained(p.dims, int64_t(m)) &&

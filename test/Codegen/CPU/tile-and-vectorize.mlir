@@ -21,16 +21,16 @@
 // AVX2-NOT: linalg.generic
 // AVX2: return
 // AVX2-LABEL: func.func @packed_weight
-// AVX2: memref.alloc() {alignment = 64 : i64} : memref<8x512x16xf32>
+// AVX2: memref.alloc() {alignment = 64 : i64} : memref<8x513x16xf32>
 // AVX2: scf.for {{.*}} -> (vector<6x16xf32>)
 // AVX2-LABEL: func.func @packed_lhs_t
 // AVX2: memref.alloc() {alignment = 64 : i64} : memref<512x126xf32>
 // AVX2: scf.for {{.*}} -> (vector<6x16xf32>)
 // AVX2-COUNT-6: vector.transfer_read {{.*}} vector<16x1xf32>
 // AVX2-LABEL: func.func @batched_keys
-// AVX2: memref.alloc() {alignment = 64 : i64} : memref<8x64x16xf32>
+// AVX2: memref.alloc() {alignment = 64 : i64} : memref<8x65x16xf32>
 // AVX2: vector.transpose {{.*}} : vector<8x8xf32>
-// AVX2: vector.transfer_read {{.*}} : memref<8x64x16xf32>, vector<6x16x1xf32>
+// AVX2: vector.transfer_read {{.*}} : memref<8x65x16xf32>, vector<6x16x1xf32>
 // AVX2-LABEL: func.func @elementwise
 // AVX2: scf.for {{.*}} step %c8
 // AVX2: arith.maximumf {{.*}} : vector<8xf32>
@@ -42,20 +42,27 @@
 
 // A [20, 64] x [64, 96] product into a fresh buffer: rows 0..15 in full
 // 8-row tiles whose k loop keeps the accumulators in registers, rows 16..19
-// in a peeled (here static, 4-row) tile.
+// in a peeled (here static, 4-row) tile. The k loop sums from zeros; the
+// tile of C, prefetched before it (8 rows of two cache lines), is read and
+// added after it.
 // CHECK-LABEL: func.func @contraction
 // CHECK-SAME: (%[[A:.+]]: memref<20x64xf32>, %[[B:.+]]: memref<64x96xf32>)
 // CHECK: %[[C:.+]] = memref.alloc() : memref<20x96xf32>
 // CHECK-NOT: affine.min
 // CHECK: scf.for %[[M:.+]] = %{{.+}} to %{{.+}} step %c8
 // CHECK: scf.for %[[N:.+]] = %{{.+}} to %{{.+}} step %c32
-// CHECK: %[[ACC0:.+]] = vector.transfer_read %[[C]][%[[M]], %[[N]]]{{.*}} : memref<20x96xf32>, vector<8x32xf32>
-// CHECK: %[[ACC:.+]] = scf.for {{.*}} iter_args(%[[V:.+]] = %[[ACC0]]) -> (vector<8x32xf32>)
+// CHECK-NOT: vector.transfer_read %[[C]]
+// CHECK-COUNT-16: memref.prefetch %[[C]]
+// CHECK-NOT: memref.prefetch
+// CHECK: %[[ZERO:.+]] = arith.constant dense<-0.000000e+00> : vector<8x32xf32>
+// CHECK: %[[ACC:.+]] = scf.for {{.*}} iter_args(%[[V:.+]] = %[[ZERO]]) -> (vector<8x32xf32>)
 // CHECK: vector.transfer_read %[[A]]{{.*}} vector<8x32x1xf32>
 // CHECK: vector.transfer_read %[[B]]{{.*}} vector<8x32x1xf32>
 // CHECK-NOT: vector.transfer_write
 // CHECK: scf.yield
-// CHECK: vector.transfer_write %[[ACC]], %[[C]][%[[M]], %[[N]]]
+// CHECK: %[[ACC0:.+]] = vector.transfer_read %[[C]][%[[M]], %[[N]]]{{.*}} : memref<20x96xf32>, vector<8x32xf32>
+// CHECK: %[[SUM:.+]] = arith.addf %[[ACC0]], %[[ACC]] : vector<8x32xf32>
+// CHECK: vector.transfer_write %[[SUM]], %[[C]][%[[M]], %[[N]]]
 // CHECK: vector<4x32xf32>
 func.func @contraction(%a: memref<20x64xf32>, %b: memref<64x96xf32>) -> memref<20x96xf32> {
   %c = memref.alloc() : memref<20x96xf32>
@@ -108,14 +115,14 @@ func.func @contraction_dynamic(%a: memref<?x64xf32>, %b: memref<64x100xf32>, %c:
 // CHECK-LABEL: func.func @packed_weight
 // CHECK-SAME: %[[W:[a-z0-9]+]]: memref<512x2048xf32>
 // CHECK: %[[ENOUGH:.+]] = arith.cmpi sge, %{{.+}}, %c32
-// CHECK: %[[BUF:.+]] = memref.alloc() {alignment = 64 : i64} : memref<4x512x32xf32>
+// CHECK: %[[BUF:.+]] = memref.alloc() {alignment = 64 : i64} : memref<4x513x32xf32>
 // CHECK: scf.for {{.*}} step %c128
 // CHECK: scf.if %[[ENOUGH]] {
-// CHECK: %[[ROWS:.+]] = memref.transpose %{{.+}} (d0, d1, d2) -> (d1, d0, d2) {{.*}} to memref<512x4x32xf32, strided<[32, 16384, 1]>>
+// CHECK: %[[ROWS:.+]] = memref.transpose %{{.+}} (d0, d1, d2) -> (d1, d0, d2) {{.*}} to memref<512x4x32xf32, strided<[32, 16416, 1]>>
 // CHECK: %[[V:.+]] = vector.transfer_read %[[W]]{{.*}} vector<16xf32>
 // CHECK: vector.transfer_write %[[V]], %[[ROWS]]
 // CHECK: scf.for {{.*}} -> (vector<8x32xf32>)
-// CHECK: vector.transfer_read %[[BUF]][%{{.+}}, %{{.+}}, %c0]{{.*}} : memref<4x512x32xf32>, vector<8x32x1xf32>
+// CHECK: vector.transfer_read %[[BUF]][%{{.+}}, %{{.+}}, %c0]{{.*}} : memref<4x513x32xf32>, vector<8x32x1xf32>
 // CHECK: } else {
 // CHECK: scf.for {{.*}} -> (vector<8x32xf32>)
 // CHECK: vector.transfer_read %[[W]]
@@ -138,7 +145,7 @@ func.func @packed_weight(%x: memref<?x?x512xf32>, %w: memref<512x2048xf32>, %out
 // 80) has a partial panel of 16 columns, copied apart.
 // CHECK-LABEL: func.func @unpacked_weight
 // CHECK: %[[ENOUGH:.+]] = arith.cmpi sge, %{{.+}}, %c256
-// CHECK: memref.alloc() {alignment = 64 : i64} : memref<4x512x32xf32>
+// CHECK: memref.alloc() {alignment = 64 : i64} : memref<4x513x32xf32>
 // CHECK: scf.if %[[ENOUGH]] {
 // CHECK: memref.expand_shape {{.*}} into memref<512x?x32xf32, strided<[2000, 32, 1], offset: ?>>
 // CHECK: %[[REST:.+]] = arith.cmpi sgt, %{{.+}}, %c0
@@ -206,18 +213,22 @@ func.func @packed_lhs_t(%a: memref<?x4096xf32>, %b: memref<?x64xf32>, %out: memr
 
 // A weight gradient with a transposed A blocked by rows and a B of 4096
 // rows (1536 bytes apart): B's micro-panels do not depend on the rows, so
-// each [512, 128] block of B is copied once, before the row-block loop,
-// and each [512, 128] block of A inside it.
+// each [512, 128] block of B is copied once, before the row-block loop.
+// The 32 row blocks run on all cores (the loop is marked), each copying its
+// [512, 128] block of A into a buffer of its own, allocated inside it; the
+// loops of that copy and of the register tiles inside stay serial.
 // CHECK-LABEL: func.func @gradient_panels
-// CHECK-DAG: %[[BBUF:.+]] = memref.alloc() {alignment = 64 : i64} : memref<4x512x32xf32>
-// CHECK-DAG: %[[ABUF:.+]] = memref.alloc() {alignment = 64 : i64} : memref<512x128xf32>
+// CHECK: %[[BBUF:.+]] = memref.alloc() {alignment = 64 : i64} : memref<4x513x32xf32>
 // CHECK: scf.for {{.*}} to %c384 step %c128
 // CHECK: scf.for {{.*}} to %c2048 step %c512
-// CHECK: vector.transfer_write {{.*}} : vector<16xf32>, memref<512x4x32xf32, strided<[32, 16384, 1]>>
+// CHECK: vector.transfer_write {{.*}} : vector<16xf32>, memref<512x4x32xf32, strided<[32, 16416, 1]>>
 // CHECK: scf.for {{.*}} to %c4096 step %c128
+// CHECK-NEXT: %[[ABUF:.+]] = memref.alloc() {alignment = 64 : i64} : memref<512x128xf32>
 // CHECK: vector.transfer_write {{.*}}, %[[ABUF]]
 // CHECK: scf.for {{.*}} -> (vector<8x32xf32>)
 // CHECK: vector.transfer_read %[[BBUF]]
+// CHECK: memref.dealloc %[[ABUF]]
+// CHECK-NEXT: } {kiln.parallel}
 func.func @gradient_panels(%a: memref<2048x4096xf32>, %b: memref<2048x384xf32>, %out: memref<4096x384xf32> {kiln.noalias}) {
   linalg.generic {indexing_maps = [affine_map<(m, n, k) -> (k, m)>, affine_map<(m, n, k) -> (k, n)>, affine_map<(m, n, k) -> (m, n)>],
                   iterator_types = ["parallel", "parallel", "reduction"]}
@@ -238,13 +249,13 @@ func.func @gradient_panels(%a: memref<2048x4096xf32>, %b: memref<2048x384xf32>, 
 // CHECK-LABEL: func.func @batched_keys
 // CHECK-SAME: (%{{[a-z0-9]+}}: memref<?x256x64xf32>, %[[K:[a-z0-9]+]]: memref<?x256x64xf32>
 // CHECK: scf.for %[[B:.+]] = %c0 to %{{.+}} step %c1 {
-// CHECK-NEXT: %[[BUF:.+]] = memref.alloc() {alignment = 64 : i64} : memref<4x64x32xf32>
+// CHECK-NEXT: %[[BUF:.+]] = memref.alloc() {alignment = 64 : i64} : memref<4x65x32xf32>
 // CHECK: scf.for {{.*}} to %c256 step %c128
 // CHECK: %[[T:.+]] = vector.transfer_read %[[K]][%[[B]], {{.*}} : memref<?x256x64xf32>, vector<16x16xf32>
 // CHECK: %[[TT:.+]] = vector.transpose %[[T]], [1, 0]
 // CHECK: vector.transfer_write %[[TT]], %[[BUF]]
 // CHECK: scf.for {{.*}} -> (vector<8x32xf32>)
-// CHECK: vector.transfer_read %[[BUF]]{{.*}} : memref<4x64x32xf32>, vector<8x32x1xf32>
+// CHECK: vector.transfer_read %[[BUF]]{{.*}} : memref<4x65x32xf32>, vector<8x32x1xf32>
 // CHECK: memref.dealloc %[[BUF]]
 // CHECK-NEXT: } {kiln.parallel}
 func.func @batched_keys(%q: memref<?x256x64xf32>, %k: memref<?x256x64xf32>, %out: memref<?x256x256xf32> {kiln.noalias}) {
@@ -536,24 +547,24 @@ func.func @keys_heads_major(%k: memref<2x32x4x32xf32>, %o: memref<2x4x32x32xf32>
 // reads its panel: kc rows of 32 contiguous columns.
 // CHECK-LABEL: func.func @transposed_weight
 // CHECK-SAME: %[[W:[a-z0-9]+]]: memref<2000x512xf32>
-// CHECK: %[[BUF:.+]] = memref.alloc() {alignment = 64 : i64} : memref<4x512x32xf32>
+// CHECK: %[[BUF:.+]] = memref.alloc() {alignment = 64 : i64} : memref<4x513x32xf32>
 // CHECK-NOT: arith.cmpi sge
 // CHECK: scf.for {{.*}} step %c128
 // CHECK: memref.expand_shape {{.*}} into memref<?x32x512xf32
 // CHECK: %[[T:.+]] = vector.transfer_read %[[W]]{{.*}} : memref<2000x512xf32>, vector<16x16xf32>
 // CHECK: %[[TT:.+]] = vector.transpose %[[T]], [1, 0]
-// CHECK: vector.transfer_write %[[TT]], %[[BUF]][%{{.+}}, %{{.+}}, %{{.+}}] {{.*}} : vector<16x16xf32>, memref<4x512x32xf32>
+// CHECK: vector.transfer_write %[[TT]], %[[BUF]][%{{.+}}, %{{.+}}, %{{.+}}] {{.*}} : vector<16x16xf32>, memref<4x513x32xf32>
 // The last block's partial panel (80 = 2 x 32 + 16 columns):
 // CHECK: scf.if
 // CHECK: linalg.transpose {{.*}} outs(%{{.+}} : memref<16x?xf32, strided<[32, 1], offset: ?>>)
 // CHECK: scf.for {{.*}} -> (vector<8x32xf32>)
-// CHECK: vector.transfer_read %[[BUF]][%{{.+}}, %{{.+}}, %c0]{{.*}} : memref<4x512x32xf32>, vector<8x32x1xf32>
+// CHECK: vector.transfer_read %[[BUF]][%{{.+}}, %{{.+}}, %c0]{{.*}} : memref<4x513x32xf32>, vector<8x32x1xf32>
 // CHECK: memref.dealloc %[[BUF]]
 // AVX2-LABEL: func.func @transposed_weight
-// AVX2: memref.alloc() {alignment = 64 : i64} : memref<8x512x16xf32>
+// AVX2: memref.alloc() {alignment = 64 : i64} : memref<8x513x16xf32>
 // AVX2: vector.transpose {{.*}} : vector<8x8xf32>
 // AVX2: scf.for {{.*}} -> (vector<6x16xf32>)
-// AVX2: vector.transfer_read {{.*}} : memref<8x512x16xf32>, vector<6x16x1xf32>
+// AVX2: vector.transfer_read {{.*}} : memref<8x513x16xf32>, vector<6x16x1xf32>
 func.func @transposed_weight(%x: memref<?x512xf32>, %w: memref<2000x512xf32>, %out: memref<?x2000xf32> {kiln.noalias}) {
   linalg.generic {indexing_maps = [affine_map<(m, n, k) -> (m, k)>, affine_map<(m, n, k) -> (n, k)>, affine_map<(m, n, k) -> (m, n)>],
                   iterator_types = ["parallel", "parallel", "reduction"]}
@@ -569,7 +580,7 @@ func.func @transposed_weight(%x: memref<?x512xf32>, %w: memref<2000x512xf32>, %o
 // A weight within one block is copied transposed whole, right before the op.
 // CHECK-LABEL: func.func @transposed_small_weight
 // CHECK-SAME: %[[W:[a-z0-9]+]]: memref<96x64xf32>
-// CHECK: %[[BUF:.+]] = memref.alloc() {alignment = 64 : i64} : memref<3x64x32xf32>
+// CHECK: %[[BUF:.+]] = memref.alloc() {alignment = 64 : i64} : memref<3x65x32xf32>
 // CHECK: vector.transfer_read %[[W]]{{.*}} : memref<96x64xf32>, vector<16x16xf32>
 // CHECK: vector.transpose
 // CHECK: scf.for {{.*}} -> (vector<8x32xf32>)

@@ -95,15 +95,15 @@ Vec matmulRef(const Vec &a, const Vec &b, int64_t batch, int64_t m, int64_t k,
   Vec y(batch * m * n);
   for (int64_t t = 0; t < batch; ++t) {
     const double *pa = a.data() + t * m * k, *pb = b.data() + t * k * n;
+    // Row by row, each row's sums in the order of l (the rows of a
+    // transposed A are read once per row, not once per element).
     for (int64_t i = 0; i < m; ++i) {
-      for (int64_t j = 0; j < n; ++j) {
-        double acc = 0;
-        for (int64_t l = 0; l < k; ++l) {
-          double lhs = transposeLhs ? pa[l * m + i] : pa[i * k + l];
-          double rhs = transposeRhs ? pb[j * k + l] : pb[l * n + j];
-          acc += lhs * rhs;
+      double *row = y.data() + (t * m + i) * n;
+      for (int64_t l = 0; l < k; ++l) {
+        double lhs = transposeLhs ? pa[l * m + i] : pa[i * k + l];
+        for (int64_t j = 0; j < n; ++j) {
+          row[j] += lhs * (transposeRhs ? pb[j * k + l] : pb[l * n + j]);
         }
-        y[(t * m + i) * n + j] = acc;
       }
     }
   }
@@ -323,6 +323,21 @@ TEST(DifferentialBlocks, MatmulTransposeLhsPanels) {
   c.alwaysStatic = {"N"};
   c.base = {{"M", 600}, {"K", 17}, {"N", 300}};
   c.sweep = {{"M", {600}}, {"K", {17, 600}}, {"N", {300}}};
+  diff::run(c);
+}
+
+/// A weight gradient Aᵀ·B whose A [K, 4096] (rows 16 KiB apart, copied
+/// block by block) has at least 8 row blocks on every target (blockM is at
+/// most 512): the row blocks run on all cores, each thread copying its
+/// blocks of A into a buffer of its own and multiplying them. 600 crosses
+/// the reduction block, so later blocks add to the tiles the first wrote;
+/// 40 columns cross one register tile.
+TEST(DifferentialBlocks, MatmulTransposeLhsRowBlocksOnAllCores) {
+  Case c = matmulCase("matmul transpose_lhs row blocks on all cores", true,
+                      false, false, /*batched=*/false);
+  c.alwaysStatic = {"M"};
+  c.base = {{"M", 4096}, {"K", 600}, {"N", 40}};
+  c.sweep = {{"M", {4096}}, {"K", {17, 600}}, {"N", {40}}};
   diff::run(c);
 }
 
