@@ -69,6 +69,10 @@ mapfile -t shapes < <("$build/examples/kiln-gemm" --list)
 for ((r = 1; r <= rounds; ++r)); do
   for t in ${threads//,/ }; do
     echo "== round $r of $rounds, $t thread(s)"
+    # One untimed run first: the first process after a change of thread
+    # count ran at one core's speed on two (tiny qkv: 114 GFLOP/s, then
+    # 219-226), a core of this virtual machine waking up.
+    OMP_NUM_THREADS=$t "$build/examples/kiln-gemm" "${shapes[0]}" > /dev/null
     for shape in "${shapes[@]}"; do
       OMP_NUM_THREADS=$t "$build/examples/kiln-gemm" "$shape" | grep '^GEMM' |
         sed "s/^GEMM /GEMM threads=$t /" >> "$results"
