@@ -39,6 +39,24 @@ bool isNoAliasArgument(Value v) {
   return func && func.getArgAttr(arg.getArgNumber(), kiln::kNoAliasArgAttr);
 }
 
+/// Does an op in `loop`'s body other than `except` use a view of `base`?
+bool touchesBuffer(scf::ForOp loop, Value base,
+                   ArrayRef<Operation *> except = {}) {
+  WalkResult result = loop.getBody()->walk([&](Operation *op) {
+    if (llvm::is_contained(except, op)) {
+      return WalkResult::advance();
+    }
+    for (Value operand : op->getOperands()) {
+      if (isa<MemRefType>(operand.getType()) &&
+          kiln::viewRoot(operand) == base) {
+        return WalkResult::interrupt();
+      }
+    }
+    return WalkResult::advance();
+  });
+  return result.wasInterrupted();
+}
+
 /// Moves a transfer_read/transfer_write pair of a loop-invariant tile of a
 /// fresh allocation (or of a kernel argument that overlaps no other) out of
 /// `loop`, carrying the vector as an iteration argument. The buffer must not
@@ -72,19 +90,7 @@ void hoistTransferPairs(RewriterBase &rewriter, scf::ForOp loop) {
       if (!write || !read->isBeforeInBlock(write)) {
         continue;
       }
-      bool conflict = false;
-      loop.getBody()->walk([&](Operation *op) {
-        if (op == read.getOperation() || op == write.getOperation()) {
-          return;
-        }
-        for (Value operand : op->getOperands()) {
-          if (isa<MemRefType>(operand.getType()) &&
-              kiln::viewRoot(operand) == base) {
-            conflict = true;
-          }
-        }
-      });
-      if (conflict) {
+      if (touchesBuffer(loop, base, {read, write})) {
         continue;
       }
       read->moveBefore(loop);
@@ -141,14 +147,7 @@ void deferAccumulatorReads(RewriterBase &rewriter, scf::ForOp loop) {
       continue;
     }
     // Nothing in the loop may touch the read's buffer.
-    Value base = kiln::viewRoot(read.getBase());
-    bool touched = false;
-    loop.getBody()->walk([&](Operation *op) {
-      for (Value operand : op->getOperands()) {
-        touched |= isa<MemRefType>(operand.getType()) &&
-                   kiln::viewRoot(operand) == base;
-      }
-    });
+    bool touched = touchesBuffer(loop, kiln::viewRoot(read.getBase()));
     int64_t elementBytes = type.getElementTypeBitWidth() / 8;
     int64_t lineElements = std::max<int64_t>(1, 64 / std::max<int64_t>(
                                                        elementBytes, 1));
