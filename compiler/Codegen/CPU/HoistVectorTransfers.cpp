@@ -13,6 +13,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Utils/IndexingUtils.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/Dialect/Vector/Transforms/VectorTransforms.h"
 #include "mlir/IR/Dominance.h"
@@ -113,8 +114,10 @@ void hoistTransferPairs(RewriterBase &rewriter, scf::ForOp loop) {
 }
 
 /// The most cache lines one deferred accumulator read prefetches (a
-/// register tile of 8 rows of 32 floats touches 16).
+/// register tile of 8 rows of 32 floats touches 16), and the bytes of a
+/// line (64 on every x86 CPU).
 constexpr int64_t kMaxPrefetchedLines = 64;
+constexpr int64_t kLineBytes = 64;
 
 /// A loop that adds to an accumulator read from memory right before it
 /// (a register tile's output, carried through its reduction loop by
@@ -147,43 +150,40 @@ void deferAccumulatorReads(RewriterBase &rewriter, scf::ForOp loop) {
       continue;
     }
     // Nothing in the loop may touch the read's buffer.
-    bool touched = touchesBuffer(loop, kiln::viewRoot(read.getBase()));
-    int64_t elementBytes = type.getElementTypeBitWidth() / 8;
-    int64_t lineElements = std::max<int64_t>(1, 64 / std::max<int64_t>(
-                                                       elementBytes, 1));
-    int64_t width = type.getShape().back();
-    int64_t lines = type.getNumElements() / width *
-                    llvm::divideCeil(width, lineElements);
-    if (touched || elementBytes == 0 || lines > kMaxPrefetchedLines) {
+    if (touchesBuffer(loop, kiln::viewRoot(read.getBase()))) {
       continue;
     }
+    int64_t elementBytes = type.getElementTypeBitWidth() / 8;
+    if (elementBytes == 0) {
+      continue;
+    }
+    int64_t lineElements = std::max<int64_t>(1, kLineBytes / elementBytes);
+    ArrayRef<int64_t> shape = type.getShape();
+    int64_t width = shape.back(), rows = type.getNumElements() / width;
+    if (rows * llvm::divideCeil(width, lineElements) > kMaxPrefetchedLines) {
+      continue;
+    }
+    // One prefetch per cache line of each row of the tile.
     Location loc = read.getLoc();
     rewriter.setInsertionPoint(loop);
-    // One prefetch per cache line of each row of the tile.
-    unsigned rank = source.getRank(), vectorRank = type.getRank();
-    SmallVector<int64_t> position(vectorRank, 0);
-    while (true) {
-      SmallVector<Value> indices(read.getIndices());
-      for (unsigned d = 0; d < vectorRank; ++d) {
-        if (position[d] == 0) {
-          continue;
+    unsigned leading = source.getRank() - type.getRank();
+    SmallVector<int64_t> rowStrides = computeSuffixProduct(shape.drop_back());
+    for (int64_t row = 0; row < rows; ++row) {
+      SmallVector<int64_t> offsets = delinearize(row, rowStrides);
+      offsets.push_back(0);
+      for (int64_t column = 0; column < width; column += lineElements) {
+        offsets.back() = column;
+        SmallVector<Value> indices(read.getIndices());
+        for (auto [d, offset] : llvm::enumerate(offsets)) {
+          if (offset != 0) {
+            indices[leading + d] = arith::AddIOp::create(
+                rewriter, loc, indices[leading + d],
+                arith::ConstantIndexOp::create(rewriter, loc, offset));
+          }
         }
-        unsigned dim = rank - vectorRank + d;
-        indices[dim] = arith::AddIOp::create(
-            rewriter, loc, indices[dim],
-            arith::ConstantIndexOp::create(rewriter, loc, position[d]));
-      }
-      memref::PrefetchOp::create(rewriter, loc, read.getBase(), indices,
-                                 /*isWrite=*/true, /*localityHint=*/3,
-                                 /*isDataCache=*/true);
-      int64_t d = vectorRank - 1;
-      position[d] += lineElements;
-      while (d > 0 && position[d] >= type.getDimSize(d)) {
-        position[d] = 0;
-        position[--d] += 1;
-      }
-      if (position[d] >= type.getDimSize(d)) {
-        break;
+        memref::PrefetchOp::create(rewriter, loc, read.getBase(), indices,
+                                   /*isWrite=*/true, /*localityHint=*/3,
+                                   /*isDataCache=*/true);
       }
     }
     Value zeros = arith::ConstantOp::create(

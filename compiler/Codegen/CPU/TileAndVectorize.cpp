@@ -830,9 +830,9 @@ linalg::LinalgOp blockForCaches(RewriterBase &rewriter, linalg::LinalgOp op,
   // the block it multiplied from the other core's copy).
   bool threadRowBlocks =
       rowBlocks && !batchedB && !ShapedType::isDynamic(ranges[m]) &&
-      llvm::divideCeil(ranges[m], sizes[m]) >= kParallelRowBlocks &&
+      llvm::divideCeil(ranges[m], sizes[m]) >= kParallelRowBlocks && lhsT &&
       llvm::any_of(packings, [&](const Packing &p) {
-        return lhsT && p.operand == lhsT->getOperandNumber();
+        return p.operand == lhsT->getOperandNumber();
       });
   if (threadRowBlocks) {
     rowBlocks->setAttr(kiln::cpu::kParallelAttr, rewriter.getUnitAttr());
