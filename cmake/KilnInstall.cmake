@@ -44,7 +44,8 @@ install(EXPORT KilnTargets NAMESPACE Kiln::
 # shims, the spec text) are not installed.
 install(FILES
   runtime/Allocator.h runtime/Aot.h runtime/AotAbi.h runtime/Checkpoint.h
-  runtime/Communicator.h runtime/Data.h runtime/Error.h runtime/Function.h
+  runtime/Communicator.h runtime/Data.h runtime/Error.h runtime/Files.h
+  runtime/Function.h
   runtime/Generate.h runtime/Init.h runtime/ParameterStore.h
   runtime/Safetensors.h runtime/Sampling.h runtime/Schedule.h
   runtime/StateDict.h runtime/Tensor.h runtime/Trainer.h

@@ -99,6 +99,15 @@ extern "C" int kiln_call(const kiln_function *function, const kiln_tensor *args,
                   std::to_string(spec.results.size()) + " results, room for " +
                   std::to_string(num_results) + " given");
     }
+    // Before anything is written (a spec from another compiler may hold
+    // what kiln-compile refuses).
+    for (const ResultSpec &r : spec.results) {
+      if (r.shape.size() > KILN_MAX_RANK) {
+        throw Error("kiln: result '" + r.name + "' of '" + spec.name +
+                    "' has rank " + std::to_string(r.shape.size()) +
+                    ", more than KILN_MAX_RANK");
+      }
+    }
     std::vector<Arg> in;
     for (size_t i = 0; i < num_args; ++i) {
       const kiln_tensor &t = args[i];
@@ -129,12 +138,6 @@ extern "C" int kiln_call(const kiln_function *function, const kiln_tensor *args,
       in.emplace_back(Tensor::adopt(t.data, shape, dtype, [] {}));
     }
     std::vector<Tensor> out = fn.call(in);
-    for (const Tensor &t : out) {
-      if (t.rank() > KILN_MAX_RANK) {
-        throw Error("kiln: a result of '" + spec.name + "' has rank " +
-                    std::to_string(t.rank()) + ", more than KILN_MAX_RANK");
-      }
-    }
     for (size_t i = 0; i < out.size(); ++i) {
       kiln_tensor &r = results[i];
       r.data = out[i].raw();

@@ -19,6 +19,8 @@
 #include <filesystem>
 #include <string_view>
 
+#include <climits>
+#include <sys/stat.h>
 #include <unistd.h>
 
 using namespace kiln;
@@ -78,6 +80,31 @@ void kiln::checkCheckpointWritable(const std::string &path) {
   }
   if (fs::is_directory(fs::status(path, error))) {
     throw refuse("it is a directory");
+  }
+  // What the save will create: its temporary file's name must fit the file
+  // system, and whatever is at it must be a file the save can reuse.
+  std::string temporary = checkpointTemporary(path);
+  long nameMax = ::pathconf(directory.c_str(), _PC_NAME_MAX);
+  std::string name = fs::path(temporary).filename().string();
+  if (nameMax > 0 && name.size() > size_t(nameMax)) {
+    throw refuse(fmt::format("the temporary file '{}' it is written to first "
+                             "would have a name of {} bytes, more than the "
+                             "file system's {}",
+                             name, name.size(), nameMax));
+  }
+  if (temporary.size() >= PATH_MAX) {
+    throw refuse(fmt::format("the temporary file it is written to first "
+                             "would have a path of {} bytes, more than {}",
+                             temporary.size(), PATH_MAX - 1));
+  }
+  struct stat found;
+  if (::lstat(temporary.c_str(), &found) == 0 &&
+      (!S_ISREG(found.st_mode) || found.st_nlink != 1)) {
+    throw refuse(fmt::format("'{}', the temporary file a save writes first, "
+                             "is in the way: it is not a regular file of its "
+                             "own (a FIFO, a directory, a link or a hard link "
+                             "to another file); remove it",
+                             temporary));
   }
 }
 

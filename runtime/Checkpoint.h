@@ -34,7 +34,10 @@ struct TrainingState {
 /// Throws kiln::Error, naming `path` and the reason, when no checkpoint
 /// could be saved at `path`: its directory does not exist, is not a
 /// directory or is not writable (a read-only file system included), or
-/// `path` is a directory. runTraining checks before its first step;
+/// `path` is a directory, or the temporary file a save creates first
+/// (checkpointTemporary) would have too long a name or is something a save
+/// cannot reuse (a FIFO, a directory, a link). runTraining checks before its
+/// first step;
 /// programs can check before they compile anything. (A full disk shows only
 /// when saving: then saveCheckpoint throws and the old file stays.)
 void checkCheckpointWritable(const std::string &path);

@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -42,6 +43,16 @@ std::string joinShape(const std::vector<int64_t> &shape) {
     text += (i ? "," : "") + std::to_string(shape[i]);
   }
   return text + "]";
+}
+
+/// A SizeExpr as one word: "<constant>" then ",<coefficient>*g<group>" per
+/// term ("-1,1*g0,1*g3").
+std::string joinExpr(const SizeExpr &e) {
+  std::string text = std::to_string(e.constant);
+  for (auto [group, coefficient] : e.terms) {
+    text += "," + std::to_string(coefficient) + "*g" + std::to_string(group);
+  }
+  return text;
 }
 
 /// Reads the words of one line, reporting where a malformed one is.
@@ -100,6 +111,49 @@ public:
       fail("'" + w + "' is not a number");
     }
     return v;
+  }
+  /// A SizeExpr (joinExpr's form) over the first `groups` groups.
+  SizeExpr expr(size_t i, size_t groups) const {
+    const std::string &w = words_.at(i);
+    SizeExpr e;
+    std::istringstream in(w);
+    std::string part;
+    bool first = true;
+    while (std::getline(in, part, ',')) {
+      char *end = nullptr;
+      errno = 0;
+      long long v = std::strtoll(part.c_str(), &end, 10);
+      if (part.empty() || end == part.c_str() || errno == ERANGE) {
+        fail("'" + w + "' is not a size expression");
+      }
+      if (first) {
+        if (*end != '\0') {
+          fail("'" + w + "' is not a size expression");
+        }
+        e.constant = v;
+        first = false;
+        continue;
+      }
+      if (end[0] != '*' || end[1] != 'g' || v > SizeExpr::kMaxCoefficient ||
+          v < -SizeExpr::kMaxCoefficient || e.terms.size() >= SizeExpr::kMaxTerms) {
+        fail("'" + w + "' is not a size expression (at most " +
+             std::to_string(SizeExpr::kMaxTerms) + " terms, coefficients within " +
+             std::to_string(SizeExpr::kMaxCoefficient) + ")");
+      }
+      const char *digits = end + 2;
+      char *groupEnd = nullptr;
+      errno = 0;
+      unsigned long long g = std::strtoull(digits, &groupEnd, 10);
+      if (!std::isdigit(static_cast<unsigned char>(*digits)) ||
+          *groupEnd != '\0' || errno == ERANGE || g >= groups) {
+        fail("'" + w + "' names no group");
+      }
+      e.terms.push_back({size_t(g), v});
+    }
+    if (first || w.back() == ',') {
+      fail("'" + w + "' is not a size expression");
+    }
+    return e;
   }
   std::vector<int64_t> shape(size_t i) const {
     const std::string &w = words_.at(i);
@@ -174,6 +228,10 @@ std::string serialize(const FunctionSpec &spec) {
     if (spec.groups[g].minSize > 0) {
       os << "min " << g << " " << spec.groups[g].minSize << "\n";
     }
+  }
+  for (const SizeCheck &c : spec.sizeChecks) {
+    os << "check " << (c.atLeast ? "ge " : "eq ") << joinExpr(c.lhs) << " "
+       << joinExpr(c.rhs) << "\n";
   }
   if (spec.lossTokens) {
     os << "tokens " << spec.lossTokens->arg << " "
@@ -302,6 +360,14 @@ FunctionSpec parseFunctionSpec(std::string_view text) {
         r.fail("a negative least size");
       }
       spec.groups[size_t(group)].minSize = size;
+    } else if (k == "check") {
+      r.expectWords(4);
+      if (r.word(1) != "eq" && r.word(1) != "ge") {
+        r.fail("a size check is 'eq' or 'ge', got '" + r.word(1) + "'");
+      }
+      spec.sizeChecks.push_back({r.expr(2, spec.groups.size()),
+                                 r.expr(3, spec.groups.size()),
+                                 r.word(1) == "ge"});
     } else if (k == "tokens") {
       r.expectWords(4);
       LossTokens tokens;
@@ -475,6 +541,61 @@ static void checkInPlaceArguments(const FunctionSpec &spec,
   }
 }
 
+/// The conditions of SizeCheck, each side evaluated exactly (128 bits:
+/// coefficients and sizes are each below 2^63, and the spec has few terms).
+static void checkSizes(const FunctionSpec &spec, const std::vector<Arg> &args) {
+  auto groupSize = [&](size_t group) {
+    auto [arg, dim] = spec.groups[group].dims.front();
+    return args[arg].tensor.shape()[dim];
+  };
+  auto value = [&](const SizeExpr &e) {
+    __int128 v = e.constant;
+    for (auto [group, coefficient] : e.terms) {
+      v += static_cast<__int128>(coefficient) * groupSize(group);
+    }
+    return v;
+  };
+  auto describe = [&](const SizeExpr &e) {
+    std::string text;
+    for (auto [group, coefficient] : e.terms) {
+      auto [arg, dim] = spec.groups[group].dims.front();
+      std::string term = "dimension " + std::to_string(dim) + " of " +
+                         describeArg(spec, arg);
+      if (coefficient == 1 || coefficient == -1) {
+        text += text.empty() ? (coefficient < 0 ? "-" : "")
+                             : (coefficient < 0 ? " - " : " + ");
+      } else {
+        text += (text.empty() ? "" : " + ") + std::to_string(coefficient) +
+                " * ";
+      }
+      text += term;
+    }
+    if (e.constant != 0 || text.empty()) {
+      __int128 c = e.constant;
+      text += text.empty() ? fmt::format("{}", c)
+                           : fmt::format(" {} {}", c < 0 ? '-' : '+',
+                                         c < 0 ? -c : c);
+    }
+    return text;
+  };
+  for (const SizeCheck &c : spec.sizeChecks) {
+    __int128 lhs = value(c.lhs), rhs = value(c.rhs);
+    if (c.atLeast ? lhs >= rhs : lhs == rhs) {
+      continue;
+    }
+    // "<expression> (<value>)", the value left out of a constant.
+    auto side = [&](const SizeExpr &e, __int128 v) {
+      return e.terms.empty() ? describe(e)
+                             : fmt::format("{} ({})", describe(e), v);
+    };
+    throw Error(fmt::format("kiln: the sizes given to '{}' do not fit: {} "
+                            "must {} {}",
+                            spec.name, side(c.lhs, lhs),
+                            c.atLeast ? "be at least" : "equal",
+                            side(c.rhs, rhs)));
+  }
+}
+
 static void checkArguments(const FunctionSpec &spec,
                            const std::vector<Arg> &args) {
   if (args.size() != spec.args.size()) {
@@ -562,6 +683,7 @@ static void checkArguments(const FunctionSpec &spec,
       }
     }
   }
+  checkSizes(spec, args);
   checkInPlaceArguments(spec, args);
   for (const PositionLimit &limit : spec.positionLimits) {
     const auto &[argIndex, dim] = spec.groups[limit.group].dims.front();

@@ -76,6 +76,28 @@ struct PositionLimit {
   int64_t maxLen = 0;
 };
 
+/// A linear combination of the sizes of dimension groups (each group's
+/// size is that of its dimensions), plus a constant: the length of a
+/// concatenation, of a slice, of a slice of a concatenation.
+struct SizeExpr {
+  /// Bounds that keep every evaluation exact in 128 bits.
+  static constexpr size_t kMaxTerms = 1 << 16;
+  static constexpr int64_t kMaxCoefficient = int64_t(1) << 31;
+  std::vector<std::pair<size_t, int64_t>> terms; ///< (group, coefficient)
+  int64_t constant = 0;
+  bool operator==(const SizeExpr &) const = default;
+};
+
+/// A condition on sizes that are not those of single argument dimensions
+/// (what DimGroup says of those): `lhs == rhs`, or with `atLeast`
+/// `lhs >= rhs`. Compiled code relies on it (the key and value caches of a
+/// decoder, each a concatenation of two arguments, read together).
+struct SizeCheck {
+  SizeExpr lhs, rhs;
+  bool atLeast = false;
+  bool operator==(const SizeCheck &) const = default;
+};
+
 /// One result of a compiled function.
 struct ResultSpec {
   /// kiln.name if the IR has one (a gradient's "grad.<parameter>", a
@@ -104,6 +126,7 @@ struct FunctionSpec {
   std::vector<ResultSpec> results;
   std::vector<DimGroup> groups;
   std::vector<PositionLimit> positionLimits;
+  std::vector<SizeCheck> sizeChecks;
   /// Set when the function's first result is a mean loss over these tokens.
   std::optional<LossTokens> lossTokens;
 };
@@ -129,7 +152,8 @@ public:
   const FunctionSpec &spec() const { return spec_; }
 
   /// Calls the function. Throws kiln::Error for a wrong argument count,
-  /// dtype, rank or static size, inconsistent dynamic sizes, token ids
+  /// dtype, rank or static size, inconsistent dynamic sizes (DimGroup,
+  /// SizeCheck), token ids
   /// outside their table, positions past a learned position table, and an
   /// argument the function updates in place (ResultSpec::updates) that
   /// shares memory with another argument. Such arguments are written: the

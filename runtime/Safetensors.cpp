@@ -212,12 +212,31 @@ void kiln::saveSafetensors(const std::string &path, const NamedTensors &tensors,
   // names had piled up, one full-size file per killed save). An exclusive
   // lock keeps two saves of one path, from any processes or threads, from
   // writing it at once.
-  std::string temporary = path + ".tmp";
-  FileDescriptor file(::open(
-      temporary.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644));
+  std::string temporary = checkpointTemporary(path);
+  // Not through a link, and without waiting (a FIFO there had hung the
+  // save until something read it): then only a regular file of its own,
+  // checked before it is truncated (through a hard link, the truncation
+  // and the writes had gone to another file).
+  FileDescriptor file(::open(temporary.c_str(),
+                             O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW |
+                                 O_NONBLOCK,
+                             0644));
   if (file.get() < 0) {
     throw Error(fmt::format("{}: cannot save: cannot create '{}': {}", path,
                             temporary, lastError()));
+  }
+  struct stat made;
+  if (::fstat(file.get(), &made) != 0 || !S_ISREG(made.st_mode) ||
+      made.st_nlink != 1) {
+    throw Error(fmt::format("{}: cannot save: '{}' is in the way: it is not "
+                            "a regular file of its own (a FIFO, a device or "
+                            "a hard link to another file); remove it",
+                            path, temporary));
+  }
+  int flags = ::fcntl(file.get(), F_GETFL);
+  if (flags < 0 || ::fcntl(file.get(), F_SETFL, flags & ~O_NONBLOCK) != 0) {
+    throw Error(fmt::format("{}: cannot save: '{}': {}", path, temporary,
+                            lastError()));
   }
   // Locked, and still the file at that name (not one another save renamed
   // over `path` after this one opened it).

@@ -42,11 +42,18 @@ struct SafetensorsFile {
   const Tensor *find(const std::string &name) const;
 };
 
+/// The temporary file a save of `path` writes first: "<path>.tmp".
+inline std::string checkpointTemporary(const std::string &path) {
+  return path + ".tmp";
+}
+
 /// Writes `tensors` (data in the given order) and `metadata` to `path`.
 /// Atomic: the file is written to the temporary file `path`.tmp (locked:
 /// a second save of `path` at once is refused), synced, then renamed over
 /// `path`, so a failure leaves any existing file intact; a save killed part
-/// way leaves `path`.tmp, which the next save of `path` reuses.
+/// way leaves `path`.tmp, which the next save of `path` reuses (only a
+/// regular file with no other name: a FIFO, a device, a directory, a
+/// symbolic or a hard link there is refused, and nothing is written).
 /// Throws kiln::Error naming `path` for a duplicate, reserved
 /// ("__metadata__") or non-UTF-8 name, an undefined tensor, or an I/O error.
 void saveSafetensors(const std::string &path, const NamedTensors &tensors,

@@ -1,8 +1,9 @@
 //===- StateDict.cpp - Parameters saved under other names ----------------===//
 //
-// Patterns become std::regex (a '*' a group of non-dots, a '**' a group of
-// anything); a rule's replacement is its `to` pattern with the groups put
-// back in order.
+// Patterns are matched by a linear-time glob matcher (names come from
+// untrusted files: a backtracking matcher that recurses per character
+// overflowed the stack on one long name). A rule's replacement is its `to`
+// pattern with what `from`'s wildcards matched put back in order.
 //
 //===----------------------------------------------------------------------===//
 
@@ -17,7 +18,6 @@
 #include <cstring>
 #include <optional>
 #include <string_view>
-#include <regex>
 
 using namespace kiln;
 
@@ -28,28 +28,26 @@ struct Pattern {
   std::string text;
   std::vector<std::string> literals; ///< wildcards + 1 parts
   std::vector<bool> anything;        ///< per wildcard: '**' rather than '*'
-  std::regex regex;
 
   size_t wildcards() const { return anything.size(); }
 };
 
 /// Parses `text` (what: "rename rule 2's 'from'"), throwing kiln::Error for
-/// an empty pattern or a run of three or more '*'.
+/// an empty or overlong pattern or a run of three or more '*'.
 Pattern parsePattern(const std::string &text, const std::string &what) {
   if (text.empty()) {
     throw Error(fmt::format("kiln: state dict mapping: {} is empty", what));
   }
+  if (text.size() > kMaxStateDictNameLength) {
+    throw Error(fmt::format("kiln: state dict mapping: {} has {} characters, "
+                            "more than {}",
+                            what, text.size(), kMaxStateDictNameLength));
+  }
   Pattern p;
   p.text = text;
   p.literals.emplace_back();
-  std::string regex;
   for (size_t i = 0; i < text.size();) {
     if (text[i] != '*') {
-      static const std::string special = R"(\^$.|?+()[]{})";
-      if (special.find(text[i]) != std::string::npos) {
-        regex += '\\';
-      }
-      regex += text[i];
       p.literals.back() += text[i];
       ++i;
       continue;
@@ -63,28 +61,92 @@ Pattern parsePattern(const std::string &text, const std::string &what) {
                               what, text, std::string(run, '*')));
     }
     p.anything.push_back(run == 2);
-    regex += run == 2 ? "(.*)" : "([^.]+)";
     p.literals.emplace_back();
     i += run;
   }
-  p.regex = std::regex(regex, std::regex::ECMAScript | std::regex::optimize);
   return p;
 }
 
+/// What the wildcards of `p` match in `name`, in order, or nothing when `p`
+/// does not match the whole name. Each wildcard takes the longest run that
+/// lets the rest match (as a greedy regular expression would). Linear in
+/// the name's length for a given pattern, without recursion: can[k][i] says
+/// whether the pattern from literal k on matches name[i..], filled from the
+/// last literal back; the captures are then read forwards.
+std::optional<std::vector<std::string_view>> match(const Pattern &p,
+                                                   std::string_view name) {
+  size_t n = name.size(), parts = p.literals.size();
+  // nextDot[i]: the first '.' at or after i (n when none).
+  std::vector<size_t> nextDot(n + 1, n);
+  for (size_t i = n; i-- > 0;) {
+    nextDot[i] = name[i] == '.' ? i : nextDot[i + 1];
+  }
+  auto literalAt = [&](size_t k, size_t i) {
+    const std::string &l = p.literals[k];
+    return i <= n && name.substr(i).starts_with(l);
+  };
+  // can[k][i], and last[k][i]: the greatest j <= i with can[k][j] (or -1).
+  std::vector<std::vector<char>> can(parts, std::vector<char>(n + 1, 0));
+  std::vector<std::vector<int64_t>> last(parts,
+                                         std::vector<int64_t>(n + 1, -1));
+  auto fillLast = [&](size_t k) {
+    for (size_t i = 0; i <= n; ++i) {
+      last[k][i] = can[k][i] ? int64_t(i) : (i ? last[k][i - 1] : -1);
+    }
+  };
+  // The end of the run wildcard w may take starting at `from`, when the
+  // pattern from literal w + 1 must match after it; -1 when there is none.
+  auto longestRun = [&](size_t w, size_t from) -> int64_t {
+    if (p.anything[w]) {
+      int64_t j = last[w + 1][n];
+      return j >= int64_t(from) ? j : -1;
+    }
+    // '*': one or more characters, none of them a dot.
+    size_t limit = nextDot[from];
+    if (limit <= from) {
+      return -1;
+    }
+    int64_t j = last[w + 1][limit];
+    return j > int64_t(from) ? j : -1;
+  };
+  for (size_t k = parts; k-- > 0;) {
+    size_t len = p.literals[k].size();
+    for (size_t i = 0; i <= n; ++i) {
+      if (!literalAt(k, i)) {
+        continue;
+      }
+      size_t after = i + len;
+      can[k][i] = k + 1 == parts ? after == n : longestRun(k, after) >= 0;
+    }
+    fillLast(k);
+  }
+  if (!can[0][0]) {
+    return std::nullopt;
+  }
+  std::vector<std::string_view> captures;
+  size_t at = p.literals[0].size();
+  for (size_t w = 0; w < p.wildcards(); ++w) {
+    size_t end = size_t(longestRun(w, at));
+    captures.push_back(name.substr(at, end - at));
+    at = end + p.literals[w + 1].size();
+  }
+  return captures;
+}
+
 bool matches(const Pattern &p, const std::string &name) {
-  return std::regex_match(name, p.regex);
+  return match(p, name).has_value();
 }
 
 /// `name` renamed by `from` -> `to`, or nothing when `from` does not match.
 std::optional<std::string> rename(const Pattern &from, const Pattern &to,
                                   const std::string &name) {
-  std::smatch match;
-  if (!std::regex_match(name, match, from.regex)) {
+  auto captures = match(from, name);
+  if (!captures) {
     return std::nullopt;
   }
   std::string out = to.literals[0];
   for (size_t w = 0; w < to.wildcards(); ++w) {
-    out += match[w + 1].str() + to.literals[w + 1];
+    out += std::string((*captures)[w]) + to.literals[w + 1];
   }
   return out;
 }
@@ -112,6 +174,22 @@ std::string described(const std::string &model, const std::string &file) {
 }
 
 } // namespace
+
+std::optional<std::vector<std::string>>
+kiln::matchStateDictPattern(const std::string &pattern,
+                            const std::string &name) {
+  Pattern p = parsePattern(pattern, "the pattern");
+  if (name.size() > kMaxStateDictNameLength) {
+    throw Error(fmt::format("kiln: state dict mapping: a name of {} "
+                            "characters is longer than {}",
+                            name.size(), kMaxStateDictNameLength));
+  }
+  auto captures = match(p, name);
+  if (!captures) {
+    return std::nullopt;
+  }
+  return std::vector<std::string>(captures->begin(), captures->end());
+}
 
 NamedTensors kiln::mapStateDict(const NamedTensors &tensors,
                                 const StateDictMapping &mapping,
@@ -144,6 +222,13 @@ NamedTensors kiln::mapStateDict(const NamedTensors &tensors,
   std::vector<std::string> problems;
   std::map<std::string, std::pair<std::string, Tensor>> byParameter;
   for (const auto &[fileName, tensor] : tensors) {
+    if (fileName.size() > kMaxStateDictNameLength) {
+      problems.push_back(fmt::format("a file tensor's name has {} characters, "
+                                     "more than {} ('{}...')",
+                                     fileName.size(), kMaxStateDictNameLength,
+                                     fileName.substr(0, 40)));
+      continue;
+    }
     if (std::any_of(ignore.begin(), ignore.end(),
                     [&](const Pattern &p) { return matches(p, fileName); })) {
       continue;

@@ -16,15 +16,22 @@
 #include "runtime/ParameterStore.h"
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 namespace kiln {
 
+/// The longest tensor name or pattern a mapping takes (PyTorch's names are
+/// a few dozen characters); longer ones are refused, not matched.
+inline constexpr size_t kMaxStateDictNameLength = 4096;
+
 /// Patterns match whole names: `*` stands for one or more characters other
 /// than '.', one component or part of one ("h.*.attn"); `**` for any run of
 /// characters, dots included, possibly empty ("encoder.**"). Every other
-/// character stands for itself.
+/// character stands for itself. Each wildcard takes the longest run that
+/// lets the rest of the pattern match. Matching takes time linear in the
+/// name's length.
 struct StateDictMapping {
   /// A renaming rule: a file name matching `from` becomes `to`, whose
   /// wildcards take what `from`'s matched, in order (both sides have the
@@ -46,6 +53,13 @@ struct StateDictMapping {
   /// Kiln's [out, in] Linear weights).
   std::vector<std::string> transpose = {};
 };
+
+/// What the wildcards of `pattern` (StateDictMapping's syntax) match in
+/// `name`, in order, or nothing when it does not match the whole name.
+/// Throws kiln::Error for a malformed pattern or a name or pattern longer
+/// than kMaxStateDictNameLength.
+std::optional<std::vector<std::string>>
+matchStateDictPattern(const std::string &pattern, const std::string &name);
 
 /// The tensors of a file (`tensors`, by the file's names) as the parameters
 /// of `store`: renamed, filtered and transposed as `mapping` says, in the

@@ -8,6 +8,7 @@
 
 #include "runtime/Communicator.h"
 #include "runtime/Error.h"
+#include "runtime/Safetensors.h"
 
 #include <fmt/format.h>
 
@@ -240,6 +241,16 @@ static void checkOptions(const TrainingOptions &options,
   }
   if (options.resume && options.checkpointPath.empty()) {
     throw bad("resume needs a checkpointPath");
+  }
+  if (writer) {
+    std::vector<NamedPath> files = options.inputs;
+    files.push_back({"the training log", options.csvPath});
+    if (!options.checkpointPath.empty()) {
+      files.push_back({"the checkpoint", options.checkpointPath});
+      files.push_back({"the checkpoint's temporary file",
+                       checkpointTemporary(options.checkpointPath)});
+    }
+    checkDistinctFiles(files);
   }
   if (!options.checkpointPath.empty() && writer) {
     checkCheckpointWritable(options.checkpointPath);

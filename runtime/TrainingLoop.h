@@ -13,6 +13,7 @@
 #define KILN_RUNTIME_TRAININGLOOP_H
 
 #include "runtime/Checkpoint.h"
+#include "runtime/Files.h"
 #include "runtime/Init.h"
 #include "runtime/Schedule.h"
 
@@ -92,6 +93,11 @@ struct TrainingOptions {
   bool resume = false;
   /// The CSV log ("" : none).
   std::string csvPath;
+  /// The files the run reads (a corpus), by the options that name them:
+  /// no output (the log, the checkpoint, its temporary file) may be one of
+  /// them, nor two outputs one file (runTraining refuses before the first
+  /// step).
+  std::vector<NamedPath> inputs;
   /// Progress lines when not on a terminal (0: about 20 per run).
   int64_t printEvery = 0;
   std::FILE *out = stdout;

@@ -90,6 +90,13 @@ inline void checkModel(const Options &o, const std::string &source) {
 /// is compiled).
 inline CharDataset loadCorpus(const Options &o) {
   CharDataset data = CharDataset::fromFile(o.data);
+  if (o.sample > 0) {
+    try { // before training, not after it
+      data.vocab().encode(o.prompt);
+    } catch (const Error &e) {
+      throw Error(fmt::format("--prompt: {} ({})", e.what(), o.data));
+    }
+  }
   for (Split split : {Split::train, Split::validation}) {
     if (!o.sampleOnly && data.size(split) <= o.context) {
       throw Error(fmt::format("{}: the {} split has {} characters, too few "
@@ -147,8 +154,18 @@ inline Options parseOptions(int argc, char **argv, const char *usage,
   cl.parse(argc, argv, usage);
   o.sampleOnly |= program == Program::aotGenerate;
   checkModel(o, "the options");
+  // Before anything is compiled: no output over the corpus or another
+  // output, and a checkpoint that can be saved.
+  if (!o.sampleOnly) {
+    checkDistinctFiles(
+        {{"--data", o.data},
+         {"--csv", o.csv},
+         {"--checkpoint", o.checkpoint},
+         {"--checkpoint's temporary file",
+          o.checkpoint.empty() ? "" : checkpointTemporary(o.checkpoint)}});
+  }
   if (!o.sampleOnly && !o.checkpoint.empty()) {
-    checkCheckpointWritable(o.checkpoint); // before anything is compiled
+    checkCheckpointWritable(o.checkpoint);
   }
   return o;
 }
@@ -288,6 +305,7 @@ inline void run(const Options &o, std::shared_ptr<const Executable> executable,
     run.checkpointEvery = o.evalEvery;
     run.resume = o.resume;
     run.csvPath = o.csv;
+    run.inputs = {{"--data", o.data}};
     fmt::print("training: {} steps of {} x {} characters, AdamW, {}\n", o.steps,
                o.batch, o.context, run.schedule.describe());
     TrainingResult result = runTraining(run, hooks);

@@ -75,6 +75,7 @@ Options parseOptions(int argc, char **argv) {
               {"--label-smoothing", {&o.labelSmoothing, 0, 1}}};
   cl.strings = {{"--csv", &o.csv}, {"--data", &o.data}};
   cl.parse(argc, argv, kUsage);
+  checkDistinctFiles({{"--data", o.data}, {"--csv", o.csv}});
   if (o.dModel % o.heads != 0) {
     throw Error(fmt::format("--heads {} does not divide --d-model {}", o.heads,
                             o.dModel));
@@ -169,6 +170,7 @@ int main(int argc, char **argv) try {
       o.lr, std::min(o.warmup, run.steps - 1), run.steps, o.lr / 20);
   run.tokensPerStep = targetTokens / perEpoch; // target tokens, on average
   run.csvPath = o.csv;
+  run.inputs = {{"--data", o.data}};
   fmt::print("training: {} epochs of {} steps, AdamW, {}\n", o.epochs, perEpoch,
              run.schedule.describe());
   TrainingResult result = runTraining(run, hooks);

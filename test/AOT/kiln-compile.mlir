@@ -36,6 +36,8 @@
 // RUN: not kiln-compile %t/nothere.mlir -o %t/bad.o --header %t/bad.h --name relu2 2>&1 | FileCheck %s --check-prefix=MISSING
 // RUN: not kiln-compile %s -o %t/bad.o --header %t/bad.h --name relu2 2>&1 | FileCheck %s --check-prefix=PARSE
 // RUN: not kiln-compile %S/Inputs/named-model.mlir -o %t/bad.o --header %t/bad.h --name relu2 2>&1 | FileCheck %s --check-prefix=RESERVED
+// RUN: not kiln-compile %S/Inputs/rank9.mlir -o %t/bad.o --header %t/bad.h --name rank9 2>&1 | FileCheck %s --check-prefix=RANK
+// RUN: not test -e %t/bad.o
 // RUN: not ls %t/bad.o %t/bad.h
 // Names and paths that reach the header's comments are escaped: a "*/"
 // there would put code into every program that includes the header.
@@ -48,6 +50,11 @@
 // RUN: cp %S/Inputs/relu2.mlir %t/in.mlir
 // RUN: not kiln-compile %t/in.mlir -o %t/in.mlir --header %t/in.h --name relu2 2>&1 | FileCheck %s --check-prefix=SELF
 // RUN: not kiln-compile %t/in.mlir -o %t/in.o --header %t/../%basename_t.tmp/in.mlir --name relu2 2>&1 | FileCheck %s --check-prefix=SELFH
+// An IR dump over the input (<dir>/<name>.kiln.mlir): refused, nothing written.
+// RUN: cp %S/Inputs/relu2.mlir %t/in.kiln.mlir
+// RUN: not kiln-compile %t/in.kiln.mlir -o %t/in.o --header %t/in.h --name in --dump-dir %t 2>&1 | FileCheck %s --check-prefix=SELFDUMP
+// RUN: diff %S/Inputs/relu2.mlir %t/in.kiln.mlir
+// RUN: not ls %t/in.linalg.mlir
 // RUN: diff %S/Inputs/relu2.mlir %t/in.mlir
 // RUN: not kiln-compile %t/in.mlir -o %t/same.o --header %t/same.o --name relu2 2>&1 | FileCheck %s --check-prefix=SAME
 // RUN: mkdir -p %t/adir
@@ -98,6 +105,7 @@ this is not IR
 // INJECT: *   [0] x\x2a/typedef/\x2a\x2a/int/\x2a\x2a/injected;/\x2a: f32 [?, 3]
 // SELF: kiln-compile: -o '{{.*}}in.mlir' names the input: it would be overwritten
 // SELFH: kiln-compile: --header '{{.*}}in.mlir' names the input: it would be overwritten
+// SELFDUMP: kiln: the IR dump '{{.*}}/in.kiln.mlir' would overwrite the input '{{.*}}in.kiln.mlir'
 // SAME: kiln: the object '{{.*}}same.o' and the header '{{.*}}same.o' are the same file
 // HDRDIR: kiln: cannot write '{{.*}}adir': it is a directory
 
@@ -105,4 +113,5 @@ this is not IR
 // NAME: kiln: the model name '2fast' must be a C identifier
 // MISSING: kiln-compile: cannot read '{{.*}}nothere.mlir'
 // RESERVED: kiln: a function cannot be called 'model' (the symbol relu2_model is the model's own)
+// RANK: kiln: argument 'arg0' of function 'grow' has rank 9, more than the C interface's KILN_MAX_RANK (8)
 // PARSE: kiln: '{{.*}}kiln-compile.mlir' does not parse:

@@ -15,6 +15,7 @@
 
 #include "runtime/AotAbi.h"
 #include "runtime/Error.h"
+#include "runtime/Files.h"
 #include "runtime/SpecText.h"
 
 #include "mlir/IR/MLIRContext.h"
@@ -237,20 +238,6 @@ std::string aotHeader(const std::vector<FunctionSpec> &functions,
   return h;
 }
 
-bool sameFile(const std::string &a, const std::string &b) {
-  bool equivalent = false;
-  if (!llvm::sys::fs::equivalent(a, b, equivalent) && equivalent) {
-    return true; // both exist: one file, under any names or links
-  }
-  auto normalized = [](const std::string &name) {
-    llvm::SmallString<256> full(name);
-    llvm::sys::fs::make_absolute(full);
-    llvm::sys::path::remove_dots(full, /*remove_dot_dot=*/true);
-    return std::string(full);
-  };
-  return normalized(a) == normalized(b);
-}
-
 AotResult compileAheadOfTime(const std::string &source, const std::string &what,
                              const AotOptions &options,
                              const std::string &objectPath,
@@ -277,6 +264,28 @@ AotResult compileAheadOfTime(const std::string &source, const std::string &what,
     if (!isIdentifier(f.name)) {
       throw Error("kiln: function '" + f.name +
                   "' needs a C identifier as its name");
+    }
+    // kiln_tensor holds KILN_MAX_RANK sizes: a call could take no larger
+    // argument, and would write the arguments it updates in place before
+    // failing to return a larger result.
+    auto tooLarge = [](const std::vector<int64_t> &shape) {
+      return shape.size() > KILN_MAX_RANK;
+    };
+    for (const ArgSpec &a : f.args) {
+      if (tooLarge(a.shape)) {
+        throw Error("kiln: argument '" + a.name + "' of function '" + f.name +
+                    "' has rank " + std::to_string(a.shape.size()) +
+                    ", more than the C interface's KILN_MAX_RANK (" +
+                    std::to_string(KILN_MAX_RANK) + ")");
+      }
+    }
+    for (const ResultSpec &r : f.results) {
+      if (tooLarge(r.shape)) {
+        throw Error("kiln: result '" + r.name + "' of function '" + f.name +
+                    "' has rank " + std::to_string(r.shape.size()) +
+                    ", more than the C interface's KILN_MAX_RANK (" +
+                    std::to_string(KILN_MAX_RANK) + ")");
+      }
     }
     // <name>_model and <name>_functions are the model's own symbols.
     if (f.name == "model" || f.name == "functions") {

@@ -38,8 +38,6 @@ struct AotResult {
   double codegenSeconds = 0;  ///< LLVM optimization and code generation
 };
 
-/// Whether paths `a` and `b` name one file (existing or not).
-bool sameFile(const std::string &a, const std::string &b);
 
 /// Compiles kiln IR `source` (`what` names it in errors) to `objectPath`
 /// (an archive when it ends in ".a") and writes the header to `headerPath`

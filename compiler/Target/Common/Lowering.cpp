@@ -17,6 +17,7 @@
 #include "dialects/Kiln/IR/DTypes.h"
 #include "dialects/Kiln/IR/KilnOps.h"
 #include "runtime/Error.h"
+#include "runtime/Files.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/ExecutionEngine/OptUtils.h"
@@ -46,6 +47,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <numeric>
 #include <set>
 #include <sstream>
 
@@ -96,22 +98,66 @@ double secondsSince(std::chrono::steady_clock::time_point start) {
 /// A dynamic size of a value: (value, dimension).
 using DimKey = std::pair<void *, int64_t>;
 
+/// A size as the contract knows it: a linear combination of the sizes of
+/// argument dimension groups plus a constant (SizeExpr, kept sorted by
+/// group and without zero coefficients), or nothing when it is not known.
+using Expr = std::optional<SizeExpr>;
+
+/// `a + factor * b`, exact, or nothing on overflow or when a coefficient
+/// leaves SizeExpr's bounds.
+static Expr combine(const SizeExpr &a, const SizeExpr &b, int64_t factor) {
+  std::map<size_t, int64_t> terms(a.terms.begin(), a.terms.end());
+  for (auto [group, coefficient] : b.terms) {
+    int64_t scaled, sum;
+    if (__builtin_mul_overflow(coefficient, factor, &scaled) ||
+        __builtin_add_overflow(terms[group], scaled, &sum) ||
+        sum > SizeExpr::kMaxCoefficient || sum < -SizeExpr::kMaxCoefficient) {
+      return std::nullopt;
+    }
+    terms[group] = sum;
+  }
+  SizeExpr out;
+  int64_t scaled;
+  if (__builtin_mul_overflow(b.constant, factor, &scaled) ||
+      __builtin_add_overflow(a.constant, scaled, &out.constant)) {
+    return std::nullopt;
+  }
+  for (auto [group, coefficient] : terms) {
+    if (coefficient != 0) {
+      out.terms.push_back({group, coefficient});
+    }
+  }
+  return out;
+}
+
 /// The input contract of a function: what its kiln ops state of their
 /// sizes (ShapeContractOpInterface), as conditions on its arguments that the
-/// runtime checks before every call.
+/// runtime checks before every call. Every size is expressed through the
+/// argument sizes; a condition that cannot be (it involves a size no
+/// statement defines) or can never hold refuses the function.
 class ContractBuilder : public mlir::kiln::ShapeContract {
 public:
   ContractBuilder(func::FuncOp func, FunctionSpec &spec)
       : func(func), spec(spec) {}
 
-  /// Fills the groups, position limits and id bounds of `spec`.
+  /// Fills the groups, position limits, size checks and id bounds of
+  /// `spec`; throws kiln::Error for a condition that cannot be checked.
   void build() {
     func.walk([&](mlir::kiln::ShapeContractOpInterface op) {
       op.addShapeContract(*this);
     });
-    uniteConcatenatedParts();
+    // A result written into an argument in place has that argument's
+    // sizes: the code writes the result's elements into the caller's buffer.
+    auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
+    for (auto [r, result] : llvm::enumerate(spec.results)) {
+      if (result.updates >= 0) {
+        Value arg = func.getArgument(result.updates);
+        for (int64_t d = 0, e = rankOf(arg); d < e; ++d) {
+          same(ret.getOperand(r), d, arg, d);
+        }
+      }
+    }
     // Group argument dims by class.
-    std::map<DimKey, size_t> groupOf;
     for (auto [index, arg] : llvm::enumerate(func.getArguments())) {
       auto type = dyn_cast<RankedTensorType>(arg.getType());
       if (!type) {
@@ -126,18 +172,46 @@ public:
         spec.groups[it->second].dims.push_back({index, d});
       }
     }
+    // Each class has one size; every other way to compute it must agree.
+    std::set<DimKey> leaders;
+    for (auto &[result, def] : definitions) {
+      leaders.insert(classes.getOrInsertLeaderValue(result));
+    }
+    for (auto &[result, q] : quotients) {
+      leaders.insert(classes.getOrInsertLeaderValue(result));
+    }
+    for (const DimKey &leader : leaders) {
+      checkForms(leader);
+    }
     for (auto &[pe, offsetArg, maxLen] : positionLimits) {
       auto it = groupOf.find(classes.getOrInsertLeaderValue(pe));
       if (it != groupOf.end()) {
         spec.positionLimits.push_back({it->second, offsetArg, maxLen});
       }
     }
-    for (auto &[dim, size] : minimums) {
-      auto it = groupOf.find(classes.getOrInsertLeaderValue(dim));
-      if (it != groupOf.end()) {
-        int64_t &min = spec.groups[it->second].minSize;
+    for (auto &[dim, size, what] : minimums) {
+      DimKey leader = classes.getOrInsertLeaderValue(dim);
+      auto group = groupOf.find(leader);
+      if (group != groupOf.end()) {
+        int64_t &min = spec.groups[group->second].minSize;
         min = std::max(min, size);
+        continue;
       }
+      Expr e = resolve(leader);
+      if (!e) {
+        refuse(what, "needs a size of at least " + std::to_string(size) +
+                         " that is computed in a way the call cannot check "
+                         "(a reshape's inferred size)");
+      }
+      if (e->terms.empty()) {
+        if (e->constant < size) {
+          refuse(what, "needs a size of at least " + std::to_string(size) +
+                           ", but it is always " +
+                           std::to_string(e->constant));
+        }
+        continue;
+      }
+      addCheck({*e, SizeExpr{{}, size}, true});
     }
   }
 
@@ -178,71 +252,218 @@ public:
     positionLimits.push_back({key(x, dim), offsetArg, maxLen});
   }
 
-  void sumOf(Value result, int64_t axis, ValueRange parts) override {
-    sums.push_back({result, axis, SmallVector<Value>(parts)});
+  void linear(Value result, int64_t dim, ArrayRef<Term> terms,
+              int64_t constant) override {
+    Definition def{{}, constant, owner(result)};
+    for (const Term &t : terms) {
+      if (t.coefficient != 0) {
+        def.terms.push_back({key(t.value, t.dim), t.coefficient});
+      }
+    }
+    definitions.push_back({key(result, dim), std::move(def)});
+  }
+
+  void quotient(Value result, int64_t dim, ArrayRef<Dim> factors,
+                ArrayRef<Dim> divisors) override {
+    Quotient q{{}, {}, owner(result)};
+    for (auto [v, d] : factors) {
+      q.factors.push_back(key(v, d));
+    }
+    for (auto [v, d] : divisors) {
+      q.divisors.push_back(key(v, d));
+    }
+    quotients.push_back({key(result, dim), std::move(q)});
   }
 
   void atLeast(Value x, int64_t dim, int64_t size) override {
-    minimums.push_back({key(x, dim), size});
+    minimums.push_back({key(x, dim), size, owner(x)});
   }
 
 private:
-  /// Two concatenations whose results must be equally long along their
-  /// axes (a decoder's key and value caches, each the past plus the new
-  /// positions, read together by attention), whose parts are pairwise known
-  /// to be equally long (equal static sizes, or sizes the contract already
-  /// equates) but for one pair: then that pair must be equally long
-  /// (exactly). A sum has no dimension of its own to check; without this, a
-  /// key cache longer than the value cache passed and attention read past
-  /// the end of the values.
-  void uniteConcatenatedParts() {
-    auto axisSize = [](Value v, int64_t axis) {
-      return cast<RankedTensorType>(v.getType()).getDimSize(axis);
-    };
-    // The position of the one pair of parts of `a` and `b` not known to be
-    // equally long, else nullopt.
-    auto unknownPart = [&](const Sum &a,
-                           const Sum &b) -> std::optional<size_t> {
-      if (a.parts.size() != b.parts.size()) {
-        return std::nullopt;
+  struct Definition {
+    std::vector<std::pair<DimKey, int64_t>> terms;
+    int64_t constant;
+    std::string what; ///< the op that states it
+  };
+  struct Quotient {
+    std::vector<DimKey> factors, divisors;
+    std::string what;
+  };
+  /// A quotient reduced: the classes of its dynamic factors and divisors
+  /// (sorted, common ones cancelled) and its static factor as a reduced
+  /// fraction; nothing when a static product overflows or is 0.
+  struct Signature {
+    std::vector<DimKey> factors, divisors;
+    int64_t numerator = 1, denominator = 1;
+    bool operator==(const Signature &) const = default;
+  };
+  std::optional<Signature> signature(const Quotient &q) {
+    Signature s;
+    auto collect = [&](const std::vector<DimKey> &dims,
+                       std::vector<DimKey> &leaders, int64_t &product) {
+      for (const DimKey &d : dims) {
+        DimKey leader = classes.getOrInsertLeaderValue(d);
+        int64_t size = staticSize(leader);
+        if (size < 0) {
+          leaders.push_back(leader);
+        } else if (size == 0 || __builtin_mul_overflow(product, size,
+                                                       &product)) {
+          return false;
+        }
       }
-      std::optional<size_t> part;
-      for (auto [i, x, y] : llvm::enumerate(a.parts, b.parts)) {
-        int64_t sx = axisSize(x, a.axis), sy = axisSize(y, b.axis);
-        bool bothStatic =
-            !ShapedType::isDynamic(sx) && !ShapedType::isDynamic(sy);
-        if ((bothStatic && sx == sy) ||
-            classes.getOrInsertLeaderValue(key(x, a.axis)) ==
-                classes.getOrInsertLeaderValue(key(y, b.axis))) {
-          continue;
-        }
-        if (bothStatic || part) {
-          return std::nullopt; // never equal, or more than one unknown
-        }
-        part = i;
-      }
-      return part;
+      llvm::sort(leaders);
+      return true;
     };
-    for (bool changed = true; changed;) {
-      changed = false;
-      for (const Sum &a : sums) {
-        for (const Sum &b : sums) {
-          std::optional<size_t> part;
-          if (&a == &b ||
-              classes.getOrInsertLeaderValue(key(a.result, a.axis)) !=
-                  classes.getOrInsertLeaderValue(key(b.result, b.axis)) ||
-              !(part = unknownPart(a, b))) {
-            continue;
-          }
-          Value x = a.parts[*part], y = b.parts[*part];
-          if (classes.getOrInsertLeaderValue(key(x, a.axis)) !=
-              classes.getOrInsertLeaderValue(key(y, b.axis))) {
-            same(x, a.axis, y, b.axis);
-            changed = true;
-          }
-        }
+    std::vector<DimKey> factors, divisors;
+    if (!collect(q.factors, factors, s.numerator) ||
+        !collect(q.divisors, divisors, s.denominator)) {
+      return std::nullopt;
+    }
+    std::set_difference(factors.begin(), factors.end(), divisors.begin(),
+                        divisors.end(), std::back_inserter(s.factors));
+    std::set_difference(divisors.begin(), divisors.end(), factors.begin(),
+                        factors.end(), std::back_inserter(s.divisors));
+    int64_t g = std::gcd(s.numerator, s.denominator);
+    s.numerator /= g;
+    s.denominator /= g;
+    return s;
+  }
+
+  /// "'kiln.concat' at loc", or the function for its arguments.
+  std::string owner(Value v) {
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    if (Operation *op = v.getDefiningOp()) {
+      os << "'" << op->getName() << "' at " << op->getLoc();
+    } else {
+      os << "an argument";
+    }
+    return text;
+  }
+
+  [[noreturn]] void refuse(const std::string &what, const std::string &why) {
+    throw Error("kiln: function '" + spec.name + "': " + what + " " + why +
+                "; its sizes cannot be checked before a call, so it is "
+                "not compiled");
+  }
+
+  /// The size of class `leader`: its argument group, its static size, or
+  /// the first of its definitions whose terms are known.
+  Expr resolve(DimKey leader) {
+    if (auto it = memo.find(leader); it != memo.end()) {
+      return it->second;
+    }
+    if (auto group = groupOf.find(leader); group != groupOf.end()) {
+      return memo[leader] = SizeExpr{{{group->second, 1}}, 0};
+    }
+    if (int64_t size = staticSize(leader); size >= 0) {
+      return memo[leader] = SizeExpr{{}, size};
+    }
+    memo[leader] = std::nullopt; // a cycle resolves to nothing
+    for (auto &[result, def] : definitions) {
+      if (classes.getOrInsertLeaderValue(result) != leader) {
+        continue;
+      }
+      if (Expr e = evaluate(def)) {
+        return memo[leader] = e;
       }
     }
+    return std::nullopt;
+  }
+
+  Expr evaluate(const Definition &def) {
+    Expr sum = SizeExpr{{}, def.constant};
+    for (auto &[dim, coefficient] : def.terms) {
+      Expr term = resolve(classes.getOrInsertLeaderValue(dim));
+      if (!term || !(sum = combine(*sum, *term, coefficient))) {
+        return std::nullopt;
+      }
+    }
+    return sum;
+  }
+
+  /// Checks every definition of class `leader` against its size.
+  void checkForms(DimKey leader) {
+    Expr size = resolve(leader);
+    // Quotients: equal to one another when they reduce alike; the call
+    // cannot evaluate one, so no size of another form may meet them.
+    std::optional<Signature> first;
+    std::string firstWhat;
+    bool otherForms = groupOf.count(leader) || staticSize(leader) >= 0;
+    for (auto &[result, def] : definitions) {
+      otherForms |= classes.getOrInsertLeaderValue(result) == leader;
+    }
+    for (auto &[result, q] : quotients) {
+      if (classes.getOrInsertLeaderValue(result) != leader) {
+        continue;
+      }
+      std::optional<Signature> s = signature(q);
+      if (otherForms || !s || (first && *s != *first)) {
+        refuse(q.what, "infers a size that " +
+                           (first ? "differs from the one " + firstWhat +
+                                        " infers for the same dimension"
+                                  : std::string("another operand or result "
+                                                "must equal")) +
+                           " (give the reshape the size it must have)");
+      }
+      if (!first) {
+        first = s;
+        firstWhat = q.what;
+      }
+    }
+    for (auto &[result, def] : definitions) {
+      if (classes.getOrInsertLeaderValue(result) != leader) {
+        continue;
+      }
+      Expr form = evaluate(def);
+      if (!size || !form) {
+        refuse(def.what, "has a size that is computed in a way the call "
+                         "cannot check (a reshape's inferred size), or too "
+                         "large to compute");
+      }
+      if (*form == *size) {
+        continue; // proved from the signature
+      }
+      Expr difference = combine(*form, *size, -1);
+      if (difference && difference->terms.empty()) {
+        refuse(def.what, "has a size that differs from the one its users "
+                         "need by " + std::to_string(difference->constant) +
+                         " whatever the arguments");
+      }
+      addCheck({*size, *form, false});
+    }
+  }
+
+  /// Adds `check` with what both sides share cancelled (pk + n == pv + n
+  /// reads pk == pv).
+  void addCheck(SizeCheck check) {
+    Expr difference = combine(check.lhs, check.rhs, -1);
+    if (difference) {
+      SizeExpr lhs, rhs;
+      for (auto [group, coefficient] : difference->terms) {
+        (coefficient > 0 ? lhs : rhs)
+            .terms.push_back({group, coefficient > 0 ? coefficient
+                                                     : -coefficient});
+      }
+      // Both within SizeExpr's bounds: the constant's negation fits when
+      // it is not the least int64.
+      if (difference->constant != INT64_MIN) {
+        (difference->constant > 0 ? lhs.constant : rhs.constant) =
+            difference->constant > 0 ? difference->constant
+                                     : -difference->constant;
+        // Terms on the left of an equality: "n must equal 1".
+        bool swap = !check.atLeast && lhs.terms.empty();
+        check.lhs = swap ? rhs : lhs;
+        check.rhs = swap ? lhs : rhs;
+      }
+    }
+    if (!llvm::is_contained(spec.sizeChecks, check)) {
+      spec.sizeChecks.push_back(std::move(check));
+    }
+  }
+
+  static int64_t rankOf(Value v) {
+    return cast<RankedTensorType>(v.getType()).getRank();
   }
 
   DimKey key(Value v, int64_t d) {
@@ -278,33 +499,61 @@ private:
   func::FuncOp func;
   llvm::EquivalenceClasses<DimKey> classes;
   std::map<DimKey, int64_t> sizes;
+  std::map<DimKey, size_t> groupOf;
+  std::map<DimKey, Expr> memo;
   struct PendingLimit {
     DimKey dim;
     int64_t offsetArg;
     int64_t maxLen;
   };
   std::vector<PendingLimit> positionLimits;
-  /// Dimensions that are sums of others (concatenations).
-  struct Sum {
-    Value result;
-    int64_t axis;
-    SmallVector<Value> parts;
+  /// Sizes defined from others (concatenations, slices).
+  std::vector<std::pair<DimKey, Definition>> definitions;
+  /// Sizes inferred by reshapes.
+  std::vector<std::pair<DimKey, Quotient>> quotients;
+  /// Dimensions with a least size, and the op that needs it.
+  struct Minimum {
+    DimKey dim;
+    int64_t size;
+    std::string what;
   };
-  std::vector<Sum> sums;
-  /// Dimensions with a least size.
-  std::vector<std::pair<DimKey, int64_t>> minimums;
+  std::vector<Minimum> minimums;
   FunctionSpec &spec;
 };
 
 } // namespace
+
+/// The stages dumpStage writes, in order.
+static constexpr const char *kDumpSuffixes[] = {"kiln.mlir", "linalg.mlir",
+                                                "llvm.mlir", "ll"};
+
+static std::string dumpPath(const LoweringOptions &options,
+                            const std::string &suffix) {
+  return options.dumpDirectory + "/" + options.dumpStem + "." + suffix;
+}
+
+/// Refuses dumps that would overwrite the source they are made from.
+static void checkDumpsSpareTheSource(const LoweringOptions &options) {
+  if (options.dumpDirectory.empty() || options.sourcePath.empty()) {
+    return;
+  }
+  for (const char *suffix : kDumpSuffixes) {
+    std::string path = dumpPath(options, suffix);
+    if (sameFile(path, options.sourcePath)) {
+      throw Error("kiln: the IR dump '" + path + "' would overwrite the "
+                  "input '" + options.sourcePath + "'");
+    }
+  }
+}
 
 void dumpStage(const LoweringOptions &options, const std::string &suffix,
                const std::function<void(llvm::raw_ostream &)> &print) {
   if (options.dumpDirectory.empty()) {
     return;
   }
-  std::string path =
-      options.dumpDirectory + "/" + options.dumpStem + "." + suffix;
+  assert(llvm::is_contained(kDumpSuffixes, suffix) && "an unlisted stage");
+  std::string path = dumpPath(options, suffix);
+  checkDumpsSpareTheSource(options);
   std::error_code ec = llvm::sys::fs::create_directories(options.dumpDirectory);
   if (ec) {
     throw Error("kiln: cannot create the IR dump directory '" +
@@ -493,6 +742,7 @@ static void lower(LoweredModule &lowered, const LoweringOptions &options,
                   DiagnosticCollector &diagnostics) {
   MLIRContext *context = lowered.context.get();
   ModuleOp module = *lowered.module;
+  checkDumpsSpareTheSource(options);
   if (!options.gpuChip.empty() && !mlir::kiln::isGpuChip(options.gpuChip)) {
     throw Error("kiln: '" + options.gpuChip +
                 "' is not an NVIDIA GPU architecture (sm_80, sm_90, ...)");

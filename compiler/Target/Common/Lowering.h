@@ -34,6 +34,9 @@ struct LoweringOptions {
   /// <stem>.kiln.mlir, <stem>.linalg.mlir, <stem>.llvm.mlir and <stem>.ll.
   std::string dumpDirectory;
   std::string dumpStem = "module";
+  /// The file the source was read from, if any: a dump that would
+  /// overwrite it is refused before anything is compiled or written.
+  std::string sourcePath;
   /// The public functions to compile (after prePipeline); empty: all.
   std::vector<std::string> functions;
   /// When non-empty, the NVIDIA architecture ("sm_80", "sm_90") to compile
@@ -84,7 +87,8 @@ std::unique_ptr<llvm::TargetMachine> createTargetMachine(const std::string &cpu,
                                                          unsigned optLevel);
 
 /// Writes `print`'s output to <dumpDirectory>/<dumpStem>.<suffix> when
-/// dumping is on.
+/// dumping is on; `suffix` is one of those LoweringOptions::dumpDirectory
+/// lists.
 void dumpStage(const LoweringOptions &options, const std::string &suffix,
                const std::function<void(llvm::raw_ostream &)> &print);
 

@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/Target/AOT/Aot.h"
+#include "runtime/Files.h"
 
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/InitLLVM.h"
@@ -82,6 +83,9 @@ int main(int argc, char **argv) {
   options.optLevel = optLevel;
   options.lowering.dumpDirectory = dumpDirectory;
   options.lowering.dumpStem = name;
+  if (input != "-") {
+    options.lowering.sourcePath = input;
+  }
   options.lowering.functions.assign(functions.begin(), functions.end());
   options.lowering.gpuChip = gpu;
   try {

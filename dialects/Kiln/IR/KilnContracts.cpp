@@ -25,6 +25,46 @@ void ShapeContract::sameShape(Value a, Value b) {
   }
 }
 
+LogicalResult mlir::kiln::verifyByteSizes(Operation *op) {
+  auto check = [&](Type type, StringRef what,
+                   unsigned index) -> LogicalResult {
+    auto tensor = dyn_cast<RankedTensorType>(type);
+    if (!tensor || llvm::is_contained(tensor.getShape(), 0)) {
+      return success();
+    }
+    int64_t bytes =
+        std::max<int64_t>(1, (tensor.getElementTypeBitWidth() + 7) / 8);
+    for (int64_t size : tensor.getShape()) {
+      if (!ShapedType::isDynamic(size) &&
+          __builtin_mul_overflow(bytes, size, &bytes)) {
+        return op->emitOpError()
+               << what << " #" << index << " of type " << type
+               << " has more bytes than a 64-bit size can count";
+      }
+    }
+    return success();
+  };
+  for (auto [i, type] : llvm::enumerate(op->getOperandTypes())) {
+    if (failed(check(type, "operand", i))) {
+      return failure();
+    }
+  }
+  for (auto [i, type] : llvm::enumerate(op->getResultTypes())) {
+    if (failed(check(type, "result", i))) {
+      return failure();
+    }
+  }
+  return success();
+}
+
+void ShapeContract::sumOf(Value result, int64_t axis, ValueRange parts) {
+  SmallVector<Term> terms;
+  for (Value part : parts) {
+    terms.push_back({part, axis, 1});
+  }
+  linear(result, axis, terms, 0);
+}
+
 void ShapeContract::sameBroadcast(Value a, Value b) {
   auto ta = typeOf(a), tb = typeOf(b);
   int64_t rank = std::min(ta.getRank(), tb.getRank());
@@ -68,6 +108,10 @@ static void lossContract(ShapeContract &c, Value input, Value targets,
   auto it = typeOf(input);
   if (!it.isDynamicDim(it.getRank() - 1)) {
     c.idsWithin(targets, it.getDimSize(it.getRank() - 1), ignore);
+  } else {
+    // Compiled code clamps a target into [0, classes - 1]: there must be a
+    // class to clamp to.
+    c.atLeast(input, it.getRank() - 1, 1);
   }
 }
 
@@ -96,6 +140,10 @@ void EmbeddingOp::addShapeContract(ShapeContract &c) {
   auto table = typeOf(getTable());
   if (!table.isDynamicDim(0)) {
     c.idsWithin(getIds(), table.getDimSize(0), std::nullopt);
+  } else {
+    // Compiled code clamps ids into [0, rows - 1]: an empty table has no
+    // row to clamp to.
+    c.atLeast(getTable(), 0, 1);
   }
 }
 
@@ -107,6 +155,8 @@ void PositionalEncodingOp::addShapeContract(ShapeContract &c) {
     if (!typeOf(table).isDynamicDim(0)) {
       c.positionsWithin(getInput(), rank - 2, getOffset(),
                         typeOf(table).getDimSize(0));
+    } else {
+      c.atLeast(table, 0, 1); // positions are clamped into its rows
     }
   }
 }
@@ -226,6 +276,24 @@ void ReshapeOp::addShapeContract(ShapeContract &c) {
       c.same(getResult(), i, getInput(), i);
     }
   }
+  auto shape = getShape();
+  auto inferred = llvm::find(shape, -1);
+  if (inferred == shape.end() ||
+      !typeOf(getResult()).isDynamicDim(inferred - shape.begin())) {
+    return;
+  }
+  // The input's elements over the product of the other sizes.
+  int64_t axis = inferred - shape.begin();
+  SmallVector<ShapeContract::Dim> factors, divisors;
+  for (int64_t d = 0; d < rankOf(getInput()); ++d) {
+    factors.push_back({getInput(), d});
+  }
+  for (int64_t d = 0; d < int64_t(shape.size()); ++d) {
+    if (d != axis) {
+      divisors.push_back({getResult(), d});
+    }
+  }
+  c.quotient(getResult(), axis, factors, divisors);
 }
 
 void TransposeOp::addShapeContract(ShapeContract &c) {
@@ -242,15 +310,30 @@ void SliceOp::addShapeContract(ShapeContract &c) {
       c.same(getResult(), d, getInput(), d);
     }
   }
-  // A slice of static length of a dynamic dimension reads [start, end)
-  // (or the last -start elements): the dimension must be that long.
   auto input = typeOf(getInput());
-  if (input.isDynamicDim(axis) && !typeOf(getResult()).isDynamicDim(axis)) {
-    int64_t start = getStart();
-    std::optional<int64_t> end = getEnd();
-    int64_t needed = start >= 0 ? (end ? *end : start + 1) : -start;
-    c.atLeast(getInput(), axis, needed);
+  if (!input.isDynamicDim(axis)) {
+    return; // the verifier checked the bounds
   }
+  // The verifier's conditions on a static size, stated for the dynamic
+  // one (size n): a negative bound counts from n; the slice [first, last)
+  // must lie in [0, n] and hold at least one element.
+  int64_t start = getStart();
+  std::optional<int64_t> end = getEnd();
+  Value x = getInput();
+  if (start < 0) {
+    c.atLeast(x, axis, -start); // first = n + start >= 0
+  }
+  if (end && *end >= 0) {
+    c.atLeast(x, axis, *end); // last = end <= n
+  }
+  // The length, last - first, with n's coefficient: [s:] n - s; [s:-e]
+  // n - e - s; [-s:e] e + s - n; 0 when both bounds count from one end.
+  // Compiled code takes a static result's length from its type: then the
+  // two must agree.
+  int64_t nFirst = start < 0 ? 1 : 0, kFirst = start;
+  int64_t nLast = !end || *end < 0 ? 1 : 0, kLast = end ? *end : 0;
+  c.linear(getResult(), axis, {{x, axis, nLast - nFirst}}, kLast - kFirst);
+  c.atLeast(getResult(), axis, 1);
 }
 
 void ConcatOp::addShapeContract(ShapeContract &c) {

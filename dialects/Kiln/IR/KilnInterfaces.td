@@ -48,6 +48,9 @@ def Kiln_ShapeContractOpInterface : OpInterface<"ShapeContractOpInterface"> {
       "void", "addShapeContract",
       (ins "::mlir::kiln::ShapeContract &":$contract)>
   ];
+  // Every static shape of every kiln op has a byte size that fits in 64
+  // bits: the allocations of compiled code compute it without checks.
+  let verify = [{ return ::mlir::kiln::verifyByteSizes($_op); }];
 }
 
 #endif // KILN_DIALECT_KILN_IR_KILNINTERFACES_TD

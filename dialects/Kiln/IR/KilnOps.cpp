@@ -885,10 +885,13 @@ LogicalResult ConcatOp::inferReturnTypes(MLIRContext *,
     for (int64_t i = 0; i < static_cast<int64_t>(shape.size()); ++i) {
       int64_t size = dimOr(*type, i);
       if (axis && i == *axis) {
-        shape[i] =
-            ShapedType::isDynamic(shape[i]) || ShapedType::isDynamic(size)
-                ? ShapedType::kDynamic
-                : shape[i] + size;
+        if (ShapedType::isDynamic(shape[i]) || ShapedType::isDynamic(size)) {
+          shape[i] = ShapedType::kDynamic;
+        } else if (__builtin_add_overflow(shape[i], size, &shape[i])) {
+          return emitOptionalError(loc, "'kiln.concat' op expects the "
+                                        "lengths of its inputs along axis ",
+                                   *axis, " to add up to less than 2^63");
+        }
       } else {
         shape[i] = shape::merge(shape[i], size);
       }
@@ -963,7 +966,8 @@ static LogicalResult inferLoss(std::optional<Location> loc, Value input,
 }
 
 static LogicalResult verifyLoss(Operation *op, Value input, Value targets,
-                                double smoothing) {
+                                double smoothing,
+                                std::optional<int64_t> ignoreIndex) {
   auto inputType = tensorType(input);
   auto targetType = tensorType(targets);
   bool ok = inputType.getRank() >= 1 &&
@@ -980,6 +984,15 @@ static LogicalResult verifyLoss(Operation *op, Value input, Value targets,
     return op->emitOpError("expects 'label_smoothing' to be in [0, 1], got ")
            << smoothing;
   }
+  // Compared in the targets' type: a value that does not fit would be
+  // truncated into another class (2^32 + 1 into class 1).
+  unsigned width = targetType.getElementType().getIntOrFloatBitWidth();
+  if (ignoreIndex && width < 64 &&
+      (*ignoreIndex < -(int64_t(1) << (width - 1)) ||
+       *ignoreIndex >= (int64_t(1) << (width - 1)))) {
+    return op->emitOpError("expects 'ignore_index' to fit the targets' i")
+           << width << ", got " << *ignoreIndex;
+  }
   return verifySameFloatElements(op);
 }
 
@@ -992,7 +1005,8 @@ static LogicalResult verifyLoss(Operation *op, Value input, Value targets,
   }                                                                            \
   LogicalResult OpClass::verify() {                                            \
     return verifyLoss(*this, getInput(), getTargets(),                         \
-                      getLabelSmoothing().convertToDouble());                  \
+                      getLabelSmoothing().convertToDouble(),                   \
+                      getIgnoreIndex());                                       \
   }
 KILN_LOSS_OP(CrossEntropyOp)
 KILN_LOSS_OP(NLLLossOp)
@@ -1108,7 +1122,8 @@ LogicalResult LossGradOp::inferReturnTypes(MLIRContext *,
 
 LogicalResult LossGradOp::verify() {
   if (failed(verifyLoss(*this, getInput(), getTargets(),
-                        getLabelSmoothing().convertToDouble()))) {
+                        getLabelSmoothing().convertToDouble(),
+                        getIgnoreIndex()))) {
     return failure();
   }
   auto lossGrad = tensorType(getLossGrad());

@@ -19,6 +19,7 @@
 #include "runtime/Communicator.h"
 #include "runtime/Data.h"
 #include "runtime/Error.h"
+#include "runtime/Files.h"
 #include "runtime/Function.h"
 #include "runtime/Generate.h"
 #include "runtime/Init.h"

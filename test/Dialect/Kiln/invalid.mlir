@@ -836,9 +836,56 @@ func.func @reduce_max_grad_axes(%g: tensor<2xf32>, %x: tensor<2x3xf32>) {
 
 // -----
 
-// An element count that overflows 64 bits (it had wrapped to 0).
+// An element count that overflows 64 bits (it had wrapped to 0): its bytes
+// cannot be counted either.
 func.func @reshape_overflow(%x: tensor<4294967296x4294967296xf32>) -> tensor<?xf32> {
-  // expected-error @+1 {{'kiln.reshape' op has an invalid shape [-1]: the element count of [4294967296, 4294967296] or [?] overflows 64 bits}}
+  // expected-error @+1 {{'kiln.reshape' op operand #0 of type 'tensor<4294967296x4294967296xf32>' has more bytes than a 64-bit size can count}}
   %0 = kiln.reshape %x [-1] : (tensor<4294967296x4294967296xf32>) -> tensor<?xf32>
   return %0 : tensor<?xf32>
+}
+
+// -----
+
+// A fill of 2^62 floats: 2^64 bytes, which an allocation's size computed in
+// 64 bits had wrapped to 0.
+func.func @constant_bytes_overflow() -> tensor<4611686018427387904xf32> {
+  // expected-error @+1 {{'kiln.constant' op result #0 of type 'tensor<4611686018427387904xf32>' has more bytes than a 64-bit size can count}}
+  %0 = kiln.constant dense<1.0> : tensor<4611686018427387904xf32>
+  return %0 : tensor<4611686018427387904xf32>
+}
+
+// -----
+
+func.func @embedding_grad_bytes_overflow(%g: tensor<2x4xf32>, %ids: tensor<2xi64>) {
+  // expected-error @+1 {{'kiln.embedding_grad' op result #0 of type 'tensor<4611686018427387904x4xf32>' has more bytes than a 64-bit size can count}}
+  %0 = kiln.embedding_grad %g, %ids {num_embeddings = 4611686018427387904 : i64} : (tensor<2x4xf32>, tensor<2xi64>) -> tensor<4611686018427387904x4xf32>
+  return
+}
+
+// -----
+
+// Concatenated lengths whose sum passes 2^63 (it had wrapped to the dynamic
+// marker).
+func.func @concat_length_overflow(%a: tensor<0x4611686018427387904xf32>, %b: tensor<0x4611686018427387904xf32>) {
+  // expected-error @+2 {{'kiln.concat' op expects the lengths of its inputs along axis 1 to add up to less than 2^63}}
+  // expected-error @+1 {{'kiln.concat' op failed to infer returned types}}
+  %0 = kiln.concat %a, %b {axis = 1 : i64} : (tensor<0x4611686018427387904xf32>, tensor<0x4611686018427387904xf32>) -> tensor<0x?xf32>
+  return
+}
+
+// -----
+
+// An empty tensor with huge sizes has no bytes.
+func.func @empty_with_huge_sizes(%a: tensor<1099511627776x1099511627776x0xf32>) -> tensor<1099511627776x1099511627776x0xf32> {
+  %0 = kiln.relu %a : (tensor<1099511627776x1099511627776x0xf32>) -> tensor<1099511627776x1099511627776x0xf32>
+  return %0 : tensor<1099511627776x1099511627776x0xf32>
+}
+
+// -----
+
+// 2^32 + 1 compared as an i32 is 1: every target 1 had been dropped.
+func.func @ignore_index_fits_targets(%l: tensor<3x4xf32>, %t: tensor<3xi32>) {
+  // expected-error @+1 {{'kiln.cross_entropy' op expects 'ignore_index' to fit the targets' i32, got 4294967297}}
+  %0 = kiln.cross_entropy %l, %t {ignore_index = 4294967297 : i64} : (tensor<3x4xf32>, tensor<3xi32>) -> tensor<f32>
+  return
 }

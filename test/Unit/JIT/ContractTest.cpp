@@ -48,8 +48,9 @@ TEST(Contract, DecoderCachesMustAgree) {
   Tensor q = f32({1, 1, 8}), n = f32({1, 1, 8});
   jit->call("f", {q, f32({1, 4, 8}), f32({1, 4, 8}), n});
   EXPECT_KILN_ERROR(jit->call("f", {q, f32({1, 4, 8}), f32({1, 3, 8}), n}),
-                    "dimension 1 of argument #2 'arg2' of 'f' is 3 but must "
-                    "equal");
+                    "the sizes given to 'f' do not fit: dimension 1 of "
+                    "argument #1 'arg1' of 'f' (4) must equal dimension 1 of "
+                    "argument #2 'arg2' of 'f' (3)");
   EXPECT_KILN_ERROR(jit->call("f", {q, f32({1, 100000, 8}), f32({1, 1, 8}), n}),
                     "must equal");
 }
@@ -226,4 +227,167 @@ TEST(Contract, EveryKilnOpStatesItsShapeContract) {
     }
   }
   EXPECT_GE(ops, 39);
+}
+
+// Key and value each the concatenation of two dynamic arguments: only
+// their lengths must agree, whatever the parts (two unknown pairs had
+// passed every check and attention read past the values).
+TEST(Contract, ConcatenationsOfDynamicPartsMustAgreeInLength) {
+  auto jit = JitModule::compileSource(R"(
+    func.func @f(%q: tensor<1x1x8xf32>, %pk: tensor<1x?x8xf32>, %nk: tensor<1x?x8xf32>,
+                 %pv: tensor<1x?x8xf32>, %nv: tensor<1x?x8xf32>) -> tensor<1x1x8xf32> {
+      %k = kiln.concat %pk, %nk {axis = 1 : i64} : (tensor<1x?x8xf32>, tensor<1x?x8xf32>) -> tensor<1x?x8xf32>
+      %v = kiln.concat %pv, %nv {axis = 1 : i64} : (tensor<1x?x8xf32>, tensor<1x?x8xf32>) -> tensor<1x?x8xf32>
+      %0 = kiln.attention %q, %k, %v {num_heads = 2 : i64}
+          : (tensor<1x1x8xf32>, tensor<1x?x8xf32>, tensor<1x?x8xf32>) -> tensor<1x1x8xf32>
+      return %0 : tensor<1x1x8xf32>
+    })");
+  Tensor q = f32({1, 1, 8});
+  jit->call("f", {q, f32({1, 3, 8}), f32({1, 2, 8}), f32({1, 3, 8}),
+                  f32({1, 2, 8})});
+  jit->call("f", {q, f32({1, 4, 8}), f32({1, 1, 8}), f32({1, 2, 8}),
+                  f32({1, 3, 8})});
+  EXPECT_KILN_ERROR(jit->call("f", {q, f32({1, 3, 8}), f32({1, 2, 8}),
+                                    f32({1, 3, 8}), f32({1, 1, 8})}),
+                    "dimension 1 of argument #1 'arg1' of 'f' + dimension 1 "
+                    "of argument #2 'arg2' of 'f' (5) must equal dimension 1 "
+                    "of argument #3 'arg3' of 'f' + dimension 1 of argument "
+                    "#4 'arg4' of 'f' (4)");
+  EXPECT_KILN_ERROR(jit->call("f", {q, f32({1, 100000, 8}), f32({1, 1, 8}),
+                                    f32({1, 1, 8}), f32({1, 1, 8})}),
+                    "(100001) must equal");
+}
+
+// Slices of dynamic dimensions: `slice(v, 1:)` as attention's value and
+// `add(x, slice(y, 1:))` had been accepted with any sizes and read out of
+// bounds. The length n - 1 must equal what its users need, and the slice
+// must hold an element.
+TEST(Contract, SlicesOfDynamicDimensionsHaveTheLengthTheirUsersNeed) {
+  auto jit = JitModule::compileSource(R"(
+    func.func @attend(%q: tensor<1x2x8xf32>, %k: tensor<1x?x8xf32>, %v: tensor<1x?x8xf32>) -> tensor<1x2x8xf32> {
+      %s = kiln.slice %v {axis = 1 : i64, start = 1 : i64} : (tensor<1x?x8xf32>) -> tensor<1x?x8xf32>
+      %0 = kiln.attention %q, %k, %s {num_heads = 2 : i64}
+          : (tensor<1x2x8xf32>, tensor<1x?x8xf32>, tensor<1x?x8xf32>) -> tensor<1x2x8xf32>
+      return %0 : tensor<1x2x8xf32>
+    }
+    func.func @add(%x: tensor<?x3xf32>, %y: tensor<?x3xf32>) -> tensor<?x3xf32> {
+      %s = kiln.slice %y {axis = 0 : i64, start = 1 : i64} : (tensor<?x3xf32>) -> tensor<?x3xf32>
+      %0 = kiln.add %x, %s : (tensor<?x3xf32>, tensor<?x3xf32>) -> tensor<?x3xf32>
+      return %0 : tensor<?x3xf32>
+    }
+    func.func @middle(%x: tensor<?xf32>, %y: tensor<?xf32>) -> tensor<?xf32> {
+      %s = kiln.slice %y {axis = 0 : i64, start = -4 : i64, end = 3 : i64} : (tensor<?xf32>) -> tensor<?xf32>
+      %0 = kiln.mul %x, %s : (tensor<?xf32>, tensor<?xf32>) -> tensor<?xf32>
+      return %0 : tensor<?xf32>
+    })");
+  Tensor q = f32({1, 2, 8});
+  jit->call("attend", {q, f32({1, 4, 8}), f32({1, 5, 8})});
+  EXPECT_KILN_ERROR(jit->call("attend", {q, f32({1, 4, 8}), f32({1, 4, 8})}),
+                    "dimension 1 of argument #1 'arg1' of 'attend' + 1 (5) "
+                    "must equal dimension 1 of argument #2 'arg2' of 'attend' "
+                    "(4)");
+  Tensor y = ref::randomTensor({4, 3}, 3);
+  std::vector<Tensor> sum = jit->call("add", {f32({3, 3}), y});
+  ASSERT_EQ(sum[0].shape(), (std::vector<int64_t>{3, 3}));
+  EXPECT_KILN_ERROR(jit->call("add", {f32({4, 3}), y}), "must equal");
+  // y[1:] of 1 row is empty: x, its length, must be at least 1.
+  EXPECT_KILN_ERROR(jit->call("add", {f32({0, 3}), f32({1, 3})}),
+                    "dimension 0 of argument #0 'arg0' of 'add' is 0 but "
+                    "must be at least 1");
+  // [-4:3] of n elements: [n - 4, 3), 7 - n of them, for 4 <= n <= 6.
+  jit->call("middle", {f32({2}), f32({5})});
+  EXPECT_KILN_ERROR(jit->call("middle", {f32({1}), f32({7})}),
+                    "dimension 0 of argument #0 'arg0' of 'middle' + "
+                    "dimension 0 of argument #1 'arg1' of 'middle' (8) must "
+                    "equal 7");
+  EXPECT_KILN_ERROR(jit->call("middle", {f32({0}), f32({7})}),
+                    "is 0 but must be at least 1");
+  EXPECT_KILN_ERROR(jit->call("middle", {f32({4}), f32({3})}), "must be at "
+                                                               "least 4");
+}
+
+// A table, a learned position table or a class count of dynamic size 0:
+// compiled code clamps an index into [0, rows - 1], which was -1 (it read
+// the row before the table). Refused at the call.
+TEST(Contract, EmptyTablesAreRefused) {
+  auto jit = JitModule::compileSource(R"(
+    func.func @embed(%ids: tensor<2xi64>, %table: tensor<?x4xf32>) -> tensor<2x4xf32> {
+      %0 = kiln.embedding %ids, %table : (tensor<2xi64>, tensor<?x4xf32>) -> tensor<2x4xf32>
+      return %0 : tensor<2x4xf32>
+    }
+    func.func @loss(%x: tensor<3x?xf32>, %t: tensor<3xi64>) -> tensor<f32> {
+      %0 = kiln.cross_entropy %x, %t : (tensor<3x?xf32>, tensor<3xi64>) -> tensor<f32>
+      return %0 : tensor<f32>
+    })");
+  Tensor ids = Tensor::fromVector<int64_t>({2}, {0, 0});
+  jit->call("embed", {ids, f32({1, 4})});
+  EXPECT_KILN_ERROR(jit->call("embed", {ids, f32({0, 4})}),
+                    "dimension 0 of argument #1 'arg1' of 'embed' is 0 but "
+                    "must be at least 1");
+  Tensor targets = Tensor::fromVector<int64_t>({3}, {0, 0, 0});
+  jit->call("loss", {f32({3, 1}), targets});
+  EXPECT_KILN_ERROR(jit->call("loss", {f32({3, 0}), targets}),
+                    "dimension 1 of argument #0 'arg0' of 'loss' is 0 but "
+                    "must be at least 1");
+}
+
+// A result written into an argument in place (kiln.updates) must have the
+// argument's sizes: a longer one had written past the caller's buffer. A
+// size that can be checked is checked before anything is written; one that
+// can never agree is refused at compile time.
+TEST(Contract, ResultsWrittenInPlaceHaveTheirArgumentsSizes) {
+  auto jit = JitModule::compileSource(R"(
+    func.func @f(%p: tensor<?xf32>, %q: tensor<?xf32>) -> (tensor<?xf32> {kiln.updates = 0 : i64}) {
+      %0 = kiln.concat %p, %q {axis = 0 : i64} : (tensor<?xf32>, tensor<?xf32>) -> tensor<?xf32>
+      %1 = kiln.slice %0 {axis = 0 : i64, start = 1 : i64} : (tensor<?xf32>) -> tensor<?xf32>
+      return %1 : tensor<?xf32>
+    })");
+  Tensor p = Tensor::fromVector<float>({3}, {1, 2, 3});
+  std::vector<Tensor> out = jit->call("f", {p, Tensor::fromVector<float>({1}, {4})});
+  EXPECT_EQ(p.toVector<float>(), (std::vector<float>{2, 3, 4}));
+  EXPECT_EQ(out[0].raw(), p.raw());
+  EXPECT_KILN_ERROR(jit->call("f", {p, f32({5})}),
+                    "dimension 0 of argument #1 'arg1' of 'f' (5) must equal "
+                    "1");
+  EXPECT_EQ(p.toVector<float>(), (std::vector<float>{2, 3, 4}));
+  EXPECT_KILN_ERROR(JitModule::compileSource(R"(
+    func.func @f(%p: tensor<?xf32>) -> (tensor<?xf32> {kiln.updates = 0 : i64}) {
+      %0 = kiln.slice %p {axis = 0 : i64, start = 1 : i64} : (tensor<?xf32>) -> tensor<?xf32>
+      return %0 : tensor<?xf32>
+    })"),
+                    "has a size that differs from the one its users need by "
+                    "-1 whatever the arguments");
+}
+
+// A reshape's inferred size (the input's elements over the other sizes)
+// cannot be evaluated by the call: two of them that divide the same sizes
+// are equal, and one related to any other size is refused.
+TEST(Contract, InferredReshapeSizesAreRelatedOnlyToLikeOnes) {
+  // A weight gradient's flattened operands: both B * T.
+  auto jit = JitModule::compileSource(R"(
+    func.func @f(%a: tensor<?x?x4xf32>, %w: tensor<6x4xf32>) -> tensor<4x6xf32> {
+      %b = kiln.linear %a, %w : (tensor<?x?x4xf32>, tensor<6x4xf32>) -> tensor<?x?x6xf32>
+      %0 = kiln.reshape %a [-1, 4] : (tensor<?x?x4xf32>) -> tensor<?x4xf32>
+      %1 = kiln.reshape %b [-1, 6] : (tensor<?x?x6xf32>) -> tensor<?x6xf32>
+      %2 = kiln.matmul %0, %1 {transpose_lhs} : (tensor<?x4xf32>, tensor<?x6xf32>) -> tensor<4x6xf32>
+      return %2 : tensor<4x6xf32>
+    })");
+  EXPECT_EQ(jit->call("f", {f32({2, 3, 4}), f32({6, 4})})[0].shape(),
+            (std::vector<int64_t>{4, 6}));
+  // Sizes of unrelated arguments: nothing makes 2 * 3 equal 3 * 3.
+  EXPECT_KILN_ERROR(JitModule::compileSource(R"(
+    func.func @f(%a: tensor<?x?x4xf32>, %b: tensor<?x?x6xf32>) -> tensor<4x6xf32> {
+      %0 = kiln.reshape %a [-1, 4] : (tensor<?x?x4xf32>) -> tensor<?x4xf32>
+      %1 = kiln.reshape %b [-1, 6] : (tensor<?x?x6xf32>) -> tensor<?x6xf32>
+      %2 = kiln.matmul %0, %1 {transpose_lhs} : (tensor<?x4xf32>, tensor<?x6xf32>) -> tensor<4x6xf32>
+      return %2 : tensor<4x6xf32>
+    })"),
+                    "infers a size that differs from the one 'kiln.reshape'");
+  EXPECT_KILN_ERROR(JitModule::compileSource(R"(
+    func.func @f(%a: tensor<?x?x4xf32>, %b: tensor<?x4xf32>) -> tensor<?x4xf32> {
+      %0 = kiln.reshape %a [-1, 4] : (tensor<?x?x4xf32>) -> tensor<?x4xf32>
+      %1 = kiln.add %0, %b : (tensor<?x4xf32>, tensor<?x4xf32>) -> tensor<?x4xf32>
+      return %1 : tensor<?x4xf32>
+    })"),
+                    "infers a size that another operand or result must equal");
 }

@@ -66,6 +66,10 @@ TEST(Function, SpecsRoundTripThroughText) {
   // A least size survives the text.
   spec.groups[1].minSize = 3;
   EXPECT_EQ(parseFunctionSpec(serialize(spec)).groups[1].minSize, 3);
+  // Size checks survive the text.
+  spec.sizeChecks = {{{{{0, 1}, {1, -2}}, -7}, {{}, 3}, true},
+                     {{{{3, 1}}, 0}, {{{2, 2}}, 1}, false}};
+  EXPECT_EQ(parseFunctionSpec(serialize(spec)).sizeChecks, spec.sizeChecks);
   // Blank and white-space-only lines say nothing.
   EXPECT_EQ(serialize(parseFunctionSpec("function f\n  \n\t\nresult r [2] -1\n")),
             "function f\nresult r [2] -1\n");
@@ -83,6 +87,25 @@ TEST(Function, SpecsRoundTripThroughText) {
 
 TEST(Function, MalformedSpecsAreRefused) {
   EXPECT_KILN_ERROR(parseFunctionSpec(""), "must start with 'function <name>'");
+  // Size checks: a kind, two expressions over the groups there are, with
+  // bounded coefficients.
+  const std::string g = "function f\narg a input f32 [-1] -1 none -\n"
+                        "group -1 0:0\n";
+  EXPECT_EQ(parseFunctionSpec(g + "check eq 1,1*g0 3\n").sizeChecks.size(), 1u);
+  EXPECT_KILN_ERROR(parseFunctionSpec(g + "check le 1 2\n"),
+                    "a size check is 'eq' or 'ge', got 'le'");
+  EXPECT_KILN_ERROR(parseFunctionSpec(g + "check eq 1,1*g1 2\n"),
+                    "'1,1*g1' names no group");
+  for (const char *bad : {"", "x", "1,", "1,1*", "1,1*g", "1,1*gx", "1,*g0",
+                          "1,1g0", "1,1*g0x", "1,1*g-1", "1x",
+                          "99999999999999999999", "1,4294967296*g0"}) {
+    SCOPED_TRACE(bad);
+    EXPECT_KILN_ERROR(
+        parseFunctionSpec(g + "check eq " + std::string(bad) + " 2\n"),
+        "malformed function spec");
+  }
+  EXPECT_KILN_ERROR(parseFunctionSpec(g + "check eq 1 2 3\n"),
+                    "expected 4 fields");
   EXPECT_KILN_ERROR(parseFunctionSpec("function f\nbogus 1\n"),
                     "unknown entry 'bogus'");
   EXPECT_KILN_ERROR(parseFunctionSpec("function f\nresult r [2,x] -1\n"),

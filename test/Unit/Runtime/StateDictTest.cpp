@@ -15,6 +15,8 @@
 
 #include <gtest/gtest.h>
 
+#include <regex>
+
 using namespace kiln;
 
 namespace {
@@ -252,4 +254,106 @@ TEST_F(StateDictTest, RefusesMalformedMappings) {
                          {.renames = {{"x.**.b", "**"}}}, store)[0]
                 .first,
             "w");
+}
+
+namespace {
+
+/// The reference matcher: the pattern as a greedy ECMAScript regular
+/// expression ('*' one or more non-dots, '**' anything), only for the short
+/// names of these tests.
+std::regex asRegex(const std::string &pattern) {
+  std::string regex;
+  for (size_t i = 0; i < pattern.size(); ++i) {
+    if (pattern[i] == '*') {
+      bool anything = i + 1 < pattern.size() && pattern[i + 1] == '*';
+      regex += anything ? "(.*)" : "([^.]+)";
+      i += anything;
+    } else {
+      regex += pattern[i] == '.' ? std::string("\\.")
+                                 : std::string(1, pattern[i]);
+    }
+  }
+  return std::regex(regex);
+}
+
+std::optional<std::vector<std::string>> regexMatch(const std::regex &regex,
+                                                   const std::string &name) {
+  std::smatch m;
+  if (!std::regex_match(name, m, regex)) {
+    return std::nullopt;
+  }
+  std::vector<std::string> captures;
+  for (size_t g = 1; g < m.size(); ++g) {
+    captures.push_back(m[g].str());
+  }
+  return captures;
+}
+
+} // namespace
+
+// Every pattern of up to four tokens over {a, b, ., *, **} against every
+// name of up to six characters over {a, b, .}: the same matches and the
+// same captures as the greedy regular expression.
+TEST(StateDictPattern, MatchesAndCapturesAsAGreedyRegularExpression) {
+  const std::vector<std::string> tokens = {"a", "b", ".", "*", "**"};
+  std::vector<std::string> patterns = {""}, names = {""};
+  for (size_t len = 0, from = 0; len < 4; ++len) {
+    size_t to = patterns.size();
+    for (size_t i = from; i < to; ++i) {
+      for (const std::string &t : tokens) {
+        std::string p = patterns[i] + t;
+        if (p.find("***") == std::string::npos) {
+          patterns.push_back(p);
+        }
+      }
+    }
+    from = to;
+  }
+  for (size_t len = 0, from = 0; len < 6; ++len) {
+    size_t to = names.size();
+    for (size_t i = from; i < to; ++i) {
+      for (char c : {'a', 'b', '.'}) {
+        names.push_back(names[i] + c);
+      }
+    }
+    from = to;
+  }
+  size_t compared = 0, matched = 0;
+  for (size_t i = 1; i < patterns.size(); ++i) {
+    std::regex regex = asRegex(patterns[i]);
+    for (const std::string &name : names) {
+      auto want = regexMatch(regex, name);
+      auto got = matchStateDictPattern(patterns[i], name);
+      ASSERT_EQ(got, want) << "pattern '" << patterns[i] << "' name '" << name
+                           << "'";
+      ++compared;
+      matched += want.has_value();
+    }
+  }
+  EXPECT_GT(compared, 500000u);
+  EXPECT_GT(matched, 1000u);
+}
+
+// A long name (a backtracking matcher recursed once per character and
+// overflowed the stack at 50,000) matches in linear time up to the bound,
+// and a longer one is refused, by the matcher and by a mapping.
+TEST(StateDictPattern, LongNamesMatchInLinearTimeAndTooLongOnesAreRefused) {
+  std::string longName(kMaxStateDictNameLength - 2, 'a');
+  auto captures = matchStateDictPattern("**.*", longName + ".b");
+  ASSERT_TRUE(captures);
+  EXPECT_EQ((*captures)[0], longName);
+  EXPECT_FALSE(matchStateDictPattern("*.*.*.*.*.*.*.*.c", longName + ".b"));
+  EXPECT_KILN_ERROR(
+      matchStateDictPattern("**", std::string(50000, 'a')),
+      "a name of 50000 characters is longer than 4096");
+  ParameterStore store;
+  store.add("w", Tensor::zeros({2}, DType::f32));
+  EXPECT_KILN_ERROR(
+      mapStateDict({{std::string(50000, 'x'), Tensor::zeros({2}, DType::f32)},
+                    {"w", Tensor::zeros({2}, DType::f32)}},
+                   {.renames = {{"transformer.**", "**"}}}, store),
+      "a file tensor's name has 50000 characters, more than 4096");
+  EXPECT_KILN_ERROR(
+      mapStateDict({}, {.ignore = {std::string(5000, 'x')}}, store),
+      "ignore pattern 1 has 5000 characters, more than 4096");
 }

@@ -24,6 +24,7 @@
 #include <csignal>
 #include <random>
 
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -497,6 +498,105 @@ TEST_F(TrainingTest, RefusesACheckpointPathThatCannotBeWritten) {
   }
   EXPECT_NO_THROW(checkCheckpointWritable(path("ckpt.safetensors")));
   EXPECT_FALSE(fs::exists(path("ckpt.safetensors"))); // checking writes nothing
+}
+
+// Outputs that name an input or each other: the log over the corpus, the
+// checkpoint over the corpus, the log over the checkpoint (with --resume it
+// had truncated the checkpoint into the log), also under other names (a
+// hard link, "dir/../x"). Refused before the first step; nothing written.
+TEST_F(TrainingTest, RefusesOutputsThatNameAnInputOrEachOther) {
+  std::ofstream(path("corpus.txt")) << "to be or not to be";
+  fs::create_hard_link(path("corpus.txt"), path("corpus-link.txt"));
+  fs::create_directory(path("sub"));
+  struct Case {
+    std::string csv, checkpoint, error;
+  };
+  std::string other = path("sub") + "/../other.csv";
+  for (const Case &c : {
+           Case{path("corpus.txt"), "",
+                "--data '" + path("corpus.txt") +
+                    "' and the training log '" + path("corpus.txt") +
+                    "' name the same file"},
+           Case{"", path("corpus-link.txt"),
+                "--data '" + path("corpus.txt") + "' and the checkpoint '" +
+                    path("corpus-link.txt") + "' name the same file"},
+           Case{path("c.safetensors"), path("c.safetensors"),
+                "the training log '" + path("c.safetensors") +
+                    "' and the checkpoint '" + path("c.safetensors") +
+                    "' name the same file"},
+           Case{path("c.safetensors.tmp"), path("c.safetensors"),
+                "and the checkpoint's temporary file"},
+           Case{other, path("other.csv"), "name the same file"}}) {
+    TrainingOptions options;
+    options.steps = 3;
+    options.out = nullptr;
+    options.resume = !c.checkpoint.empty();
+    options.csvPath = c.csv;
+    options.checkpointPath = c.checkpoint;
+    options.inputs = {{"--data", path("corpus.txt")}};
+    Problem p;
+    EXPECT_KILN_ERROR(runTraining(options, p.hooks()), c.error);
+    EXPECT_EQ(p.steps, 0) << c.error;
+  }
+  EXPECT_EQ(readText(path("corpus.txt")), "to be or not to be");
+  EXPECT_FALSE(fs::exists(path("c.safetensors")));
+  EXPECT_FALSE(fs::exists(path("other.csv")));
+}
+
+// Whatever is at <checkpoint>.tmp, the file a save writes first, must be a
+// file the save can reuse: a FIFO had hung the first save, a hard link had
+// been truncated and overwritten (the other file with it), a directory
+// failed only after the training. Refused before the first step, and a save
+// that meets one (put there during the run) writes nothing through it.
+TEST_F(TrainingTest, RefusesATemporaryFileInTheWay) {
+  std::string checkpoint = path("ckpt.safetensors");
+  std::string temporary = checkpointTemporary(checkpoint);
+  std::ofstream(path("precious")) << "keep me";
+  auto run = [&] {
+    TrainingOptions options;
+    options.steps = 3;
+    options.out = nullptr;
+    options.checkpointPath = checkpoint;
+    Problem p;
+    EXPECT_KILN_ERROR(runTraining(options, p.hooks()),
+                      "the temporary file a save writes first, is in the way");
+    EXPECT_EQ(p.steps, 0);
+  };
+  ASSERT_EQ(::mkfifo(temporary.c_str(), 0644), 0);
+  run();
+  Problem p;
+  EXPECT_KILN_ERROR(saveCheckpoint(checkpoint, p.parameters, p.state, {}),
+                    "cannot create '" + temporary + "'");
+  fs::remove(temporary);
+  fs::create_hard_link(path("precious"), temporary);
+  run();
+  EXPECT_KILN_ERROR(saveCheckpoint(checkpoint, p.parameters, p.state, {}),
+                    "is in the way: it is not a regular file of its own");
+  EXPECT_EQ(readText(path("precious")), "keep me");
+  fs::remove(temporary);
+  fs::create_directory(temporary);
+  run();
+  fs::remove(temporary);
+  fs::create_symlink(path("precious"), temporary);
+  run();
+  EXPECT_KILN_ERROR(saveCheckpoint(checkpoint, p.parameters, p.state, {}),
+                    "cannot create '" + temporary + "'");
+  EXPECT_EQ(readText(path("precious")), "keep me");
+  EXPECT_FALSE(fs::exists(checkpoint));
+  // A leftover regular file (a save killed part way) is reused.
+  fs::remove(temporary);
+  std::ofstream(temporary) << "half a checkpoint";
+  saveCheckpoint(checkpoint, p.parameters, p.state, {});
+  EXPECT_FALSE(fs::exists(temporary));
+  // A name whose temporary file would be too long for the file system.
+  std::string longName = path(std::string(252, 'c'));
+  TrainingOptions options;
+  options.steps = 3;
+  options.out = nullptr;
+  options.checkpointPath = longName;
+  EXPECT_KILN_ERROR(runTraining(options, p.hooks()),
+                    "would have a name of 256 bytes, more than the file "
+                    "system's 255");
 }
 
 // Resuming with a setting the checkpoint recorded otherwise (same tensor
