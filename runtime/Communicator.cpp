@@ -11,6 +11,7 @@
 #include "runtime/SplitMix64.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -106,9 +107,37 @@ std::map<std::string, Arg> shardBatch(const std::map<std::string, Arg> &inputs,
 
 void broadcastStore(Communicator &communicator, ParameterStore &store,
                     int root) {
+  std::vector<uint64_t> layouts =
+      communicator.allGather(hashStoreLayout(store));
+  std::vector<std::string> differ;
+  for (size_t r = 0; r < layouts.size(); ++r) {
+    if (layouts[r] != layouts[size_t(root)]) {
+      differ.push_back(std::to_string(r));
+    }
+  }
+  if (!differ.empty()) {
+    throw Error(fmt::format(
+        "kiln: the processes do not hold the same model: the parameters of "
+        "rank{} {} differ from rank {}'s in names, dtypes or shapes (this is "
+        "rank {}, with {} parameters); build every process's model from the "
+        "same data and settings",
+        differ.size() == 1 ? "" : "s", fmt::join(differ, ", "), root,
+        communicator.rank(), store.size()));
+  }
   for (const auto &[name, tensor] : store.namedTensors()) {
     communicator.broadcast(tensor.raw(), tensor.nbytes(), root);
   }
+}
+
+uint64_t hashStoreLayout(const ParameterStore &store) {
+  ParameterStore layout;
+  for (const auto &[name, tensor] : store.namedTensors()) {
+    std::vector<int64_t> shape = tensor.shape();
+    shape.push_back(int64_t(tensor.dtype()));
+    layout.add(name, Tensor::fromVector<int64_t>(
+                         {int64_t(shape.size())}, std::move(shape)));
+  }
+  return hashStore(layout);
 }
 
 uint64_t hashStore(const ParameterStore &store) {

@@ -59,10 +59,17 @@ std::shared_ptr<Communicator> singleProcess();
 std::map<std::string, Arg> shardBatch(const std::map<std::string, Arg> &inputs,
                                       int rank, int size);
 
-/// Copies every tensor of `store` from `root` to the other processes (the
-/// stores must hold the same names and shapes, as those of one model do).
+/// Copies every tensor of `store` from `root` to the other processes. First
+/// the processes compare the layouts of their stores (names, dtypes and
+/// shapes, hashStoreLayout): when any differs from root's, every process
+/// throws kiln::Error naming the processes that differ and nothing is
+/// copied (models built from different data, one more character in one
+/// host's corpus, had corrupted the heap in the copy).
 void broadcastStore(Communicator &communicator, ParameterStore &store,
                     int root = 0);
+
+/// A 64-bit hash of the names, dtypes and shapes of the tensors of `store`.
+uint64_t hashStoreLayout(const ParameterStore &store);
 
 /// A 64-bit hash of the names and the bytes of every tensor of `store`:
 /// equal stores give equal hashes on any machine.

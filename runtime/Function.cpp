@@ -30,10 +30,34 @@ namespace kiln {
 
 namespace {
 
+/// Whether `token` can stand in the spec text (and in the C string it is
+/// embedded in): printable ASCII without spaces (a NUL had cut the text and
+/// lost the size relations after it).
+bool isToken(std::string_view token) {
+  return !token.empty() &&
+         std::all_of(token.begin(), token.end(), [](char c) {
+           auto byte = static_cast<unsigned char>(c);
+           return byte > 0x20 && byte < 0x7f;
+         });
+}
+
+/// `text` with every byte that is not printable ASCII as \xNN, for
+/// messages.
+std::string escaped(std::string_view text) {
+  std::string out;
+  for (char c : text) {
+    auto byte = static_cast<unsigned char>(c);
+    out += byte >= 0x20 && byte < 0x7f ? std::string(1, c)
+                                       : fmt::format("\\x{:02x}", byte);
+  }
+  return out;
+}
+
 void checkToken(const std::string &token, const char *what) {
-  if (token.empty() || token.find_first_of(" \t\n\r") != std::string::npos) {
-    throw Error(std::string("kiln: cannot serialize ") + what + " '" + token +
-                "': it must be non-empty and without white space");
+  if (!isToken(token)) {
+    throw Error(std::string("kiln: cannot serialize ") + what + " '" +
+                escaped(token) +
+                "': it must be non-empty printable ASCII without spaces");
   }
 }
 
@@ -84,7 +108,7 @@ public:
   size_t size() const { return words_.size(); }
   [[noreturn]] void fail(const std::string &why) const {
     throw Error(std::string("kiln: malformed ") + what_ + " at line " +
-                std::to_string(index_) + " ('" + lines_[index_ - 1] +
+                std::to_string(index_) + " ('" + escaped(lines_[index_ - 1]) +
                 "'): " + why);
   }
   void expectWords(size_t n) const {
@@ -192,6 +216,11 @@ DType parseDType(const LineReader &r, size_t i) {
 
 } // namespace
 
+/// ArgSpec::Role in the spec text, in the enum's order (the IR's kiln.kind
+/// spellings).
+static const std::string kRoleNames[] = {"input", "param", "state",
+                                         "lr",    "step",  "seed"};
+
 /// ArgSpec::Require in the spec text, in the enum's order.
 static const std::string kRequireNames[] = {"-", "positive",
                                             "finite-nonnegative"};
@@ -202,7 +231,7 @@ std::string serialize(const FunctionSpec &spec) {
   os << "function " << spec.name << "\n";
   for (const ArgSpec &a : spec.args) {
     checkToken(a.name, "an argument name");
-    std::string kind = a.isParam ? "param" : a.isState ? "state" : "input";
+    const std::string &kind = kRoleNames[size_t(a.role)];
     os << "arg " << a.name << " " << kind << " "
        << (a.isScalar ? "scalar" : name(a.dtype)) << " " << joinShape(a.shape)
        << " " << a.idBound << " "
@@ -257,12 +286,20 @@ FunctionSpec parseFunctionSpec(std::string_view text) {
       r.expectWords(8);
       ArgSpec a;
       a.name = r.word(1);
-      const std::string &kind = r.word(2);
-      if (kind != "param" && kind != "state" && kind != "input") {
-        r.fail("unknown argument kind '" + kind + "'");
+      if (!isToken(a.name)) {
+        r.fail("an argument name must be printable ASCII without spaces");
       }
-      a.isParam = kind == "param";
-      a.isState = kind == "state";
+      for (const ArgSpec &earlier : spec.args) {
+        if (earlier.name == a.name) {
+          r.fail("two arguments are called '" + a.name + "'");
+        }
+      }
+      auto role = std::find(std::begin(kRoleNames), std::end(kRoleNames),
+                            r.word(2));
+      if (role == std::end(kRoleNames)) {
+        r.fail("unknown argument kind '" + r.word(2) + "'");
+      }
+      a.role = ArgSpec::Role(role - std::begin(kRoleNames));
       a.isScalar = r.word(3) == "scalar";
       if (!a.isScalar) {
         a.dtype = parseDType(r, 3);
@@ -284,10 +321,37 @@ FunctionSpec parseFunctionSpec(std::string_view text) {
         r.fail("argument '" + a.name + "' cannot be required to be " +
                r.word(7));
       }
+      bool scalarTensor = !a.isScalar && a.dtype == DType::f32 &&
+                          a.shape.empty();
+      bool f32Tensor = !a.isScalar && a.dtype == DType::f32;
+      switch (a.role) {
+      case ArgSpec::Role::learningRate:
+        if (!scalarTensor) {
+          r.fail("the learning rate must be an f32 scalar tensor");
+        }
+        break;
+      case ArgSpec::Role::step:
+      case ArgSpec::Role::seed:
+        if (!a.isScalar) {
+          r.fail("a step number or seed must be an i64 scalar");
+        }
+        break;
+      case ArgSpec::Role::param:
+      case ArgSpec::Role::state:
+        if (!f32Tensor) {
+          r.fail("a parameter or optimizer state must be an f32 tensor");
+        }
+        break;
+      case ArgSpec::Role::input:
+        break;
+      }
       spec.args.push_back(a);
     } else if (k == "result") {
       r.expectWords(4);
       ResultSpec result{r.word(1), r.shape(2), r.integer(3)};
+      if (!isToken(result.name)) {
+        r.fail("a result name must be printable ASCII without spaces");
+      }
       for (const ResultSpec &earlier : spec.results) {
         if (earlier.name == result.name) {
           r.fail("two results are called '" + result.name + "'");
@@ -721,7 +785,7 @@ CompiledFunction::run(const ParameterStore &parameters,
   std::vector<Arg> args;
   size_t used = 0;
   for (const ArgSpec &arg : fs.args) {
-    if (arg.isParam) {
+    if (arg.role == ArgSpec::Role::param) {
       args.emplace_back(parameters.get(arg.name));
       continue;
     }
@@ -736,7 +800,7 @@ CompiledFunction::run(const ParameterStore &parameters,
     for (const auto &[input, _] : inputs) {
       bool known = false;
       for (const ArgSpec &arg : fs.args) {
-        known |= !arg.isParam && arg.name == input;
+        known |= arg.role != ArgSpec::Role::param && arg.name == input;
       }
       if (!known) {
         throw Error("kiln: '" + name + "' has no input '" + input + "'");

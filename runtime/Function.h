@@ -46,8 +46,17 @@ struct Arg {
 /// What a function argument must be.
 struct ArgSpec {
   std::string name;           ///< kiln.name if the IR has one, else "arg<i>".
-  bool isParam = false;       ///< kiln.kind = "param": bound from a store.
-  bool isState = false;       ///< kiln.kind = "state": optimizer state.
+  /// Who passes the argument (the IR's kiln.kind): the caller by name, the
+  /// parameter store, or a trainer (its optimizer state, learning rate,
+  /// step number and dropout seed), whatever the argument is called.
+  enum class Role {
+    input,        ///< the caller, by name
+    param,        ///< a parameter store, by name
+    state,        ///< a trainer's optimizer state, by name
+    learningRate, ///< a trainer's learning rate (f32 scalar tensor)
+    step,         ///< a trainer's step number (i64 scalar)
+    seed,         ///< a trainer's dropout seed (i64 scalar)
+  } role = Role::input;
   bool isScalar = false;      ///< An i64 scalar rather than a tensor.
   DType dtype = DType::f32;   ///< Element type of a tensor argument.
   std::vector<int64_t> shape; ///< -1 for a dynamic size.

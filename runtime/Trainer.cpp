@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <set>
 
 namespace kiln {
@@ -41,7 +42,7 @@ Trainer::Trainer(std::shared_ptr<const Executable> executable, uint64_t seed,
   parameters_ = executable_->initParameters(seed);
   for (const ArgSpec &arg :
        executable_->spec(split_ ? "update_step" : "train_step").args) {
-    if (arg.isState) {
+    if (arg.role == ArgSpec::Role::state) {
       state_.add(arg.name, Tensor::zeros(arg.shape, DType::f32));
     }
   }
@@ -62,21 +63,37 @@ Trainer::shard(const std::map<std::string, Arg> &inputs) const {
   return shardBatch(inputs, communicator_->rank(), communicator_->size());
 }
 
-/// Adds the arguments a step function takes from the trainer (state, lr,
-/// step, dropout seed) to `all`.
+/// Adds the arguments a step function takes from the trainer (its
+/// optimizer state, learning rate, step number and dropout seed, by their
+/// roles) to `all`. Throws kiln::Error when `all` already holds one: an
+/// input of the caller's must not stand for the trainer's own.
 static void addStepArguments(const FunctionSpec &spec,
                              const ParameterStore &state, float lr,
                              int64_t step, int64_t seed,
                              std::map<std::string, Arg> &all) {
   for (const ArgSpec &arg : spec.args) {
-    if (arg.isState) {
-      all.emplace(arg.name, state.get(arg.name));
-    } else if (arg.name == "lr") {
-      all.emplace("lr", Tensor::full({}, lr));
-    } else if (arg.name == "step") {
-      all.emplace("step", Arg(step));
-    } else if (arg.name == "seed" && arg.isScalar) {
-      all.emplace("seed", Arg(seed));
+    std::optional<Arg> value;
+    switch (arg.role) {
+    case ArgSpec::Role::state:
+      value = state.get(arg.name);
+      break;
+    case ArgSpec::Role::learningRate:
+      value = Tensor::full({}, lr);
+      break;
+    case ArgSpec::Role::step:
+      value = Arg(step);
+      break;
+    case ArgSpec::Role::seed:
+      value = Arg(seed);
+      break;
+    case ArgSpec::Role::input:
+    case ArgSpec::Role::param:
+      break;
+    }
+    if (value && !all.emplace(arg.name, *value).second) {
+      throw Error("kiln: the input '" + arg.name + "' given to '" + spec.name +
+                  "' names an argument the trainer passes itself (its "
+                  "optimizer state, learning rate, step or dropout seed)");
     }
   }
 }
@@ -109,12 +126,12 @@ void Trainer::keep(const std::string &function, std::vector<Tensor> &out,
                    size_t first) {
   size_t k = first;
   for (const ArgSpec &arg : executable_->spec(function).args) {
-    if (arg.isParam) {
+    if (arg.role == ArgSpec::Role::param) {
       parameters_.get(arg.name) = out[k++];
     }
   }
   for (const ArgSpec &arg : executable_->spec(function).args) {
-    if (arg.isState) {
+    if (arg.role == ArgSpec::Role::state) {
       state_.get(arg.name) = out[k++];
     }
   }
@@ -164,7 +181,7 @@ float Trainer::splitStep(const std::map<std::string, Arg> &inputs, float lr) {
   std::map<std::string, Arg> update;
   size_t k = 0;
   for (const ArgSpec &arg : gradSpec.args) {
-    if (arg.isParam) {
+    if (arg.role == ArgSpec::Role::param) {
       update.emplace("grad." + arg.name, grads[k++]);
     }
   }

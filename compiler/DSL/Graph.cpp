@@ -225,10 +225,12 @@ static Var addArgument(Graph &graph, unsigned index, Argument argument,
   Graph::Impl &impl = Access::impl(graph);
   mlir::Builder b(type.getContext());
   mlir::NamedAttribute attrs[] = {
-      b.getNamedAttr(
-          "kiln.kind",
-          b.getStringAttr(argument.kind == ArgKind::input ? "input" : "param")),
-      b.getNamedAttr("kiln.name", b.getStringAttr(argument.name))};
+      b.getNamedAttr(mlir::kiln::kKindAttr,
+                     b.getStringAttr(mlir::kiln::stringifyArgKind(
+                         argument.kind == ArgKind::input
+                             ? mlir::kiln::ArgKind::input
+                             : mlir::kiln::ArgKind::param))),
+      b.getNamedAttr(mlir::kiln::kNameAttr, b.getStringAttr(argument.name))};
   if (failed(impl.func.insertArgument(index, type, b.getDictionaryAttr(attrs),
                                       detail::location(graph, loc)))) {
     fail(loc, "cannot add argument '" + argument.name + "' to graph '" +
@@ -370,6 +372,13 @@ Var Graph::seed(SourceLoc loc) {
     Var declared = lookup("seed");
     impl_->seed =
         declared && !declared.isTensor() ? declared : scalarInput("seed", loc);
+    // The trainer passes its dropout seed there (ArgKind::seed).
+    auto arg = mlir::cast<mlir::BlockArgument>(impl_->seed.value());
+    impl_->func.setArgAttr(
+        arg.getArgNumber(), mlir::kiln::kKindAttr,
+        mlir::StringAttr::get(&module().context(),
+                              mlir::kiln::stringifyArgKind(
+                                  mlir::kiln::ArgKind::seed)));
   }
   return impl_->seed;
 }

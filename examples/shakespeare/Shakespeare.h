@@ -90,19 +90,19 @@ inline void checkModel(const Options &o, const std::string &source) {
 /// is compiled).
 inline CharDataset loadCorpus(const Options &o) {
   CharDataset data = CharDataset::fromFile(o.data);
-  if (o.sample > 0) {
-    try { // before training, not after it
-      data.vocab().encode(o.prompt);
-    } catch (const Error &e) {
-      throw Error(fmt::format("--prompt: {} ({})", e.what(), o.data));
-    }
-  }
   for (Split split : {Split::train, Split::validation}) {
     if (!o.sampleOnly && data.size(split) <= o.context) {
       throw Error(fmt::format("{}: the {} split has {} characters, too few "
                               "for windows of {} (each needs {})",
                               o.data, name(split), data.size(split), o.context,
                               o.context + 1));
+    }
+  }
+  if (o.sample > 0) {
+    try { // before training, not after it
+      data.vocab().encode(o.prompt);
+    } catch (const Error &e) {
+      throw Error(fmt::format("--prompt: {} ({})", e.what(), o.data));
     }
   }
   return data;
@@ -116,8 +116,10 @@ enum class Program {
 };
 
 /// Parses argv for `program`; an option it does not take is an error.
+/// `writer`: this process writes the checkpoint (rank 0 of a data-parallel
+/// run), so it checks that it can.
 inline Options parseOptions(int argc, char **argv, const char *usage,
-                            Program program) {
+                            Program program, bool writer = true) {
   Options o;
   using examples::Integer, examples::Real;
   examples::CommandLine cl;
@@ -164,7 +166,7 @@ inline Options parseOptions(int argc, char **argv, const char *usage,
          {"--checkpoint's temporary file",
           o.checkpoint.empty() ? "" : checkpointTemporary(o.checkpoint)}});
   }
-  if (!o.sampleOnly && !o.checkpoint.empty()) {
+  if (!o.sampleOnly && !o.checkpoint.empty() && writer) {
     checkCheckpointWritable(o.checkpoint);
   }
   return o;

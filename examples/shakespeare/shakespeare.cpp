@@ -20,7 +20,8 @@ using namespace kiln::shakespeare;
 
 int main(int argc, char **argv) try {
   std::shared_ptr<Communicator> world = examples::exampleWorld(&argc, &argv);
-  Options o = parseOptions(argc, argv, kUsage, Program::jit);
+  Options o = parseOptions(argc, argv, kUsage, Program::jit,
+                           world->rank() == 0);
   CharDataset data = loadCorpus(o);
   if (o.sampleOnly) {
     adoptCheckpointConfig(o);

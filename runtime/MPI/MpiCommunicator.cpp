@@ -14,10 +14,13 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cmath>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
+#include <thread>
 
 namespace kiln::mpi {
 
@@ -39,7 +42,9 @@ void check(int code, const char *call) {
 class MpiCommunicator final : public Communicator {
 public:
   /// `ownsMpi`: MPI was initialized for it, and is finalized with it.
-  explicit MpiCommunicator(bool ownsMpi) : ownsMpi_(ownsMpi) {
+  /// `timeout`: the seconds a collective may wait for the other processes.
+  MpiCommunicator(bool ownsMpi, double timeout)
+      : ownsMpi_(ownsMpi), timeout_(timeout) {
     check(MPI_Comm_dup(MPI_COMM_WORLD, &comm_), "MPI_Comm_dup");
     check(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN),
           "MPI_Comm_set_errhandler");
@@ -61,9 +66,11 @@ public:
   void allReduceSum(float *data, size_t count) override {
     for (size_t done = 0; done < count;) {
       int part = int(std::min<size_t>(count - done, INT_MAX));
-      check(MPI_Allreduce(MPI_IN_PLACE, data + done, part, MPI_FLOAT, MPI_SUM,
-                          comm_),
-            "MPI_Allreduce");
+      MPI_Request request;
+      check(MPI_Iallreduce(MPI_IN_PLACE, data + done, part, MPI_FLOAT,
+                           MPI_SUM, comm_, &request),
+            "MPI_Iallreduce");
+      wait(request, "an all-reduce");
       done += size_t(part);
     }
   }
@@ -72,20 +79,29 @@ public:
     auto *p = static_cast<char *>(data);
     for (size_t done = 0; done < bytes;) {
       int part = int(std::min<size_t>(bytes - done, INT_MAX));
-      check(MPI_Bcast(p + done, part, MPI_BYTE, root, comm_), "MPI_Bcast");
+      MPI_Request request;
+      check(MPI_Ibcast(p + done, part, MPI_BYTE, root, comm_, &request),
+            "MPI_Ibcast");
+      wait(request, "a broadcast");
       done += size_t(part);
     }
   }
 
   std::vector<uint64_t> allGather(uint64_t value) override {
     std::vector<uint64_t> values(size_t(size_), 0);
-    check(MPI_Allgather(&value, 1, MPI_UINT64_T, values.data(), 1, MPI_UINT64_T,
-                        comm_),
-          "MPI_Allgather");
+    MPI_Request request;
+    check(MPI_Iallgather(&value, 1, MPI_UINT64_T, values.data(), 1,
+                         MPI_UINT64_T, comm_, &request),
+          "MPI_Iallgather");
+    wait(request, "an all-gather");
     return values;
   }
 
-  void barrier() override { check(MPI_Barrier(comm_), "MPI_Barrier"); }
+  void barrier() override {
+    MPI_Request request;
+    check(MPI_Ibarrier(comm_, &request), "MPI_Ibarrier");
+    wait(request, "a barrier");
+  }
 
   [[noreturn]] void abort(const std::string &message, int code) override {
     fmt::print(stderr, "{}\n", message);
@@ -96,12 +112,58 @@ public:
   }
 
 private:
+  /// Waits for `request`, ending the job when the other processes have not
+  /// joined within the deadline (a process stopped, or on a hung file
+  /// system: they would wait forever). Polls, sleeping a little between
+  /// tests once the wait is longer than a fast collective's.
+  void wait(MPI_Request &request, const char *what) {
+    using Clock = std::chrono::steady_clock;
+    auto start = Clock::now();
+    auto deadline = start + std::chrono::duration_cast<Clock::duration>(
+                                std::chrono::duration<double>(timeout_));
+    for (int polls = 0;; ++polls) {
+      int done = 0;
+      check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test");
+      if (done) {
+        return;
+      }
+      if (polls >= 1000) {
+        if (Clock::now() >= deadline) {
+          abort(fmt::format("error: rank {} of {}: {} waited {} s for the "
+                            "other processes (one stopped, or hangs): "
+                            "ending the job (KILN_COLLECTIVE_TIMEOUT sets "
+                            "the deadline in seconds)",
+                            rank_, size_, what, timeout_),
+                1);
+        }
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+      }
+    }
+  }
+
   bool ownsMpi_;
+  double timeout_;
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0, size_ = 1;
 };
 
 } // namespace
+
+double collectiveTimeout() {
+  const char *text = std::getenv("KILN_COLLECTIVE_TIMEOUT");
+  if (!text) {
+    return kDefaultCollectiveTimeout;
+  }
+  char *end = nullptr;
+  double seconds = std::strtod(text, &end);
+  if (end == text || *end != '\0' || !std::isfinite(seconds) ||
+      seconds <= 0 || seconds > 1e6) {
+    throw Error(fmt::format("kiln: KILN_COLLECTIVE_TIMEOUT must be a number "
+                            "of seconds in (0, 1000000], got '{}'",
+                            text));
+  }
+  return seconds;
+}
 
 bool launchedByMpi() {
   for (const char *variable :
@@ -142,7 +204,8 @@ std::shared_ptr<Communicator> world(int *argc, char ***argv) {
                   "program (MPI_THREAD_FUNNELED not provided)");
     }
   }
-  auto communicator = std::make_shared<MpiCommunicator>(!initialized);
+  auto communicator =
+      std::make_shared<MpiCommunicator>(!initialized, collectiveTimeout());
   current = communicator;
   return communicator;
 }

@@ -16,6 +16,14 @@
 
 namespace kiln::mpi {
 
+/// The seconds a collective (an all-reduce, a broadcast, a barrier) waits
+/// for the other processes before it ends the job with a message naming
+/// this rank: KILN_COLLECTIVE_TIMEOUT when set (a positive number of
+/// seconds; anything else is a kiln::Error), else this default, far above
+/// any step's imbalance.
+inline constexpr double kDefaultCollectiveTimeout = 600;
+double collectiveTimeout();
+
 /// Whether this process was started by an MPI launcher (Open MPI's mpirun,
 /// or a PMI/PMIx launcher such as srun).
 bool launchedByMpi();

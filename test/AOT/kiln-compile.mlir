@@ -36,6 +36,8 @@
 // RUN: not kiln-compile %t/nothere.mlir -o %t/bad.o --header %t/bad.h --name relu2 2>&1 | FileCheck %s --check-prefix=MISSING
 // RUN: not kiln-compile %s -o %t/bad.o --header %t/bad.h --name relu2 2>&1 | FileCheck %s --check-prefix=PARSE
 // RUN: not kiln-compile %S/Inputs/named-model.mlir -o %t/bad.o --header %t/bad.h --name relu2 2>&1 | FileCheck %s --check-prefix=RESERVED
+// RUN: not kiln-compile %S/Inputs/relu2.mlir -o %t/bad.o --header %t/bad.h --name kiln 2>&1 | FileCheck %s --check-prefix=KILNNAME
+// RUN: not kiln-compile %S/Inputs/reserved-symbol.mlir -o %t/bad.o --header %t/bad.h --name ok 2>&1 | FileCheck %s --check-prefix=SYMBOL
 // RUN: not kiln-compile %S/Inputs/rank9.mlir -o %t/bad.o --header %t/bad.h --name rank9 2>&1 | FileCheck %s --check-prefix=RANK
 // RUN: not test -e %t/bad.o
 // RUN: not ls %t/bad.o %t/bad.h
@@ -113,5 +115,7 @@ this is not IR
 // NAME: kiln: the model name '2fast' must be a C identifier
 // MISSING: kiln-compile: cannot read '{{.*}}nothere.mlir'
 // RESERVED: kiln: a function cannot be called 'model' (the symbol relu2_model is the model's own)
+// KILNNAME: kiln: the model name 'kiln' would give symbols of the C interface's or the compiler's own ('kiln_...', '_...'): choose another
+// SYMBOL: kiln: a function cannot be called 'memrefCopy': compiled code or the C runtime calls a function of that name
 // RANK: kiln: argument 'arg0' of function 'grow' has rank 9, more than the C interface's KILN_MAX_RANK (8)
 // PARSE: kiln: '{{.*}}kiln-compile.mlir' does not parse:

@@ -9,9 +9,11 @@
 // the losses and parameters; every run prints whether the ranks hold
 // bitwise identical parameters. --bucket-floats sums the gradients in small
 // buckets (tensors cut between them). --fail-rank/--fail-step make one rank
-// throw
-// (--kill: die of SIGKILL instead); --load reads a checkpoint in one process
-// (the checkpoint a failed job left must load).
+// throw (--kill: die of SIGKILL instead; --stop: stop itself with SIGSTOP,
+// so that the others wait in a collective until its deadline); --load reads
+// a checkpoint in one process (the checkpoint a failed job left must load).
+// --other-model-rank R builds rank R's model with one more vocabulary entry
+// (a host whose corpus had one more character).
 //
 //===----------------------------------------------------------------------===//
 
@@ -45,7 +47,8 @@ constexpr double kParamTolerance = 2e-5; // absolute
 
 struct Options {
   int64_t steps = 4;
-  bool compare = false, resume = false, kill = false;
+  bool compare = false, resume = false, kill = false, stop = false;
+  int otherModelRank = -1;
   std::string checkpoint, load;
   int64_t checkpointEvery = 0;
   int failRank = -1;
@@ -81,6 +84,10 @@ Options parse(int argc, char **argv) {
       o.bucketFloats = size_t(std::stoull(value()));
     } else if (flag == "--kill") {
       o.kill = true;
+    } else if (flag == "--stop") {
+      o.stop = true;
+    } else if (flag == "--other-model-rank") {
+      o.otherModelRank = std::stoi(value());
     } else if (flag == "--load") {
       o.load = value();
     } else {
@@ -126,9 +133,9 @@ std::map<std::string, Arg> globalBatch(int64_t step) {
           {"targets", Tensor::fromVector<int64_t>({kBatch, kTgtLen}, targets)}};
 }
 
-void buildModule(dsl::Module &module) {
+void buildModule(dsl::Module &module, int64_t extraVocab = 0) {
   dsl::nn::TransformerConfig config =
-      dsl::models::seed002Transformer(kVocab, kVocab);
+      dsl::models::seed002Transformer(kVocab + extraVocab, kVocab);
   config.numEncoderLayers = config.numDecoderLayers = 1;
   config.block.dModel = 16;
   config.block.numHeads = 2;
@@ -203,9 +210,10 @@ int main(int argc, char **argv) {
       return 0;
     }
     int rank = world->rank();
-    Trainer trainer(
-        compileTraining(module, "loss", adamw(), {}, StepKind::split), 0,
-        world);
+    dsl::Module own;
+    buildModule(own, rank == o.otherModelRank ? 1 : 0);
+    Trainer trainer(compileTraining(own, "loss", adamw(), {}, StepKind::split),
+                    0, world);
     if (o.bucketFloats > 0) {
       trainer.setBucketFloats(o.bucketFloats);
     }
@@ -213,6 +221,9 @@ int main(int argc, char **argv) {
       if (rank == o.failRank && step == o.failStep) {
         if (o.kill) {
           std::raise(SIGKILL);
+        }
+        if (o.stop) {
+          std::raise(SIGSTOP);
         }
         throw Error(fmt::format("injected failure at step {}", step));
       }

@@ -28,6 +28,14 @@
 // A rank that dies (SIGKILL) ends the job too.
 // RUN: timeout 60 %mpirun -np 2 kiln-data-parallel-check --steps 5 --fail-rank 1 --fail-step 3 --kill > %t/kill.out 2>&1; echo "exit $?" >> %t/kill.out
 // RUN: FileCheck %s --check-prefix=KILL < %t/kill.out
+// A rank that stops (SIGSTOP: a hung file system) leaves the others in a
+// collective until its deadline, which ends the job naming the rank.
+// RUN: env KILN_COLLECTIVE_TIMEOUT=3 timeout 60 %mpirun -x KILN_COLLECTIVE_TIMEOUT -np 2 kiln-data-parallel-check --steps 5 --fail-rank 1 --fail-step 3 --stop > %t/stop.out 2>&1; echo "exit $?" >> %t/stop.out
+// RUN: FileCheck %s --check-prefix=STOP < %t/stop.out
+// Ranks whose models differ (one more vocabulary entry on rank 1) stop
+// before the first copy of the parameters, naming the rank.
+// RUN: timeout 60 %mpirun -np 2 kiln-data-parallel-check --other-model-rank 1 > %t/other.out 2>&1; echo "exit $?" >> %t/other.out
+// RUN: FileCheck %s --check-prefix=OTHER < %t/other.out
 
 // The examples train under mpirun unchanged.
 // RUN: %mpirun -np 2 kiln-example-shakespeare --steps 6 --batch 4 --context 16 --d-model 32 --layers 1 --heads 2 --warmup 2 --eval-every 3 --eval-batches 2 --sample 20 --checkpoint %t/s.safetensors | FileCheck %s --check-prefix=SHAKESPEARE
@@ -57,6 +65,11 @@
 // KILL-NOT: exit 0
 // KILL-NOT: exit 124
 // KILL: exit {{[1-9][0-9]*}}
+// STOP: error: rank 0 of 2: an all-reduce waited 3 s for the other processes (one stopped, or hangs): ending the job
+// STOP-NOT: exit 124
+// STOP: exit {{[1-9][0-9]*}}
+// OTHER: the processes do not hold the same model: the parameters of rank 1 differ from rank 0's in names, dtypes or shapes
+// OTHER: exit {{[1-9][0-9]*}}
 
 // SHAKESPEARE: data-parallel: 2 processes
 // SHAKESPEARE: step 3: validation loss

@@ -1,7 +1,8 @@
 // The examples refuse bad input with a clear error before they compile
 // anything: sizes out of range, non-finite or huge reals, heads that do not
-// divide the width, data that is no text file or too short, and checkpoints
-// whose metadata is forged.
+// divide the width, data that is no text file or too short, checkpoints
+// whose metadata is forged, a prompt outside the vocabulary, and outputs
+// that would overwrite the corpus or each other.
 // RUN: rm -rf %t && mkdir -p %t
 // RUN: not kiln-example-translate --batch 0 2>&1 | FileCheck %s --check-prefix=BATCH
 // RUN: not kiln-example-translate --heads 3 2>&1 | FileCheck %s --check-prefix=THEADS
@@ -20,6 +21,13 @@
 // RUN: not kiln-example-shakespeare --data %t/binary.txt 2>&1 | FileCheck %s --check-prefix=BINARY
 // RUN: printf '' > %t/empty.txt
 // RUN: not kiln-example-shakespeare --data %t/empty.txt 2>&1 | FileCheck %s --check-prefix=EMPTY
+// RUN: not kiln-example-shakespeare --steps 1 --prompt 'ROMEO~' 2>&1 | FileCheck %s --check-prefix=PROMPT
+// RUN: cp %S/../../examples/data/tinyshakespeare.txt %t/corpus.txt
+// RUN: not kiln-example-shakespeare --data %t/corpus.txt --csv %t/corpus.txt 2>&1 | FileCheck %s --check-prefix=CSVDATA
+// RUN: not kiln-shakespeare-train --data %t/corpus.txt --checkpoint %t/../%basename_t.tmp/corpus.txt 2>&1 | FileCheck %s --check-prefix=CKPTDATA
+// RUN: not kiln-example-shakespeare --data %t/corpus.txt --resume --csv %t/c.safetensors --checkpoint %t/c.safetensors 2>&1 | FileCheck %s --check-prefix=CSVCKPT
+// RUN: not kiln-example-translate --data %t/corpus.txt --csv %t/corpus.txt 2>&1 | FileCheck %s --check-prefix=TCSV
+// RUN: cmp %t/corpus.txt %S/../../examples/data/tinyshakespeare.txt
 // RUN: %python %S/Inputs/header-only-checkpoint.py %t/huge.safetensors format=kiln-checkpoint format_version=1 step=1 info.d_model=32 info.layers=1000000 info.heads=2 info.context=16
 // RUN: not kiln-example-shakespeare --sample-only --checkpoint %t/huge.safetensors 2>&1 | FileCheck %s --check-prefix=HUGE
 // RUN: %python %S/Inputs/header-only-checkpoint.py %t/forged.safetensors format=kiln-checkpoint format_version=1 step=1 info.d_model=4096 info.layers=64 info.heads=2 info.context=4096
@@ -38,5 +46,10 @@
 // SHORT: error: {{.*}}one.txt: the train split has 0 characters, too few for windows of 64 (each needs 65)
 // BINARY: error: {{.*}}binary.txt: a NUL byte at offset 2: this is a binary file, not text
 // EMPTY: error: '{{.*}}empty.txt' is empty
+// PROMPT: error: --prompt: CharVocab::encode: character '~' at position 5 is not in the vocabulary of 65 characters
+// CSVDATA: error: --data '{{.*}}corpus.txt' and --csv '{{.*}}corpus.txt' name the same file: one would overwrite the other
+// CKPTDATA: error: --data '{{.*}}corpus.txt' and --checkpoint '{{.*}}corpus.txt' name the same file
+// CSVCKPT: error: --csv '{{.*}}c.safetensors' and --checkpoint '{{.*}}c.safetensors' name the same file
+// TCSV: error: --data '{{.*}}corpus.txt' and --csv '{{.*}}corpus.txt' name the same file
 // HUGE: error: {{.*}}huge.safetensors: its metadata says layers = 1000000, not between 1 and 1024
 // FORGED: error: {{.*}}forged.safetensors: its tensors are not those of the model its metadata describes (d_model 4096, 64 layers, context 4096)

@@ -6,7 +6,7 @@
 
 #include "compiler/Codegen/CPU/Passes.h"
 
-#include "compiler/Codegen/Common/Attributes.h"
+#include "dialects/Kiln/IR/KilnDialect.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -43,7 +43,7 @@ struct KilnDropInPlaceResultsPass
       SmallVector<int64_t> targets(func.getNumResults(), -1);
       for (unsigned r = 0; r < func.getNumResults(); ++r) {
         if (auto updates = func.getResultAttrOfType<IntegerAttr>(
-                r, kiln::kUpdatesAttrName)) {
+                r, kiln::kUpdatesAttr)) {
           targets[r] = updates.getInt();
           dropped.set(r);
         }

@@ -6,7 +6,7 @@
 
 #include "compiler/Codegen/Common/Passes.h"
 
-#include "compiler/Codegen/Common/Attributes.h"
+#include "dialects/Kiln/IR/KilnDialect.h"
 
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -34,7 +34,7 @@ struct KilnMarkInPlaceArgumentsPass
       SmallVector<bool> writable(func.getNumArguments(), false);
       for (unsigned r = 0; r < func.getNumResults(); ++r) {
         auto updates =
-            func.getResultAttrOfType<IntegerAttr>(r, kiln::kUpdatesAttrName);
+            func.getResultAttrOfType<IntegerAttr>(r, kiln::kUpdatesAttr);
         if (!updates) {
           continue;
         }

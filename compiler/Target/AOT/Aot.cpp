@@ -201,9 +201,9 @@ std::string aotHeader(const std::vector<FunctionSpec> &functions,
       } else {
         h += std::string(name(a.dtype)) + " " + formatShape(a.shape);
       }
-      if (a.isParam) {
+      if (a.role == ArgSpec::Role::param) {
         h += ", parameter";
-      } else if (a.isState) {
+      } else if (a.role == ArgSpec::Role::state) {
         h += ", optimizer state";
       }
       if (a.idBound >= 0) {
@@ -246,6 +246,14 @@ AotResult compileAheadOfTime(const std::string &source, const std::string &what,
     throw Error("kiln: the model name '" + options.name +
                 "' must be a C identifier (letters, digits, '_')");
   }
+  // Every symbol of the object starts with "<name>_": the C interface's own
+  // start with "kiln_" (kiln_call, kiln_model), the compiler's with "_mlir".
+  if (options.name == "kiln" || options.name.starts_with("kiln_") ||
+      options.name.starts_with("_")) {
+    throw Error("kiln: the model name '" + options.name +
+                "' would give symbols of the C interface's or the "
+                "compiler's own ('kiln_...', '_...'): choose another");
+  }
   if (sameFile(objectPath, headerPath)) {
     throw Error("kiln: the object '" + objectPath + "' and the header '" +
                 headerPath + "' are the same file");
@@ -268,24 +276,21 @@ AotResult compileAheadOfTime(const std::string &source, const std::string &what,
     // kiln_tensor holds KILN_MAX_RANK sizes: a call could take no larger
     // argument, and would write the arguments it updates in place before
     // failing to return a larger result.
-    auto tooLarge = [](const std::vector<int64_t> &shape) {
-      return shape.size() > KILN_MAX_RANK;
+    auto checkRank = [&](const char *what, const std::string &name,
+                         const std::vector<int64_t> &shape) {
+      if (shape.size() > KILN_MAX_RANK) {
+        throw Error("kiln: " + std::string(what) + " '" + name +
+                    "' of function '" + f.name + "' has rank " +
+                    std::to_string(shape.size()) +
+                    ", more than the C interface's KILN_MAX_RANK (" +
+                    std::to_string(KILN_MAX_RANK) + ")");
+      }
     };
     for (const ArgSpec &a : f.args) {
-      if (tooLarge(a.shape)) {
-        throw Error("kiln: argument '" + a.name + "' of function '" + f.name +
-                    "' has rank " + std::to_string(a.shape.size()) +
-                    ", more than the C interface's KILN_MAX_RANK (" +
-                    std::to_string(KILN_MAX_RANK) + ")");
-      }
+      checkRank("argument", a.name, a.shape);
     }
     for (const ResultSpec &r : f.results) {
-      if (tooLarge(r.shape)) {
-        throw Error("kiln: result '" + r.name + "' of function '" + f.name +
-                    "' has rank " + std::to_string(r.shape.size()) +
-                    ", more than the C interface's KILN_MAX_RANK (" +
-                    std::to_string(KILN_MAX_RANK) + ")");
-      }
+      checkRank("result", r.name, r.shape);
     }
     // <name>_model and <name>_functions are the model's own symbols.
     if (f.name == "model" || f.name == "functions") {

@@ -10,7 +10,6 @@
 #include "compiler/Target/Common/Lowering.h"
 
 #include "compiler/Codegen/CPU/TargetInfo.h"
-#include "compiler/Codegen/Common/Attributes.h"
 
 #include "compiler/InitAll.h"
 #include "compiler/Pipelines/Pipelines.h"
@@ -170,6 +169,24 @@ public:
           spec.groups.push_back({{}, staticSize(leader)});
         }
         spec.groups[it->second].dims.push_back({index, d});
+      }
+    }
+    // A quotient that reduces to a multiple of one size (a unit axis
+    // inserted or removed: B*T*D / (B*T) is D) or to a constant is a linear
+    // definition like any other.
+    for (auto it = quotients.begin(); it != quotients.end();) {
+      std::optional<Signature> s = signature(it->second);
+      if (s && s->divisors.empty() && s->factors.size() <= 1 &&
+          s->denominator == 1) {
+        Definition def{{}, s->factors.empty() ? s->numerator : 0,
+                       it->second.what};
+        if (!s->factors.empty()) {
+          def.terms.push_back({s->factors.front(), s->numerator});
+        }
+        definitions.push_back({it->first, std::move(def)});
+        it = quotients.erase(it);
+      } else {
+        ++it;
       }
     }
     // Each class has one size; every other way to compute it must agree.
@@ -575,6 +592,24 @@ static std::unique_ptr<MLIRContext> makeContext() {
   return context;
 }
 
+/// Why a public function of a compiled module cannot be called `name`
+/// (empty: it can): the symbols compiled code calls, and the prefixes of the
+/// runtime's and the compiler's own.
+static std::string reservedSymbol(StringRef name) {
+  for (StringRef prefix : {"_mlir_", "kiln_", "mgpu", "__"}) {
+    if (name.starts_with(prefix)) {
+      return "names starting with '" + prefix.str() +
+             "' belong to the runtime and the compiler";
+    }
+  }
+  if (llvm::is_contained({"memrefCopy", "malloc", "free", "aligned_alloc",
+                          "main"},
+                         name)) {
+    return "compiled code or the C runtime calls a function of that name";
+  }
+  return {};
+}
+
 /// The parameters the DSL recorded in the module (none for hand-written IR).
 static std::vector<ParamSpec> readParams(ModuleOp module) {
   std::vector<ParamSpec> params;
@@ -622,23 +657,45 @@ static FunctionSpec readSpec(func::FuncOp func, bool inPlace) {
   FunctionSpec spec;
   spec.name = func.getName().str();
   for (auto [i, type] : llvm::enumerate(func.getArgumentTypes())) {
+    // The boundary attributes, as the dialect verified them.
     ArgSpec arg;
-    auto name = func.getArgAttrOfType<StringAttr>(i, "kiln.name");
+    auto name = func.getArgAttrOfType<StringAttr>(i, mlir::kiln::kNameAttr);
     arg.name = name ? name.str() : "arg" + std::to_string(i);
-    auto kind = func.getArgAttrOfType<StringAttr>(i, "kiln.kind");
-    arg.isParam = kind && kind.getValue() == "param";
-    arg.isState = kind && kind.getValue() == "state";
-    if (auto require = func.getArgAttrOfType<StringAttr>(
-            i, mlir::kiln::kRequireAttrName)) {
-      if (require.getValue() == "positive") {
-        arg.require = ArgSpec::Require::positive;
-      } else if (require.getValue() == "finite-nonnegative") {
-        arg.require = ArgSpec::Require::finiteNonnegative;
-      } else {
-        throw Error("kiln: function '" + spec.name + "' argument #" +
-                    std::to_string(i) + " has an unknown kiln.require '" +
-                    require.getValue().str() + "'");
+    auto kind = func.getArgAttrOfType<StringAttr>(i, mlir::kiln::kKindAttr);
+    switch (kind ? *mlir::kiln::symbolizeArgKind(kind.getValue())
+                 : mlir::kiln::ArgKind::input) {
+    case mlir::kiln::ArgKind::input:
+      arg.role = ArgSpec::Role::input;
+      break;
+    case mlir::kiln::ArgKind::param:
+      arg.role = ArgSpec::Role::param;
+      break;
+    case mlir::kiln::ArgKind::state:
+      arg.role = ArgSpec::Role::state;
+      break;
+    case mlir::kiln::ArgKind::lr:
+      arg.role = ArgSpec::Role::learningRate;
+      break;
+    case mlir::kiln::ArgKind::step:
+      arg.role = ArgSpec::Role::step;
+      break;
+    case mlir::kiln::ArgKind::seed:
+      arg.role = ArgSpec::Role::seed;
+      break;
+    }
+    for (auto [j, earlier] : llvm::enumerate(spec.args)) {
+      if (earlier.name == arg.name) {
+        throw Error("kiln: function '" + spec.name + "': arguments #" +
+                    std::to_string(j) + " and #" + std::to_string(i) +
+                    " are both called '" + arg.name +
+                    "' (the runtime binds arguments by name)");
       }
+    }
+    if (auto require = func.getArgAttrOfType<StringAttr>(
+            i, mlir::kiln::kRequireAttr)) {
+      arg.require = require.getValue() == mlir::kiln::kRequirePositive
+                        ? ArgSpec::Require::positive
+                        : ArgSpec::Require::finiteNonnegative;
     }
     if (auto tensor = dyn_cast<RankedTensorType>(type)) {
       std::optional<DType> dtype = mlir::kiln::dtypeOf(tensor);
@@ -668,7 +725,7 @@ static FunctionSpec readSpec(func::FuncOp func, bool inPlace) {
                   "' must return f32 tensors only");
     }
     ResultSpec result;
-    auto name = func.getResultAttrOfType<StringAttr>(r, "kiln.name");
+    auto name = func.getResultAttrOfType<StringAttr>(r, mlir::kiln::kNameAttr);
     result.name = name ? name.str() : "result" + std::to_string(r);
     for (const ResultSpec &earlier : spec.results) {
       if (earlier.name == result.name) {
@@ -680,7 +737,7 @@ static FunctionSpec readSpec(func::FuncOp func, bool inPlace) {
       result.shape.push_back(ShapedType::isDynamic(size) ? -1 : size);
     }
     auto updates =
-        func.getResultAttrOfType<IntegerAttr>(r, mlir::kiln::kUpdatesAttrName);
+        func.getResultAttrOfType<IntegerAttr>(r, mlir::kiln::kUpdatesAttr);
     if (inPlace && updates) {
       result.updates = updates.getInt();
     }
@@ -688,7 +745,7 @@ static FunctionSpec readSpec(func::FuncOp func, bool inPlace) {
   }
   ContractBuilder(func, spec).build();
   if (auto tokens = func->getAttrOfType<DictionaryAttr>(
-          mlir::kiln::kLossTokensAttrName)) {
+          mlir::kiln::kLossTokensAttr)) {
     auto arg = tokens.getAs<IntegerAttr>("arg");
     if (!arg || arg.getInt() < 0 || arg.getInt() >= int64_t(spec.args.size()) ||
         spec.args[arg.getInt()].isScalar ||
@@ -768,6 +825,10 @@ static void lower(LoweredModule &lowered, const LoweringOptions &options,
   for (auto func : module.getOps<func::FuncOp>()) {
     if (func.isExternal() || func.isPrivate()) {
       continue;
+    }
+    if (std::string why = reservedSymbol(func.getName()); !why.empty()) {
+      throw Error("kiln: a function cannot be called '" +
+                  func.getName().str() + "': " + why);
     }
     // Compiled code writes no argument of the caller's but those that a
     // result updates in place, and only in CPU code

@@ -34,6 +34,10 @@ def Kiln_Dialect : Dialect {
   }];
   let useDefaultAttributePrinterParser = 1;
   let hasConstantMaterializer = 1;
+  // The function boundary's attributes (KilnDialect.h).
+  let hasRegionArgAttrVerify = 1;
+  let hasRegionResultAttrVerify = 1;
+  let hasOperationAttrVerify = 1;
 }
 
 //===----------------------------------------------------------------------===//

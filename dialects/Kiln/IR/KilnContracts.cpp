@@ -316,7 +316,8 @@ void SliceOp::addShapeContract(ShapeContract &c) {
   }
   // The verifier's conditions on a static size, stated for the dynamic
   // one (size n): a negative bound counts from n; the slice [first, last)
-  // must lie in [0, n] and hold at least one element.
+  // must lie in [0, n]. It may be empty (gradients slice pieces of any
+  // length, and compiled code takes an empty one as it is).
   int64_t start = getStart();
   std::optional<int64_t> end = getEnd();
   Value x = getInput();
@@ -333,7 +334,7 @@ void SliceOp::addShapeContract(ShapeContract &c) {
   int64_t nFirst = start < 0 ? 1 : 0, kFirst = start;
   int64_t nLast = !end || *end < 0 ? 1 : 0, kLast = end ? *end : 0;
   c.linear(getResult(), axis, {{x, axis, nLast - nFirst}}, kLast - kFirst);
-  c.atLeast(getResult(), axis, 1);
+  c.atLeast(getResult(), axis, 0);
 }
 
 void ConcatOp::addShapeContract(ShapeContract &c) {

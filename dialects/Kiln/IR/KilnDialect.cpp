@@ -8,6 +8,8 @@
 #include "dialects/Kiln/IR/KilnOps.h"
 
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
 #include "mlir/IR/DialectImplementation.h"
 #include "llvm/ADT/TypeSwitch.h"
 
@@ -39,4 +41,276 @@ Operation *KilnDialect::materializeConstant(OpBuilder &builder, Attribute value,
     return nullptr;
   }
   return ConstantOp::create(builder, loc, elements);
+}
+
+//===----------------------------------------------------------------------===//
+// The function boundary
+//===----------------------------------------------------------------------===//
+
+static constexpr std::pair<ArgKind, llvm::StringLiteral> kArgKinds[] = {
+    {ArgKind::input, "input"}, {ArgKind::param, "param"},
+    {ArgKind::state, "state"}, {ArgKind::lr, "lr"},
+    {ArgKind::step, "step"},   {ArgKind::seed, "seed"}};
+
+std::optional<ArgKind> mlir::kiln::symbolizeArgKind(StringRef text) {
+  for (auto [kind, spelling] : kArgKinds) {
+    if (text == spelling) {
+      return kind;
+    }
+  }
+  return std::nullopt;
+}
+
+StringRef mlir::kiln::stringifyArgKind(ArgKind kind) {
+  for (auto [k, spelling] : kArgKinds) {
+    if (k == kind) {
+      return spelling;
+    }
+  }
+  llvm_unreachable("an ArgKind without a spelling");
+}
+
+std::string mlir::kiln::checkBoundaryName(StringRef name) {
+  if (name.empty()) {
+    return "is empty";
+  }
+  if (name.size() > kMaxBoundaryNameLength) {
+    return "has " + std::to_string(name.size()) + " characters, more than " +
+           std::to_string(kMaxBoundaryNameLength);
+  }
+  for (auto [i, c] : llvm::enumerate(name)) {
+    auto byte = static_cast<unsigned char>(c);
+    if (byte <= 0x20 || byte >= 0x7f) {
+      return "has byte " + std::to_string(byte) + " at " + std::to_string(i) +
+             ": names are printable ASCII without spaces";
+    }
+  }
+  return {};
+}
+
+/// The codegen passes' own markers (compiler/Codegen/Common/Attributes.h and
+/// the tiling and parallelization passes), not part of the boundary.
+static bool isCodegenMarker(StringRef name) {
+  return llvm::is_contained({"kiln.noalias", "kiln.noalias_args",
+                             "kiln.serial", "kiln.fill",
+                             "kiln.fill_first_block", "kiln.parallel",
+                             "kiln.tile", "kiln.tile_loop"},
+                            name);
+}
+
+static LogicalResult verifyName(Operation *op, NamedAttribute attribute,
+                                StringRef where) {
+  auto name = dyn_cast<StringAttr>(attribute.getValue());
+  if (!name) {
+    return op->emitOpError() << where << ": '" << kNameAttr
+                             << "' must be a string";
+  }
+  if (std::string why = checkBoundaryName(name.getValue()); !why.empty()) {
+    return op->emitOpError() << where << ": '" << kNameAttr << "' " << why;
+  }
+  return success();
+}
+
+LogicalResult KilnDialect::verifyRegionArgAttribute(Operation *op,
+                                                    unsigned region,
+                                                    unsigned index,
+                                                    NamedAttribute attribute) {
+  StringRef attr = attribute.getName().getValue();
+  if (isCodegenMarker(attr)) {
+    return success();
+  }
+  std::string where = "argument #" + std::to_string(index);
+  if (attr == kNameAttr) {
+    return verifyName(op, attribute, where);
+  }
+  // Types are checked while the function takes tensors: after
+  // bufferization and conversion to LLVM the attributes ride along on
+  // memrefs and their expanded words.
+  Type type;
+  if (auto fn = dyn_cast<FunctionOpInterface>(op);
+      fn && region == 0 && index < fn.getNumArguments()) {
+    type = fn.getArgumentTypes()[index];
+  }
+  if (type && !isa<RankedTensorType>(type) && !type.isInteger(64)) {
+    type = Type();
+  }
+  auto isF32Scalar = [&] {
+    auto t = dyn_cast_or_null<RankedTensorType>(type);
+    return t && t.getRank() == 0 && t.getElementType().isF32();
+  };
+  bool isI64 = type && type.isInteger(64);
+  if (attr == kKindAttr) {
+    auto text = dyn_cast<StringAttr>(attribute.getValue());
+    std::optional<ArgKind> kind =
+        text ? symbolizeArgKind(text.getValue()) : std::nullopt;
+    if (!kind) {
+      return op->emitOpError()
+             << where << ": '" << kKindAttr
+             << "' must be one of input, param, state, lr, step, seed";
+    }
+    bool fits = true;
+    switch (type ? *kind : ArgKind::input) {
+    case ArgKind::lr:
+      fits = isF32Scalar();
+      break;
+    case ArgKind::step:
+    case ArgKind::seed:
+      fits = isI64;
+      break;
+    case ArgKind::param:
+    case ArgKind::state: {
+      auto t = dyn_cast_or_null<RankedTensorType>(type);
+      fits = t && t.getElementType().isF32();
+      break;
+    }
+    case ArgKind::input:
+      break;
+    }
+    if (!fits) {
+      return op->emitOpError()
+             << where << " of kind '" << stringifyArgKind(*kind)
+             << "' has type " << type << " ("
+             << (*kind == ArgKind::lr ? "an f32 scalar tensor"
+                 : *kind == ArgKind::step || *kind == ArgKind::seed
+                     ? "an i64"
+                     : "an f32 tensor")
+             << " expected)";
+    }
+    return success();
+  }
+  if (attr == kRequireAttr) {
+    auto text = dyn_cast<StringAttr>(attribute.getValue());
+    if (text && text.getValue() == kRequirePositive) {
+      if (type && !isI64) {
+        return op->emitOpError() << where << ": '" << kRequireAttr << "' = \""
+                                 << kRequirePositive
+                                 << "\" needs an i64 scalar, not " << type;
+      }
+      return success();
+    }
+    if (text && text.getValue() == kRequireFiniteNonnegative) {
+      auto t = dyn_cast_or_null<RankedTensorType>(type);
+      if (type && (!t || !t.getElementType().isF32())) {
+        return op->emitOpError() << where << ": '" << kRequireAttr << "' = \""
+                                 << kRequireFiniteNonnegative
+                                 << "\" needs an f32 tensor, not " << type;
+      }
+      return success();
+    }
+    return op->emitOpError() << where << ": '" << kRequireAttr << "' must be \""
+                             << kRequirePositive << "\" or \""
+                             << kRequireFiniteNonnegative << "\"";
+  }
+  return op->emitOpError() << where << " has an unknown attribute '" << attr
+                           << "'";
+}
+
+LogicalResult KilnDialect::verifyRegionResultAttribute(
+    Operation *op, unsigned region, unsigned index, NamedAttribute attribute) {
+  StringRef attr = attribute.getName().getValue();
+  std::string where = "result #" + std::to_string(index);
+  if (attr == kNameAttr) {
+    return verifyName(op, attribute, where);
+  }
+  if (attr == kUpdatesAttr) {
+    auto fn = dyn_cast<FunctionOpInterface>(op);
+    auto updated = dyn_cast<IntegerAttr>(attribute.getValue());
+    if (!fn || !updated) {
+      return op->emitOpError() << where << ": '" << kUpdatesAttr
+                               << "' must be an integer on a function result";
+    }
+    int64_t arg = updated.getInt();
+    if (arg < 0 || arg >= int64_t(fn.getNumArguments())) {
+      return op->emitOpError() << where << ": '" << kUpdatesAttr << "' = "
+                               << arg << " names no argument";
+    }
+    Type argType = fn.getArgumentTypes()[arg];
+    Type resultType =
+        index < fn.getNumResults() ? fn.getResultTypes()[index] : Type();
+    auto tensor = dyn_cast<RankedTensorType>(argType);
+    bool tensors = tensor || isa_and_nonnull<RankedTensorType>(resultType);
+    if (tensors && (argType != resultType || !tensor ||
+                    !tensor.getElementType().isF32())) {
+      return op->emitOpError()
+             << where << " of type " << resultType << " updates argument #"
+             << arg << " of type " << argType
+             << ": it must be an f32 tensor of the same type";
+    }
+    for (unsigned r = 0; r < fn.getNumResults(); ++r) {
+      auto other = fn.getResultAttrOfType<IntegerAttr>(r, kUpdatesAttr);
+      if (r != index && other && other.getInt() == arg) {
+        return op->emitOpError() << "results #" << std::min(r, index)
+                                 << " and #" << std::max(r, index)
+                                 << " both update argument #" << arg;
+      }
+    }
+    return success();
+  }
+  return op->emitOpError() << where << " has an unknown attribute '" << attr
+                           << "'";
+}
+
+LogicalResult KilnDialect::verifyOperationAttribute(Operation *op,
+                                                    NamedAttribute attribute) {
+  StringRef attr = attribute.getName().getValue();
+  if (attr == kLossTokensAttr) {
+    auto fn = dyn_cast<FunctionOpInterface>(op);
+    auto fields = dyn_cast<DictionaryAttr>(attribute.getValue());
+    auto arg = fields ? fields.getAs<IntegerAttr>("arg") : IntegerAttr();
+    if (!fn || !arg || arg.getInt() < 0) {
+      return op->emitOpError() << "'" << kLossTokensAttr
+                               << "' must name an argument of the function "
+                                  "({arg = <index>, ...})";
+    }
+    if (arg.getInt() >= int64_t(fn.getNumArguments())) {
+      if (!llvm::any_of(fn.getArgumentTypes(),
+                        [](Type t) { return isa<RankedTensorType>(t); }) &&
+          fn.getNumArguments() > 0) {
+        return success(); // lowered: arguments expanded
+      }
+      return op->emitOpError() << "'" << kLossTokensAttr
+                               << "' must name an argument of the function "
+                                  "({arg = <index>, ...})";
+    }
+    // Checked while the function takes tensors (not after bufferization
+    // and conversion to LLVM, where the attribute rides along).
+    Type type = fn.getArgumentTypes()[arg.getInt()];
+    auto ids = dyn_cast<RankedTensorType>(type);
+    bool tensors = llvm::any_of(fn.getArgumentTypes(), [](Type t) {
+      return isa<RankedTensorType>(t);
+    });
+    if (tensors && (!ids || !(ids.getElementType().isInteger(32) ||
+                              ids.getElementType().isInteger(64)))) {
+      return op->emitOpError() << "'" << kLossTokensAttr << "' names argument #"
+                               << arg.getInt()
+                               << ", which is not an i32 or i64 tensor";
+    }
+    for (NamedAttribute field : fields) {
+      StringRef key = field.getName().getValue();
+      auto reduction = dyn_cast<StringAttr>(field.getValue());
+      bool ok = key == "arg" ||
+                (key == "ignore_index" && isa<IntegerAttr>(field.getValue())) ||
+                (key == "reduction" && reduction &&
+                 (reduction.getValue() == "mean" ||
+                  reduction.getValue() == "sum"));
+      if (!ok) {
+        return op->emitOpError()
+               << "'" << kLossTokensAttr << "' has a bad field '" << key
+               << "' (arg, ignore_index: integers; reduction: \"mean\" or "
+                  "\"sum\")";
+      }
+    }
+    return success();
+  }
+  if (attr == kParametersAttr) {
+    if (!isa<ModuleOp>(op) || !isa<ArrayAttr>(attribute.getValue())) {
+      return op->emitOpError() << "'" << kParametersAttr
+                               << "' must be an array on a module";
+    }
+    return success(); // entries: readParams in the lowering
+  }
+  if (isCodegenMarker(attr)) {
+    return success();
+  }
+  return op->emitOpError() << "has an unknown attribute '" << attr << "'";
 }

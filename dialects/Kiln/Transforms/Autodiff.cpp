@@ -45,12 +45,13 @@ SmallVector<unsigned> mlir::kiln::trainableArguments(func::FuncOp function) {
   SmallVector<unsigned> wrt;
   bool marked = false;
   for (unsigned i = 0; i < function.getNumArguments(); ++i) {
-    marked |= bool(function.getArgAttr(i, "kiln.kind"));
+    marked |= bool(function.getArgAttr(i, kKindAttr));
   }
   for (unsigned i = 0; i < function.getNumArguments(); ++i) {
-    auto kind = function.getArgAttrOfType<StringAttr>(i, "kiln.kind");
+    auto kind = function.getArgAttrOfType<StringAttr>(i, kKindAttr);
     auto type = dyn_cast<RankedTensorType>(function.getArgumentTypes()[i]);
-    bool trainable = marked ? kind && kind.getValue() == "param"
+    bool trainable = marked ? kind && symbolizeArgKind(kind.getValue()) ==
+                                              ArgKind::param
                             : type && type.getElementType().isF32();
     if (trainable) {
       wrt.push_back(i);
@@ -151,10 +152,10 @@ FailureOr<func::FuncOp> mlir::kiln::differentiate(func::FuncOp forward,
   grad.setFunctionType(
       builder.getFunctionType(grad.getArgumentTypes(), resultTypes));
   for (auto [k, i] : llvm::enumerate(wrt)) {
-    auto name = forward.getArgAttrOfType<StringAttr>(i, "kiln.name");
+    auto name = forward.getArgAttrOfType<StringAttr>(i, kNameAttr);
     std::string label =
         "grad." + (name ? name.str() : "arg" + std::to_string(i));
-    grad.setResultAttr(k + 1, "kiln.name", builder.getStringAttr(label));
+    grad.setResultAttr(k + 1, kNameAttr, builder.getStringAttr(label));
   }
   return grad;
 }

@@ -4,7 +4,6 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "compiler/Codegen/Common/Attributes.h"
 #include "dialects/Kiln/IR/KilnOps.h"
 #include "dialects/Kiln/Transforms/Passes.h"
 
@@ -60,7 +59,7 @@ struct KilnTrainingStepPass
       // would clip and update nothing (kiln-fuzz-ir found the invalid IR).
       bool marked =
           llvm::any_of(llvm::seq(forward.getNumArguments()), [&](unsigned i) {
-            return bool(forward.getArgAttr(i, "kiln.kind"));
+            return bool(forward.getArgAttr(i, kKindAttr));
           });
       forward.emitOpError("has no trainable arguments for kiln-training-step ")
           << (marked ? "(none marked kiln.kind = \"param\")"
@@ -77,18 +76,18 @@ private:
   bool adam() const { return optimizer == "adam" || optimizer == "adamw"; }
 
   std::string nameOf(func::FuncOp forward, unsigned i) const {
-    auto name = forward.getArgAttrOfType<StringAttr>(i, "kiln.name");
+    auto name = forward.getArgAttrOfType<StringAttr>(i, kNameAttr);
     return name ? name.str() : "arg" + std::to_string(i);
   }
 
   /// Appends an argument of `kind` named `name` to `func`.
-  static Value addArgument(func::FuncOp func, Type type, StringRef kind,
+  static Value addArgument(func::FuncOp func, Type type, ArgKind kind,
                            StringRef name) {
     Builder b(func.getContext());
     unsigned index = func.getNumArguments();
     (void)func.insertArgument(index, type, {}, func.getLoc());
-    func.setArgAttr(index, "kiln.kind", b.getStringAttr(kind));
-    func.setArgAttr(index, "kiln.name", b.getStringAttr(name));
+    func.setArgAttr(index, kKindAttr, b.getStringAttr(stringifyArgKind(kind)));
+    func.setArgAttr(index, kNameAttr, b.getStringAttr(name));
     return func.getArgument(index);
   }
 
@@ -104,24 +103,24 @@ private:
       SmallVector<Value> state;
       std::string name = nameOf(forward, i);
       if (adam()) {
-        state.push_back(addArgument(func, type, "state", name + ".m"));
-        state.push_back(addArgument(func, type, "state", name + ".v"));
+        state.push_back(addArgument(func, type, ArgKind::state, name + ".m"));
+        state.push_back(addArgument(func, type, ArgKind::state, name + ".v"));
       } else {
-        state.push_back(addArgument(func, type, "state", name + ".momentum"));
+        state.push_back(addArgument(func, type, ArgKind::state, name + ".momentum"));
       }
       states.push_back(state);
     }
     Builder b(func.getContext());
     auto scalar = RankedTensorType::get({}, b.getF32Type());
-    lr = addArgument(func, scalar, "input", "lr");
-    stepNumber = addArgument(func, b.getI64Type(), "input", "step");
+    lr = addArgument(func, scalar, ArgKind::lr, "lr");
+    stepNumber = addArgument(func, b.getI64Type(), ArgKind::step, "step");
     // A NaN, infinite or negative rate, or a step below 1 (Adam's bias
     // correction divides by 1 - beta^step), would make every parameter NaN:
     // the runtime refuses them before the call.
-    func.setArgAttr(cast<BlockArgument>(lr).getArgNumber(), kRequireAttrName,
-                    b.getStringAttr("finite-nonnegative"));
+    func.setArgAttr(cast<BlockArgument>(lr).getArgNumber(), kRequireAttr,
+                    b.getStringAttr(kRequireFiniteNonnegative));
     func.setArgAttr(cast<BlockArgument>(stepNumber).getArgNumber(),
-                    kRequireAttrName, b.getStringAttr("positive"));
+                    kRequireAttr, b.getStringAttr(kRequirePositive));
     return states;
   }
 
@@ -195,8 +194,8 @@ private:
         func.getArgumentTypes(), ValueRange(results).getTypes()));
     for (auto [k, name] : llvm::enumerate(updates.names)) {
       unsigned r = leading.size() + k;
-      func.setResultAttr(r, "kiln.name", builder.getStringAttr(name));
-      func.setResultAttr(r, kUpdatesAttrName,
+      func.setResultAttr(r, kNameAttr, builder.getStringAttr(name));
+      func.setResultAttr(r, kUpdatesAttr,
                          builder.getI64IntegerAttr(updates.replaces[k]));
     }
   }
@@ -248,19 +247,19 @@ private:
     SmallVector<Value> paramValues, grads;
     for (unsigned i : params) {
       Type type = forward.getArgumentTypes()[i];
-      Value param = addArgument(update, type, "param", nameOf(forward, i));
+      Value param = addArgument(update, type, ArgKind::param, nameOf(forward, i));
       paramValues.push_back(param);
     }
     for (auto [k, i] : llvm::enumerate(params)) {
       grads.push_back(addArgument(update, forward.getArgumentTypes()[i],
-                                  "input", "grad." + nameOf(forward, i)));
+                                  ArgKind::input, "grad." + nameOf(forward, i)));
     }
     Value lr, stepNumber;
     SmallVector<SmallVector<Value>> states =
         addOptimizerArguments(update, forward, params, lr, stepNumber);
     Value loss =
         addArgument(update, RankedTensorType::get({}, builder.getF32Type()),
-                    "input", "loss");
+                    ArgKind::input, "loss");
     builder.setInsertionPoint(ret);
     Updates updates = emitUpdates(builder, loc, forward, params, paramValues,
                                   grads, states, lr, stepNumber, loss);
@@ -291,7 +290,7 @@ private:
       if (op.getReduction() == LossReduction::sum) {
         fields.push_back(b.getNamedAttr("reduction", b.getStringAttr("sum")));
       }
-      grad->setAttr(kLossTokensAttrName, b.getDictionaryAttr(fields));
+      grad->setAttr(kLossTokensAttr, b.getDictionaryAttr(fields));
     };
     if (auto op = dyn_cast_or_null<CrossEntropyOp>(def)) {
       record(op);

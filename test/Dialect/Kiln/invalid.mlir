@@ -889,3 +889,91 @@ func.func @ignore_index_fits_targets(%l: tensor<3x4xf32>, %t: tensor<3xi32>) {
   %0 = kiln.cross_entropy %l, %t {ignore_index = 4294967297 : i64} : (tensor<3x4xf32>, tensor<3xi32>) -> tensor<f32>
   return
 }
+
+// -----
+
+// The function boundary's attributes (KilnDialect.h), verified by the
+// dialect: kinds, requirements, names, in-place updates, loss tokens.
+// expected-error @+1 {{'func.func' op argument #0: 'kiln.kind' must be one of input, param, state, lr, step, seed}}
+func.func @bad_kind(%x: tensor<2xf32> {kiln.kind = "weight"}) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'func.func' op argument #0 of kind 'lr' has type 'tensor<2xf32>' (an f32 scalar tensor expected)}}
+func.func @lr_not_scalar(%x: tensor<2xf32> {kiln.kind = "lr"}) {
+  return
+}
+
+// -----
+
+// A requirement the JIT had ignored and whose AOT object failed every call.
+// expected-error @+1 {{'func.func' op argument #0: 'kiln.require' = "positive" needs an i64 scalar, not 'tensor<2xf32>'}}
+func.func @require_positive_tensor(%x: tensor<2xf32> {kiln.require = "positive"}) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'func.func' op argument #0: 'kiln.require' must be "positive" or "finite-nonnegative"}}
+func.func @require_unknown(%x: i64 {kiln.require = "odd"}) {
+  return
+}
+
+// -----
+
+// A NUL or a vertical tab in a name had cut the AOT spec text.
+// expected-error @+1 {{'func.func' op result #0: 'kiln.name' has byte 11 at 1: names are printable ASCII without spaces}}
+func.func @name_with_vertical_tab(%x: tensor<2xf32>) -> (tensor<2xf32> {kiln.name = "a\0Bb"}) {
+  return %x : tensor<2xf32>
+}
+
+// -----
+
+// expected-error @+1 {{'func.func' op argument #0: 'kiln.name' is empty}}
+func.func @empty_name(%x: tensor<2xf32> {kiln.name = ""}) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'func.func' op argument #0 has an unknown attribute 'kiln.udpates'}}
+func.func @typo(%x: tensor<2xf32> {kiln.udpates = 0 : i64}) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'func.func' op result #0 of type 'tensor<3xf32>' updates argument #0 of type 'tensor<2xf32>': it must be an f32 tensor of the same type}}
+func.func @updates_other_type(%x: tensor<2xf32>, %y: tensor<3xf32>) -> (tensor<3xf32> {kiln.updates = 0 : i64}) {
+  return %y : tensor<3xf32>
+}
+
+// -----
+
+// expected-error @+1 {{'func.func' op result #0: 'kiln.updates' = 2 names no argument}}
+func.func @updates_nothing(%x: tensor<2xf32>) -> (tensor<2xf32> {kiln.updates = 2 : i64}) {
+  return %x : tensor<2xf32>
+}
+
+// -----
+
+// expected-error @+1 {{'func.func' op results #0 and #1 both update argument #0}}
+func.func @updates_twice(%x: tensor<2xf32>) -> (tensor<2xf32> {kiln.updates = 0 : i64}, tensor<2xf32> {kiln.updates = 0 : i64}) {
+  return %x, %x : tensor<2xf32>, tensor<2xf32>
+}
+
+// -----
+
+// expected-error @+1 {{'func.func' op 'kiln.loss_tokens' names argument #0, which is not an i32 or i64 tensor}}
+func.func @loss_tokens_not_ids(%x: tensor<2xf32>) attributes {kiln.loss_tokens = {arg = 0 : i64}} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'func.func' op 'kiln.loss_tokens' has a bad field 'reduction'}}
+func.func @loss_tokens_reduction(%t: tensor<2xi64>) attributes {kiln.loss_tokens = {arg = 0 : i64, reduction = "max"}} {
+  return
+}

@@ -163,7 +163,7 @@ TEST(Aot, TheCEntryPointsCheckTheirArguments) {
   ASSERT_EQ(spec.args.size(), size_t(TINY_GPT_FORWARD_NUM_ARGS));
   std::vector<kiln_tensor> args;
   for (const ArgSpec &a : spec.args) {
-    args.push_back(cTensor(a.isParam ? params.get(a.name) : ids));
+    args.push_back(cTensor(a.role == ArgSpec::Role::param ? params.get(a.name) : ids));
   }
   kiln_tensor result{};
   ASSERT_EQ(0, tiny_gpt_forward(args.data(), args.size(), &result, 1))
@@ -186,7 +186,7 @@ TEST(Aot, TheCEntryPointsCheckTheirArguments) {
   Tensor bad = ids.clone();
   bad.data<int64_t>()[5] = 99;
   size_t idx = 0;
-  while (spec.args[idx].isParam) {
+  while (spec.args[idx].role == ArgSpec::Role::param) {
     ++idx;
   }
   args[idx].data = bad.raw();
@@ -219,9 +219,9 @@ TEST(Aot, TheCTrainingStepUpdatesTheCallersBuffersInPlace) {
     Tensor t;
     if (a.isScalar) {
       t = Tensor::fromVector<int64_t>({}, {a.name == "step" ? step : seed});
-    } else if (a.isParam) {
+    } else if (a.role == ArgSpec::Role::param) {
       t = params.get(a.name);
-    } else if (a.isState) {
+    } else if (a.role == ArgSpec::Role::state) {
       t = Tensor::full(a.shape, 0.0f);
     } else if (a.name == "lr") {
       t = Tensor::full({}, 0.01f);
@@ -273,9 +273,9 @@ TEST(Aot, TheCTrainingStepRefusesABadStepOrLearningRate) {
       if (a.isScalar) {
         mine.push_back(
             Tensor::fromVector<int64_t>({}, {a.name == "step" ? step : 3}));
-      } else if (a.isParam) {
+      } else if (a.role == ArgSpec::Role::param) {
         mine.push_back(params.get(a.name).clone());
-      } else if (a.isState) {
+      } else if (a.role == ArgSpec::Role::state) {
         mine.push_back(Tensor::full(a.shape, 0.0f));
       } else if (a.name == "lr") {
         mine.push_back(Tensor::full({}, lr));
@@ -292,7 +292,7 @@ TEST(Aot, TheCTrainingStepRefusesABadStepOrLearningRate) {
                                      results.size());
     std::string error = status ? kiln_last_error() : "";
     for (size_t i = 0; i < spec.args.size(); ++i) {
-      if (spec.args[i].isParam) {
+      if (spec.args[i].role == ArgSpec::Role::param) {
         expectIdentical(mine[i], params.get(spec.args[i].name),
                         spec.args[i].name);
       }

@@ -10,6 +10,7 @@
 
 #include "compiler/Target/JIT/Jit.h"
 #include "runtime/Error.h"
+#include "test/Unit/Runtime/ExpectError.h"
 
 #include <gtest/gtest.h>
 
@@ -293,4 +294,33 @@ TEST(TrainingStep, ArgumentsUpdatedInPlaceMustNotShareMemory) {
   jit->call("train_step", {x, t, w, b, wm, Tensor::zeros({4, 3}, DType::f32),
                            bm, bv, lr, int64_t(1)});
   EXPECT_FALSE(sameBits(w, before));
+}
+
+// A model input named like an argument the trainer passes ("lr", "step")
+// had silently taken its place: the runtime binds arguments by name, so two
+// arguments of one name are refused at compile time, naming both. The
+// step's own arguments have roles (kiln.kind = "lr", "step"): a runtime
+// finds them by role, whatever they are called.
+TEST(TrainingStep, AModelInputNamedLikeTheOptimizersOwnIsRefused) {
+  std::string source = R"(
+    func.func @loss(%x: tensor<?x3xf32> {kiln.kind = "input", kiln.name = "lr"},
+                    %t: tensor<?xi64> {kiln.kind = "input"},
+                    %w: tensor<4x3xf32> {kiln.kind = "param", kiln.name = "w"}) -> tensor<f32> {
+      %0 = kiln.linear %x, %w : (tensor<?x3xf32>, tensor<4x3xf32>) -> tensor<?x4xf32>
+      %1 = kiln.cross_entropy %0, %t : (tensor<?x4xf32>, tensor<?xi64>) -> tensor<f32>
+      return %1 : tensor<f32>
+    })";
+  EXPECT_KILN_ERROR(withTrainingStep(source, "optimizer=sgd"),
+                    "function 'train_step': arguments #0 and #4 are both "
+                    "called 'lr' (the runtime binds arguments by name)");
+  auto jit = withTrainingStep(kSoftmaxRegression, "optimizer=sgd");
+  const FunctionSpec &spec = jit->spec("train_step");
+  std::vector<ArgSpec::Role> roles;
+  for (const ArgSpec &a : spec.args) {
+    roles.push_back(a.role);
+  }
+  using R = ArgSpec::Role;
+  EXPECT_EQ(roles, (std::vector<R>{R::input, R::input, R::param, R::param,
+                                   R::state, R::state, R::learningRate,
+                                   R::step}));
 }

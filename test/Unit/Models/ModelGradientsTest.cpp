@@ -88,7 +88,7 @@ void checkModel(const JitModule &jit, const std::vector<Arg> &args,
   std::vector<Tensor> out = jit.call("loss_grad", args);
   dref::Params params;
   for (size_t i = 0; i < spec.args.size(); ++i) {
-    if (spec.args[i].isParam) {
+    if (spec.args[i].role == ArgSpec::Role::param) {
       std::vector<float> v = args[i].tensor.toVector<float>();
       params[spec.args[i].name] = dref::Vec(v.begin(), v.end());
     }
@@ -98,7 +98,7 @@ void checkModel(const JitModule &jit, const std::vector<Arg> &args,
   size_t result = 1;
   int64_t checked = 0;
   for (size_t i = 0; i < spec.args.size(); ++i) {
-    if (!spec.args[i].isParam) {
+    if (spec.args[i].role != ArgSpec::Role::param) {
       continue;
     }
     const std::string &name = spec.args[i].name;
@@ -155,7 +155,7 @@ std::vector<Arg> withParameters(const JitModule &jit, std::vector<Arg> inputs) {
   const FunctionSpec &spec = jit.spec("loss");
   Rng rng(3);
   for (const ArgSpec &arg : spec.args) {
-    if (arg.isParam) {
+    if (arg.role == ArgSpec::Role::param) {
       Tensor t = Tensor::empty(arg.shape, DType::f32);
       initialize(t, Init::normal(0.0, 0.3), rng);
       inputs.push_back(t);

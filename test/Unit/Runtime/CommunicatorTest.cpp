@@ -134,6 +134,34 @@ TEST(Communicator, HashesSeeEveryByteAndName) {
   EXPECT_NE(hashStore(a), hashStore(b));
 }
 
+// Processes whose models differ (one host's corpus had one more character,
+// so one more vocabulary row) had corrupted the heap in the first copy of
+// the parameters: they compare layouts first, and every one stops with the
+// ranks that differ before anything is copied.
+TEST(Communicator, ProcessesWithDifferentModelsStopBeforeTheFirstCopy) {
+  ParameterStore store;
+  store.add("wte.weight", Tensor::zeros({65, 8}, DType::f32));
+  ScriptedWorld same(1, 3);
+  broadcastStore(same, store);
+  EXPECT_EQ(same.broadcasts, 1);
+  ScriptedWorld world(0, 3);
+  world.drifted = 2;
+  EXPECT_KILN_ERROR(broadcastStore(world, store),
+                    "the parameters of rank 2 differ from rank 0's in names, "
+                    "dtypes or shapes (this is rank 0, with 1 parameters)");
+  EXPECT_EQ(world.broadcasts, 0);
+  // The layout hash sees names, shapes and dtypes, not values.
+  ParameterStore other, wider, integer, valued;
+  other.add("wpe.weight", Tensor::zeros({65, 8}, DType::f32));
+  wider.add("wte.weight", Tensor::zeros({66, 8}, DType::f32));
+  integer.add("wte.weight", Tensor::zeros({65, 8}, DType::i32));
+  valued.add("wte.weight", Tensor::full({65, 8}, 3.0f));
+  for (const ParameterStore *s : {&other, &wider, &integer}) {
+    EXPECT_NE(hashStoreLayout(*s), hashStoreLayout(store));
+  }
+  EXPECT_EQ(hashStoreLayout(valued), hashStoreLayout(store));
+}
+
 TEST_F(DataParallelLoop, OnlyRankZeroWritesAndTheOthersWaitForIt) {
   for (int rank : {0, 1}) {
     auto world = std::make_shared<ScriptedWorld>(rank, 2);

@@ -37,7 +37,7 @@ FunctionSpec decodeSpec() {
   pos.isScalar = true;
   ArgSpec table;
   table.name = "wpe.weight";
-  table.isParam = true;
+  table.role = ArgSpec::Role::param;
   table.shape = {8, 4};
   spec.args = {ids, pos, table};
   spec.groups = {{{{0, 0}}, -1}, {{{0, 1}}, -1}, {{{2, 0}}, 8}, {{{2, 1}}, 4}};
@@ -60,12 +60,26 @@ TEST(Function, SpecsRoundTripThroughText) {
   EXPECT_EQ(serialize(back), serialize(spec));
   ASSERT_EQ(back.args.size(), 3u);
   EXPECT_TRUE(back.args[1].isScalar);
-  EXPECT_TRUE(back.args[2].isParam);
+  EXPECT_TRUE(back.args[2].role == ArgSpec::Role::param);
   EXPECT_EQ(back.args[0].idBound, 10);
   EXPECT_EQ(back.positionLimits[0].maxLen, 8);
   // A least size survives the text.
   spec.groups[1].minSize = 3;
   EXPECT_EQ(parseFunctionSpec(serialize(spec)).groups[1].minSize, 3);
+  // Roles survive the text.
+  FunctionSpec roles = parseFunctionSpec(
+      "function f\narg a input f32 [2] -1 none -\narg w param f32 [2] -1 "
+      "none -\narg m state f32 [2] -1 none -\narg rate lr f32 [] -1 none "
+      "finite-nonnegative\narg n step scalar [] -1 none positive\narg s seed "
+      "scalar [] -1 none -\n");
+  using R = ArgSpec::Role;
+  std::vector<R> kinds;
+  for (const ArgSpec &a : roles.args) {
+    kinds.push_back(a.role);
+  }
+  EXPECT_EQ(kinds, (std::vector<R>{R::input, R::param, R::state,
+                                   R::learningRate, R::step, R::seed}));
+  EXPECT_EQ(serialize(parseFunctionSpec(serialize(roles))), serialize(roles));
   // Size checks survive the text.
   spec.sizeChecks = {{{{{0, 1}, {1, -2}}, -7}, {{}, 3}, true},
                      {{{{3, 1}}, 0}, {{{2, 2}}, 1}, false}};
@@ -106,6 +120,30 @@ TEST(Function, MalformedSpecsAreRefused) {
   }
   EXPECT_KILN_ERROR(parseFunctionSpec(g + "check eq 1 2 3\n"),
                     "expected 4 fields");
+  // Roles of the wrong type, names twice, names that are not printable.
+  EXPECT_KILN_ERROR(
+      parseFunctionSpec("function f\narg r lr f32 [2] -1 none -\n"),
+      "the learning rate must be an f32 scalar tensor");
+  EXPECT_KILN_ERROR(
+      parseFunctionSpec("function f\narg n step f32 [] -1 none -\n"),
+      "a step number or seed must be an i64 scalar");
+  EXPECT_KILN_ERROR(
+      parseFunctionSpec("function f\narg w param i64 [2] -1 none -\n"),
+      "a parameter or optimizer state must be an f32 tensor");
+  EXPECT_KILN_ERROR(parseFunctionSpec("function f\narg a input f32 [2] -1 "
+                                      "none -\narg a input f32 [2] -1 none "
+                                      "-\n"),
+                    "two arguments are called 'a'");
+  EXPECT_KILN_ERROR(
+      parseFunctionSpec(std::string("function f\narg a\0b input f32 [2] -1 "
+                                    "none -\n",
+                                    43)),
+      "an argument name must be printable ASCII without spaces");
+  FunctionSpec named;
+  named.name = "f";
+  named.results = {{std::string("a\0b", 3), {2}}};
+  EXPECT_KILN_ERROR(serialize(named), "must be non-empty printable ASCII "
+                                      "without spaces");
   EXPECT_KILN_ERROR(parseFunctionSpec("function f\nbogus 1\n"),
                     "unknown entry 'bogus'");
   EXPECT_KILN_ERROR(parseFunctionSpec("function f\nresult r [2,x] -1\n"),
@@ -163,7 +201,7 @@ TEST(Function, MalformedSpecsAreRefused) {
   EXPECT_KILN_ERROR(parseParamSpecs("param w [2] 99 0 0\n"),
                     "unknown initializer");
   EXPECT_KILN_ERROR(serialize(std::vector<ParamSpec>{{"a b", {1}, {}}}),
-                    "without white space");
+                    "printable ASCII without spaces");
 }
 
 TEST(Function, LossTokensRoundTripAndAreChecked) {

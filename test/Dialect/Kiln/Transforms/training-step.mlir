@@ -9,8 +9,8 @@
 // CHECK-SAME: %[[W:[a-z0-9]+]]: tensor<3x4xf32> {kiln.kind = "param", kiln.name = "w"}
 // CHECK-SAME: %[[M:[a-z0-9]+]]: tensor<3x4xf32> {kiln.kind = "state", kiln.name = "w.m"}
 // CHECK-SAME: %[[V:[a-z0-9]+]]: tensor<3x4xf32> {kiln.kind = "state", kiln.name = "w.v"}
-// CHECK-SAME: %[[LR:[a-z0-9]+]]: tensor<f32> {kiln.kind = "input", kiln.name = "lr", kiln.require = "finite-nonnegative"}
-// CHECK-SAME: %[[STEP:[a-z0-9]+]]: i64 {kiln.kind = "input", kiln.name = "step", kiln.require = "positive"}
+// CHECK-SAME: %[[LR:[a-z0-9]+]]: tensor<f32> {kiln.kind = "lr", kiln.name = "lr", kiln.require = "finite-nonnegative"}
+// CHECK-SAME: %[[STEP:[a-z0-9]+]]: i64 {kiln.kind = "step", kiln.name = "step", kiln.require = "positive"}
 // CHECK-SAME: -> (tensor<f32>, tensor<3x4xf32> {kiln.name = "param.w", kiln.updates = 2 : i64}, tensor<3x4xf32> {kiln.name = "state.w.m", kiln.updates = 3 : i64}, tensor<3x4xf32> {kiln.name = "state.w.v", kiln.updates = 4 : i64})
 // CHECK: %[[LOSS:.+]] = kiln.cross_entropy
 // CHECK: %[[SCALE:.+]] = kiln.global_norm_scale
