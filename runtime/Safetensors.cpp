@@ -518,7 +518,9 @@ Entry Loader::parseEntry(const std::string &name, const json &value,
     }
     entry.shape.push_back(static_cast<int64_t>(*parsedSize));
   }
-  for (int64_t size : entry.shape) {
+  bool empty = std::find(entry.shape.begin(), entry.shape.end(), 0) !=
+               entry.shape.end(); // holds nothing, whatever the other sizes
+  for (int64_t size : empty ? std::vector<int64_t>{0} : entry.shape) {
     if (__builtin_mul_overflow(numel, static_cast<uint64_t>(size), &numel) ||
         numel > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
       fail("tensor '{}' has shape {} whose element count overflows", name,

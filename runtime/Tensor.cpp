@@ -14,6 +14,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include <cstdlib>
 #include <cstring>
 #include <limits>
@@ -73,6 +75,11 @@ static int64_t checkedNumel(const std::vector<int64_t> &shape, DType dtype,
       throw Error(fmt::format("{}: shape [{}] has a negative size", what,
                               fmt::join(shape, ", ")));
     }
+  }
+  // A 0 anywhere makes an empty tensor, whatever the other sizes
+  // ([2^40, 2^40, 0] holds nothing).
+  if (std::find(shape.begin(), shape.end(), 0) != shape.end()) {
+    return 0;
   }
   for (int64_t size : shape) {
     if (__builtin_mul_overflow(numel, size, &numel)) {
@@ -226,6 +233,9 @@ int64_t Tensor::dim(int64_t dim) const {
 int64_t Tensor::numel() const {
   if (!defined()) {
     return 0;
+  }
+  if (std::find(shape_.begin(), shape_.end(), 0) != shape_.end()) {
+    return 0; // the others may multiply past 64 bits
   }
   int64_t numel = 1;
   for (int64_t size : shape_) {

@@ -38,15 +38,8 @@ struct KilnMarkInPlaceArgumentsPass
         if (!updates) {
           continue;
         }
-        int64_t arg = updates.getInt();
-        if (arg < 0 || arg >= int64_t(func.getNumArguments()) ||
-            func.getArgumentTypes()[arg] != func.getResultTypes()[r]) {
-          func.emitOpError("result #")
-              << r << " updates argument #" << arg
-              << ", which is not an argument of the result's type";
-          return signalPassFailure();
-        }
-        writable[arg] = inPlace;
+        // The dialect verified it names an argument of the result's type.
+        writable[updates.getInt()] = inPlace;
       }
       Builder b(func.getContext());
       for (auto [i, type] : llvm::enumerate(func.getArgumentTypes())) {

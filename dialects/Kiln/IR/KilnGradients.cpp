@@ -194,7 +194,14 @@ LinearGrads linearGrads(OpBuilder &b, Location loc, Value g, Value x, Value w,
   Value g2 = g, x2 = x;
   int64_t in = typeOf(x).getDimSize(rank - 1);
   int64_t out = typeOf(g).getDimSize(rank - 1);
-  if (rank != 2 && (ShapedType::isDynamic(in) || ShapedType::isDynamic(out))) {
+  if (in == 0 || out == 0) {
+    // An empty weight: its gradient holds nothing (and a reshape to
+    // [-1, 0] would read the 0 as "keep this dimension").
+    auto type = cast<RankedTensorType>(w.getType());
+    grads.weight = ConstantOp::create(
+        b, loc, DenseElementsAttr::get(type, b.getF32FloatAttr(0.0f)));
+  } else if (rank != 2 &&
+             (ShapedType::isDynamic(in) || ShapedType::isDynamic(out))) {
     // A reshape to [-1, width] needs a static width: move the width first
     // and keep it ([0, -1]): gᵀ [out, M] and xᵀ [in, M], dW = gᵀ·(xᵀ)ᵀ.
     SmallVector<int64_t> widthFirst = {rank - 1};
@@ -629,6 +636,15 @@ LogicalResult ConcatOp::buildGradients(OpBuilder &b,
     if (ShapedType::isDynamic(size) && !lastOne) {
       return emitOpError("cannot be differentiated: input #")
              << i << " has a dynamic size along the concatenation axis";
+    }
+    if (size == 0) {
+      // An empty piece: its gradient holds nothing (an empty slice would
+      // not verify).
+      operandGrads.push_back(ConstantOp::create(
+          b, loc,
+          DenseElementsAttr::get(cast<RankedTensorType>(input.getType()),
+                                 b.getF32FloatAttr(0.0f))));
+      continue;
     }
     operandGrads.push_back(SliceOp::create(
         b, loc, resultGrads[0], b.getI64IntegerAttr(axis),

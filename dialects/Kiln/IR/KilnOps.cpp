@@ -268,6 +268,11 @@ LogicalResult MultiHeadAttentionOp::verify() {
     return emitOpError("expects a static model dimension, got 'query' ")
            << shapeOf(query);
   }
+  if (dim == 0) {
+    return emitOpError("expects a model dimension of at least 1 (heads of "
+                       "width 0 attend to nothing), got 'query' ")
+           << shapeOf(query);
+  }
   if (dim % heads != 0) {
     return emitOpError("expects 'num_heads' (")
            << heads << ") to divide the model dimension (" << dim << ")";
@@ -1158,6 +1163,11 @@ static LogicalResult verifyAttention(Operation *op, Value query, Value key,
       !shape::compatible(dim, k.getDimSize(2))) {
     return op->emitOpError("expects 'key' ")
            << shapeOf(k) << " to match the batch and width of 'query' "
+           << shapeOf(q);
+  }
+  if (dim == 0) {
+    return op->emitOpError("expects a model dimension of at least 1 (heads "
+                           "of width 0 attend to nothing), got 'query' ")
            << shapeOf(q);
   }
   if (heads <= 0 || ShapedType::isDynamic(dim) || dim % heads != 0) {

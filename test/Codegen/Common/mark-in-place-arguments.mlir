@@ -19,7 +19,8 @@ func.func @step(%g: tensor<4xf32>, %p: tensor<4xf32>, %n: i64)
 
 // -----
 
-// expected-error @+1 {{'func.func' op result #0 updates argument #1, which is not an argument of the result's type}}
+// The dialect refuses what names no argument of the result's type.
+// expected-error @+1 {{'func.func' op result #0 of type 'tensor<4xf32>' updates argument #1 of type 'tensor<5xf32>': it must be an f32 tensor of the same type}}
 func.func @wrong_type(%g: tensor<4xf32>, %p: tensor<5xf32>)
     -> (tensor<4xf32> {kiln.updates = 1 : i64}) {
   return %g : tensor<4xf32>
@@ -27,7 +28,7 @@ func.func @wrong_type(%g: tensor<4xf32>, %p: tensor<5xf32>)
 
 // -----
 
-// expected-error @+1 {{'func.func' op result #0 updates argument #7, which is not an argument of the result's type}}
+// expected-error @+1 {{'func.func' op result #0: 'kiln.updates' = 7 names no argument}}
 func.func @no_such_argument(%g: tensor<4xf32>)
     -> (tensor<4xf32> {kiln.updates = 7 : i64}) {
   return %g : tensor<4xf32>

@@ -977,3 +977,13 @@ func.func @loss_tokens_not_ids(%x: tensor<2xf32>) attributes {kiln.loss_tokens =
 func.func @loss_tokens_reduction(%t: tensor<2xi64>) attributes {kiln.loss_tokens = {arg = 0 : i64, reduction = "max"}} {
   return
 }
+
+// -----
+
+// Heads of width 0 (the blocked attention lowering built a slice that did
+// not verify).
+func.func @attention_width_zero(%q: tensor<1x2x0xf32>) {
+  // expected-error @+1 {{'kiln.attention' op expects a model dimension of at least 1 (heads of width 0 attend to nothing), got 'query' [1, 2, 0]}}
+  %0 = kiln.attention %q, %q, %q {num_heads = 1 : i64} : (tensor<1x2x0xf32>, tensor<1x2x0xf32>, tensor<1x2x0xf32>) -> tensor<1x2x0xf32>
+  return
+}

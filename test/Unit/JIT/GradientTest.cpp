@@ -651,3 +651,33 @@ TEST(Gradients, SliceAndConcat) {
         return total;
       });
 }
+
+// Empty pieces: a concatenation with a piece of length 0 (its empty slice
+// had not verified) and a linear layer of width 0 (the weight gradient's
+// reshape to [-1, 0] read the 0 as "keep this dimension" and returned a
+// gradient of another shape). Their gradients are empty, of their shapes.
+TEST(Gradients, EmptyPiecesAndZeroWidthLayers) {
+  auto jit = differentiate(R"(
+    func.func @loss(%a: tensor<2x0xf32>, %b: tensor<2x3xf32>, %w: tensor<0x3xf32>) -> tensor<f32> {
+      %0 = kiln.concat %a, %b {axis = 1 : i64} : (tensor<2x0xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
+      %1 = kiln.tanh %0 : (tensor<2x3xf32>) -> tensor<2x3xf32>
+      %2 = kiln.linear %1, %w : (tensor<2x3xf32>, tensor<0x3xf32>) -> tensor<2x0xf32>
+      %3 = kiln.reduce sum %1 {axes = array<i64: 0, 1>} : (tensor<2x3xf32>) -> tensor<f32>
+      %4 = kiln.reduce sum %2 {axes = array<i64: 0, 1>} : (tensor<2x0xf32>) -> tensor<f32>
+      %5 = kiln.add %3, %4 : (tensor<f32>, tensor<f32>) -> tensor<f32>
+      return %5 : tensor<f32>
+    })");
+  Tensor a = Tensor::zeros({2, 0}, DType::f32), b = ref::randomTensor({2, 3}, 90),
+         w = Tensor::zeros({0, 3}, DType::f32);
+  std::vector<Tensor> out = jit->call("loss_grad", {a, b, w});
+  ASSERT_EQ(out.size(), 4u);
+  EXPECT_EQ(out[1].shape(), (std::vector<int64_t>{2, 0}));
+  EXPECT_EQ(out[3].shape(), (std::vector<int64_t>{0, 3}));
+  expectGradientsMatch(*jit, {a, b, w}, {0, 1, 2}, [](const auto &v) {
+    double total = 0;
+    for (double x : v[1]) {
+      total += std::tanh(x);
+    }
+    return total;
+  });
+}

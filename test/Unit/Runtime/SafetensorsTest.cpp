@@ -144,6 +144,21 @@ TEST_F(SafetensorsTest, RoundTripsNothing) {
   EXPECT_TRUE(loaded.metadata.empty());
 }
 
+// A tensor with a 0 among huge sizes holds nothing: it had been refused as
+// overflowing.
+TEST_F(SafetensorsTest, RoundTripsAnEmptyTensorWithHugeSizes) {
+  std::string file = path("huge-empty.safetensors");
+  const int64_t huge = int64_t(1) << 40;
+  Tensor t = Tensor::empty({huge, huge, 0}, DType::f32);
+  EXPECT_EQ(t.numel(), 0);
+  saveSafetensors(file, {{"e", t}});
+  SafetensorsFile loaded = loadSafetensors(file);
+  ASSERT_EQ(loaded.tensors.size(), 1u);
+  EXPECT_EQ(loaded.tensors[0].second.shape(),
+            (std::vector<int64_t>{huge, huge, 0}));
+  EXPECT_EQ(loaded.tensors[0].second.numel(), 0);
+}
+
 TEST_F(SafetensorsTest, WritesTheFormatByteForByte) {
   std::string file = path("exact.safetensors");
   saveSafetensors(file,
