@@ -201,10 +201,24 @@ std::string aotHeader(const std::vector<FunctionSpec> &functions,
       } else {
         h += std::string(name(a.dtype)) + " " + formatShape(a.shape);
       }
-      if (a.role == ArgSpec::Role::param) {
+      switch (a.role) {
+      case ArgSpec::Role::param:
         h += ", parameter";
-      } else if (a.role == ArgSpec::Role::state) {
+        break;
+      case ArgSpec::Role::state:
         h += ", optimizer state";
+        break;
+      case ArgSpec::Role::learningRate:
+        h += ", learning rate (finite, >= 0)";
+        break;
+      case ArgSpec::Role::step:
+        h += ", step number (>= 1)";
+        break;
+      case ArgSpec::Role::seed:
+        h += ", dropout seed";
+        break;
+      case ArgSpec::Role::input:
+        break;
       }
       if (a.idBound >= 0) {
         h += ", ids in [0, " + std::to_string(a.idBound) + ")";
