@@ -136,9 +136,31 @@ public:
     }
     return v;
   }
+  /// A product of SizeExprs, its factors joined by ';'.
+  std::vector<SizeExpr> product(size_t i, size_t groups) const {
+    const std::string &w = words_.at(i);
+    std::vector<SizeExpr> factors;
+    size_t start = 0;
+    while (true) {
+      size_t end = w.find(';', start);
+      std::string part =
+          w.substr(start, end == std::string::npos ? end : end - start);
+      if (factors.size() >= ElementCheck::kMaxFactors) {
+        fail("'" + w + "' has more than " +
+             std::to_string(ElementCheck::kMaxFactors) + " factors");
+      }
+      factors.push_back(expr(part, groups));
+      if (end == std::string::npos) {
+        return factors;
+      }
+      start = end + 1;
+    }
+  }
   /// A SizeExpr (joinExpr's form) over the first `groups` groups.
   SizeExpr expr(size_t i, size_t groups) const {
-    const std::string &w = words_.at(i);
+    return expr(words_.at(i), groups);
+  }
+  SizeExpr expr(const std::string &w, size_t groups) const {
     SizeExpr e;
     std::istringstream in(w);
     std::string part;
@@ -261,6 +283,18 @@ std::string serialize(const FunctionSpec &spec) {
   for (const SizeCheck &c : spec.sizeChecks) {
     os << "check " << (c.atLeast ? "ge " : "eq ") << joinExpr(c.lhs) << " "
        << joinExpr(c.rhs) << "\n";
+  }
+  // A product as one word: its factors joined by ';'.
+  auto joinProduct = [](const std::vector<SizeExpr> &factors) {
+    std::string text;
+    for (const SizeExpr &f : factors) {
+      text += (text.empty() ? "" : ";") + joinExpr(f);
+    }
+    return text;
+  };
+  for (const ElementCheck &c : spec.elementChecks) {
+    os << "elements " << joinProduct(c.lhs) << " " << joinProduct(c.rhs)
+       << "\n";
   }
   if (spec.lossTokens) {
     os << "tokens " << spec.lossTokens->arg << " "
@@ -432,6 +466,10 @@ FunctionSpec parseFunctionSpec(std::string_view text) {
       spec.sizeChecks.push_back({r.expr(2, spec.groups.size()),
                                  r.expr(3, spec.groups.size()),
                                  r.word(1) == "ge"});
+    } else if (k == "elements") {
+      r.expectWords(3);
+      spec.elementChecks.push_back({r.product(1, spec.groups.size()),
+                                    r.product(2, spec.groups.size())});
     } else if (k == "tokens") {
       r.expectWords(4);
       LossTokens tokens;
@@ -605,58 +643,110 @@ static void checkInPlaceArguments(const FunctionSpec &spec,
   }
 }
 
-/// The conditions of SizeCheck, each side evaluated exactly (128 bits:
-/// coefficients and sizes are each below 2^63, and the spec has few terms).
-static void checkSizes(const FunctionSpec &spec, const std::vector<Arg> &args) {
-  auto groupSize = [&](size_t group) {
+/// The value of `e` for the sizes of `args`, exactly (128 bits: SizeExpr's
+/// bounds keep it far inside).
+static __int128 valueOf(const FunctionSpec &spec, const std::vector<Arg> &args,
+                        const SizeExpr &e) {
+  __int128 v = e.constant;
+  for (auto [group, coefficient] : e.terms) {
     auto [arg, dim] = spec.groups[group].dims.front();
-    return args[arg].tensor.shape()[dim];
-  };
-  auto value = [&](const SizeExpr &e) {
-    __int128 v = e.constant;
-    for (auto [group, coefficient] : e.terms) {
-      v += static_cast<__int128>(coefficient) * groupSize(group);
+    v += static_cast<__int128>(coefficient) * args[arg].tensor.shape()[dim];
+  }
+  return v;
+}
+
+/// `e` in words: "dimension 1 of argument #2 'v' of 'f' + 1".
+static std::string describeExpr(const FunctionSpec &spec, const SizeExpr &e) {
+  std::string text;
+  for (auto [group, coefficient] : e.terms) {
+    auto [arg, dim] = spec.groups[group].dims.front();
+    std::string term =
+        "dimension " + std::to_string(dim) + " of " + describeArg(spec, arg);
+    if (coefficient == 1 || coefficient == -1) {
+      text += text.empty() ? (coefficient < 0 ? "-" : "")
+                           : (coefficient < 0 ? " - " : " + ");
+    } else {
+      text += (text.empty() ? "" : " + ") + std::to_string(coefficient) + " * ";
     }
-    return v;
-  };
-  auto describe = [&](const SizeExpr &e) {
-    std::string text;
-    for (auto [group, coefficient] : e.terms) {
-      auto [arg, dim] = spec.groups[group].dims.front();
-      std::string term = "dimension " + std::to_string(dim) + " of " +
-                         describeArg(spec, arg);
-      if (coefficient == 1 || coefficient == -1) {
-        text += text.empty() ? (coefficient < 0 ? "-" : "")
-                             : (coefficient < 0 ? " - " : " + ");
-      } else {
-        text += (text.empty() ? "" : " + ") + std::to_string(coefficient) +
-                " * ";
-      }
-      text += term;
-    }
-    if (e.constant != 0 || text.empty()) {
-      __int128 c = e.constant;
-      text += text.empty() ? fmt::format("{}", c)
-                           : fmt::format(" {} {}", c < 0 ? '-' : '+',
-                                         c < 0 ? -c : c);
-    }
-    return text;
-  };
+    text += term;
+  }
+  if (e.constant != 0 || text.empty()) {
+    __int128 c = e.constant;
+    text += text.empty() ? fmt::format("{}", c)
+                         : fmt::format(" {} {}", c < 0 ? '-' : '+',
+                                       c < 0 ? -c : c);
+  }
+  return text;
+}
+
+/// The conditions of SizeCheck.
+static void checkSizes(const FunctionSpec &spec, const std::vector<Arg> &args) {
   for (const SizeCheck &c : spec.sizeChecks) {
-    __int128 lhs = value(c.lhs), rhs = value(c.rhs);
+    __int128 lhs = valueOf(spec, args, c.lhs), rhs = valueOf(spec, args, c.rhs);
     if (c.atLeast ? lhs >= rhs : lhs == rhs) {
       continue;
     }
     // "<expression> (<value>)", the value left out of a constant.
     auto side = [&](const SizeExpr &e, __int128 v) {
-      return e.terms.empty() ? describe(e)
-                             : fmt::format("{} ({})", describe(e), v);
+      return e.terms.empty() ? describeExpr(spec, e)
+                             : fmt::format("{} ({})", describeExpr(spec, e), v);
     };
     throw Error(fmt::format("kiln: the sizes given to '{}' do not fit: {} "
                             "must {} {}",
                             spec.name, side(c.lhs, lhs),
                             c.atLeast ? "be at least" : "equal",
                             side(c.rhs, rhs)));
+  }
+}
+
+/// The conditions of ElementCheck: each product evaluated exactly, a 0
+/// factor making it 0, and one past 2^126 taken as too large to equal any
+/// tensor's element count.
+static void checkElements(const FunctionSpec &spec,
+                          const std::vector<Arg> &args) {
+  // The product, or nothing when it is too large.
+  auto product = [&](const std::vector<SizeExpr> &factors)
+      -> std::optional<__int128> {
+    std::vector<__int128> values;
+    for (const SizeExpr &f : factors) {
+      values.push_back(valueOf(spec, args, f));
+      if (values.back() == 0) {
+        return 0;
+      }
+    }
+    __int128 p = 1;
+    for (__int128 v : values) {
+      if (__builtin_mul_overflow(p, v, &p) ||
+          p > (static_cast<__int128>(1) << 126) ||
+          p < -(static_cast<__int128>(1) << 126)) {
+        return std::nullopt;
+      }
+    }
+    return p;
+  };
+  auto describe = [&](const std::vector<SizeExpr> &factors) {
+    std::string text;
+    for (const SizeExpr &f : factors) {
+      std::string factor = describeExpr(spec, f);
+      bool sum = f.terms.size() + (f.constant != 0) > 1;
+      text += (text.empty() ? "" : " * ") +
+              (sum && factors.size() > 1 ? "(" + factor + ")" : factor);
+    }
+    return text;
+  };
+  for (const ElementCheck &c : spec.elementChecks) {
+    std::optional<__int128> lhs = product(c.lhs), rhs = product(c.rhs);
+    if (lhs && rhs && *lhs == *rhs) {
+      continue;
+    }
+    auto shown = [](std::optional<__int128> v) {
+      return v ? fmt::format("{}", *v) : std::string("too many");
+    };
+    throw Error(fmt::format("kiln: the sizes given to '{}' do not fit: {} "
+                            "({}) elements must equal {} ({}): a reshape "
+                            "keeps its element count",
+                            spec.name, describe(c.lhs), shown(lhs),
+                            describe(c.rhs), shown(rhs)));
   }
 }
 
@@ -748,6 +838,7 @@ static void checkArguments(const FunctionSpec &spec,
     }
   }
   checkSizes(spec, args);
+  checkElements(spec, args);
   checkInPlaceArguments(spec, args);
   for (const PositionLimit &limit : spec.positionLimits) {
     const auto &[argIndex, dim] = spec.groups[limit.group].dims.front();

@@ -107,6 +107,17 @@ struct SizeCheck {
   bool operator==(const SizeCheck &) const = default;
 };
 
+/// A condition on element counts: the product of the `lhs` sizes equals
+/// the product of the `rhs` sizes (a reshape of a tensor with dynamic sizes
+/// keeps its element count: compiled code reads as many elements as the
+/// result has).
+struct ElementCheck {
+  /// Bounds on the factors of a side, as SizeExpr's on its terms.
+  static constexpr size_t kMaxFactors = 64;
+  std::vector<SizeExpr> lhs, rhs;
+  bool operator==(const ElementCheck &) const = default;
+};
+
 /// One result of a compiled function.
 struct ResultSpec {
   /// kiln.name if the IR has one (a gradient's "grad.<parameter>", a
@@ -136,6 +147,7 @@ struct FunctionSpec {
   std::vector<DimGroup> groups;
   std::vector<PositionLimit> positionLimits;
   std::vector<SizeCheck> sizeChecks;
+  std::vector<ElementCheck> elementChecks;
   /// Set when the function's first result is a mean loss over these tokens.
   std::optional<LossTokens> lossTokens;
 };

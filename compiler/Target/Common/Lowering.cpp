@@ -200,6 +200,9 @@ public:
     for (const DimKey &leader : leaders) {
       checkForms(leader);
     }
+    for (const Quotient &pair : elementPairs) {
+      checkElements(pair);
+    }
     for (auto &[pe, offsetArg, maxLen] : positionLimits) {
       auto it = groupOf.find(classes.getOrInsertLeaderValue(pe));
       if (it != groupOf.end()) {
@@ -294,6 +297,17 @@ public:
 
   void atLeast(Value x, int64_t dim, int64_t size) override {
     minimums.push_back({key(x, dim), size, owner(x)});
+  }
+
+  void sameElements(Value a, Value b) override {
+    std::vector<DimKey> da, db;
+    for (int64_t d = 0, e = rankOf(a); d < e; ++d) {
+      da.push_back(key(a, d));
+    }
+    for (int64_t d = 0, e = rankOf(b); d < e; ++d) {
+      db.push_back(key(b, d));
+    }
+    elementPairs.push_back({Quotient{da, db, owner(b)}});
   }
 
 private:
@@ -451,6 +465,62 @@ private:
     }
   }
 
+  /// The element counts of `pair` (factors: one value's dimensions,
+  /// divisors: the other's) must agree: proved when they reduce alike,
+  /// refused when they reduce to different constants, else an
+  /// ElementCheck of the sizes left.
+  void checkElements(const Quotient &pair) {
+    std::optional<Signature> s = signature(pair);
+    if (!s) {
+      // A static product past 64 bits, or a static 0: compare the zero.
+      bool zeroA = llvm::any_of(pair.factors,
+                                [&](DimKey k) { return staticSize(k) == 0; });
+      bool zeroB = llvm::any_of(pair.divisors,
+                                [&](DimKey k) { return staticSize(k) == 0; });
+      if (zeroA && zeroB) {
+        return;
+      }
+      refuse(pair.what, "reshapes a tensor whose element count cannot be "
+                        "compared with the result's (a static size is 0 on "
+                        "one side only, or the sizes overflow)");
+    }
+    if (s->factors.empty() && s->divisors.empty()) {
+      if (s->numerator != s->denominator) {
+        refuse(pair.what, "reshapes " + std::to_string(s->numerator) +
+                              " elements' worth into " +
+                              std::to_string(s->denominator) +
+                              " whatever the arguments");
+      }
+      return; // proved
+    }
+    auto side = [&](const std::vector<DimKey> &leaders, int64_t constant) {
+      std::vector<SizeExpr> factors;
+      if (constant != 1) {
+        factors.push_back(SizeExpr{{}, constant});
+      }
+      for (const DimKey &leader : leaders) {
+        Expr e = resolve(leader);
+        if (!e) {
+          refuse(pair.what, "reshapes sizes that are computed in a way the "
+                            "call cannot check (a reshape's inferred size)");
+        }
+        factors.push_back(*e);
+      }
+      if (factors.empty()) {
+        factors.push_back(SizeExpr{{}, 1});
+      }
+      if (factors.size() > ElementCheck::kMaxFactors) {
+        refuse(pair.what, "reshapes more sizes than a check takes");
+      }
+      return factors;
+    };
+    ElementCheck check{side(s->factors, s->numerator),
+                       side(s->divisors, s->denominator)};
+    if (!llvm::is_contained(spec.elementChecks, check)) {
+      spec.elementChecks.push_back(std::move(check));
+    }
+  }
+
   /// Adds `check` with what both sides share cancelled (pk + n == pv + n
   /// reads pk == pv).
   void addCheck(SizeCheck check) {
@@ -528,6 +598,9 @@ private:
   std::vector<std::pair<DimKey, Definition>> definitions;
   /// Sizes inferred by reshapes.
   std::vector<std::pair<DimKey, Quotient>> quotients;
+  /// Values that hold as many elements (factors: one's dimensions,
+  /// divisors: the other's).
+  std::vector<Quotient> elementPairs;
   /// Dimensions with a least size, and the op that needs it.
   struct Minimum {
     DimKey dim;

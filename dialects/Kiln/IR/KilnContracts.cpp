@@ -280,6 +280,10 @@ void ReshapeOp::addShapeContract(ShapeContract &c) {
   auto inferred = llvm::find(shape, -1);
   if (inferred == shape.end() ||
       !typeOf(getResult()).isDynamicDim(inferred - shape.begin())) {
+    // Every size known to the code: the input must hold as many elements
+    // (with a dynamic inferred size, the code takes whole rows of what it
+    // holds, and reads no further).
+    c.sameElements(getInput(), getResult());
     return;
   }
   // The input's elements over the product of the other sizes.

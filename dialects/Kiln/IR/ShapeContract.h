@@ -60,6 +60,9 @@ public:
                         ArrayRef<Dim> divisors) = 0;
   /// Dimension `dim` of `x` is at least `size`.
   virtual void atLeast(Value x, int64_t dim, int64_t size) = 0;
+  /// `a` and `b` hold as many elements (a reshape: its code reads as many
+  /// elements of its input as its result has).
+  virtual void sameElements(Value a, Value b) = 0;
 
   /// Dimension `axis` of `result` is the sum of dimension `axis` of
   /// `parts`.

@@ -393,3 +393,29 @@ TEST(Contract, InferredReshapeSizesAreRelatedOnlyToLikeOnes) {
     })"),
                     "infers a size that another operand or result must equal");
 }
+
+// A reshape of dynamic sizes to sizes the code knows (static, or kept from
+// other arguments) reads as many elements as the result has: the input must
+// hold that many (3 elements reshaped to [2, 4] had read past them).
+TEST(Contract, ReshapesKeepTheirElementCount) {
+  auto jit = JitModule::compileSource(R"(
+    func.func @fixed(%x: tensor<?xf32>) -> tensor<2x4xf32> {
+      %0 = kiln.reshape %x [2, 4] : (tensor<?xf32>) -> tensor<2x4xf32>
+      return %0 : tensor<2x4xf32>
+    }
+    func.func @rows(%x: tensor<?x?xf32>, %y: tensor<?x6xf32>) -> tensor<?x6xf32> {
+      %0 = kiln.reshape %x [0, 6] : (tensor<?x?xf32>) -> tensor<?x6xf32>
+      %1 = kiln.add %0, %y : (tensor<?x6xf32>, tensor<?x6xf32>) -> tensor<?x6xf32>
+      return %1 : tensor<?x6xf32>
+    })");
+  Tensor x = ref::randomTensor({8}, 4);
+  EXPECT_EQ(jit->call("fixed", {x})[0].toVector<float>(), x.toVector<float>());
+  EXPECT_KILN_ERROR(jit->call("fixed", {f32({3})}),
+                    "the sizes given to 'fixed' do not fit: dimension 0 of "
+                    "argument #0 'arg0' of 'fixed' (3) elements must equal 8 "
+                    "(8): a reshape keeps its element count");
+  jit->call("rows", {f32({2, 6}), f32({2, 6})});
+  EXPECT_KILN_ERROR(jit->call("rows", {f32({2, 5}), f32({2, 6})}),
+                    "dimension 1 of argument #0 'arg0' of 'rows' (5) elements "
+                    "must equal 6 (6)");
+}

@@ -84,6 +84,10 @@ TEST(Function, SpecsRoundTripThroughText) {
   spec.sizeChecks = {{{{{0, 1}, {1, -2}}, -7}, {{}, 3}, true},
                      {{{{3, 1}}, 0}, {{{2, 2}}, 1}, false}};
   EXPECT_EQ(parseFunctionSpec(serialize(spec)).sizeChecks, spec.sizeChecks);
+  // Element checks too: products of expressions.
+  spec.elementChecks = {{{{{{0, 1}}, 0}, {{{1, 1}}, -1}}, {{{}, 8}}}};
+  EXPECT_EQ(parseFunctionSpec(serialize(spec)).elementChecks,
+            spec.elementChecks);
   // Blank and white-space-only lines say nothing.
   EXPECT_EQ(serialize(parseFunctionSpec("function f\n  \n\t\nresult r [2] -1\n")),
             "function f\nresult r [2] -1\n");
@@ -120,6 +124,16 @@ TEST(Function, MalformedSpecsAreRefused) {
   }
   EXPECT_KILN_ERROR(parseFunctionSpec(g + "check eq 1 2 3\n"),
                     "expected 4 fields");
+  EXPECT_EQ(parseFunctionSpec(g + "elements 0,1*g0;2 8\n")
+                .elementChecks[0]
+                .lhs.size(),
+            2u);
+  for (const char *bad : {";", "1;", ";1", "1;;2", "0,1*g1"}) {
+    SCOPED_TRACE(bad);
+    EXPECT_KILN_ERROR(
+        parseFunctionSpec(g + "elements " + std::string(bad) + " 8\n"),
+        "malformed function spec");
+  }
   // Roles of the wrong type, names twice, names that are not printable.
   EXPECT_KILN_ERROR(
       parseFunctionSpec("function f\narg r lr f32 [2] -1 none -\n"),
