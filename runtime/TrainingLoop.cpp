@@ -424,12 +424,22 @@ static TrainingResult train(const TrainingOptions &options,
     }
     if (hooks.evaluate &&
         (last || (options.evalEvery > 0 && step % options.evalEvery == 0))) {
-      // Each process evaluates (its share); the run reports the mean.
-      double value = hooks.evaluate();
+      // Each process evaluates (its share); the run reports the mean,
+      // each process's loss weighted by the tokens it stands for.
+      Evaluation e = hooks.evaluate();
+      if (!std::isfinite(e.weight) || e.weight < 0) {
+        throw Error(fmt::format("kiln: runTraining: the evaluation's weight "
+                                "must be finite and >= 0, got {}",
+                                e.weight));
+      }
+      double value = e.loss;
       if (world > 1) {
-        float sum = float(value);
-        communicator.allReduceSum(&sum, 1);
-        value = double(sum) / double(world);
+        float sums[3] = {float(e.loss * e.weight), float(e.weight),
+                         float(e.loss)};
+        communicator.allReduceSum(sums, 3);
+        // No tokens anywhere: the plain mean of the processes' losses.
+        value = sums[1] > 0 ? double(sums[0]) / double(sums[1])
+                            : double(sums[2]) / double(world);
       }
       result.validationLoss = value;
       log.evaluation(step, *result.validationLoss);

@@ -107,13 +107,23 @@ struct TrainingOptions {
   int64_t driftCheckEvery = 100;
 };
 
+/// A validation loss and what it stands for: in a data-parallel run the
+/// processes' losses are averaged weighted by it (the tokens each process
+/// evaluated; a loss alone weighs 1).
+struct Evaluation {
+  Evaluation(double loss, double weight = 1.0) : loss(loss), weight(weight) {}
+  double loss;
+  double weight; ///< finite, >= 0
+};
+
 /// What runTraining() drives and what its checkpoints hold.
 struct TrainingHooks {
   /// Trains step `step` (from 1) with learning rate `lr`; returns the loss.
   /// Throwing (a non-finite loss) ends the run; the last checkpoint stays.
   std::function<float(int64_t step, float lr)> step;
-  /// The validation loss (optional).
-  std::function<double()> evaluate;
+  /// The validation loss (optional), with its weight (the tokens it is a
+  /// mean over) when the processes' shares differ.
+  std::function<Evaluation()> evaluate;
   /// Saved in checkpoints and restored on resume.
   ParameterStore *parameters = nullptr;
   ParameterStore *optimizerState = nullptr;

@@ -268,17 +268,18 @@ inline void run(const Options &o, std::shared_ptr<const Executable> executable,
   Trainer trainer(executable, o.seed, world);
   std::string evalGraph =
       executable->contains("eval_loss") ? "eval_loss" : "loss";
-  auto evaluate = [&] {
+  auto evaluate = [&]() -> Evaluation {
     Rng rng(o.seed + 1000); // the same validation windows every time
-    double total = 0.0;
+    double total = 0.0, tokens = 0.0;
     for (int64_t i = 0; i < o.evalBatches; ++i) {
       Batch b = data.sample(Split::validation, o.batch, o.context, rng);
-      total += trainer
-                   .run(evalGraph, trainer.shard({{"idx", b.inputs},
-                                                  {"targets", b.targets}}))[0]
-                   .data<float>()[0];
+      std::map<std::string, Arg> share =
+          trainer.shard({{"idx", b.inputs}, {"targets", b.targets}});
+      total += trainer.run(evalGraph, share)[0].data<float>()[0];
+      tokens += double(share.at("targets").tensor.numel());
     }
-    return total / double(o.evalBatches);
+    // A process's share of a batch may hold fewer rows than another's.
+    return {total / double(o.evalBatches), tokens};
   };
 
   std::map<std::string, std::string> info = describe(o, data.vocab());

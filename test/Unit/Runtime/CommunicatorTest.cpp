@@ -33,6 +33,12 @@ public:
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   void allReduceSum(float *data, size_t count) override {
+    if (others.size() == count) { // what the other processes add
+      for (size_t i = 0; i < count; ++i) {
+        data[i] += others[i];
+      }
+      return;
+    }
     for (size_t i = 0; i < count; ++i) {
       data[i] *= float(size_);
     }
@@ -51,6 +57,9 @@ public:
   }
 
   int drifted = -1; ///< A rank whose hash differs, or -1.
+  /// When as long as a sum: what the other processes add to it (else
+  /// they hold this process's values).
+  std::vector<float> others;
   int broadcasts = 0, barriers = 0;
 
 private:
@@ -177,6 +186,37 @@ TEST_F(DataParallelLoop, OnlyRankZeroWritesAndTheOthersWaitForIt) {
     // The evaluations of the processes are averaged.
     ASSERT_TRUE(result.validationLoss);
     EXPECT_DOUBLE_EQ(*result.validationLoss, 0.5);
+  }
+}
+
+// Validation losses are averaged weighted by the tokens each process
+// evaluated (a share of a batch can hold fewer rows than another): this
+// process's 1.0 over 30 tokens and the other's 4.0 over 10 give 1.75, not
+// the plain mean 2.5.
+TEST_F(DataParallelLoop, ValidationLossesAreWeightedByTokens) {
+  auto world = std::make_shared<ScriptedWorld>(0, 2);
+  world->others = {4.0f * 10.0f, 10.0f, 4.0f};
+  TrainingOptions options;
+  options.steps = 1;
+  options.out = nullptr;
+  TrainingHooks h = hooks(world);
+  h.evaluate = [] { return Evaluation(1.0, 30.0); };
+  TrainingResult result = runTraining(options, h);
+  ASSERT_TRUE(result.validationLoss);
+  EXPECT_DOUBLE_EQ(*result.validationLoss, 1.75);
+  // No tokens anywhere: the plain mean.
+  world->others = {0.0f, 0.0f, 4.0f};
+  h.evaluate = [] { return Evaluation(1.0, 0.0); };
+  EXPECT_DOUBLE_EQ(*runTraining(options, h).validationLoss, 2.5);
+  h.evaluate = [] { return Evaluation(1.0, -1.0); };
+  try {
+    runTraining(options, h);
+    FAIL() << "a negative weight was taken";
+  } catch (const Aborted &a) {
+    EXPECT_NE(a.message.find("the evaluation's weight must be finite and >= "
+                             "0, got -1"),
+              std::string::npos)
+        << a.message;
   }
 }
 
