@@ -243,6 +243,14 @@ DType parseDType(const LineReader &r, size_t i) {
 static const std::string kRoleNames[] = {"input", "param", "state",
                                          "lr",    "step",  "seed"};
 
+std::optional<ArgSpec::Role> parseRole(std::string_view text) {
+  auto role = std::find(std::begin(kRoleNames), std::end(kRoleNames), text);
+  if (role == std::end(kRoleNames)) {
+    return std::nullopt;
+  }
+  return ArgSpec::Role(role - std::begin(kRoleNames));
+}
+
 /// ArgSpec::Require in the spec text, in the enum's order.
 static const std::string kRequireNames[] = {"-", "positive",
                                             "finite-nonnegative"};
@@ -328,12 +336,11 @@ FunctionSpec parseFunctionSpec(std::string_view text) {
           r.fail("two arguments are called '" + a.name + "'");
         }
       }
-      auto role = std::find(std::begin(kRoleNames), std::end(kRoleNames),
-                            r.word(2));
-      if (role == std::end(kRoleNames)) {
+      std::optional<ArgSpec::Role> role = parseRole(r.word(2));
+      if (!role) {
         r.fail("unknown argument kind '" + r.word(2) + "'");
       }
-      a.role = ArgSpec::Role(role - std::begin(kRoleNames));
+      a.role = *role;
       a.isScalar = r.word(3) == "scalar";
       if (!a.isScalar) {
         a.dtype = parseDType(r, 3);

@@ -70,6 +70,10 @@ struct ArgSpec {
   } require = Require::any;
 };
 
+/// The role spelled `text` ("input", "param", "state", "lr", "step",
+/// "seed": the IR's kiln.kind and the spec text say them alike), or nothing.
+std::optional<ArgSpec::Role> parseRole(std::string_view text);
+
 /// Sizes that must agree at run time.
 struct DimGroup {
   std::vector<std::pair<size_t, int64_t>> dims; ///< (argument, dim)

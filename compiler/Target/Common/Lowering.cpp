@@ -642,8 +642,7 @@ void dumpStage(const LoweringOptions &options, const std::string &suffix,
     return;
   }
   assert(llvm::is_contained(kDumpSuffixes, suffix) && "an unlisted stage");
-  std::string path = dumpPath(options, suffix);
-  checkDumpsSpareTheSource(options);
+  std::string path = dumpPath(options, suffix); // spares the source (lower())
   std::error_code ec = llvm::sys::fs::create_directories(options.dumpDirectory);
   if (ec) {
     throw Error("kiln: cannot create the IR dump directory '" +
@@ -735,27 +734,8 @@ static FunctionSpec readSpec(func::FuncOp func, bool inPlace) {
     auto name = func.getArgAttrOfType<StringAttr>(i, mlir::kiln::kNameAttr);
     arg.name = name ? name.str() : "arg" + std::to_string(i);
     auto kind = func.getArgAttrOfType<StringAttr>(i, mlir::kiln::kKindAttr);
-    switch (kind ? *mlir::kiln::symbolizeArgKind(kind.getValue())
-                 : mlir::kiln::ArgKind::input) {
-    case mlir::kiln::ArgKind::input:
-      arg.role = ArgSpec::Role::input;
-      break;
-    case mlir::kiln::ArgKind::param:
-      arg.role = ArgSpec::Role::param;
-      break;
-    case mlir::kiln::ArgKind::state:
-      arg.role = ArgSpec::Role::state;
-      break;
-    case mlir::kiln::ArgKind::lr:
-      arg.role = ArgSpec::Role::learningRate;
-      break;
-    case mlir::kiln::ArgKind::step:
-      arg.role = ArgSpec::Role::step;
-      break;
-    case mlir::kiln::ArgKind::seed:
-      arg.role = ArgSpec::Role::seed;
-      break;
-    }
+    // kiln.kind's spellings are the spec text's (the dialect verified it).
+    arg.role = kind ? *parseRole(kind.getValue().str()) : ArgSpec::Role::input;
     for (auto [j, earlier] : llvm::enumerate(spec.args)) {
       if (earlier.name == arg.name) {
         throw Error("kiln: function '" + spec.name + "': arguments #" +
