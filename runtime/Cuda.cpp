@@ -12,6 +12,8 @@
 #include "runtime/Error.h"
 
 #include <algorithm>
+#include <atomic>
+#include <iterator>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -19,6 +21,7 @@
 #include <map>
 #include <mutex>
 #include <type_traits>
+#include <vector>
 
 #include <dlfcn.h>
 
@@ -54,6 +57,10 @@ struct Driver {
   CUresult (*cuMemcpyDtoH)(void *, CUdeviceptr, size_t);
   CUresult (*cuMemsetD32Async)(CUdeviceptr, unsigned, size_t, Handle);
   CUresult (*cuGetErrorString)(CUresult, const char **);
+  CUresult (*cuEventCreate)(Handle *, unsigned);
+  CUresult (*cuEventRecord)(Handle, Handle);
+  CUresult (*cuEventElapsedTime)(float *, Handle, Handle);
+  CUresult (*cuEventDestroy)(Handle);
 
   Handle context = nullptr;
   std::string error; ///< Why the driver cannot be used ("" when it can).
@@ -112,6 +119,10 @@ Driver &driver() {
     bind(d.cuMemcpyDtoH, "cuMemcpyDtoH_v2");
     bind(d.cuMemsetD32Async, "cuMemsetD32Async");
     bind(d.cuGetErrorString, "cuGetErrorString");
+    bind(d.cuEventCreate, "cuEventCreate");
+    bind(d.cuEventRecord, "cuEventRecord");
+    bind(d.cuEventElapsedTime, "cuEventElapsedTime");
+    bind(d.cuEventDestroy, "cuEventDestroy_v2");
     if (!complete) {
       return;
     }
@@ -143,6 +154,9 @@ Driver &driverOrAbort(const char *caller) {
   d.cuCtxSetCurrent(d.context);
   return d;
 }
+
+/// Counts a copy while profiling (kiln::cuda::setProfiling).
+void countCopy(bool toDevice, bool fromDevice, size_t bytes);
 
 void check(const Driver &d, CUresult result, const char *call) {
   if (result != 0) {
@@ -208,6 +222,7 @@ void copyToDevice(void *device, const void *host, size_t bytes) {
           d.cuMemcpyHtoD(reinterpret_cast<CUdeviceptr>(device), host, bytes)) {
     throw Error("kiln: copying to the GPU failed: " + describe(d, r));
   }
+  countCopy(true, false, bytes);
 }
 
 void copyToHost(void *host, const void *device, size_t bytes) {
@@ -218,6 +233,7 @@ void copyToHost(void *host, const void *device, size_t bytes) {
           d.cuMemcpyDtoH(host, reinterpret_cast<CUdeviceptr>(device), bytes)) {
     throw Error("kiln: copying from the GPU failed: " + describe(d, r));
   }
+  countCopy(false, true, bytes);
 }
 
 } // namespace kiln::cuda
@@ -237,60 +253,6 @@ struct LazyModule {
   std::once_flag loaded;
 };
 } // namespace
-
-extern "C" void *mgpuModuleLoadJIT(void *data, int /*optLevel*/) {
-  return new LazyModule(data);
-}
-
-extern "C" void *mgpuModuleLoad(void *data, size_t /*size*/) {
-  return new LazyModule(data);
-}
-
-extern "C" void mgpuModuleUnload(void *handle) {
-  auto *lazy = static_cast<LazyModule *>(handle);
-  if (lazy->module) {
-    Driver &d = driver();
-    d.cuModuleUnload(lazy->module);
-  }
-  delete lazy;
-}
-
-extern "C" void *mgpuModuleGetFunction(void *handle, const char *name) {
-  auto *lazy = static_cast<LazyModule *>(handle);
-  Driver &d = driverOrAbort("a GPU kernel");
-  std::call_once(lazy->loaded, [&] {
-    check(d, d.cuModuleLoadData(&lazy->module, lazy->image),
-          "cuModuleLoadData (loading GPU kernels)");
-  });
-  Handle function = nullptr;
-  check(d, d.cuModuleGetFunction(&function, lazy->module, name),
-        "cuModuleGetFunction");
-  return function;
-}
-
-extern "C" void mgpuLaunchKernel(void *function, intptr_t gridX, intptr_t gridY,
-                                 intptr_t gridZ, intptr_t blockX,
-                                 intptr_t blockY, intptr_t blockZ, int32_t smem,
-                                 void *stream, void **params, void **extra,
-                                 size_t /*paramsCount*/) {
-  Driver &d = driverOrAbort("a GPU kernel launch");
-  check(d,
-        d.cuLaunchKernel(function, unsigned(gridX), unsigned(gridY),
-                         unsigned(gridZ), unsigned(blockX), unsigned(blockY),
-                         unsigned(blockZ), unsigned(smem), stream, params,
-                         extra),
-        "cuLaunchKernel");
-}
-
-extern "C" void *mgpuStreamCreate() {
-  Driver &d = driverOrAbort("a GPU stream");
-  Handle stream = nullptr;
-  // A blocking stream: it orders with the synchronous copies of
-  // copyToDevice/copyToHost (the legacy default stream).
-  check(d, d.cuStreamCreate(&stream, /*CU_STREAM_DEFAULT=*/0),
-        "cuStreamCreate");
-  return stream;
-}
 
 namespace {
 /// Device memory is cached: cuMemFree waits for the whole device, and a
@@ -343,12 +305,203 @@ MemoryPool &pool() {
   static MemoryPool &p = *new MemoryPool; // used by global destructors
   return p;
 }
+
+/// What the GPU did while profiling is on (kiln::cuda::setProfiling): each
+/// kernel's launches and time, from a pair of CUDA events around every
+/// launch, read once the launch's stream is synchronized; and the bytes
+/// copied each way. Kernel names are kept for every function handle, so
+/// that profiling can start after the handles were made.
+struct Profiler {
+  struct Timing {
+    Handle function, start, end;
+    void *stream;
+    unsigned grid[3], block[3];
+  };
+  std::mutex mutex;
+  std::atomic<bool> on{false};
+  std::map<Handle, std::string> names;
+  std::vector<Timing> pending;
+  std::vector<Handle> spareEvents;
+  kiln::cuda::Profile profile;
+  std::map<std::string, size_t> index; // kernel name -> profile.kernels slot
+
+  Handle event(Driver &d) {
+    if (!spareEvents.empty()) {
+      Handle e = spareEvents.back();
+      spareEvents.pop_back();
+      return e;
+    }
+    Handle e = nullptr;
+    check(d, d.cuEventCreate(&e, /*CU_EVENT_DEFAULT=*/0), "cuEventCreate");
+    return e;
+  }
+  /// Reads the times of the launches on `stream`, which has finished.
+  void settle(Driver &d, void *stream) {
+    std::lock_guard<std::mutex> lock(mutex);
+    std::vector<Timing> waiting;
+    for (const Timing &t : pending) {
+      if (t.stream != stream) {
+        waiting.push_back(t);
+        continue;
+      }
+      float ms = 0;
+      check(d, d.cuEventElapsedTime(&ms, t.start, t.end),
+            "cuEventElapsedTime");
+      auto name = names.find(t.function);
+      std::string kernel = name == names.end() ? "?" : name->second;
+      auto [slot, added] = index.try_emplace(kernel, profile.kernels.size());
+      if (added) {
+        profile.kernels.push_back({kernel, 0, 0, {}, {}});
+      }
+      kiln::cuda::KernelProfile &k = profile.kernels[slot->second];
+      ++k.launches;
+      k.milliseconds += ms;
+      std::copy(std::begin(t.grid), std::end(t.grid), k.grid);
+      std::copy(std::begin(t.block), std::end(t.block), k.block);
+      spareEvents.push_back(t.start);
+      spareEvents.push_back(t.end);
+    }
+    pending = std::move(waiting);
+  }
+  void copied(bool toDevice, bool fromDevice, size_t bytes) {
+    std::lock_guard<std::mutex> lock(mutex);
+    kiln::cuda::Profile::Copies &c =
+        toDevice ? (fromDevice ? profile.onDevice : profile.toDevice)
+                 : (fromDevice ? profile.toHost : profile.onHost);
+    ++c.count;
+    c.bytes += bytes;
+  }
+};
+
+Profiler &profiler() {
+  static Profiler &p = *new Profiler; // used by global destructors
+  return p;
+}
+
+void countCopy(bool toDevice, bool fromDevice, size_t bytes) {
+  if (profiler().on) {
+    profiler().copied(toDevice, fromDevice, bytes);
+  }
+}
+
+/// Whether `pointer` lies in a block of device memory from the pool.
+bool onDevice(const void *pointer) {
+  MemoryPool &p = pool();
+  auto address = reinterpret_cast<CUdeviceptr>(pointer);
+  std::lock_guard<std::mutex> lock(p.mutex);
+  auto next = p.sizes.upper_bound(address);
+  return next != p.sizes.begin() &&
+         address < std::prev(next)->first + std::prev(next)->second;
+}
 } // namespace
+
+namespace kiln::cuda {
+
+void setProfiling(bool on) {
+  Profiler &p = profiler();
+  std::lock_guard<std::mutex> lock(p.mutex);
+  if (on && !p.on) {
+    p.profile = Profile();
+    p.index.clear();
+  }
+  p.on = on;
+}
+
+Profile profile() {
+  Profiler &p = profiler();
+  std::lock_guard<std::mutex> lock(p.mutex);
+  Profile result = p.profile;
+  std::sort(result.kernels.begin(), result.kernels.end(),
+            [](const KernelProfile &a, const KernelProfile &b) {
+              return a.milliseconds != b.milliseconds
+                         ? a.milliseconds > b.milliseconds
+                         : a.name < b.name;
+            });
+  return result;
+}
+
+} // namespace kiln::cuda
+
+extern "C" void *mgpuModuleLoadJIT(void *data, int /*optLevel*/) {
+  return new LazyModule(data);
+}
+
+extern "C" void *mgpuModuleLoad(void *data, size_t /*size*/) {
+  return new LazyModule(data);
+}
+
+extern "C" void mgpuModuleUnload(void *handle) {
+  auto *lazy = static_cast<LazyModule *>(handle);
+  if (lazy->module) {
+    Driver &d = driver();
+    d.cuModuleUnload(lazy->module);
+  }
+  delete lazy;
+}
+
+extern "C" void *mgpuModuleGetFunction(void *handle, const char *name) {
+  auto *lazy = static_cast<LazyModule *>(handle);
+  Driver &d = driverOrAbort("a GPU kernel");
+  std::call_once(lazy->loaded, [&] {
+    check(d, d.cuModuleLoadData(&lazy->module, lazy->image),
+          "cuModuleLoadData (loading GPU kernels)");
+  });
+  Handle function = nullptr;
+  check(d, d.cuModuleGetFunction(&function, lazy->module, name),
+        "cuModuleGetFunction");
+  Profiler &p = profiler();
+  std::lock_guard<std::mutex> lock(p.mutex);
+  p.names.try_emplace(function, name);
+  return function;
+}
+
+extern "C" void mgpuLaunchKernel(void *function, intptr_t gridX, intptr_t gridY,
+                                 intptr_t gridZ, intptr_t blockX,
+                                 intptr_t blockY, intptr_t blockZ, int32_t smem,
+                                 void *stream, void **params, void **extra,
+                                 size_t /*paramsCount*/) {
+  Driver &d = driverOrAbort("a GPU kernel launch");
+  Profiler &p = profiler();
+  Profiler::Timing timing{function,
+                          nullptr,
+                          nullptr,
+                          stream,
+                          {unsigned(gridX), unsigned(gridY), unsigned(gridZ)},
+                          {unsigned(blockX), unsigned(blockY), unsigned(blockZ)}};
+  if (p.on) {
+    std::lock_guard<std::mutex> lock(p.mutex);
+    timing.start = p.event(d);
+    timing.end = p.event(d);
+    check(d, d.cuEventRecord(timing.start, stream), "cuEventRecord");
+  }
+  check(d,
+        d.cuLaunchKernel(function, unsigned(gridX), unsigned(gridY),
+                         unsigned(gridZ), unsigned(blockX), unsigned(blockY),
+                         unsigned(blockZ), unsigned(smem), stream, params,
+                         extra),
+        "cuLaunchKernel");
+  if (timing.start) {
+    check(d, d.cuEventRecord(timing.end, stream), "cuEventRecord");
+    std::lock_guard<std::mutex> lock(p.mutex);
+    p.pending.push_back(timing);
+  }
+}
+
+extern "C" void *mgpuStreamCreate() {
+  Driver &d = driverOrAbort("a GPU stream");
+  Handle stream = nullptr;
+  // A blocking stream: it orders with the synchronous copies of
+  // copyToDevice/copyToHost (the legacy default stream).
+  check(d, d.cuStreamCreate(&stream, /*CU_STREAM_DEFAULT=*/0),
+        "cuStreamCreate");
+  return stream;
+}
 
 extern "C" void mgpuStreamDestroy(void *stream) {
   Driver &d = driverOrAbort("a GPU stream");
   check(d, d.cuStreamSynchronize(stream), "cuStreamSynchronize");
   pool().settle(stream);
+  profiler().settle(d, stream);
   check(d, d.cuStreamDestroy(stream), "cuStreamDestroy");
 }
 
@@ -356,6 +509,7 @@ extern "C" void mgpuStreamSynchronize(void *stream) {
   Driver &d = driverOrAbort("a GPU stream");
   check(d, d.cuStreamSynchronize(stream), "cuStreamSynchronize");
   pool().settle(stream);
+  profiler().settle(d, stream);
 }
 
 extern "C" void *mgpuMemAlloc(uint64_t bytes, void *stream,
@@ -394,6 +548,9 @@ extern "C" void mgpuMemFree(void *pointer, void *stream) {
 
 extern "C" void mgpuMemcpy(void *dst, void *src, size_t bytes, void *stream) {
   Driver &d = driverOrAbort("a GPU copy");
+  if (profiler().on) {
+    countCopy(onDevice(dst), onDevice(src), bytes);
+  }
   check(d,
         d.cuMemcpyAsync(reinterpret_cast<CUdeviceptr>(dst),
                         reinterpret_cast<CUdeviceptr>(src), bytes, stream),

@@ -44,6 +44,36 @@ const std::vector<std::pair<const char *, void *>> &runtimeSymbols();
 void copyToDevice(void *device, const void *host, size_t bytes);
 void copyToHost(void *host, const void *device, size_t bytes);
 
+
+/// One kernel's share of a profile: its launches, their total time on the
+/// GPU, and the grid and block of its last launch.
+struct KernelProfile {
+  std::string name;
+  long launches = 0;
+  double milliseconds = 0;
+  unsigned grid[3] = {0, 0, 0}, block[3] = {0, 0, 0};
+};
+
+/// What the GPU did since profiling was turned on.
+struct Profile {
+  struct Copies {
+    long count = 0;
+    double bytes = 0;
+  };
+  /// By time on the GPU, most first. Launches whose stream has not been
+  /// synchronized yet are not counted.
+  std::vector<KernelProfile> kernels;
+  Copies toDevice, toHost, onDevice, onHost;
+};
+
+/// Turns profiling on (starting a fresh profile) or off. While it is on,
+/// every kernel launch is timed with a pair of CUDA events (a few
+/// microseconds each: profile apart from timed runs) and every copy between
+/// host and device memory is counted.
+void setProfiling(bool on);
+/// The profile so far.
+Profile profile();
+
 } // namespace kiln::cuda
 
 #endif // KILN_RUNTIME_CUDA_H

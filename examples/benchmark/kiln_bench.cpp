@@ -19,6 +19,7 @@
 #include "compiler/Target/JIT/CompiledModel.h"
 #include "compiler/Target/JIT/Training.h"
 #include "runtime/Allocator.h"
+#include "runtime/Cuda.h"
 #include "runtime/Error.h"
 
 #include <fmt/format.h>
@@ -105,6 +106,9 @@ struct Options {
   std::string target = "cpu";
   /// Where each compiled stage is written (JitOptions::dumpDirectory).
   std::string dumpDirectory;
+  /// On the GPU: after the timed steps, profile a few more (each kernel's
+  /// launches and time, the bytes copied each way) and print them per step.
+  bool gpuProfile = false;
   /// Threads (libomp's: OMP_NUM_THREADS, else every core) and their
   /// measured FMA peak.
   int threads = 1;
@@ -118,6 +122,46 @@ JitOptions jitOptions(const Options &options) {
   jit.target = options.target;
   jit.dumpDirectory = options.dumpDirectory;
   return jit;
+}
+
+/// Runs `step` a few times with GPU profiling on and prints, per step, the
+/// launches, the kernels' time and the bytes copied, then the kernels that
+/// took the most time.
+void printGpuProfile(const std::string &name, const std::string &mode,
+                     const std::function<float()> &step) {
+  constexpr int kSteps = 2, kKernels = 15;
+  kiln::cuda::setProfiling(true);
+  for (int i = 0; i < kSteps; ++i) {
+    step();
+  }
+  kiln::cuda::setProfiling(false);
+  kiln::cuda::Profile profile = kiln::cuda::profile();
+  long launches = 0;
+  double total = 0;
+  for (const kiln::cuda::KernelProfile &k : profile.kernels) {
+    launches += k.launches;
+    total += k.milliseconds;
+  }
+  auto mib = [&](const kiln::cuda::Profile::Copies &c) {
+    return c.bytes / kSteps / (1 << 20);
+  };
+  fmt::print("PROFILE peer=kiln model={} mode={} launches_per_step={} "
+             "kernels={} kernel_ms_per_step={:.3f} to_device_mib={:.3f} "
+             "to_device_copies={} to_host_mib={:.3f} to_host_copies={} "
+             "on_device_mib={:.3f}\n",
+             name, mode, launches / kSteps, profile.kernels.size(),
+             total / kSteps, mib(profile.toDevice),
+             profile.toDevice.count / kSteps, mib(profile.toHost),
+             profile.toHost.count / kSteps, mib(profile.onDevice));
+  for (size_t i = 0; i < profile.kernels.size() && i < size_t(kKernels); ++i) {
+    const kiln::cuda::KernelProfile &k = profile.kernels[i];
+    fmt::print("KERNEL model={} mode={} ms_per_step={:.3f} share={:.1f}% "
+               "launches_per_step={} grid={}x{}x{} block={}x{}x{} name={}\n",
+               name, mode, k.milliseconds / kSteps,
+               total > 0 ? 100 * k.milliseconds / total : 0.0,
+               k.launches / kSteps, k.grid[0], k.grid[1], k.grid[2],
+               k.block[0], k.block[1], k.block[2], k.name);
+  }
 }
 
 void measure(const std::string &name, const std::string &mode, const Shape &c,
@@ -138,6 +182,9 @@ void measure(const std::string &name, const std::string &mode, const Shape &c,
     }
   }
   double roundTripAfter = kiln::bench::measureCoreRoundTripNs();
+  if (options.gpuProfile) {
+    printGpuProfile(name, mode, step);
+  }
   std::sort(ms.begin(), ms.end());
   if (mode == "train") {
     flops *= 3; // BENCHMARKS.md: training = 3 x forward
@@ -293,6 +340,8 @@ int main(int argc, char **argv) try {
       options.cpu = argv[++i];
     } else if (arg == "--target" && i + 1 < argc) {
       options.target = argv[++i];
+    } else if (arg == "--gpu-profile") {
+      options.gpuProfile = true;
     } else if (arg == "--dump" && i + 1 < argc) {
       options.dumpDirectory = argv[++i];
     } else if ((arg == "--models" || arg == "--modes") && i + 1 < argc) {
@@ -309,9 +358,14 @@ int main(int argc, char **argv) try {
       fmt::print(stderr,
                  "usage: kiln-bench [--models gpt-tiny,gpt-small,encdec] "
                  "[--modes forward,train] [--steps N] [--cpu host|x86-64-v3|"
-                 "x86-64-v4|<llvm cpu>] [--target cpu|cuda] [--dump DIR]\n");
+                 "x86-64-v4|<llvm cpu>] [--target cpu|cuda] [--gpu-profile] "
+                 "[--dump DIR]\n");
       return 2;
     }
+  }
+  if (options.gpuProfile && options.target.rfind("cuda", 0) != 0) {
+    fmt::print(stderr, "--gpu-profile needs --target cuda\n");
+    return 2;
   }
   for (const std::string &m : options.modes) {
     if (m != "forward" && m != "train") {

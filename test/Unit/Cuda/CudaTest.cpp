@@ -126,3 +126,66 @@ TEST(FakeDriver, FreedMemoryIsReusedOnlyOnceItsStreamIsDone) {
                "kiln: freeing GPU memory that was not allocated");
   mgpuStreamDestroy(a);
 }
+
+TEST(FakeDriver, ProfilingTimesEveryLaunchAndCountsCopies) {
+  ASSERT_TRUE(kiln::cuda::available());
+  std::vector<float> host(33, 1.0f);
+  long n = long(host.size());
+  size_t bytes = host.size() * sizeof(float);
+  void *stream = mgpuStreamCreate();
+  void *device = mgpuMemAlloc(bytes, stream, false);
+  static char image[] = "kernels";
+  void *module = mgpuModuleLoadJIT(image, 3);
+  // The handle is made before profiling starts: its name is still known.
+  void *scale = mgpuModuleGetFunction(module, "scale");
+  float factor = 2.0f;
+  void *params[] = {&device, &n, &factor};
+
+  // Not profiled: nothing is counted.
+  kiln::cuda::copyToDevice(device, host.data(), bytes);
+  mgpuLaunchKernel(scale, 3, 1, 1, 16, 1, 1, 0, stream, params, nullptr, 3);
+  mgpuStreamSynchronize(stream);
+  kiln::cuda::setProfiling(true);
+  kiln::cuda::Profile empty = kiln::cuda::profile();
+  EXPECT_TRUE(empty.kernels.empty());
+  EXPECT_EQ(empty.toDevice.count, 0);
+
+  mgpuLaunchKernel(scale, 3, 1, 1, 16, 1, 1, 0, stream, params, nullptr, 3);
+  mgpuLaunchKernel(scale, 5, 1, 1, 8, 1, 1, 0, stream, params, nullptr, 3);
+  // Launches are counted once their stream is synchronized.
+  EXPECT_TRUE(kiln::cuda::profile().kernels.empty());
+  mgpuStreamSynchronize(stream);
+  std::vector<float> scaled(host.size()), back(host.size());
+  mgpuMemcpy(scaled.data(), device, bytes, stream);   // device to host
+  mgpuMemcpy(device, host.data(), bytes - 4, stream); // host to device
+  void *second = static_cast<char *>(device) + 8;
+  mgpuMemcpy(second, device, 8, stream); // on the device
+  kiln::cuda::copyToHost(back.data(), device, bytes);
+  kiln::cuda::setProfiling(false);
+  mgpuLaunchKernel(scale, 3, 1, 1, 16, 1, 1, 0, stream, params, nullptr, 3);
+  mgpuStreamSynchronize(stream);
+
+  kiln::cuda::Profile p = kiln::cuda::profile();
+  ASSERT_EQ(p.kernels.size(), 1u);
+  EXPECT_EQ(p.kernels[0].name, "scale");
+  EXPECT_EQ(p.kernels[0].launches, 2);
+  EXPECT_DOUBLE_EQ(p.kernels[0].milliseconds, 0.5); // the fake's 0.25 each
+  EXPECT_EQ(p.kernels[0].grid[0], 5u);               // the last launch's
+  EXPECT_EQ(p.kernels[0].block[0], 8u);
+  EXPECT_EQ(p.toHost.count, 2);
+  EXPECT_EQ(p.toHost.bytes, double(2 * bytes));
+  EXPECT_EQ(p.toDevice.count, 1);
+  EXPECT_EQ(p.toDevice.bytes, double(bytes - 4));
+  EXPECT_EQ(p.onDevice.count, 1);
+  EXPECT_EQ(p.onDevice.bytes, 8.0);
+  EXPECT_EQ(p.onHost.count, 0);
+  // 1, doubled by one launch before profiling and two during it.
+  EXPECT_EQ(scaled[0], 8.0f);
+  EXPECT_EQ(scaled[32], 8.0f);
+  EXPECT_EQ(back[0], 1.0f);
+  EXPECT_EQ(back[32], 8.0f);
+
+  mgpuMemFree(device, stream);
+  mgpuStreamDestroy(stream);
+  mgpuModuleUnload(module);
+}

@@ -204,6 +204,27 @@ CUresult cuMemsetD32Async(unsigned long long dst, unsigned value, size_t count,
   }
   return 0;
 }
+/// Events: every launch between two of them takes kFakeEventMilliseconds.
+constexpr float kFakeEventMilliseconds = 0.25f;
+CUresult cuEventCreate(void **event, unsigned) {
+  *event = new int(0);
+  return 0;
+}
+CUresult cuEventRecord(void *event, void *) {
+  *static_cast<int *>(event) = 1; // recorded
+  return 0;
+}
+CUresult cuEventElapsedTime(float *milliseconds, void *start, void *end) {
+  if (*static_cast<int *>(start) != 1 || *static_cast<int *>(end) != 1) {
+    return 600; // CUDA_ERROR_NOT_READY
+  }
+  *milliseconds = kFakeEventMilliseconds;
+  return 0;
+}
+CUresult cuEventDestroy_v2(void *event) {
+  delete static_cast<int *>(event);
+  return 0;
+}
 CUresult cuGetErrorString(CUresult result, const char **text) {
   *text = result == kNotFound ? "named symbol not found (fake)"
                               : "invalid image (fake)";
