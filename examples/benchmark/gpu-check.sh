@@ -8,7 +8,7 @@
 # events, launches and bytes copied per step) and PyTorch's on the same
 # device (torch_gpu_peer.py: eager and torch.compile, fp32 and TF32); and
 # prints one table. Each phase has a time limit, so the whole stays under 8
-# minutes; logs go to $OUT (or /tmp/kiln-gpu/out).
+# minutes; logs go to $OUT (or /tmp/kiln-gpu/out), at most 6 files.
 # Usage: gpu-check.sh [BUNDLE_DIR] [--steps N] [--models a,b] [--skip-tests]
 #                     [--skip-torch]
 set -uo pipefail
@@ -75,7 +75,7 @@ if ((tests)); then
       GpuTarget.HostSide*)
         env=(KILN_CUDA_DRIVER=$bin/libkiln-fake-cuda.so KILN_FAKE_CUDA_PTX=1) ;;
     esac
-    local log=$out/test-$name.log t0=$(date +%s)
+    local log=$work/tests/$name.log t0=$(date +%s)
     if env "${env[@]}" timeout 240 "$bin/KilnJITTests" --gtest_filter="$name" \
       >"$log" 2>&1; then
       echo "PASS $name ($(($(date +%s) - t0)) s)"
@@ -84,11 +84,17 @@ if ((tests)); then
     fi
   }
   export -f run_test
-  export bin out
+  export bin out work
+  rm -rf "$work/tests" && mkdir -p "$work/tests"
   "$bin/KilnJITTests" --gtest_list_tests --gtest_filter='GpuTarget.*' |
     awk '/^[^ ]/ { suite = $1 } /^  / { print suite $1 }' |
     xargs -P 8 -I{} bash -c 'run_test {}' | sort | tee "$out/tests.txt"
-  grep -q '^FAIL' "$out/tests.txt" && failed=1
+  if grep -q '^FAIL' "$out/tests.txt"; then
+    failed=1
+    for name in $(awk '/^FAIL/ { print $2 }' "$out/tests.txt"); do
+      echo "== $name" && tail -60 "$work/tests/$name.log"
+    done >"$out/failed-tests.log"
+  fi
   [[ -s $out/tests.txt ]] || { echo "no GpuTarget tests ran"; failed=1; }
 fi
 
