@@ -379,11 +379,15 @@ int main(int argc, char **argv) try {
     options.threads = std::atoi(env);
   }
   options.threads = std::max(1, options.threads);
-  options.peak = kiln::bench::measureFmaPeak(options.threads);
+  // The share of the CPU's FMA peak; none on the GPU (peak_pct 0).
+  bool onGpu = options.target.rfind("cuda", 0) == 0;
+  options.peak = onGpu ? 0 : kiln::bench::measureFmaPeak(options.threads);
   fmt::print("Kiln forward pass (+ mean cross-entropy) and training step "
              "(+ backward + AdamW), target {}, {} threads, measured CPU FMA "
-             "peak {:.1f} GFLOP/s\n",
-             options.target, options.threads, options.peak);
+             "peak {}\n",
+             options.target, options.threads,
+             onGpu ? std::string("not measured (GPU target)")
+                   : fmt::format("{:.1f} GFLOP/s", options.peak));
   // Each model and mode in a process of its own (as the libtorch peer
   // runs), so that one row's peak resident set is its own.
   for (const std::string &m : options.models) {

@@ -52,6 +52,12 @@ def KilnSerialNestsToParallelPass
     wrapped in a one-iteration `scf.parallel`, so that it becomes a kernel
     (of one thread) instead of host code touching device memory. A load whose
     value only parallel loops use (a learning rate) moves into each of them.
+    First, a nest `scf.for %n { ...; scf.if { scf.for %d { body } } }` whose
+    inner iterations never touch the same memory (every buffer it writes is
+    a fresh allocation, accessed only in the inner loop with `%d` as the
+    last index: embedding_grad's scatter-add of rows) becomes
+    `scf.parallel %d { scf.for %n { ...; scf.if { body } } }`: one thread
+    per column, each in the outer loop's order (the same sums, bit for bit).
   }];
   let dependentDialects = ["::mlir::scf::SCFDialect", "::mlir::arith::ArithDialect"];
 }
