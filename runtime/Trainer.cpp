@@ -8,6 +8,7 @@
 
 #include "runtime/Error.h"
 #include "runtime/SplitMix64.h"
+#include "runtime/StepNames.h"
 
 #include <fmt/format.h>
 
@@ -23,9 +24,9 @@ Trainer::Trainer(std::shared_ptr<const Executable> executable, uint64_t seed,
     : executable_(std::move(executable)),
       communicator_(communicator ? std::move(communicator) : singleProcess()),
       seed_(seed) {
-  bool fused = executable_->contains("train_step");
-  bool split = executable_->contains("grad_step") &&
-               executable_->contains("update_step");
+  bool fused = executable_->contains(steps::kTrain);
+  bool split = executable_->contains(steps::kGrad) &&
+               executable_->contains(steps::kUpdate);
   int world = communicator_->size();
   if (world > 1 && !split) {
     throw Error(fmt::format(
@@ -41,7 +42,7 @@ Trainer::Trainer(std::shared_ptr<const Executable> executable, uint64_t seed,
   split_ = world > 1 || !fused;
   parameters_ = executable_->initParameters(seed);
   for (const ArgSpec &arg :
-       executable_->spec(split_ ? "update_step" : "train_step").args) {
+       executable_->spec(split_ ? steps::kUpdate : steps::kTrain).args) {
     if (arg.role == ArgSpec::Role::state) {
       state_.add(arg.name, Tensor::zeros(arg.shape, DType::f32));
     }
@@ -109,15 +110,15 @@ float Trainer::step(const std::map<std::string, Arg> &inputs, float lr) {
     return splitStep(inputs, lr);
   }
   std::map<std::string, Arg> all = inputs;
-  addStepArguments(executable_->spec("train_step"), state_, lr, steps_ + 1,
+  addStepArguments(executable_->spec(steps::kTrain), state_, lr, steps_ + 1,
                    dropoutSeed(), all);
-  std::vector<Tensor> out = executable_->run("train_step", parameters_, all);
+  std::vector<Tensor> out = executable_->run(steps::kTrain, parameters_, all);
   float loss = out[0].data<float>()[0];
   if (!std::isfinite(loss)) {
     throw nonFiniteLoss(loss, steps_ + 1);
   }
   // Results: loss, the parameters, then the state, in argument order.
-  keep("train_step", out, 1);
+  keep(steps::kTrain, out, 1);
   ++steps_;
   return loss;
 }
@@ -139,11 +140,11 @@ void Trainer::keep(const std::string &function, std::vector<Tensor> &out,
 
 float Trainer::splitStep(const std::map<std::string, Arg> &inputs, float lr) {
   std::map<std::string, Arg> local = shard(inputs);
-  const FunctionSpec &gradSpec = executable_->spec("grad_step");
+  const FunctionSpec &gradSpec = executable_->spec(steps::kGrad);
   std::map<std::string, Arg> gradInputs = local;
   addStepArguments(gradSpec, state_, lr, steps_ + 1, dropoutSeed(), gradInputs);
   std::vector<Tensor> out =
-      executable_->run("grad_step", parameters_, gradInputs);
+      executable_->run(steps::kGrad, parameters_, gradInputs);
   // A mean loss over kept tokens: this process's loss and gradients stand
   // for as many tokens as it kept. A summed loss: the processes' sums add
   // up. Any other loss: taken as a mean over rows, each process weighs as
@@ -186,11 +187,11 @@ float Trainer::splitStep(const std::map<std::string, Arg> &inputs, float lr) {
     }
   }
   update.emplace("loss", Tensor::full({}, loss));
-  addStepArguments(executable_->spec("update_step"), state_, lr, steps_ + 1, 0,
+  addStepArguments(executable_->spec(steps::kUpdate), state_, lr, steps_ + 1, 0,
                    update);
   std::vector<Tensor> updated =
-      executable_->run("update_step", parameters_, update);
-  keep("update_step", updated, 0);
+      executable_->run(steps::kUpdate, parameters_, update);
+  keep(steps::kUpdate, updated, 0);
   ++steps_;
   return loss;
 }
@@ -280,7 +281,7 @@ float Trainer::reduce(std::vector<Tensor> &grads, float loss, double weight,
 std::vector<Tensor>
 Trainer::run(const std::string &graph,
              const std::map<std::string, Arg> &inputs) const {
-  if (graph == "train_step") {
+  if (graph == steps::kTrain) {
     throw Error("kiln: Trainer::run: use step() for the training step");
   }
   return executable_->run(graph, parameters_, inputs);

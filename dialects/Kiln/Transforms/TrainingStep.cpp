@@ -6,6 +6,7 @@
 
 #include "dialects/Kiln/IR/KilnOps.h"
 #include "dialects/Kiln/Transforms/Passes.h"
+#include "runtime/StepNames.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -30,7 +31,7 @@ struct Updates {
 };
 
 struct KilnTrainingStepPass
-    : kiln::impl::KilnTrainingStepPassBase<KilnTrainingStepPass> {
+    : mlir::kiln::impl::KilnTrainingStepPassBase<KilnTrainingStepPass> {
   using Base::Base;
 
   void runOnOperation() override {
@@ -46,8 +47,8 @@ struct KilnTrainingStepPass
       return signalPassFailure();
     }
     for (StringRef name :
-         split ? SmallVector<StringRef>{"grad_step", "update_step"}
-               : SmallVector<StringRef>{"train_step"}) {
+         split ? SmallVector<StringRef>{::kiln::steps::kGrad, ::kiln::steps::kUpdate}
+               : SmallVector<StringRef>{::kiln::steps::kTrain}) {
       if (module.lookupSymbol(name)) {
         module.emitError("kiln-training-step: '") << name << "' already exists";
         return signalPassFailure();
@@ -202,7 +203,7 @@ private:
 
   /// train_step: the loss, its gradients and the update in one function.
   LogicalResult buildFused(func::FuncOp forward, ArrayRef<unsigned> params) {
-    FailureOr<func::FuncOp> built = differentiate(forward, "train_step");
+    FailureOr<func::FuncOp> built = differentiate(forward, ::kiln::steps::kTrain);
     if (failed(built)) {
       return failure();
     }
@@ -230,7 +231,7 @@ private:
   /// recorded) and update_step (clipping and the optimizer on gradients
   /// given as arguments).
   LogicalResult buildSplit(func::FuncOp forward, ArrayRef<unsigned> params) {
-    FailureOr<func::FuncOp> grad = differentiate(forward, "grad_step");
+    FailureOr<func::FuncOp> grad = differentiate(forward, ::kiln::steps::kGrad);
     if (failed(grad)) {
       return failure();
     }
@@ -239,7 +240,7 @@ private:
     OpBuilder builder(forward.getContext());
     builder.setInsertionPointAfter(*grad);
     Location loc = forward.getLoc();
-    auto update = func::FuncOp::create(builder, loc, "update_step",
+    auto update = func::FuncOp::create(builder, loc, ::kiln::steps::kUpdate,
                                        builder.getFunctionType({}, {}));
     Block *body = update.addEntryBlock();
     builder.setInsertionPointToEnd(body);
