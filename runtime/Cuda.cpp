@@ -351,10 +351,11 @@ struct Profiler {
       std::string kernel = name == names.end() ? "?" : name->second;
       auto [slot, added] = index.try_emplace(kernel, profile.kernels.size());
       if (added) {
-        profile.kernels.push_back({kernel, 0, 0, {}, {}});
+        profile.kernels.push_back({kernel, 0, 0, 0, {}, {}});
       }
       kiln::cuda::KernelProfile &k = profile.kernels[slot->second];
       ++k.launches;
+      k.singleBlockLaunches += t.grid[0] * t.grid[1] * t.grid[2] == 1;
       k.milliseconds += ms;
       std::copy(std::begin(t.grid), std::end(t.grid), k.grid);
       std::copy(std::begin(t.block), std::end(t.block), k.block);

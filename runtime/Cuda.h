@@ -50,6 +50,9 @@ void copyToHost(void *host, const void *device, size_t bytes);
 struct KernelProfile {
   std::string name;
   long launches = 0;
+  /// Launches of one block (grid 1 x 1 x 1): one multiprocessor busy at
+  /// most; serial code (a one-thread kernel) among them.
+  long singleBlockLaunches = 0;
   double milliseconds = 0;
   unsigned grid[3] = {0, 0, 0}, block[3] = {0, 0, 0};
 };

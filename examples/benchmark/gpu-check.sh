@@ -72,7 +72,7 @@ if ((tests)); then
     local name=$1 env=()
     case $name in
       GpuTarget.WithoutAGpu*) env=(KILN_CUDA_DRIVER=/nonexistent/libcuda.so.1) ;;
-      GpuTarget.HostSide*)
+      GpuTarget.HostSide* | GpuTarget.LaunchAndCopyBudgets*)
         env=(KILN_CUDA_DRIVER=$bin/libkiln-fake-cuda.so KILN_FAKE_CUDA_PTX=1) ;;
     esac
     local log=$work/tests/$name.log t0=$(date +%s)

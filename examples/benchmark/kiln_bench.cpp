@@ -136,20 +136,23 @@ void printGpuProfile(const std::string &name, const std::string &mode,
   }
   kiln::cuda::setProfiling(false);
   kiln::cuda::Profile profile = kiln::cuda::profile();
-  long launches = 0;
+  long launches = 0, serial = 0;
   double total = 0;
   for (const kiln::cuda::KernelProfile &k : profile.kernels) {
     launches += k.launches;
+    serial += k.singleBlockLaunches;
     total += k.milliseconds;
   }
   auto mib = [&](const kiln::cuda::Profile::Copies &c) {
     return c.bytes / kSteps / (1 << 20);
   };
   fmt::print("PROFILE peer=kiln model={} mode={} launches_per_step={} "
+             "single_block_launches_per_step={} "
              "kernels={} kernel_ms_per_step={:.3f} to_device_mib={:.3f} "
              "to_device_copies={} to_host_mib={:.3f} to_host_copies={} "
              "on_device_mib={:.3f}\n",
-             name, mode, launches / kSteps, profile.kernels.size(),
+             name, mode, launches / kSteps, serial / kSteps,
+             profile.kernels.size(),
              total / kSteps, mib(profile.toDevice),
              profile.toDevice.count / kSteps, mib(profile.toHost),
              profile.toHost.count / kSteps, mib(profile.onDevice));

@@ -151,6 +151,7 @@ TEST(FakeDriver, ProfilingTimesEveryLaunchAndCountsCopies) {
   EXPECT_EQ(empty.toDevice.count, 0);
 
   mgpuLaunchKernel(scale, 3, 1, 1, 16, 1, 1, 0, stream, params, nullptr, 3);
+  mgpuLaunchKernel(scale, 1, 1, 1, 1, 1, 1, 0, stream, params, nullptr, 3);
   mgpuLaunchKernel(scale, 5, 1, 1, 8, 1, 1, 0, stream, params, nullptr, 3);
   // Launches are counted once their stream is synchronized.
   EXPECT_TRUE(kiln::cuda::profile().kernels.empty());
@@ -168,8 +169,9 @@ TEST(FakeDriver, ProfilingTimesEveryLaunchAndCountsCopies) {
   kiln::cuda::Profile p = kiln::cuda::profile();
   ASSERT_EQ(p.kernels.size(), 1u);
   EXPECT_EQ(p.kernels[0].name, "scale");
-  EXPECT_EQ(p.kernels[0].launches, 2);
-  EXPECT_DOUBLE_EQ(p.kernels[0].milliseconds, 0.5); // the fake's 0.25 each
+  EXPECT_EQ(p.kernels[0].launches, 3);
+  EXPECT_EQ(p.kernels[0].singleBlockLaunches, 1); // grid 1
+  EXPECT_DOUBLE_EQ(p.kernels[0].milliseconds, 0.75); // the fake's 0.25 each
   EXPECT_EQ(p.kernels[0].grid[0], 5u);               // the last launch's
   EXPECT_EQ(p.kernels[0].block[0], 8u);
   EXPECT_EQ(p.toHost.count, 2);
@@ -179,8 +181,10 @@ TEST(FakeDriver, ProfilingTimesEveryLaunchAndCountsCopies) {
   EXPECT_EQ(p.onDevice.count, 1);
   EXPECT_EQ(p.onDevice.bytes, 8.0);
   EXPECT_EQ(p.onHost.count, 0);
-  // 1, doubled by one launch before profiling and two during it.
-  EXPECT_EQ(scaled[0], 8.0f);
+  // 1, doubled by one launch before profiling and two during it (element
+  // 0 by the one-thread launch too).
+  EXPECT_EQ(scaled[0], 16.0f);
+  EXPECT_EQ(scaled[1], 8.0f);
   EXPECT_EQ(scaled[32], 8.0f);
   EXPECT_EQ(back[0], 1.0f);
   EXPECT_EQ(back[32], 8.0f);

@@ -24,9 +24,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <random>
 #include <sstream>
 
@@ -270,6 +272,72 @@ TEST(GpuTarget, HostSideRunsAgainstAFakeDriver) {
   for (int step = 0; step < 2; ++step) {
     onGpu.step({{"idx", idx}, {"targets", idx}}, 1e-3f);
   }
+}
+
+// What a GPT's calls cost the GPU, counted by the runtime's profiler against
+// the fake driver (the host side is the same as on a GPU): launches per
+// call, launches of one block (serial code among them), and the bytes copied
+// each way.
+// The budgets are today's, so that a change that adds launches, serial
+// kernels or copies fails here; lower them as the GPU path improves.
+TEST(GpuTarget, LaunchAndCopyBudgetsHold) {
+  const char *driver = std::getenv("KILN_CUDA_DRIVER");
+  if (!driver || !std::strstr(driver, "fake")) {
+    GTEST_SKIP() << "runs under ctest's GpuTarget.FakeDriver";
+  }
+  dsl::Module module;
+  buildGpt(module);
+  Trainer trainer(compileTraining(module, "loss", kGptOptimizer,
+                                  onTarget("cuda")),
+                  5);
+  dsl::models::GptConfig config = gptConfig();
+  Tensor idx = ref::randomIds({4, 32}, config.vocabSize, 3);
+  trainer.run("forward", {{"idx", idx}});
+  trainer.step({{"idx", idx}, {"targets", idx}}, 1e-3f);
+  struct Cost {
+    long launches = 0, serial = 0;
+    double in = 0, out = 0;
+  };
+  auto measure = [](const std::function<void()> &call) {
+    kiln::cuda::setProfiling(true);
+    call();
+    kiln::cuda::setProfiling(false);
+    kiln::cuda::Profile p = kiln::cuda::profile();
+    Cost c;
+    for (const kiln::cuda::KernelProfile &k : p.kernels) {
+      c.launches += k.launches;
+      c.serial += k.singleBlockLaunches;
+    }
+    c.in = p.toDevice.bytes;
+    c.out = p.toHost.bytes;
+    return c;
+  };
+  Cost forward = measure([&] { trainer.run("forward", {{"idx", idx}}); });
+  Cost step = measure(
+      [&] { trainer.step({{"idx", idx}, {"targets", idx}}, 1e-3f); });
+  double parameterBytes = double(trainer.parameters().numParameters()) * 4;
+  double batchBytes = double(idx.numel()) * 8;
+  RecordProperty("forward_launches", int(forward.launches));
+  RecordProperty("step_launches", int(step.launches));
+  std::printf("GPT (2 layers) forward: %ld launches (%ld of one block), "
+              "%.0f bytes in, %.0f out; training step: %ld launches (%ld of "
+              "one block), %.0f bytes in, %.0f out; parameters %.0f bytes\n",
+              forward.launches, forward.serial, forward.in, forward.out,
+              step.launches, step.serial, step.in, step.out, parameterBytes);
+  // Launches: one per kernel of each layer, no more than today.
+  EXPECT_LE(forward.launches, 72);
+  EXPECT_LE(step.launches, 283);
+  // No serial kernel in the forward pass; in the training step only the
+  // rank-0 ones (fills and means of scalars), no scatter-add.
+  EXPECT_EQ(forward.serial, 0);
+  EXPECT_LE(step.serial, 31);
+  // Copies: the parameters and the batch in (a forward pass), and the
+  // parameters with AdamW's two moments both ways (a training step), plus
+  // scalars; nothing more.
+  EXPECT_LE(forward.in, parameterBytes + batchBytes + 4096);
+  EXPECT_LE(forward.out, double(idx.numel()) * config.vocabSize * 4 + 4096);
+  EXPECT_LE(step.in, 3 * parameterBytes + 2 * batchBytes + 4096);
+  EXPECT_LE(step.out, 3 * parameterBytes + 4096);
 }
 
 //===----------------------------------------------------------------------===//
