@@ -203,11 +203,35 @@ public:
     for (const Quotient &pair : elementPairs) {
       checkElements(pair);
     }
-    for (auto &[pe, offsetArg, maxLen] : positionLimits) {
-      auto it = groupOf.find(classes.getOrInsertLeaderValue(pe));
+    for (auto &[pe, offsetArg, maxLen, what] : positionLimits) {
+      DimKey leader = classes.getOrInsertLeaderValue(pe);
+      auto it = groupOf.find(leader);
       if (it != groupOf.end()) {
         spec.positionLimits.push_back({it->second, offsetArg, maxLen});
+        continue;
       }
+      // A length no argument has (a concatenation's, a static result's):
+      // positions [0, length) must fit the table, proved or checked.
+      std::string where = "learned positions over the length of " + what;
+      Expr length = resolve(leader);
+      if (!length) {
+        refuse(where, "span a size that is computed in a way the call "
+                      "cannot check (a reshape's inferred size)");
+      }
+      if (offsetArg >= 0) {
+        refuse(where, "start at an offset argument, which the call checks "
+                      "only against an argument's size (give the positions "
+                      "the length of an argument)");
+      }
+      if (length->terms.empty()) {
+        if (length->constant > maxLen) {
+          refuse(where, "are " + std::to_string(length->constant) +
+                            ", past the table's " + std::to_string(maxLen) +
+                            " rows whatever the arguments");
+        }
+        continue; // proved
+      }
+      addCheck({SizeExpr{{}, maxLen}, *length, /*atLeast=*/true});
     }
     for (auto &[dim, size, what] : minimums) {
       DimKey leader = classes.getOrInsertLeaderValue(dim);
@@ -269,7 +293,7 @@ public:
       }
       offsetArg = int64_t(*index);
     }
-    positionLimits.push_back({key(x, dim), offsetArg, maxLen});
+    positionLimits.push_back({key(x, dim), offsetArg, maxLen, owner(x)});
   }
 
   void linear(Value result, int64_t dim, ArrayRef<Term> terms,
@@ -592,6 +616,7 @@ private:
     DimKey dim;
     int64_t offsetArg;
     int64_t maxLen;
+    std::string what; ///< the value whose length the positions span
   };
   std::vector<PendingLimit> positionLimits;
   /// Sizes defined from others (concatenations, slices).

@@ -419,3 +419,47 @@ TEST(Contract, ReshapesKeepTheirElementCount) {
                     "dimension 1 of argument #0 'arg0' of 'rows' (5) elements "
                     "must equal 6 (6)");
 }
+
+// Learned positions over a length that is no argument's size (a
+// concatenation's) were not checked: compiled code clamped the rows it read
+// and repeated the last one. They are checked before the call (dynamic),
+// proved or refused by the verifier (static), and refused with an offset
+// argument, which the call checks only against an argument's size.
+TEST(Contract, LearnedPositionsOverAComputedLengthFitTheTable) {
+  auto jit = JitModule::compileSource(R"(
+    func.func @f(%a: tensor<1x?x8xf32>, %b: tensor<1x?x8xf32>, %wpe: tensor<6x8xf32>) -> tensor<1x?x8xf32> {
+      %x = kiln.concat %a, %b {axis = 1 : i64} : (tensor<1x?x8xf32>, tensor<1x?x8xf32>) -> tensor<1x?x8xf32>
+      %0 = kiln.pe learned %x table %wpe : (tensor<1x?x8xf32>, tensor<6x8xf32>) -> tensor<1x?x8xf32>
+      return %0 : tensor<1x?x8xf32>
+    }
+    func.func @fits(%a: tensor<1x4x8xf32>, %b: tensor<1x2x8xf32>, %wpe: tensor<6x8xf32>) -> tensor<1x6x8xf32> {
+      %x = kiln.concat %a, %b {axis = 1 : i64} : (tensor<1x4x8xf32>, tensor<1x2x8xf32>) -> tensor<1x6x8xf32>
+      %0 = kiln.pe learned %x table %wpe : (tensor<1x6x8xf32>, tensor<6x8xf32>) -> tensor<1x6x8xf32>
+      return %0 : tensor<1x6x8xf32>
+    })");
+  Tensor wpe = f32({6, 8});
+  std::vector<Tensor> out = jit->call("f", {f32({1, 4, 8}), f32({1, 2, 8}), wpe});
+  EXPECT_EQ(out[0].shape(), (std::vector<int64_t>{1, 6, 8}));
+  EXPECT_EQ(jit->call("f", {f32({1, 0, 8}), f32({1, 0, 8}), wpe})[0].numel(), 0);
+  EXPECT_KILN_ERROR(jit->call("f", {f32({1, 4, 8}), f32({1, 3, 8}), wpe}),
+                    "the sizes given to 'f' do not fit");
+  EXPECT_KILN_ERROR(jit->call("f", {f32({1, 1, 8}), f32({1, 100000, 8}), wpe}),
+                    "the sizes given to 'f' do not fit");
+  jit->call("fits", {f32({1, 4, 8}), f32({1, 2, 8}), wpe});
+
+  EXPECT_KILN_ERROR(JitModule::compileSource(R"(
+    func.func @g(%a: tensor<1x4x8xf32>, %b: tensor<1x3x8xf32>, %wpe: tensor<6x8xf32>) -> tensor<1x7x8xf32> {
+      %x = kiln.concat %a, %b {axis = 1 : i64} : (tensor<1x4x8xf32>, tensor<1x3x8xf32>) -> tensor<1x7x8xf32>
+      %0 = kiln.pe learned %x table %wpe : (tensor<1x7x8xf32>, tensor<6x8xf32>) -> tensor<1x7x8xf32>
+      return %0 : tensor<1x7x8xf32>
+    })"),
+                    "expects the sequence length (7) to be at most the "
+                    "learned table's max_len (6)");
+  EXPECT_KILN_ERROR(JitModule::compileSource(R"(
+    func.func @h(%a: tensor<1x?x8xf32>, %b: tensor<1x?x8xf32>, %wpe: tensor<6x8xf32>, %pos: i64) -> tensor<1x?x8xf32> {
+      %x = kiln.concat %a, %b {axis = 1 : i64} : (tensor<1x?x8xf32>, tensor<1x?x8xf32>) -> tensor<1x?x8xf32>
+      %0 = kiln.pe learned %x table %wpe offset %pos : (tensor<1x?x8xf32>, tensor<6x8xf32>, i64) -> tensor<1x?x8xf32>
+      return %0 : tensor<1x?x8xf32>
+    })"),
+                    "start at an offset argument");
+}
