@@ -301,7 +301,8 @@ std::string serialize(const FunctionSpec &spec) {
     return text;
   };
   for (const ElementCheck &c : spec.elementChecks) {
-    os << "elements " << joinProduct(c.lhs) << " " << joinProduct(c.rhs)
+    os << (c.divides ? "divides " : "elements ") << joinProduct(c.lhs) << " "
+       << joinProduct(c.rhs)
        << "\n";
   }
   if (spec.lossTokens) {
@@ -473,10 +474,11 @@ FunctionSpec parseFunctionSpec(std::string_view text) {
       spec.sizeChecks.push_back({r.expr(2, spec.groups.size()),
                                  r.expr(3, spec.groups.size()),
                                  r.word(1) == "ge"});
-    } else if (k == "elements") {
+    } else if (k == "elements" || k == "divides") {
       r.expectWords(3);
       spec.elementChecks.push_back({r.product(1, spec.groups.size()),
-                                    r.product(2, spec.groups.size())});
+                                    r.product(2, spec.groups.size()),
+                                    k == "divides"});
     } else if (k == "tokens") {
       r.expectWords(4);
       LossTokens tokens;
@@ -743,12 +745,23 @@ static void checkElements(const FunctionSpec &spec,
   };
   for (const ElementCheck &c : spec.elementChecks) {
     std::optional<__int128> lhs = product(c.lhs), rhs = product(c.rhs);
-    if (lhs && rhs && *lhs == *rhs) {
-      continue;
-    }
     auto shown = [](std::optional<__int128> v) {
       return v ? fmt::format("{}", *v) : std::string("too many");
     };
+    if (c.divides) {
+      if (lhs && rhs && *rhs != 0 && *lhs % *rhs == 0) {
+        continue;
+      }
+      throw Error(fmt::format(
+          "kiln: the sizes given to '{}' do not fit: {} ({}) elements must "
+          "be a multiple of {} ({}), which is not 0: a reshape infers a "
+          "whole size",
+          spec.name, describe(c.lhs), shown(lhs), describe(c.rhs),
+          shown(rhs)));
+    }
+    if (lhs && rhs && *lhs == *rhs) {
+      continue;
+    }
     throw Error(fmt::format("kiln: the sizes given to '{}' do not fit: {} "
                             "({}) elements must equal {} ({}): a reshape "
                             "keeps its element count",

@@ -119,6 +119,10 @@ struct ElementCheck {
   /// Bounds on the factors of a side, as SizeExpr's on its terms.
   static constexpr size_t kMaxFactors = 64;
   std::vector<SizeExpr> lhs, rhs;
+  /// Instead of equal: the product of `lhs` is a multiple of the product of
+  /// `rhs`, which is not 0 (a reshape's inferred size divides the elements
+  /// by the other sizes exactly).
+  bool divides = false;
   bool operator==(const ElementCheck &) const = default;
 };
 

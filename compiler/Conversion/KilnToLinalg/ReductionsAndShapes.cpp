@@ -77,27 +77,35 @@ SmallVector<Value> lowerReshape(ReshapeOp op, ReshapeOp::Adaptor adaptor,
   Value x = adaptor.getInput();
   auto type = resultType(op);
   int64_t inRank = Emitter::type(x).getRank();
-  // numel of the input, and the product of the non-inferred sizes.
+  ArrayRef<int64_t> spec = op.getShape();
+  // The inferred size: the input's sizes that the result does not copy
+  // (entry 0) over the product of the given ones, a positive constant. The
+  // copies cancel, so that a copied size of 0 divides nothing by 0 ([0, -1]
+  // of a [0, 5] tensor is [0, 5]); the call has checked that the constant
+  // divides the rest (ElementCheck::divides).
   Value numel = e.index(1);
   for (int64_t d = 0; d < inRank; ++d) {
+    if (d < int64_t(spec.size()) && spec[d] == 0) {
+      continue;
+    }
     numel = arith::MulIOp::create(e.b, loc, numel, e.sizeValue(x, d));
   }
   SmallVector<Value> sizes;
   std::optional<size_t> inferred;
-  Value known = e.index(1);
-  for (auto [i, entry] : llvm::enumerate(op.getShape())) {
-    Value size;
+  int64_t known = 1;
+  for (auto [i, entry] : llvm::enumerate(spec)) {
     if (entry == -1) {
       inferred = i;
       sizes.push_back(Value());
       continue;
     }
-    size = entry == 0 ? e.sizeValue(x, i) : e.index(entry);
-    known = arith::MulIOp::create(e.b, loc, known, size);
-    sizes.push_back(size);
+    if (entry > 0) {
+      known *= entry; // the verifier bounds the result's element count
+    }
+    sizes.push_back(entry == 0 ? e.sizeValue(x, i) : e.index(entry));
   }
   if (inferred) {
-    sizes[*inferred] = arith::DivUIOp::create(e.b, loc, numel, known);
+    sizes[*inferred] = arith::DivUIOp::create(e.b, loc, numel, e.index(known));
   }
   SmallVector<Value> asI64;
   for (Value s : sizes) {

@@ -203,6 +203,9 @@ public:
     for (const Quotient &pair : elementPairs) {
       checkElements(pair);
     }
+    for (auto &[result, q] : quotients) {
+      checkDivides(q);
+    }
     for (auto &[pe, offsetArg, maxLen, what] : positionLimits) {
       DimKey leader = classes.getOrInsertLeaderValue(pe);
       auto it = groupOf.find(leader);
@@ -517,32 +520,53 @@ private:
       }
       return; // proved
     }
-    auto side = [&](const std::vector<DimKey> &leaders, int64_t constant) {
-      std::vector<SizeExpr> factors;
-      if (constant != 1) {
-        factors.push_back(SizeExpr{{}, constant});
-      }
-      for (const DimKey &leader : leaders) {
-        Expr e = resolve(leader);
-        if (!e) {
-          refuse(pair.what, "reshapes sizes that are computed in a way the "
-                            "call cannot check (a reshape's inferred size)");
-        }
-        factors.push_back(*e);
-      }
-      if (factors.empty()) {
-        factors.push_back(SizeExpr{{}, 1});
-      }
-      if (factors.size() > ElementCheck::kMaxFactors) {
-        refuse(pair.what, "reshapes more sizes than a check takes");
-      }
-      return factors;
-    };
-    ElementCheck check{side(s->factors, s->numerator),
-                       side(s->divisors, s->denominator)};
+    ElementCheck check{side(s->factors, s->numerator, pair.what),
+                       side(s->divisors, s->denominator, pair.what)};
     if (!llvm::is_contained(spec.elementChecks, check)) {
       spec.elementChecks.push_back(std::move(check));
     }
+  }
+
+  /// A reshape's inferred size `q` divides the input's elements by the
+  /// other sizes exactly: proved when what is left of the divisors after
+  /// cancelling is 1, else an ElementCheck with `divides` (6 elements into
+  /// rows of 4 had dropped the last 2).
+  void checkDivides(const Quotient &q) {
+    std::optional<Signature> s = signature(q);
+    if (!s || (s->divisors.empty() && s->denominator == 1)) {
+      return; // refused by checkForms, or a whole size whatever the call
+    }
+    ElementCheck check{side(s->factors, s->numerator, q.what),
+                       side(s->divisors, s->denominator, q.what),
+                       /*divides=*/true};
+    if (!llvm::is_contained(spec.elementChecks, check)) {
+      spec.elementChecks.push_back(std::move(check));
+    }
+  }
+
+  /// The factors of one side of an ElementCheck: `constant` and the sizes of
+  /// the classes `leaders`.
+  std::vector<SizeExpr> side(const std::vector<DimKey> &leaders,
+                             int64_t constant, const std::string &what) {
+    std::vector<SizeExpr> factors;
+    if (constant != 1) {
+      factors.push_back(SizeExpr{{}, constant});
+    }
+    for (const DimKey &leader : leaders) {
+      Expr e = resolve(leader);
+      if (!e) {
+        refuse(what, "reshapes sizes that are computed in a way the call "
+                     "cannot check (a reshape's inferred size)");
+      }
+      factors.push_back(*e);
+    }
+    if (factors.empty()) {
+      factors.push_back(SizeExpr{{}, 1});
+    }
+    if (factors.size() > ElementCheck::kMaxFactors) {
+      refuse(what, "reshapes more sizes than a check takes");
+    }
+    return factors;
   }
 
   /// Adds `check` with what both sides share cancelled (pk + n == pv + n

@@ -463,3 +463,33 @@ TEST(Contract, LearnedPositionsOverAComputedLengthFitTheTable) {
     })"),
                     "start at an offset argument");
 }
+
+// A reshape's inferred size divides the input's elements by the other
+// sizes: a count they do not divide (6 elements into rows of 4) had dropped
+// the rest silently, and a kept size of 0 had divided 0 by 0.
+TEST(Contract, InferredReshapeSizesDivideTheElements) {
+  auto jit = JitModule::compileSource(R"(
+    func.func @rows(%x: tensor<?xf32>) -> tensor<?x4xf32> {
+      %0 = kiln.reshape %x [-1, 4] : (tensor<?xf32>) -> tensor<?x4xf32>
+      return %0 : tensor<?x4xf32>
+    }
+    func.func @keep(%x: tensor<?x?xf32>) -> tensor<?x?xf32> {
+      %0 = kiln.reshape %x [0, -1] : (tensor<?x?xf32>) -> tensor<?x?xf32>
+      return %0 : tensor<?x?xf32>
+    })");
+  EXPECT_EQ(jit->call("rows", {f32({8})})[0].shape(),
+            (std::vector<int64_t>{2, 4}));
+  EXPECT_EQ(jit->call("rows", {f32({0})})[0].shape(),
+            (std::vector<int64_t>{0, 4}));
+  EXPECT_KILN_ERROR(jit->call("rows", {f32({6})}), "do not fit");
+  EXPECT_EQ(jit->call("keep", {f32({3, 5})})[0].shape(),
+            (std::vector<int64_t>{3, 5}));
+  // A kept size of 0 cancels: the rest is 5, not 0 / 0.
+  EXPECT_EQ(jit->call("keep", {f32({0, 5})})[0].shape(),
+            (std::vector<int64_t>{0, 5}));
+  EXPECT_KILN_ERROR(jit->call("rows", {f32({6})}),
+                    "the sizes given to 'rows' do not fit: dimension 0 of "
+                    "argument #0 'arg0' of 'rows' (6) elements must be a "
+                    "multiple of 4 (4), which is not 0: a reshape infers a "
+                    "whole size");
+}

@@ -133,7 +133,22 @@ TEST(Function, MalformedSpecsAreRefused) {
     EXPECT_KILN_ERROR(
         parseFunctionSpec(g + "elements " + std::string(bad) + " 8\n"),
         "malformed function spec");
+    EXPECT_KILN_ERROR(
+        parseFunctionSpec(g + "divides " + std::string(bad) + " 8\n"),
+        "malformed function spec");
   }
+  // A reshape's inferred size: the elements a multiple of the other sizes;
+  // written and read back alike.
+  FunctionSpec divides = parseFunctionSpec(g + "divides 0,1*g0 4\n");
+  ASSERT_EQ(divides.elementChecks.size(), 1u);
+  EXPECT_TRUE(divides.elementChecks[0].divides);
+  EXPECT_FALSE(parseFunctionSpec(g + "elements 0,1*g0 4\n")
+                   .elementChecks[0]
+                   .divides);
+  EXPECT_EQ(parseFunctionSpec(serialize(divides)).elementChecks,
+            divides.elementChecks);
+  EXPECT_NE(serialize(divides).find("divides 0,1*g0 4\n"), std::string::npos)
+      << serialize(divides);
   // Roles of the wrong type, names twice, names that are not printable.
   EXPECT_KILN_ERROR(
       parseFunctionSpec("function f\narg r lr f32 [2] -1 none -\n"),
