@@ -20,6 +20,8 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <string>
+#include <string_view>
 #include <type_traits>
 #include <vector>
 
@@ -251,6 +253,10 @@ struct LazyModule {
   const void *image;
   Handle module = nullptr;
   std::once_flag loaded;
+  /// Functions by name, resolved once: compiled code asks before every
+  /// launch.
+  std::mutex mutex;
+  std::map<std::string, Handle, std::less<>> functions;
 };
 } // namespace
 
@@ -447,9 +453,15 @@ extern "C" void *mgpuModuleGetFunction(void *handle, const char *name) {
     check(d, d.cuModuleLoadData(&lazy->module, lazy->image),
           "cuModuleLoadData (loading GPU kernels)");
   });
+  std::lock_guard<std::mutex> functions(lazy->mutex);
+  auto known = lazy->functions.find(std::string_view(name));
+  if (known != lazy->functions.end()) {
+    return known->second;
+  }
   Handle function = nullptr;
   check(d, d.cuModuleGetFunction(&function, lazy->module, name),
         "cuModuleGetFunction");
+  lazy->functions.emplace(name, function);
   Profiler &p = profiler();
   std::lock_guard<std::mutex> lock(p.mutex);
   p.names.try_emplace(function, name);

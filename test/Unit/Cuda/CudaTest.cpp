@@ -12,7 +12,10 @@
 
 #include <gtest/gtest.h>
 
+#include <dlfcn.h>
+
 #include <cstdint>
+#include <cstdlib>
 #include <vector>
 
 // The runtime's mgpu* functions, as compiled GPU code declares them.
@@ -192,4 +195,29 @@ TEST(FakeDriver, ProfilingTimesEveryLaunchAndCountsCopies) {
   mgpuMemFree(device, stream);
   mgpuStreamDestroy(stream);
   mgpuModuleUnload(module);
+}
+
+// Compiled code asks for a kernel's function before every launch: the
+// driver is asked once per function and module.
+TEST(FakeDriver, FunctionsAreLookedUpOncePerModule) {
+  ASSERT_TRUE(kiln::cuda::available());
+  void *driver = dlopen(std::getenv("KILN_CUDA_DRIVER"), RTLD_NOW | RTLD_NOLOAD);
+  ASSERT_NE(driver, nullptr);
+  auto *lookups =
+      static_cast<long *>(dlsym(driver, "kiln_fake_cuda_function_lookups"));
+  ASSERT_NE(lookups, nullptr);
+  static char image[] = "kernels";
+  void *first = mgpuModuleLoadJIT(image, 3);
+  void *second = mgpuModuleLoadJIT(image, 3);
+  long before = *lookups;
+  void *scale = mgpuModuleGetFunction(first, "scale");
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_EQ(mgpuModuleGetFunction(first, "scale"), scale);
+  }
+  EXPECT_EQ(*lookups, before + 1);
+  EXPECT_EQ(mgpuModuleGetFunction(second, "scale"), scale);
+  EXPECT_EQ(*lookups, before + 2); // a module of its own
+  mgpuModuleUnload(first);
+  mgpuModuleUnload(second);
+  dlclose(driver);
 }
