@@ -109,6 +109,25 @@ func.func @concat_empty_piece(%a: tensor<2x3xf32>, %b: tensor<2x0xf32>) -> tenso
 
 // -----
 
+// Likewise a slice whose result has no elements (kiln-fuzz-ir found it: an
+// extract_slice at offset 0 of the static 0 dimension did not verify): an
+// empty tensor of the result's sizes, a slice where no size is a static 0.
+// CHECK-LABEL: func.func @slice_empty(
+// CHECK-NOT: tensor.extract_slice
+// CHECK: tensor.empty() : tensor<0x1x4xf32>
+// CHECK-LABEL: func.func @slice_empty_axis(
+// CHECK: tensor.extract_slice
+func.func @slice_empty(%x: tensor<0x?x4xf32>) -> tensor<0x1x4xf32> {
+  %0 = kiln.slice %x {axis = 1 : i64, start = -1 : i64} : (tensor<0x?x4xf32>) -> tensor<0x1x4xf32>
+  return %0 : tensor<0x1x4xf32>
+}
+func.func @slice_empty_axis(%x: tensor<2x?x4xf32>) -> tensor<2x?x4xf32> {
+  %0 = kiln.slice %x {axis = 1 : i64, start = 3 : i64} : (tensor<2x?x4xf32>) -> tensor<2x?x4xf32>
+  return %0 : tensor<2x?x4xf32>
+}
+
+// -----
+
 // A large splat is a fill, not an array of every element (4e9 elements had
 // made kiln-compile allocate 16 GB).
 // CHECK-LABEL: func.func @big_splat

@@ -1,0 +1,36 @@
+// Resource budgets of the GPU kernels, held by ptxas -v for sm_90 and sm_80:
+// at most 64 registers per thread (the tiled contractions' 4 x 4 outputs per
+// thread take 47-64), at most 8320 bytes of static shared memory per block
+// (their two padded 16 x 65 fp32 tiles), no stack frame and no spills. Run
+// on a GPT block's forward pass and on the AdamW training step (clipping
+// included) of an embedding, layer norm, linear and cross-entropy model,
+// whose embedding gradient runs one thread per column.
+// RUN: kiln-opt %kiln_src/examples/gpt/gpt_tiny_block.mlir --kiln-to-gpu | %python %S/Inputs/ptxas-all.py %ptxas sm_90 --budget 64,8320 | FileCheck %s --check-prefix=BLOCK
+// RUN: kiln-opt %s -kiln-training-step="optimizer=adamw clip-norm=1.0" --kiln-to-gpu | %python %S/Inputs/ptxas-all.py %ptxas sm_90 --budget 64,8320 | FileCheck %s --check-prefix=STEP
+// RUN: kiln-opt %s -kiln-training-step="optimizer=adamw clip-norm=1.0" --kiln-to-gpu="chip=sm_80" | %python %S/Inputs/ptxas-all.py %ptxas sm_80 --budget 64,8320 | FileCheck %s --check-prefix=STEP80
+// RUN: kiln-opt %s -kiln-training-step="optimizer=adamw clip-norm=1.0" --kiln-to-gpu | FileCheck %s --check-prefix=MAP
+// REQUIRES: ptxas
+
+// BLOCK: {{[0-9]+}} kernels within the budget: registers at most 64 (largest {{[0-9]+}}), shared memory at most 8320 bytes (largest 8320), no stack, no spills
+// STEP: {{[0-9]+}} kernels within the budget: registers at most 64
+// STEP80: {{[0-9]+}} kernels within the budget: registers at most 64
+
+// The embedding gradient's scatter-add: one thread per column of the
+// [65, 32] table (a grid of 2 blocks of 16 threads), each looping over
+// the positions in order.
+// MAP-LABEL: llvm.func @train_step(
+// MAP:         %[[TWO:.*]] = llvm.mlir.constant(2 : index) : i64
+// MAP:         %[[SIXTEEN:.*]] = llvm.mlir.constant(16 : index) : i64
+// MAP:         gpu.launch_func <%{{.*}} : !llvm.ptr> @train_step_kernel{{.*}} blocks in (%[[TWO]], %{{.*}}, %{{.*}}) threads in (%[[SIXTEEN]],
+func.func @loss(%ids: tensor<?x?xi64> {kiln.kind = "input", kiln.name = "ids"},
+                %t: tensor<?x?xi64> {kiln.kind = "input", kiln.name = "targets"},
+                %wte: tensor<65x32xf32> {kiln.kind = "param", kiln.name = "wte"},
+                %g: tensor<32xf32> {kiln.kind = "param", kiln.name = "ln.weight"},
+                %b: tensor<32xf32> {kiln.kind = "param", kiln.name = "ln.bias"},
+                %w: tensor<65x32xf32> {kiln.kind = "param", kiln.name = "head"}) -> tensor<f32> {
+  %x = kiln.embedding %ids, %wte : (tensor<?x?xi64>, tensor<65x32xf32>) -> tensor<?x?x32xf32>
+  %n = kiln.layernorm %x, %g, %b : (tensor<?x?x32xf32>, tensor<32xf32>, tensor<32xf32>) -> tensor<?x?x32xf32>
+  %y = kiln.linear %n, %w : (tensor<?x?x32xf32>, tensor<65x32xf32>) -> tensor<?x?x65xf32>
+  %l = kiln.cross_entropy %y, %t : (tensor<?x?x65xf32>, tensor<?x?xi64>) -> tensor<f32>
+  return %l : tensor<f32>
+}
