@@ -3,25 +3,19 @@
 // thread take 47-64), at most 8320 bytes of static shared memory per block
 // (their two padded 16 x 65 fp32 tiles), no stack frame and no spills. Run
 // on a GPT block's forward pass and on the AdamW training step (clipping
-// included) of an embedding, layer norm, linear and cross-entropy model,
-// whose embedding gradient runs one thread per column.
+// included) of an embedding, layer norm, linear and cross-entropy model.
+// Layer norm's gradient sums x * gamma over D = 32, a product with no n
+// dimension: as a 64 x 64 tiled contraction it took 251 registers a thread;
+// it is a block reduction.
 // RUN: kiln-opt %kiln_src/examples/gpt/gpt_tiny_block.mlir --kiln-to-gpu | %python %S/Inputs/ptxas-all.py %ptxas sm_90 --budget 64,8320 | FileCheck %s --check-prefix=BLOCK
 // RUN: kiln-opt %s -kiln-training-step="optimizer=adamw clip-norm=1.0" --kiln-to-gpu | %python %S/Inputs/ptxas-all.py %ptxas sm_90 --budget 64,8320 | FileCheck %s --check-prefix=STEP
 // RUN: kiln-opt %s -kiln-training-step="optimizer=adamw clip-norm=1.0" --kiln-to-gpu="chip=sm_80" | %python %S/Inputs/ptxas-all.py %ptxas sm_80 --budget 64,8320 | FileCheck %s --check-prefix=STEP80
-// RUN: kiln-opt %s -kiln-training-step="optimizer=adamw clip-norm=1.0" --kiln-to-gpu | FileCheck %s --check-prefix=MAP
 // REQUIRES: ptxas
 
 // BLOCK: {{[0-9]+}} kernels within the budget: registers at most 64 (largest {{[0-9]+}}), shared memory at most 8320 bytes (largest 8320), no stack, no spills
 // STEP: {{[0-9]+}} kernels within the budget: registers at most 64
 // STEP80: {{[0-9]+}} kernels within the budget: registers at most 64
 
-// The embedding gradient's scatter-add: one thread per column of the
-// [65, 32] table (a grid of 2 blocks of 16 threads), each looping over
-// the positions in order.
-// MAP-LABEL: llvm.func @train_step(
-// MAP:         %[[TWO:.*]] = llvm.mlir.constant(2 : index) : i64
-// MAP:         %[[SIXTEEN:.*]] = llvm.mlir.constant(16 : index) : i64
-// MAP:         gpu.launch_func <%{{.*}} : !llvm.ptr> @train_step_kernel{{.*}} blocks in (%[[TWO]], %{{.*}}, %{{.*}}) threads in (%[[SIXTEEN]],
 func.func @loss(%ids: tensor<?x?xi64> {kiln.kind = "input", kiln.name = "ids"},
                 %t: tensor<?x?xi64> {kiln.kind = "input", kiln.name = "targets"},
                 %wte: tensor<65x32xf32> {kiln.kind = "param", kiln.name = "wte"},

@@ -12,7 +12,7 @@
 //    that reads global memory contiguously. The arithmetic is fp32 FMA on the
 //    CUDA cores, so results match the CPU's to rounding (see the README for
 //    why not TF32 tensor cores).
-//  - A reduction over at least 64 elements (softmax's max and sum,
+//  - A reduction over at least 32 elements (softmax's max and sum,
 //    layernorm's mean and variance, the loss) gives each output element a
 //    block: the threads stride over the reduced elements, then combine their
 //    partial results with gpu.all_reduce (warp shuffles, then shared memory).
@@ -47,8 +47,9 @@ using namespace mlir;
 
 namespace {
 
-/// Reductions over fewer elements than this keep one thread per output.
-constexpr int64_t kMinBlockReduction = 64;
+/// Reductions over fewer elements than this keep one thread per output (a
+/// static loop of 32 or more, unrolled, had taken 251 registers a thread).
+constexpr int64_t kMinBlockReduction = 32;
 /// Contraction tiling: a block of kThreads x kThreads threads computes
 /// kTile x kTile outputs, stepping over the reduction kDepth at a time.
 constexpr int64_t kThreads = 16, kTile = 64, kDepth = 16;
@@ -333,9 +334,14 @@ std::optional<ContractionPlan> planContraction(linalg::LinalgOp op) {
   }
   FailureOr<linalg::ContractionDimensions> dims =
       linalg::inferContractionDims(op);
+  // A product with no m or no n dimension (a matrix times a vector, a dot:
+  // layer norm's gradient sums x * gamma over D) would fill one row or
+  // column of each 64 x 64 tile (and took 251 registers a thread): a
+  // reduction instead.
   if (failed(dims) ||
       dims->batch.size() + dims->m.size() + dims->n.size() + dims->k.size() !=
-          op.getNumLoops()) {
+          op.getNumLoops() ||
+      dims->m.empty() || dims->n.empty()) {
     return std::nullopt;
   }
   auto alongK = [&](OpOperand *operand) {
