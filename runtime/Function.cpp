@@ -8,6 +8,7 @@
 #include "runtime/Function.h"
 
 #include "runtime/Allocator.h"
+#include "runtime/BoundaryNames.h"
 
 #include "runtime/Error.h"
 #include "runtime/SpecText.h"
@@ -238,22 +239,23 @@ DType parseDType(const LineReader &r, size_t i) {
 
 } // namespace
 
-/// ArgSpec::Role in the spec text, in the enum's order (the IR's kiln.kind
-/// spellings).
-static const std::string kRoleNames[] = {"input", "param", "state",
-                                         "lr",    "step",  "seed"};
+// ArgSpec::Role in the spec text: the IR's kiln.kind spellings, in the
+// enum's order.
+static_assert(std::size(boundary::kRoles) ==
+              size_t(ArgSpec::Role::seed) + 1);
 
 std::optional<ArgSpec::Role> parseRole(std::string_view text) {
-  auto role = std::find(std::begin(kRoleNames), std::end(kRoleNames), text);
-  if (role == std::end(kRoleNames)) {
-    return std::nullopt;
+  for (size_t i = 0; i < std::size(boundary::kRoles); ++i) {
+    if (text == boundary::kRoles[i]) {
+      return ArgSpec::Role(i);
+    }
   }
-  return ArgSpec::Role(role - std::begin(kRoleNames));
+  return std::nullopt;
 }
 
 /// ArgSpec::Require in the spec text, in the enum's order.
-static const std::string kRequireNames[] = {"-", "positive",
-                                            "finite-nonnegative"};
+static const std::string kRequireNames[] = {
+    "-", boundary::kRequirePositive, boundary::kRequireFiniteNonnegative};
 
 std::string serialize(const FunctionSpec &spec) {
   checkToken(spec.name, "a function name");
@@ -261,7 +263,7 @@ std::string serialize(const FunctionSpec &spec) {
   os << "function " << spec.name << "\n";
   for (const ArgSpec &a : spec.args) {
     checkToken(a.name, "an argument name");
-    const std::string &kind = kRoleNames[size_t(a.role)];
+    std::string kind = boundary::kRoles[size_t(a.role)];
     os << "arg " << a.name << " " << kind << " "
        << (a.isScalar ? "scalar" : name(a.dtype)) << " " << joinShape(a.shape)
        << " " << a.idBound << " "

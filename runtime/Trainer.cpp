@@ -8,7 +8,7 @@
 
 #include "runtime/Error.h"
 #include "runtime/SplitMix64.h"
-#include "runtime/StepNames.h"
+#include "runtime/BoundaryNames.h"
 
 #include <fmt/format.h>
 

@@ -32,7 +32,7 @@ Value stripCasts(Value value) {
 }
 
 struct KilnDropInPlaceResultsPass
-    : kiln::impl::KilnDropInPlaceResultsPassBase<KilnDropInPlaceResultsPass> {
+    : mlir::kiln::impl::KilnDropInPlaceResultsPassBase<KilnDropInPlaceResultsPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
     for (auto func : module.getOps<func::FuncOp>()) {
@@ -43,7 +43,7 @@ struct KilnDropInPlaceResultsPass
       SmallVector<int64_t> targets(func.getNumResults(), -1);
       for (unsigned r = 0; r < func.getNumResults(); ++r) {
         if (auto updates = func.getResultAttrOfType<IntegerAttr>(
-                r, kiln::kUpdatesAttr)) {
+                r, mlir::kiln::kUpdatesAttr)) {
           targets[r] = updates.getInt();
           dropped.set(r);
         }

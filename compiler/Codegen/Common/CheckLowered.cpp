@@ -36,7 +36,7 @@ bool translatesWithLLVM(Operation *op) {
 }
 
 struct KilnCheckLoweredPass
-    : kiln::impl::KilnCheckLoweredPassBase<KilnCheckLoweredPass> {
+    : mlir::kiln::impl::KilnCheckLoweredPassBase<KilnCheckLoweredPass> {
   using Base::Base;
 
   void runOnOperation() override {
@@ -55,7 +55,7 @@ struct KilnCheckLoweredPass
       bool leftover =
           toLLVM ? !isa_and_nonnull<LLVM::LLVMDialect>(dialect) &&
                        !translatesWithLLVM(op)
-                 : isa_and_nonnull<kiln::KilnDialect>(dialect);
+                 : isa_and_nonnull<mlir::kiln::KilnDialect>(dialect);
       if (leftover) {
         op->emitOpError("was not lowered to ") << stage;
         failed = true;

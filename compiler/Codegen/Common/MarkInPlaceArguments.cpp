@@ -22,7 +22,7 @@ using namespace mlir;
 namespace {
 
 struct KilnMarkInPlaceArgumentsPass
-    : kiln::impl::KilnMarkInPlaceArgumentsPassBase<
+    : mlir::kiln::impl::KilnMarkInPlaceArgumentsPassBase<
           KilnMarkInPlaceArgumentsPass> {
   using Base::Base;
 
@@ -34,7 +34,7 @@ struct KilnMarkInPlaceArgumentsPass
       SmallVector<bool> writable(func.getNumArguments(), false);
       for (unsigned r = 0; r < func.getNumResults(); ++r) {
         auto updates =
-            func.getResultAttrOfType<IntegerAttr>(r, kiln::kUpdatesAttr);
+            func.getResultAttrOfType<IntegerAttr>(r, mlir::kiln::kUpdatesAttr);
         if (!updates) {
           continue;
         }

@@ -33,7 +33,7 @@ using namespace mlir::kiln;
 namespace {
 
 struct ConvertKilnToLinalgPass
-    : kiln::impl::ConvertKilnToLinalgPassBase<ConvertKilnToLinalgPass> {
+    : mlir::kiln::impl::ConvertKilnToLinalgPassBase<ConvertKilnToLinalgPass> {
   using ConvertKilnToLinalgPassBase::ConvertKilnToLinalgPassBase;
   void runOnOperation() override {
     MLIRContext *context = &getContext();

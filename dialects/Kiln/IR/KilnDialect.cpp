@@ -47,27 +47,21 @@ Operation *KilnDialect::materializeConstant(OpBuilder &builder, Attribute value,
 // The function boundary
 //===----------------------------------------------------------------------===//
 
-static constexpr std::pair<ArgKind, llvm::StringLiteral> kArgKinds[] = {
-    {ArgKind::input, "input"}, {ArgKind::param, "param"},
-    {ArgKind::state, "state"}, {ArgKind::lr, "lr"},
-    {ArgKind::step, "step"},   {ArgKind::seed, "seed"}};
+// ArgKind's values are in the order of the shared spellings.
+static_assert(std::size(::kiln::boundary::kRoles) ==
+              size_t(ArgKind::seed) + 1);
 
 std::optional<ArgKind> mlir::kiln::symbolizeArgKind(StringRef text) {
-  for (auto [kind, spelling] : kArgKinds) {
+  for (auto [i, spelling] : llvm::enumerate(::kiln::boundary::kRoles)) {
     if (text == spelling) {
-      return kind;
+      return ArgKind(i);
     }
   }
   return std::nullopt;
 }
 
 StringRef mlir::kiln::stringifyArgKind(ArgKind kind) {
-  for (auto [k, spelling] : kArgKinds) {
-    if (k == kind) {
-      return spelling;
-    }
-  }
-  llvm_unreachable("an ArgKind without a spelling");
+  return ::kiln::boundary::kRoles[size_t(kind)];
 }
 
 std::string mlir::kiln::checkBoundaryName(StringRef name) {

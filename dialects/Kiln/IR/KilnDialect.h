@@ -8,6 +8,8 @@
 #ifndef KILN_DIALECTS_KILN_IR_KILNDIALECT_H
 #define KILN_DIALECTS_KILN_IR_KILNDIALECT_H
 
+#include "runtime/BoundaryNames.h"
+
 #include "mlir/IR/Dialect.h"
 
 #include <optional>
@@ -61,8 +63,10 @@ constexpr llvm::StringLiteral kUpdatesAttr = "kiln.updates";
 /// condition the runtime checks before every call (kiln-training-step sets
 /// it on the step and the learning rate).
 constexpr llvm::StringLiteral kRequireAttr = "kiln.require";
-constexpr llvm::StringLiteral kRequirePositive = "positive";
-constexpr llvm::StringLiteral kRequireFiniteNonnegative = "finite-nonnegative";
+constexpr llvm::StringLiteral kRequirePositive =
+    ::kiln::boundary::kRequirePositive;
+constexpr llvm::StringLiteral kRequireFiniteNonnegative =
+    ::kiln::boundary::kRequireFiniteNonnegative;
 
 /// Function attribute `kiln.loss_tokens = {arg = i, ignore_index = n,
 /// reduction = "mean" | "sum"}` of a data-parallel gradient step

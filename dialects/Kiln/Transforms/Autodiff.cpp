@@ -161,7 +161,7 @@ FailureOr<func::FuncOp> mlir::kiln::differentiate(func::FuncOp forward,
 }
 
 namespace {
-struct KilnAutodiffPass : kiln::impl::KilnAutodiffPassBase<KilnAutodiffPass> {
+struct KilnAutodiffPass : mlir::kiln::impl::KilnAutodiffPassBase<KilnAutodiffPass> {
   using Base::Base;
 
   void runOnOperation() override {

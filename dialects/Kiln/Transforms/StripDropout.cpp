@@ -19,7 +19,7 @@ using namespace mlir::kiln;
 
 namespace {
 struct KilnStripDropoutPass
-    : kiln::impl::KilnStripDropoutPassBase<KilnStripDropoutPass> {
+    : mlir::kiln::impl::KilnStripDropoutPassBase<KilnStripDropoutPass> {
   void runOnOperation() override {
     Builder builder(&getContext());
     FloatAttr zero = builder.getF64FloatAttr(0.0);

@@ -6,7 +6,7 @@
 
 #include "dialects/Kiln/IR/KilnOps.h"
 #include "dialects/Kiln/Transforms/Passes.h"
-#include "runtime/StepNames.h"
+#include "runtime/BoundaryNames.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
