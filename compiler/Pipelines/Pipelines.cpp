@@ -87,6 +87,7 @@ void kiln::buildKilnToLinalgPipeline(OpPassManager &pm,
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createKilnFuseElementwisePass());
   pm.addPass(createCanonicalizerPass());
+  pm.addPass(createKilnFoldEmptyReshapesPass());
   pm.addPass(createCSEPass());
   pm.addPass(checkLowered("linalg"));
 }

@@ -25,6 +25,21 @@ def KilnFuseElementwisePass : Pass<"kiln-fuse-elementwise"> {
   let dependentDialects = ["::mlir::linalg::LinalgDialect"];
 }
 
+def KilnFoldEmptyReshapesPass : Pass<"kiln-fold-empty-reshapes"> {
+  let summary = "Make reshapes of tensors with no elements empty tensors";
+  let description = [{
+    A `tensor.collapse_shape` or `tensor.expand_shape` whose source has a
+    static 0 among its sizes holds no elements: it becomes a `tensor.empty`
+    of the result's sizes. Canonicalization refines sizes (a `0 x ?` operand
+    of a loss with a static 0) after kiln ops are lowered, and one-shot
+    bufferization turns a collapse of `0 x ?` into `?` into a
+    `memref.collapse_shape` to a static 0, which its verifier refuses
+    (kiln-fuzz-ir found it). Runs before bufferization, in both pipelines.
+  }];
+  let dependentDialects = ["::mlir::tensor::TensorDialect",
+                           "::mlir::arith::ArithDialect"];
+}
+
 def KilnMarkInPlaceArgumentsPass
     : Pass<"kiln-mark-in-place-arguments", "::mlir::ModuleOp"> {
   let summary = "Let bufferization write only the arguments results update";
