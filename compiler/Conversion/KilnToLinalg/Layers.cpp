@@ -228,7 +228,14 @@ lowerFeedForward(FeedForwardOp op, FeedForwardOp::Adaptor adaptor, Emitter &e) {
         }
         return h;
       });
-  return {e.linear(activated, adaptor.getW2(), adaptor.getB2(), type)};
+  // The result's width as w2 has it (a result type that leaves it dynamic
+  // verifies, but the linear's output buffer has it static), then cast to
+  // the op's type.
+  SmallVector<int64_t> outShape(type.getShape());
+  outShape.back() = Emitter::type(adaptor.getW2()).getDimSize(0);
+  auto outType = RankedTensorType::get(outShape, e.f32());
+  return {e.castTo(
+      e.linear(activated, adaptor.getW2(), adaptor.getB2(), outType), type)};
 }
 
 } // namespace

@@ -171,3 +171,16 @@ func.func @dropout(%x: tensor<?x8xf32>, %s: i64) -> tensor<?x8xf32> {
   %0 = kiln.dropout %x, %s {p = 0.5 : f64, stream = 1 : i64} : (tensor<?x8xf32>, i64) -> tensor<?x8xf32>
   return %0 : tensor<?x8xf32>
 }
+
+// -----
+
+// A feed-forward whose result type leaves the width dynamic (the verifier
+// accepts it): the second linear is computed at w2's width, then cast
+// (kiln-fuzz-ir: the generic's result type had not matched its output).
+// CHECK-LABEL: func.func @ffn_dynamic_width(
+// CHECK:         linalg.generic {{.*}} outs(%{{.*}} : tensor<?x8xf32>)
+// CHECK:         tensor.cast %{{.*}} : tensor<?x8xf32> to tensor<?x?xf32>
+func.func @ffn_dynamic_width(%x: tensor<?x?xf32>, %w1: tensor<16x8xf32>, %w2: tensor<8x16xf32>, %seed: i64) -> tensor<?x?xf32> {
+  %0 = kiln.ffn gelu %x, %w1, %w2 seed %seed {dropout = 1.000000e-01 : f64, stream = -1 : i64} : (tensor<?x?xf32>, tensor<16x8xf32>, tensor<8x16xf32>, i64) -> tensor<?x?xf32>
+  return %0 : tensor<?x?xf32>
+}
