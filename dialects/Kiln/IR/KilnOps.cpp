@@ -145,6 +145,12 @@ LogicalResult EmbeddingOp::verify() {
     return emitOpError("expects 'table' to be [vocab, dim], got ")
            << shapeOf(table);
   }
+  // No id is in range of a table without rows (its gradient would have
+  // num_embeddings 0); a dynamic one is refused at the call.
+  if (table.getDimSize(0) == 0) {
+    return emitOpError("expects 'table' to have at least one row, got ")
+           << shapeOf(table);
+  }
   if (std::optional<int64_t> pad = getPaddingIdx()) {
     int64_t vocab = table.getDimSize(0);
     if (*pad < 0 || (!ShapedType::isDynamic(vocab) && *pad >= vocab)) {

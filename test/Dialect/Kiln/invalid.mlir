@@ -19,6 +19,16 @@ func.func @embedding_padding_idx(%ids: tensor<4xi64>, %t: tensor<10x3xf32>) {
 
 // -----
 
+// A table without rows: no id is in range (kiln-fuzz-ir: its gradient had
+// num_embeddings 0).
+func.func @embedding_empty_table(%ids: tensor<4xi64>, %t: tensor<0x3xf32>) {
+  // expected-error @+1 {{'kiln.embedding' op expects 'table' to have at least one row, got [0, 3]}}
+  %0 = kiln.embedding %ids, %t : (tensor<4xi64>, tensor<0x3xf32>) -> tensor<4x3xf32>
+  return
+}
+
+// -----
+
 // Negative padding_idx.
 func.func @embedding_negative_padding_idx(%ids: tensor<4xi64>, %t: tensor<?x3xf32>) {
   // expected-error @+1 {{'kiln.embedding' op expects 'padding_idx' (-1) to be a row of the table [?, 3]}}
