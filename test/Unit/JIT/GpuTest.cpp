@@ -53,6 +53,16 @@ std::string errorOf(const std::function<void()> &f) {
     }                                                                          \
   } while (false)
 
+/// Skips a test that runs only under ctest's GpuTarget.FakeDriver (the fake
+/// driver named by KILN_CUDA_DRIVER).
+#define SKIP_WITHOUT_FAKE_DRIVER()                                             \
+  do {                                                                         \
+    const char *driver = std::getenv("KILN_CUDA_DRIVER");                      \
+    if (!driver || !std::strstr(driver, "fake")) {                             \
+      GTEST_SKIP() << "runs under ctest's GpuTarget.FakeDriver";               \
+    }                                                                          \
+  } while (false)
+
 const char *kTinySource = R"(
   func.func @f(%x: tensor<?x8xf32>) -> tensor<?x8xf32> {
     %0 = kiln.gelu %x : (tensor<?x8xf32>) -> tensor<?x8xf32>
@@ -246,10 +256,7 @@ TEST(GpuTarget, EveryOpAndTheModelsTrainingStepsCompileForTheGpu) {
 // training steps. The results are garbage and not looked at: the JIT crashed
 // on this path before any GPU ran it, and this runs it everywhere.
 TEST(GpuTarget, HostSideRunsAgainstAFakeDriver) {
-  const char *driver = std::getenv("KILN_CUDA_DRIVER");
-  if (!driver || !std::strstr(driver, "fake")) {
-    GTEST_SKIP() << "runs under ctest's GpuTarget.FakeDriver";
-  }
+  SKIP_WITHOUT_FAKE_DRIVER();
   std::string source = readFile(KILN_SOURCE_DIR "/test/Dialect/Kiln/ops.mlir");
   ASSERT_FALSE(source.empty());
   auto gpu = JitModule::compileSource(source, onTarget("cuda"));
@@ -281,10 +288,7 @@ TEST(GpuTarget, HostSideRunsAgainstAFakeDriver) {
 // The budgets are today's, so that a change that adds launches, serial
 // kernels or copies fails here; lower them as the GPU path improves.
 TEST(GpuTarget, LaunchAndCopyBudgetsHold) {
-  const char *driver = std::getenv("KILN_CUDA_DRIVER");
-  if (!driver || !std::strstr(driver, "fake")) {
-    GTEST_SKIP() << "runs under ctest's GpuTarget.FakeDriver";
-  }
+  SKIP_WITHOUT_FAKE_DRIVER();
   dsl::Module module;
   buildGpt(module);
   Trainer trainer(compileTraining(module, "loss", kGptOptimizer,
