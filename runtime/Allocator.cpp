@@ -1,6 +1,7 @@
 //===- Allocator.cpp - The heap of compiled code --------------------------===//
 
 #include "runtime/Allocator.h"
+#include "runtime/Sanitizer.h"
 
 #include <sys/mman.h>
 #include <unistd.h>
@@ -396,7 +397,7 @@ thread_local PlannedCall::State *activeCall = nullptr;
 
 PlannedCall::PlannedCall(CallPlans &plans, const std::string &shapes)
     : state_(std::make_unique<State>()) {
-  if (activeCall) {
+  if (activeCall || kAddressSanitizer) {
     return; // nested: unplanned
   }
   std::unique_lock<std::mutex> lock(plans.mutex, std::try_to_lock);
@@ -475,7 +476,20 @@ bool PlannedCall::inArena(const void *pointer) const {
   return state_->inArena(pointer);
 }
 
+/// Under AddressSanitizer: a block of exactly `size` bytes (its redzones
+/// right before and after), released by std::free.
+void *allocateExact(size_t alignment, size_t size) {
+  void *pointer = nullptr;
+  return posix_memalign(&pointer, std::max(alignment, sizeof(void *)),
+                        size) == 0
+             ? pointer
+             : nullptr;
+}
+
 void *allocate(size_t size) {
+  if constexpr (kAddressSanitizer) {
+    return size > SIZE_MAX / 2 ? nullptr : allocateExact(64, size);
+  }
   if (activeCall && size <= SIZE_MAX / 2 &&
       roundedSize(size == 0 ? 1 : size) >= kCachedBlockBytes) {
     return activeCall->allocate(roundedSize(size));
@@ -487,6 +501,9 @@ void *allocateAligned(size_t alignment, size_t size) {
   if (alignment == 0 || alignment & (alignment - 1) ||
       alignment > (size_t(1) << 20) || size > SIZE_MAX / 2) {
     return nullptr;
+  }
+  if constexpr (kAddressSanitizer) {
+    return allocateExact(std::max<size_t>(alignment, 64), size);
   }
   if (alignment <= alignof(Header)) {
     return allocate(size);
@@ -509,6 +526,10 @@ void *allocateAligned(size_t alignment, size_t size) {
 
 void release(void *pointer) {
   if (!pointer) {
+    return;
+  }
+  if constexpr (kAddressSanitizer) {
+    std::free(pointer);
     return;
   }
   if (activeCall && activeCall->release(pointer)) {

@@ -29,6 +29,11 @@
 // and the plan is recorded again. Blocks that outlive the call (results)
 // always come from the general allocator.
 //
+// In a build with AddressSanitizer (runtime/Sanitizer.h) there is no cache,
+// no plan and no header: every block is exactly the bytes asked for, from
+// the sanitizer's allocator, so that a read or write by compiled code one
+// byte before or past a buffer is reported.
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef KILN_RUNTIME_ALLOCATOR_H

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/Tensor.h"
+#include "runtime/Sanitizer.h"
 
 #include "runtime/Allocator.h"
 
@@ -104,12 +105,16 @@ static int64_t checkedNumel(const std::vector<int64_t> &shape, DType dtype,
 /// its own, given back to the system (or to the next buffer of its size)
 /// when released, where glibc's heap could keep it resident for good (the
 /// initial parameters and optimizer state of a training run: 550 MiB of the
-/// encoder-decoder's resident set).
+/// encoder-decoder's resident set). Under AddressSanitizer the block is
+/// exactly `nbytes`, so that the sanitizer sees where the tensor ends.
 static void *allocateAligned(size_t nbytes, const std::vector<int64_t> &shape,
                              DType dtype) {
   size_t rounded = (nbytes + kAlignment - 1) / kAlignment * kAlignment;
   if (rounded == 0) {
     rounded = kAlignment;
+  }
+  if constexpr (kAddressSanitizer) {
+    rounded = nbytes;
   }
   void *data = memory::allocate(rounded);
   if (!data) {

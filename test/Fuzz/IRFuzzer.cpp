@@ -12,6 +12,16 @@
 // error diagnostic, aborts with the pass's name. Modules with ops of other
 // dialects are skipped: their passes are upstream MLIR's.
 //
+// The first function, when every value it computes is small, is then
+// compiled by the JIT for this machine with AddressSanitizer's checks in
+// the generated code (JitOptions::addressSanitizer; the allocator hands out
+// exact blocks in this build) and called with inputs drawn from the
+// input's hash: sizes that satisfy its entry checks (a few tries: every
+// dynamic size alike, then drawn per group of sizes that must agree),
+// values in range for ids and requirements. A call the entry checks refuse
+// is fine; a read or write outside any buffer is a sanitizer report, a
+// finding.
+//
 // Byte mutations rarely keep IR parseable (0.5% of their inputs parsed), so
 // a structure-aware mutator (LLVMFuzzerCustomMutator) changes what parses at
 // the level of the IR: an argument's size (dynamic, 0, 1, or across a tile
@@ -24,7 +34,9 @@
 
 #include "compiler/InitAll.h"
 #include "compiler/Pipelines/Pipelines.h"
+#include "compiler/Target/JIT/Jit.h"
 #include "dialects/Kiln/Transforms/Passes.h"
+#include "runtime/Error.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -43,6 +55,8 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
+#include <map>
 #include <random>
 #include <string>
 
@@ -90,12 +104,16 @@ struct VerifyAfterEachPass : public PassInstrumentation {
 /// how many inputs reach the pipelines.
 struct Stats {
   long inputs = 0, parsed = 0, kilnModules = 0, compiled = 0;
+  long jitCompiled = 0, calls = 0, refusedCalls = 0;
   ~Stats() {
     if (std::getenv("KILN_FUZZ_STATS")) {
       llvm::errs() << "kiln-fuzz-ir: " << inputs << " inputs, " << parsed
                    << " parsed and verified, " << kilnModules
                    << " kiln modules, " << compiled
-                   << " pipelines that reached the LLVM dialect\n";
+                   << " pipelines that reached the LLVM dialect, "
+                   << jitCompiled << " functions compiled by the JIT, "
+                   << calls << " calls run, " << refusedCalls
+                   << " calls refused by the entry checks\n";
     }
   }
 } stats;
@@ -295,6 +313,155 @@ bool mutateStructure(ModuleOp module, std::mt19937 &rng) {
   return reinferTypes(func) && succeeded(verify(module.getOperation()));
 }
 
+//===----------------------------------------------------------------------===//
+// Running the first function
+//===----------------------------------------------------------------------===//
+
+/// Dynamic sizes the calls use are at most this; a function is run only if
+/// every value it computes has at most kMaxRunElements elements then.
+constexpr int64_t kMaxRunSize = 17;
+constexpr int64_t kMaxRunElements = int64_t(1) << 20;
+
+bool smallEnoughToRun(func::FuncOp func) {
+  bool small = true;
+  auto check = [&](Type type) {
+    auto shaped = dyn_cast<ShapedType>(type);
+    if (!shaped || !shaped.hasRank()) {
+      return;
+    }
+    int64_t elements = 1;
+    for (int64_t size : shaped.getShape()) {
+      size = ShapedType::isDynamic(size) ? kMaxRunSize : size;
+      if (size > kMaxRunElements ||
+          (elements *= std::max<int64_t>(size, 1)) > kMaxRunElements) {
+        small = false;
+        return;
+      }
+    }
+  };
+  for (Type type : func.getArgumentTypes()) {
+    check(type);
+  }
+  func.walk([&](Operation *op) {
+    for (Type type : op->getResultTypes()) {
+      check(type);
+    }
+  });
+  return small;
+}
+
+/// Arguments for `spec` from `rng`: on try 0 every dynamic size is 3, on
+/// try 1 every one is 0, later ones draw a size per group of sizes that
+/// must agree. Values suit each argument's role, bound and requirement.
+std::vector<::kiln::Arg> makeArgs(const ::kiln::FunctionSpec &spec,
+                                  std::mt19937_64 &rng, int attempt) {
+  using ::kiln::ArgSpec;
+  using ::kiln::DType;
+  static const int64_t sizes[] = {0, 1, 2, 3, 5, 15, 16, 17};
+  auto draw = [&] {
+    if (attempt == 0) {
+      return int64_t(3);
+    }
+    if (attempt == 1) {
+      return int64_t(0);
+    }
+    return sizes[rng() % std::size(sizes)];
+  };
+  std::map<std::pair<size_t, int64_t>, int64_t> chosen;
+  for (const ::kiln::DimGroup &group : spec.groups) {
+    int64_t size = group.size >= 0 ? group.size
+                                   : std::max(group.minSize, draw());
+    for (const auto &dim : group.dims) {
+      chosen[dim] = size;
+    }
+  }
+  std::vector<::kiln::Arg> args;
+  for (size_t i = 0; i < spec.args.size(); ++i) {
+    const ArgSpec &arg = spec.args[i];
+    if (arg.isScalar) {
+      bool positive = arg.require == ArgSpec::Require::positive ||
+                      arg.role == ArgSpec::Role::step;
+      args.emplace_back(int64_t(rng() % 4) + (positive ? 1 : 0));
+      continue;
+    }
+    std::vector<int64_t> shape = arg.shape;
+    for (size_t d = 0; d < shape.size(); ++d) {
+      if (shape[d] < 0) {
+        auto found = chosen.find({i, int64_t(d)});
+        shape[d] = found != chosen.end() ? found->second : draw();
+      }
+    }
+    ::kiln::Tensor tensor = ::kiln::Tensor::empty(shape, arg.dtype);
+    int64_t n = tensor.numel();
+    std::uniform_real_distribution<float> uniform(
+        arg.require == ArgSpec::Require::finiteNonnegative ? 0.0f : -2.0f,
+        2.0f);
+    // Ids within their table (one time in 16 an id just outside, which the
+    // entry checks must refuse), else small.
+    int64_t bound = arg.idBound > 0 ? arg.idBound : 4;
+    bool outside = arg.idBound >= 0 && rng() % 16 == 0;
+    auto id = [&](int64_t k) {
+      if (outside && k == 0) {
+        return rng() % 2 ? int64_t(-1) : bound;
+      }
+      return int64_t(rng() % uint64_t(bound));
+    };
+    switch (arg.dtype) {
+    case DType::f32:
+      for (int64_t k = 0; k < n; ++k) {
+        tensor.data<float>()[k] =
+            arg.role == ArgSpec::Role::learningRate ? 0.01f : uniform(rng);
+      }
+      break;
+    case DType::i32:
+      for (int64_t k = 0; k < n; ++k) {
+        tensor.data<int32_t>()[k] = int32_t(id(k));
+      }
+      break;
+    case DType::i64:
+      for (int64_t k = 0; k < n; ++k) {
+        tensor.data<int64_t>()[k] = id(k);
+      }
+      break;
+    case DType::i1:
+      for (int64_t k = 0; k < n; ++k) {
+        tensor.data<bool>()[k] = rng() % 2;
+      }
+      break;
+    }
+    args.emplace_back(std::move(tensor));
+  }
+  return args;
+}
+
+/// Compiles `name` of `module` with the sanitizer's checks and calls it a
+/// few times (makeArgs) until the entry checks accept a call.
+void runFirstFunction(ModuleOp module, const std::string &name,
+                      uint64_t seed) {
+  ::kiln::JitOptions options;
+  options.optLevel = 1; // the checks matter here, not the speed
+  options.functions = {name};
+  options.addressSanitizer = true;
+  std::shared_ptr<::kiln::JitModule> jit;
+  try {
+    jit = ::kiln::JitModule::compile(module, options);
+  } catch (const ::kiln::Error &) {
+    return; // refused with a reason (a result rank past the C ABI's)
+  }
+  ++stats.jitCompiled;
+  const ::kiln::CompiledFunction &fn = jit->function(name);
+  std::mt19937_64 rng(seed);
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    std::vector<::kiln::Arg> args = makeArgs(fn.spec(), rng, attempt);
+    try {
+      fn.call(args);
+      ++stats.calls;
+    } catch (const ::kiln::Error &) {
+      ++stats.refusedCalls;
+    }
+  }
+}
+
 } // namespace
 
 /// Mutates what parses structurally (mutateStructure) three times in four,
@@ -377,5 +544,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   training.clipNorm = 1.0;
   runPipeline(context, *alone, mlir::kiln::createKilnTrainingStepPass(training),
               avx2);
+  if (smallEnoughToRun(first)) {
+    runFirstFunction(*alone, name, std::hash<std::string>()(text));
+  }
   return 0;
 }

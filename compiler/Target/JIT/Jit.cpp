@@ -21,7 +21,9 @@
 #include "llvm/ExecutionEngine/Orc/CoreContainers.h"
 #include "llvm/ExecutionEngine/Orc/Mangling.h"
 #include "llvm/IR/Module.h"
+#include "llvm/Passes/PassBuilder.h"
 #include "llvm/Target/TargetMachine.h"
+#include "llvm/Transforms/Instrumentation/AddressSanitizer.h"
 
 #include <chrono>
 #include <map>
@@ -71,7 +73,14 @@ static std::string gpuChip(const std::string &target) {
               "': use cpu, cuda or cuda:<architecture> (cuda:sm_90)");
 }
 
+/// The lowering's share of `options` (every compile path goes through
+/// here first, so options that cannot work are refused here).
 static LoweringOptions loweringOptions(const JitOptions &options) {
+  if (options.addressSanitizer && !kAddressSanitizer) {
+    throw Error("kiln: JitOptions::addressSanitizer needs a process built "
+                "with -fsanitize=address (its checks call the sanitizer's "
+                "runtime)");
+  }
   LoweringOptions lowering;
   lowering.prePipeline = options.prePipeline;
   lowering.functions = options.functions;
@@ -86,6 +95,44 @@ static LoweringOptions targetLoweringOptions(const JitOptions &options) {
   LoweringOptions lowering = loweringOptions(options);
   lowering.gpuChip = gpuChip(options.target);
   return lowering;
+}
+
+/// Adds AddressSanitizer's checks to every function of `module` (run after
+/// the optimizations, as clang places it). The process already runs the
+/// sanitizer (JitOptions::addressSanitizer), so the module needs no
+/// constructor of its own; its globals (constants the compiler made) are
+/// left uninstrumented, so that nothing is registered with the sanitizer
+/// that would outlive the module's memory.
+static void instrumentAddresses(llvm::Module &module,
+                                llvm::TargetMachine &machine) {
+  for (llvm::Function &fn : module) {
+    if (!fn.isDeclaration()) {
+      fn.addFnAttr(llvm::Attribute::SanitizeAddress);
+    }
+  }
+  for (llvm::GlobalVariable &global : module.globals()) {
+    llvm::GlobalValue::SanitizerMetadata metadata;
+    metadata.NoAddress = true;
+    global.setSanitizerMetadata(metadata);
+  }
+  llvm::LoopAnalysisManager loops;
+  llvm::FunctionAnalysisManager functions;
+  llvm::CGSCCAnalysisManager cgscc;
+  llvm::ModuleAnalysisManager modules;
+  llvm::PassBuilder builder(&machine);
+  builder.registerModuleAnalyses(modules);
+  builder.registerCGSCCAnalyses(cgscc);
+  builder.registerFunctionAnalyses(functions);
+  builder.registerLoopAnalyses(loops);
+  builder.crossRegisterProxies(loops, functions, cgscc, modules);
+  llvm::AddressSanitizerOptions options;
+  options.UseAfterReturn = llvm::AsanDetectStackUseAfterReturnMode::Never;
+  options.InsertVersionCheck = false;
+  llvm::ModulePassManager passes;
+  passes.addPass(llvm::AddressSanitizerPass(
+      options, /*UseGlobalGC=*/false, /*UseOdrIndicator=*/false,
+      llvm::AsanDtorKind::None, llvm::AsanCtorKind::None));
+  passes.run(module, modules);
 }
 
 std::shared_ptr<JitModule> JitModule::compile(ModuleOp source,
@@ -108,6 +155,9 @@ JitModule::compileLowered(LoweredModule lowered, const JitOptions &options) {
       [&](llvm::Module *m) -> llvm::Error {
     try {
       optimizeModule(*m, *target, options.optLevel);
+      if (options.addressSanitizer && options.target == "cpu") {
+        instrumentAddresses(*m, *target);
+      }
     } catch (const Error &e) {
       return llvm::createStringError(e.what());
     }
@@ -197,7 +247,8 @@ std::shared_ptr<JitModule> JitModule::compileCached(ModuleOp module,
     module->print(os, OpPrintingFlags().printGenericOpForm());
     os << "\n// opt=" << options.optLevel << " dump=" << options.dumpDirectory
        << " pre=" << options.prePipeline << " target=" << options.target
-       << " cpu=" << options.cpu << " functions=";
+       << " cpu=" << options.cpu << " asan=" << options.addressSanitizer
+       << " functions=";
     for (const std::string &f : options.functions) {
       os << f << ",";
     }

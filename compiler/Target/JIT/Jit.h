@@ -12,6 +12,7 @@
 #define KILN_COMPILER_TARGET_JIT_JIT_H
 
 #include "runtime/Function.h"
+#include "runtime/Sanitizer.h"
 
 #include <memory>
 #include <string>
@@ -49,6 +50,13 @@ struct JitOptions {
   /// ("x86-64-v3", "x86-64-v4", "znver4"). Code for a CPU the host lacks
   /// features of compiles, but calling it may fault.
   std::string cpu = "host";
+  /// Instruments the generated CPU code with AddressSanitizer: every load
+  /// and store is checked against the sanitizer's shadow memory, so that
+  /// compiled code that reads or writes outside a buffer is reported where
+  /// it happens (the fuzzers run accepted IR this way). Needs a process
+  /// built with -fsanitize=address, where it is the default; elsewhere it is
+  /// a kiln::Error before anything is compiled.
+  bool addressSanitizer = kAddressSanitizer;
 };
 
 class JitModule : public Executable {
