@@ -52,6 +52,7 @@
 #include "mlir/Pass/PassManager.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -105,6 +106,7 @@ struct VerifyAfterEachPass : public PassInstrumentation {
 struct Stats {
   long inputs = 0, parsed = 0, kilnModules = 0, compiled = 0;
   long jitCompiled = 0, calls = 0, refusedCalls = 0;
+  double pipelineSeconds = 0, jitSeconds = 0;
   ~Stats() {
     if (std::getenv("KILN_FUZZ_STATS")) {
       llvm::errs() << "kiln-fuzz-ir: " << inputs << " inputs, " << parsed
@@ -113,7 +115,9 @@ struct Stats {
                    << " pipelines that reached the LLVM dialect, "
                    << jitCompiled << " functions compiled by the JIT, "
                    << calls << " calls run, " << refusedCalls
-                   << " calls refused by the entry checks\n";
+                   << " calls refused by the entry checks; "
+                   << pipelineSeconds << " s in the pipelines, " << jitSeconds
+                   << " s in the JIT and the calls\n";
     }
   }
 } stats;
@@ -439,7 +443,7 @@ std::vector<::kiln::Arg> makeArgs(const ::kiln::FunctionSpec &spec,
 void runFirstFunction(ModuleOp module, const std::string &name,
                       uint64_t seed) {
   ::kiln::JitOptions options;
-  options.optLevel = 1; // the checks matter here, not the speed
+  options.optLevel = 0; // the checks matter here, not the speed
   options.functions = {name};
   options.addressSanitizer = true;
   std::shared_ptr<::kiln::JitModule> jit;
@@ -523,6 +527,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     return 0;
   }
   std::string name = first.getName().str();
+  auto start = std::chrono::steady_clock::now();
   runPipeline(context, *module, nullptr, "x86-64-v4");
   // Gradients and training steps of the first function alone (there are no
   // calls), with AVX2's tiles.
@@ -544,8 +549,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   training.clipNorm = 1.0;
   runPipeline(context, *alone, mlir::kiln::createKilnTrainingStepPass(training),
               avx2);
+  auto piped = std::chrono::steady_clock::now();
+  stats.pipelineSeconds += std::chrono::duration<double>(piped - start).count();
   if (smallEnoughToRun(first)) {
     runFirstFunction(*alone, name, std::hash<std::string>()(text));
   }
+  stats.jitSeconds += std::chrono::duration<double>(
+                          std::chrono::steady_clock::now() - piped)
+                          .count();
   return 0;
 }

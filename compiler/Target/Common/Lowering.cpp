@@ -1029,12 +1029,15 @@ std::unique_ptr<llvm::TargetMachine> createTargetMachine(const std::string &cpu,
   targetOptions.UseInitArray = true;
   std::unique_ptr<llvm::TargetMachine> machine(target->createTargetMachine(
       triple, name, features, targetOptions, llvm::Reloc::PIC_, std::nullopt,
-      optLevel >= 3 ? llvm::CodeGenOptLevel::Aggressive
-                    : llvm::CodeGenOptLevel::Default));
+      codeGenOptLevel(optLevel)));
   if (!machine) {
     throw Error("kiln: cannot create a target machine for '" + cpu + "'");
   }
   return machine;
+}
+
+llvm::CodeGenOptLevel codeGenOptLevel(unsigned optLevel) {
+  return *llvm::CodeGenOpt::getLevel(int(std::min(optLevel, 3u)));
 }
 
 void optimizeModule(llvm::Module &module, llvm::TargetMachine &machine,

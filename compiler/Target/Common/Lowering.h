@@ -15,6 +15,8 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
 
+#include "llvm/Support/CodeGen.h"
+
 #include <memory>
 #include <string>
 #include <vector>
@@ -80,9 +82,13 @@ LoweredModule lowerSourceToLLVMDialect(const std::string &source,
                                        const std::string &what,
                                        const LoweringOptions &options);
 
+/// LLVM's code generation level for O`optLevel` (0: none, 1: less, 2:
+/// default, 3 and above: aggressive).
+llvm::CodeGenOptLevel codeGenOptLevel(unsigned optLevel);
+
 /// A target machine for "host" or an LLVM CPU name ("x86-64", "x86-64-v3",
-/// "znver4", ...), with FMA contraction. Throws kiln::Error for an unknown
-/// CPU.
+/// "znver4", ...), with FMA contraction, generating code at
+/// codeGenOptLevel(optLevel). Throws kiln::Error for an unknown CPU.
 std::unique_ptr<llvm::TargetMachine> createTargetMachine(const std::string &cpu,
                                                          unsigned optLevel);
 

@@ -169,9 +169,7 @@ JitModule::compileLowered(LoweredModule lowered, const JitOptions &options) {
   impl->memory = std::make_unique<ContiguousMemoryMapper>();
   engineOptions.sectionMemoryMapper = impl->memory.get();
   engineOptions.transformer = optimizeAndDump;
-  engineOptions.jitCodeGenOptLevel = options.optLevel >= 3
-                                         ? llvm::CodeGenOptLevel::Aggressive
-                                         : llvm::CodeGenOptLevel::Default;
+  engineOptions.jitCodeGenOptLevel = codeGenOptLevel(options.optLevel);
   auto engine = ExecutionEngine::create(*lowered.module, engineOptions,
                                         std::move(machine));
   if (!engine) {
