@@ -16,8 +16,8 @@
 // compiled by the JIT for this machine with AddressSanitizer's checks in
 // the generated code (JitOptions::addressSanitizer; the allocator hands out
 // exact blocks in this build) and called with inputs drawn from the
-// input's hash: sizes that satisfy its entry checks (a few tries: every
-// dynamic size alike, then drawn per group of sizes that must agree),
+// input's hash: sizes that satisfy its entry checks (five tries: every
+// dynamic size 3, 0 or 1, then drawn per group of sizes that must agree),
 // values in range for ids and requirements. A call the entry checks refuse
 // is fine; a read or write outside any buffer is a sanitizer report, a
 // finding.
@@ -54,6 +54,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -107,17 +108,17 @@ struct Stats {
   long inputs = 0, parsed = 0, kilnModules = 0, compiled = 0;
   long jitCompiled = 0, calls = 0, refusedCalls = 0;
   double pipelineSeconds = 0, jitSeconds = 0;
+  /// Printed with stdio: LLVM's streams may be gone when this runs.
   ~Stats() {
     if (std::getenv("KILN_FUZZ_STATS")) {
-      llvm::errs() << "kiln-fuzz-ir: " << inputs << " inputs, " << parsed
-                   << " parsed and verified, " << kilnModules
-                   << " kiln modules, " << compiled
-                   << " pipelines that reached the LLVM dialect, "
-                   << jitCompiled << " functions compiled by the JIT, "
-                   << calls << " calls run, " << refusedCalls
-                   << " calls refused by the entry checks; "
-                   << pipelineSeconds << " s in the pipelines, " << jitSeconds
-                   << " s in the JIT and the calls\n";
+      std::fprintf(stderr,
+                   "kiln-fuzz-ir: %ld inputs, %ld parsed and verified, %ld "
+                   "kiln modules, %ld pipelines that reached the LLVM "
+                   "dialect, %ld functions compiled by the JIT, %ld calls "
+                   "run, %ld calls refused by the entry checks; %.0f s in "
+                   "the pipelines, %.0f s in the JIT and the calls\n",
+                   inputs, parsed, kilnModules, compiled, jitCompiled, calls,
+                   refusedCalls, pipelineSeconds, jitSeconds);
     }
   }
 } stats;
@@ -355,8 +356,8 @@ bool smallEnoughToRun(func::FuncOp func) {
 }
 
 /// Arguments for `spec` from `rng`: on try 0 every dynamic size is 3, on
-/// try 1 every one is 0, later ones draw a size per group of sizes that
-/// must agree. Values suit each argument's role, bound and requirement.
+/// try 1 every one is 0, on try 2 every one is 1, later ones draw a size
+/// per group of sizes that must agree. Values suit each argument's role, bound and requirement.
 std::vector<::kiln::Arg> makeArgs(const ::kiln::FunctionSpec &spec,
                                   std::mt19937_64 &rng, int attempt) {
   using ::kiln::ArgSpec;
@@ -368,6 +369,9 @@ std::vector<::kiln::Arg> makeArgs(const ::kiln::FunctionSpec &spec,
     }
     if (attempt == 1) {
       return int64_t(0);
+    }
+    if (attempt == 2) {
+      return int64_t(1);
     }
     return sizes[rng() % std::size(sizes)];
   };
@@ -455,7 +459,7 @@ void runFirstFunction(ModuleOp module, const std::string &name,
   ++stats.jitCompiled;
   const ::kiln::CompiledFunction &fn = jit->function(name);
   std::mt19937_64 rng(seed);
-  for (int attempt = 0; attempt < 4; ++attempt) {
+  for (int attempt = 0; attempt < 5; ++attempt) {
     std::vector<::kiln::Arg> args = makeArgs(fn.spec(), rng, attempt);
     try {
       fn.call(args);

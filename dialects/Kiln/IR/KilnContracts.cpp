@@ -90,7 +90,7 @@ static void sameReduced(ShapeContract &c, Value reduced, Value input,
     if (!reducedAxes.count(d)) {
       c.same(reduced, out++, input, d);
     } else if (keepDims) {
-      ++out;
+      c.linear(reduced, out++, {}, 1); // a kept axis has size 1
     }
   }
 }

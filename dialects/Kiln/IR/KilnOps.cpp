@@ -991,6 +991,14 @@ static LogicalResult verifyLoss(Operation *op, Value input, Value targets,
                            "without its last (class) dimension: 'input' is ")
            << shapeOf(inputType) << ", 'targets' is " << shapeOf(targetType);
   }
+  // Compiled code reads the logit of every target, ignored ones too (then
+  // masks it), clamped into [0, classes - 1]: there must be a class (a
+  // dynamic class count is checked at the call).
+  if (inputType.getDimSize(inputType.getRank() - 1) == 0) {
+    return op->emitOpError("expects at least one class, got 'input' of "
+                           "shape ")
+           << shapeOf(inputType);
+  }
   if (!(smoothing >= 0.0 && smoothing <= 1.0)) {
     return op->emitOpError("expects 'label_smoothing' to be in [0, 1], got ")
            << smoothing;

@@ -674,6 +674,23 @@ func.func @loss_batch(%l: tensor<4x10xf32>, %t: tensor<3xi64>) {
 
 // -----
 
+// No class for a target (all of them ignored, their logits are still read).
+func.func @loss_no_classes(%l: tensor<1x0xf32>, %t: tensor<?xi32>) {
+  // expected-error @+1 {{'kiln.cross_entropy' op expects at least one class, got 'input' of shape [1, 0]}}
+  %0 = kiln.cross_entropy %l, %t {ignore_index = 0 : i64} : (tensor<1x0xf32>, tensor<?xi32>) -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @nll_no_classes(%l: tensor<?x0xf32>, %t: tensor<?xi64>) {
+  // expected-error @+1 {{'kiln.nll_loss' op expects at least one class, got 'input' of shape [?, 0]}}
+  %0 = kiln.nll_loss %l, %t : (tensor<?x0xf32>, tensor<?xi64>) -> tensor<f32>
+  return
+}
+
+// -----
+
 // Label smoothing above 1.
 func.func @loss_smoothing(%l: tensor<4x10xf32>, %t: tensor<4xi64>) {
   // expected-error @+1 {{'kiln.cross_entropy' op expects 'label_smoothing' to be in [0, 1], got 1.500000e+00}}

@@ -153,6 +153,24 @@ TEST(Contract, ActivationAndNormGradientOperandsMustAgree) {
                     "dimension 0 of argument #2");
 }
 
+// The gradient of a maximum kept over an axis has size 1 there: a larger
+// one had passed, and an empty one had its element 0 read (kiln-fuzz-ir,
+// the JIT's sanitizer checks).
+TEST(Contract, KeptReducedAxesHaveSizeOne) {
+  auto jit = JitModule::compileSource(R"(
+    func.func @max_grad(%g: tensor<?x?xf32>, %x: tensor<1x8xf32>) -> tensor<1x8xf32> {
+      %0 = kiln.reduce_max_grad %g, %x {axes = array<i64: 1>, keep_dims} : (tensor<?x?xf32>, tensor<1x8xf32>) -> tensor<1x8xf32>
+      return %0 : tensor<1x8xf32>
+    })");
+  jit->call("max_grad", {f32({1, 1}), f32({1, 8})});
+  EXPECT_KILN_ERROR(jit->call("max_grad", {f32({0, 0}), f32({1, 8})}),
+                    "of argument #0");
+  EXPECT_KILN_ERROR(jit->call("max_grad", {f32({1, 0}), f32({1, 8})}),
+                    "dimension 1 of argument #0");
+  EXPECT_KILN_ERROR(jit->call("max_grad", {f32({1, 3}), f32({1, 8})}),
+                    "dimension 1 of argument #0");
+}
+
 TEST(Contract, LayerWeightsMustMatchTheirInputs) {
   auto jit = JitModule::compileSource(R"(
     func.func @ln(%x: tensor<?x?xf32>, %g: tensor<?xf32>, %b: tensor<?xf32>) -> tensor<?x?xf32> {

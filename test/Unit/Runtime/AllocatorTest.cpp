@@ -1,6 +1,7 @@
 //===- AllocatorTest.cpp - The heap of compiled code ----------------------===//
 
 #include "runtime/Allocator.h"
+#include "runtime/Sanitizer.h"
 
 #include <gtest/gtest.h>
 
@@ -17,6 +18,13 @@ namespace {
 bool aligned(void *p, uintptr_t alignment) {
   return reinterpret_cast<uintptr_t>(p) % alignment == 0;
 }
+
+/// Under AddressSanitizer the allocator neither caches nor plans: every
+/// block comes from the sanitizer's allocator (Allocator.h).
+#define SKIP_UNDER_ADDRESS_SANITIZER()                                         \
+  if (kAddressSanitizer) {                                                     \
+    GTEST_SKIP() << "no cache and no plans under AddressSanitizer";           \
+  }
 
 struct AllocatorTest : ::testing::Test {
   void SetUp() override {
@@ -39,6 +47,7 @@ TEST_F(AllocatorTest, BlocksAreAlignedAndWritable) {
 }
 
 TEST_F(AllocatorTest, LargeBlocksAreReusedAcrossCalls) {
+  SKIP_UNDER_ADDRESS_SANITIZER();
   size_t size = 5 << 20;
   memory::Stats before = memory::stats();
   void *first = memory::allocate(size);
@@ -59,6 +68,7 @@ TEST_F(AllocatorTest, LargeBlocksAreReusedAcrossCalls) {
 // A miss returns cached blocks of other sizes to the system rather than let
 // live + cached bytes pass the most ever live at once (what malloc reaches).
 TEST_F(AllocatorTest, TheCacheDoesNotRaiseTheFootprint) {
+  SKIP_UNDER_ADDRESS_SANITIZER();
   size_t mib = 1 << 20;
   void *a = memory::allocate(4 * mib), *b = memory::allocate(4 * mib);
   memory::release(a);
@@ -81,6 +91,7 @@ TEST_F(AllocatorTest, SmallBlocksAreNotCached) {
 }
 
 TEST_F(AllocatorTest, AThreadReusesTheSmallBlocksItReleased) {
+  SKIP_UNDER_ADDRESS_SANITIZER();
   // Up to 64 KiB, a released block serves the same thread's next request
   // of that size or up to a quarter smaller, not a larger one.
   void *p = memory::allocate(16 * 1024);
@@ -115,6 +126,7 @@ TEST_F(AllocatorTest, AThreadReusesTheSmallBlocksItReleased) {
 }
 
 TEST_F(AllocatorTest, SmallBlocksMoveBetweenThreads) {
+  SKIP_UNDER_ADDRESS_SANITIZER();
   // Blocks allocated by one thread and released by another (the threads of
   // a parallel loop) are kept by the releasing thread, and freed when it
   // ends.
@@ -139,6 +151,7 @@ TEST_F(AllocatorTest, SmallBlocksMoveBetweenThreads) {
 }
 
 TEST_F(AllocatorTest, TheCacheRespectsItsLimit) {
+  SKIP_UNDER_ADDRESS_SANITIZER();
   size_t size = 1 << 20;
   memory::setCacheLimit(2 * size);
   void *a = memory::allocate(size), *b = memory::allocate(size),
@@ -211,6 +224,7 @@ Call runCall(memory::CallPlans &plans, const std::string &shapes, size_t size) {
 } // namespace
 
 TEST_F(AllocatorTest, PlannedCallsReplayTheirBlocksFromOneArena) {
+  SKIP_UNDER_ADDRESS_SANITIZER();
   size_t size = 1 << 20;
   // Arenas of other plans alive in this process (earlier tests' compiled
   // functions) count too.
@@ -238,6 +252,7 @@ TEST_F(AllocatorTest, PlannedCallsReplayTheirBlocksFromOneArena) {
 }
 
 TEST_F(AllocatorTest, APlanCallWithOtherSizesFallsBackAndRecordsAgain) {
+  SKIP_UNDER_ADDRESS_SANITIZER();
   size_t size = 1 << 20;
   auto plans = memory::makeCallPlans();
   Call recorded = runCall(*plans, "8,64;", size);
@@ -259,6 +274,7 @@ TEST_F(AllocatorTest, APlanCallWithOtherSizesFallsBackAndRecordsAgain) {
 }
 
 TEST_F(AllocatorTest, PlansAreKeptPerInputShapes) {
+  SKIP_UNDER_ADDRESS_SANITIZER();
   size_t size = 1 << 20;
   auto plans = memory::makeCallPlans();
   std::vector<Call> calls;
@@ -278,6 +294,7 @@ TEST_F(AllocatorTest, PlansAreKeptPerInputShapes) {
 }
 
 TEST_F(AllocatorTest, NestedPlannedCallsAreUnplanned) {
+  SKIP_UNDER_ADDRESS_SANITIZER();
   size_t size = 1 << 20;
   size_t others = memory::stats().arenaBytes;
   auto outer = memory::makeCallPlans(), inner = memory::makeCallPlans();
