@@ -14,6 +14,7 @@
 #include "runtime/Cuda.h"
 #include "runtime/Error.h"
 #include "runtime/MemrefCopy.h"
+#include "runtime/Sanitizer.h"
 
 #include "mlir/ExecutionEngine/ExecutionEngine.h"
 #include "mlir/IR/MLIRContext.h"
@@ -24,6 +25,8 @@
 #include "llvm/Passes/PassBuilder.h"
 #include "llvm/Target/TargetMachine.h"
 #include "llvm/Transforms/Instrumentation/AddressSanitizer.h"
+
+#include <dlfcn.h>
 
 #include <chrono>
 #include <map>
@@ -73,13 +76,23 @@ static std::string gpuChip(const std::string &target) {
               "': use cpu, cuda or cuda:<architecture> (cuda:sm_90)");
 }
 
+/// Whether compiled code gets AddressSanitizer's checks
+/// (JitOptions::addressSanitizer).
+static bool instrumentsAddresses(const JitOptions &options) {
+  return options.addressSanitizer.value_or(kAddressSanitizer) &&
+         options.target == "cpu";
+}
+
 /// The lowering's share of `options` (every compile path goes through
 /// here first, so options that cannot work are refused here).
 static LoweringOptions loweringOptions(const JitOptions &options) {
-  if (options.addressSanitizer && !kAddressSanitizer) {
-    throw Error("kiln: JitOptions::addressSanitizer needs a process built "
-                "with -fsanitize=address (its checks call the sanitizer's "
-                "runtime)");
+  // The checks call the sanitizer's runtime, which the JIT finds among the
+  // process's symbols.
+  if (instrumentsAddresses(options) &&
+      !dlsym(RTLD_DEFAULT, "__asan_report_load4")) {
+    throw Error("kiln: JitOptions::addressSanitizer needs AddressSanitizer's "
+                "runtime in the process (a program linked with "
+                "-fsanitize=address)");
   }
   LoweringOptions lowering;
   lowering.prePipeline = options.prePipeline;
@@ -155,7 +168,7 @@ JitModule::compileLowered(LoweredModule lowered, const JitOptions &options) {
       [&](llvm::Module *m) -> llvm::Error {
     try {
       optimizeModule(*m, *target, options.optLevel);
-      if (options.addressSanitizer && options.target == "cpu") {
+      if (instrumentsAddresses(options)) {
         instrumentAddresses(*m, *target);
       }
     } catch (const Error &e) {
@@ -245,7 +258,7 @@ std::shared_ptr<JitModule> JitModule::compileCached(ModuleOp module,
     module->print(os, OpPrintingFlags().printGenericOpForm());
     os << "\n// opt=" << options.optLevel << " dump=" << options.dumpDirectory
        << " pre=" << options.prePipeline << " target=" << options.target
-       << " cpu=" << options.cpu << " asan=" << options.addressSanitizer
+       << " cpu=" << options.cpu << " asan=" << instrumentsAddresses(options)
        << " functions=";
     for (const std::string &f : options.functions) {
       os << f << ",";

@@ -12,9 +12,9 @@
 #define KILN_COMPILER_TARGET_JIT_JIT_H
 
 #include "runtime/Function.h"
-#include "runtime/Sanitizer.h"
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -53,10 +53,11 @@ struct JitOptions {
   /// Instruments the generated CPU code with AddressSanitizer: every load
   /// and store is checked against the sanitizer's shadow memory, so that
   /// compiled code that reads or writes outside a buffer is reported where
-  /// it happens (the fuzzers run accepted IR this way). Needs a process
-  /// built with -fsanitize=address, where it is the default; elsewhere it is
-  /// a kiln::Error before anything is compiled.
-  bool addressSanitizer = kAddressSanitizer;
+  /// it happens (the fuzzers run accepted IR this way). Needs the
+  /// sanitizer's runtime in the process (a program linked with
+  /// -fsanitize=address), else it is a kiln::Error before anything is
+  /// compiled. Unset: on when Kiln itself was built with AddressSanitizer.
+  std::optional<bool> addressSanitizer;
 };
 
 class JitModule : public Executable {

@@ -91,6 +91,28 @@ TEST(OpNumerics, EmbeddingRejectsOutOfRangeIds) {
   EXPECT_NE(message.find("holds -1"), std::string::npos) << message;
 }
 
+// The sanitizer's checks in compiled code call its runtime: without it in
+// the process they are refused before anything is compiled (this test
+// program is not linked with -fsanitize=address; the fuzz targets that are
+// test the checks themselves, Fuzz.JITSanitizerChecks).
+TEST(OpNumerics, AddressSanitizerChecksNeedTheSanitizersRuntime) {
+  if (kAddressSanitizer) {
+    GTEST_SKIP() << "this build has the sanitizer's runtime";
+  }
+  JitOptions options;
+  options.addressSanitizer = true;
+  std::string message = expectErrorMessage([&] {
+    JitModule::compileSource(R"(
+      func.func @f(%x: tensor<4xf32>) -> tensor<4xf32> {
+        return %x : tensor<4xf32>
+      })",
+                             options);
+  });
+  EXPECT_NE(message.find("needs AddressSanitizer's runtime"),
+            std::string::npos)
+      << message;
+}
+
 TEST(OpNumerics, SinusoidalEncodingMatchesTheSeedFormula) {
   // Odd width, and an offset for incremental decoding.
   auto jit = JitModule::compileSource(R"(
