@@ -46,7 +46,7 @@ typedef struct kiln_function {
 
 /* The layout of kiln_model and kiln_function and of their spec text; a
  * runtime refuses a model made for another. */
-#define KILN_ABI_VERSION 6
+#define KILN_ABI_VERSION 7
 
 /* A compiled model: its functions and its parameters (text: name, shape and
  * initializer of each), for kiln::AotModule (runtime/Aot.h). */

@@ -283,7 +283,11 @@ std::string serialize(const FunctionSpec &spec) {
     os << "\n";
   }
   for (const PositionLimit &l : spec.positionLimits) {
-    os << "limit " << l.group << " " << l.offsetArg << " " << l.maxLen << "\n";
+    os << "limit " << l.group << " " << l.offsetArg << " " << l.maxLen;
+    if (l.length >= 0) {
+      os << " " << l.length;
+    }
+    os << "\n";
   }
   for (size_t g = 0; g < spec.groups.size(); ++g) {
     if (spec.groups[g].minSize > 0) {
@@ -444,12 +448,20 @@ FunctionSpec parseFunctionSpec(std::string_view text) {
       }
       spec.groups.push_back(g);
     } else if (k == "limit") {
-      r.expectWords(4);
+      // limit <group> <offset arg> <max_len> [<static length>]
+      if (r.size() != 5) {
+        r.expectWords(4);
+      }
       PositionLimit l;
       int64_t group = r.integer(1);
       l.offsetArg = r.integer(2);
       l.maxLen = r.integer(3);
-      if (group < 0 || size_t(group) >= spec.groups.size()) {
+      if (r.size() == 5) {
+        l.length = r.integer(4);
+        if (l.length < 0 || group != 0) {
+          r.fail("a static length is at least 0, with group 0");
+        }
+      } else if (group < 0 || size_t(group) >= spec.groups.size()) {
         r.fail("no such group");
       }
       if (l.offsetArg < -1 || l.offsetArg >= int64_t(spec.args.size()) ||
@@ -863,8 +875,11 @@ static void checkArguments(const FunctionSpec &spec,
   checkElements(spec, args);
   checkInPlaceArguments(spec, args);
   for (const PositionLimit &limit : spec.positionLimits) {
-    const auto &[argIndex, dim] = spec.groups[limit.group].dims.front();
-    int64_t length = args[argIndex].tensor.shape()[dim];
+    int64_t length = limit.length;
+    if (length < 0) {
+      const auto &[argIndex, dim] = spec.groups[limit.group].dims.front();
+      length = args[argIndex].tensor.shape()[dim];
+    }
     int64_t offset = limit.offsetArg >= 0 ? args[limit.offsetArg].scalar : 0;
     if (offset < 0 || length > limit.maxLen || offset > limit.maxLen - length) {
       // offset + length may not fit in 64 bits (UBSan found it).

@@ -81,12 +81,15 @@ struct DimGroup {
   int64_t minSize = 0; ///< The least size (a slice of static length).
 };
 
-/// A learned position table: the positions [offset, offset + length) of a
-/// group's size must lie within it.
+/// A learned position table: the positions [offset, offset + length) must
+/// lie within it, the length being a group's size or a static one.
 struct PositionLimit {
-  size_t group = 0;
+  size_t group = 0;       ///< Whose size is the length (unless `length`).
   int64_t offsetArg = -1; ///< The scalar argument holding the offset, or -1.
   int64_t maxLen = 0;
+  /// When >= 0: the length, static (a gradient's: its size is no
+  /// argument's); `group` is unused.
+  int64_t length = -1;
 };
 
 /// A linear combination of the sizes of dimension groups (each group's

@@ -223,8 +223,8 @@ public:
       }
       if (offsetArg >= 0 && length->terms.empty()) {
         // A static length (a gradient's, its class holding no argument):
-        // the verifier bounds it by max_len, and compiled code clamps the
-        // rows an offset past the table would read.
+        // the call checks the offset with it.
+        spec.positionLimits.push_back({0, offsetArg, maxLen, length->constant});
         continue;
       }
       if (offsetArg >= 0) {

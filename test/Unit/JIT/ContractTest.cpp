@@ -482,6 +482,26 @@ TEST(Contract, LearnedPositionsOverAComputedLengthFitTheTable) {
                     "start at an offset argument");
 }
 
+// Learned positions from an offset over a static length that no argument
+// has (a concatenation of static parts; a gradient's result): the call
+// checks the offset with that length. Rows past the table had been clamped
+// into the last one silently.
+TEST(Contract, LearnedPositionsFromAnOffsetOverAStaticLengthFitTheTable) {
+  auto jit = JitModule::compileSource(R"(
+    func.func @f(%a: tensor<1x2x8xf32>, %b: tensor<1x2x8xf32>, %wpe: tensor<6x8xf32>, %pos: i64) -> tensor<1x4x8xf32> {
+      %x = kiln.concat %a, %b {axis = 1 : i64} : (tensor<1x2x8xf32>, tensor<1x2x8xf32>) -> tensor<1x4x8xf32>
+      %0 = kiln.pe learned %x table %wpe offset %pos : (tensor<1x4x8xf32>, tensor<6x8xf32>, i64) -> tensor<1x4x8xf32>
+      return %0 : tensor<1x4x8xf32>
+    })");
+  Tensor a = f32({1, 2, 8}), wpe = f32({6, 8});
+  jit->call("f", {a, a, wpe, int64_t(2)});
+  EXPECT_KILN_ERROR(jit->call("f", {a, a, wpe, int64_t(3)}),
+                    "positions [3, 7) of 'f' exceed the learned position "
+                    "table (max_len 6)");
+  EXPECT_KILN_ERROR(jit->call("f", {a, a, wpe, int64_t(-1)}),
+                    "positions [-1, 3)");
+}
+
 // A reshape's inferred size divides the input's elements by the other
 // sizes: a count they do not divide (6 elements into rows of 4) had dropped
 // the rest silently, and a kept size of 0 had divided 0 by 0.

@@ -63,6 +63,15 @@ TEST(Function, SpecsRoundTripThroughText) {
   EXPECT_TRUE(back.args[2].role == ArgSpec::Role::param);
   EXPECT_EQ(back.args[0].idBound, 10);
   EXPECT_EQ(back.positionLimits[0].maxLen, 8);
+  EXPECT_EQ(back.positionLimits[0].length, -1);
+  // A static length (a gradient's) survives the text.
+  spec.positionLimits.push_back({0, 1, 8, 5});
+  back = parseFunctionSpec(serialize(spec));
+  ASSERT_EQ(back.positionLimits.size(), 2u);
+  EXPECT_EQ(back.positionLimits[1].length, 5);
+  EXPECT_EQ(back.positionLimits[1].offsetArg, 1);
+  EXPECT_EQ(serialize(back), serialize(spec));
+  spec.positionLimits.pop_back();
   // A least size survives the text.
   spec.groups[1].minSize = 3;
   EXPECT_EQ(parseFunctionSpec(serialize(spec)).groups[1].minSize, 3);
@@ -220,6 +229,10 @@ TEST(Function, MalformedSpecsAreRefused) {
       "'0:1' is not an argument dimension");
   EXPECT_KILN_ERROR(parseFunctionSpec("function f\nlimit 0 -1 8\n"),
                     "no such group");
+  EXPECT_KILN_ERROR(parseFunctionSpec("function f\nlimit 0 -1 8 -2\n"),
+                    "a static length is at least 0");
+  EXPECT_KILN_ERROR(parseFunctionSpec("function f\nlimit 0 -1 8 2 1\n"),
+                    "expected 4 fields");
   EXPECT_KILN_ERROR(parseFunctionSpec("function f\nmin 0 4\n"),
                     "no such group");
   EXPECT_KILN_ERROR(parseFunctionSpec("function f\narg a input f32 [-1] -1 "
