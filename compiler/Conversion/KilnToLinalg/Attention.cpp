@@ -37,9 +37,15 @@ struct Attention {
   OpBuilder &b() { return e.b; }
   Location loc() { return e.loc; }
 
-  /// [B, T, D] -> [B, T, H, dh]
+  /// [B, T, D] -> [B, T, H, dh]. An operand whose width is dynamic has the
+  /// width of the others (the call checks it): cast to it first.
   Value split(Value x) {
     auto t = Emitter::type(x);
+    if (t.isDynamicDim(2)) {
+      t = RankedTensorType::get(
+          {t.getDimSize(0), t.getDimSize(1), heads * headDim}, e.f32());
+      x = tensor::CastOp::create(b(), loc(), t, x);
+    }
     auto splitType = RankedTensorType::get(
         {t.getDimSize(0), t.getDimSize(1), heads, headDim}, e.f32());
     SmallVector<OpFoldResult> shape = {e.size(x, 0), e.size(x, 1),

@@ -202,3 +202,21 @@ func.func @backward_without_output(%g: tensor<?x?x128xf32>, %q: tensor<?x?x128xf
       -> (tensor<?x?x128xf32>, tensor<?x?x128xf32>, tensor<?x?x128xf32>)
   return %r#0 : tensor<?x?x128xf32>
 }
+
+// -----
+
+// Keys and values whose width is dynamic have the query's (the call checks
+// it): cast to it before their heads are split (kiln-fuzz-ir: the
+// expand_shape of a dynamic width into static heads did not verify).
+// CHECK-LABEL: func.func @dynamic_key_width(
+// CHECK:         %[[K:.+]] = tensor.cast %arg2 : tensor<?x?x?xf32> to tensor<?x?x128xf32>
+// CHECK:         tensor.expand_shape %[[K]] {{\[\[}}0], [1], [2, 3]]{{.*}} : tensor<?x?x128xf32> into tensor<?x?x2x64xf32>
+// BLOCKS-LABEL: func.func @dynamic_key_width(
+// BLOCKS:         tensor.cast %arg2 : tensor<?x?x?xf32> to tensor<?x?x128xf32>
+func.func @dynamic_key_width(%g: tensor<?x?x128xf32>, %q: tensor<?x?x128xf32>, %k: tensor<?x?x?xf32>)
+    -> tensor<?x?x128xf32> {
+  %r:3 = kiln.attention_grad %g, %q, %k, %k {num_heads = 2 : i64, causal}
+      : (tensor<?x?x128xf32>, tensor<?x?x128xf32>, tensor<?x?x?xf32>, tensor<?x?x?xf32>)
+      -> (tensor<?x?x128xf32>, tensor<?x?x?xf32>, tensor<?x?x?xf32>)
+  return %r#0 : tensor<?x?x128xf32>
+}
