@@ -57,6 +57,113 @@ LogicalResult mlir::kiln::verifyByteSizes(Operation *op) {
   return success();
 }
 
+namespace {
+/// Collects what a contract says of static sizes (verifyStaticContract).
+class StaticContractCheck : public ShapeContract {
+public:
+  using Dim = std::pair<Value, int64_t>;
+
+  void same(Value a, int64_t da, Value b, int64_t db) override {
+    unsigned x = find(index({a, da})), y = find(index({b, db}));
+    parent[x] = y;
+  }
+  void idsWithin(Value, int64_t, std::optional<int64_t>) override {}
+  void positionsWithin(Value, int64_t, Value, int64_t) override {}
+  void linear(Value result, int64_t dim, ArrayRef<Term> terms,
+              int64_t constant) override {
+    if (terms.empty()) {
+      bounds.push_back({{result, dim}, constant, /*exact=*/true});
+    }
+  }
+  void quotient(Value, int64_t, ArrayRef<Dim>, ArrayRef<Dim>) override {}
+  void atLeast(Value x, int64_t dim, int64_t size) override {
+    bounds.push_back({{x, dim}, size, /*exact=*/false});
+  }
+  void sameElements(Value, Value) override {}
+
+  LogicalResult check(Operation *op) {
+    // The first static size of each class, and where it is.
+    DenseMap<unsigned, Dim> firstStatic;
+    for (auto [i, dim] : llvm::enumerate(dims)) {
+      int64_t size = sizeOf(dim);
+      if (ShapedType::isDynamic(size)) {
+        continue;
+      }
+      auto [it, inserted] = firstStatic.try_emplace(find(i), dim);
+      if (!inserted && sizeOf(it->second) != size) {
+        return op->emitOpError("expects ")
+               << describe(op, it->second) << " (" << sizeOf(it->second)
+               << ") and " << describe(op, dim) << " (" << size
+               << ") to be one size";
+      }
+    }
+    for (const Bound &bound : bounds) {
+      int64_t size = sizeOf(bound.dim);
+      if (ShapedType::isDynamic(size) ||
+          (bound.exact ? size == bound.size : size >= bound.size)) {
+        continue;
+      }
+      return op->emitOpError("expects ")
+             << describe(op, bound.dim) << " to be "
+             << (bound.exact ? "" : "at least ") << bound.size << ", got "
+             << size;
+    }
+    return success();
+  }
+
+private:
+  struct Bound {
+    Dim dim;
+    int64_t size;
+    bool exact;
+  };
+  unsigned index(Dim dim) {
+    auto [it, inserted] = indices.try_emplace(dim, dims.size());
+    if (inserted) {
+      dims.push_back(dim);
+      parent.push_back(parent.size());
+    }
+    return it->second;
+  }
+  unsigned find(unsigned i) {
+    while (parent[i] != i) {
+      i = parent[i] = parent[parent[i]];
+    }
+    return i;
+  }
+  static int64_t sizeOf(Dim dim) {
+    return cast<RankedTensorType>(dim.first.getType()).getDimSize(dim.second);
+  }
+  /// "dimension 1 of operand #2" or "... of result #0".
+  static std::string describe(Operation *op, Dim dim) {
+    std::string where;
+    for (OpOperand &operand : op->getOpOperands()) {
+      if (operand.get() == dim.first) {
+        where = "operand #" + std::to_string(operand.getOperandNumber());
+        break;
+      }
+    }
+    if (auto result = dyn_cast<OpResult>(dim.first);
+        where.empty() && result && result.getOwner() == op) {
+      where = "result #" + std::to_string(result.getResultNumber());
+    }
+    return "dimension " + std::to_string(dim.second) + " of " +
+           (where.empty() ? std::string("a value") : where);
+  }
+
+  DenseMap<Dim, unsigned> indices;
+  SmallVector<Dim> dims;
+  SmallVector<unsigned> parent;
+  SmallVector<Bound> bounds;
+};
+} // namespace
+
+LogicalResult mlir::kiln::verifyStaticContract(Operation *op) {
+  StaticContractCheck check;
+  cast<ShapeContractOpInterface>(op).addShapeContract(check);
+  return check.check(op);
+}
+
 void ShapeContract::sumOf(Value result, int64_t axis, ValueRange parts) {
   SmallVector<Term> terms;
   for (Value part : parts) {

@@ -49,8 +49,17 @@ def Kiln_ShapeContractOpInterface : OpInterface<"ShapeContractOpInterface"> {
       (ins "::mlir::kiln::ShapeContract &":$contract)>
   ];
   // Every static shape of every kiln op has a byte size that fits in 64
-  // bits: the allocations of compiled code compute it without checks.
-  let verify = [{ return ::mlir::kiln::verifyByteSizes($_op); }];
+  // bits: the allocations of compiled code compute it without checks. And
+  // the static sizes agree with the contract: dimensions it says are one
+  // size have one static size (a dynamic one between two others does not
+  // join a 0 and a 15). Run after the op's own verifier, which makes the
+  // contract's statements meaningful (ranks, axes).
+  let verify = [{
+    return ::llvm::success(
+        ::mlir::succeeded(::mlir::kiln::verifyByteSizes($_op)) &&
+        ::mlir::succeeded(::mlir::kiln::verifyStaticContract($_op)));
+  }];
+  let verifyWithRegions = 1;
 }
 
 #endif // KILN_DIALECT_KILN_IR_KILNINTERFACES_TD

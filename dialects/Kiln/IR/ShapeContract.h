@@ -79,6 +79,12 @@ public:
 /// in its shape has none).
 llvm::LogicalResult verifyByteSizes(Operation *op);
 
+/// Fails, with an op error, when the static sizes of `op` (a
+/// ShapeContractOpInterface) contradict its contract: two static sizes
+/// among dimensions stated to be one size, a static size other than a
+/// stated constant, or below a stated least size.
+llvm::LogicalResult verifyStaticContract(Operation *op);
+
 } // namespace mlir::kiln
 
 #endif // KILN_DIALECTS_KILN_IR_SHAPECONTRACT_H
