@@ -11,7 +11,8 @@
 // GPU. With KILN_FAKE_CUDA_PTX=1 a PTX image (compiled kernels) is accepted
 // too and its kernels do nothing, so that the host side of compiled GPU code
 // (allocations, copies, launches, frees) runs end to end; results are
-// garbage.
+// garbage, but finite: memory starts zeroed and holds only what was copied
+// in.
 //
 //===----------------------------------------------------------------------===//
 
@@ -159,8 +160,12 @@ static void *deviceBytes(unsigned long long pointer, size_t bytes,
   return onHost(pointer);
 }
 
+/// Zeroed: with KILN_FAKE_CUDA_PTX the kernels write nothing, so what the
+/// host reads back (a training step's loss, which the trainer refuses when
+/// it is not finite) is what the memory held before; malloc's leftovers made
+/// that a NaN now and then.
 CUresult cuMemAlloc_v2(unsigned long long *pointer, size_t bytes) {
-  *pointer = onDevice(std::malloc(bytes));
+  *pointer = onDevice(std::calloc(bytes ? bytes : 1, 1));
   std::lock_guard<std::mutex> lock(allocationsMutex);
   allocations[*pointer] = bytes;
   return 0;
