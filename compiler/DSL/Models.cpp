@@ -38,6 +38,18 @@ GptConfig gptSmall() {
   return config;
 }
 
+GptConfig gpt2() {
+  GptConfig config;
+  config.vocabSize = 50257;
+  config.dModel = 768;
+  config.numHeads = 12;
+  config.numLayers = 12;
+  config.dFF = 3072;
+  config.maxSeqLen = 1024;
+  config.activation = Activation::geluTanh;
+  return config;
+}
+
 static nn::LinearConfig gptLinear(const GptConfig &config, int64_t in,
                                   int64_t out) {
   return {in, out, /*bias=*/true, Init::normal(0.0, config.initStd),

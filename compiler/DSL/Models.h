@@ -43,6 +43,9 @@ struct GptConfig {
 GptConfig gptTiny();
 /// gpt-small: V 4096, d 384, H 6, L 6, d_ff 1536, T 256 (12,318,720).
 GptConfig gptSmall();
+/// GPT-2's smallest model (124M): V 50257, d 768, H 12, L 12, d_ff 3072,
+/// T 1024, GELU's tanh form (124,439,808 parameters).
+GptConfig gpt2();
 
 /// One pre-LN block "h.{i}": x += c_proj(causalMHA(ln_1(x))) with the fused
 /// QKV projection "attn.c_attn" [3d, d] sliced into q|k|v; x +=

@@ -111,7 +111,10 @@ void kiln::buildLinalgToLLVMPipeline(OpPassManager &pm,
   pm.addNestedPass<func::FuncOp>(createForallToParallelLoopPass());
   pm.addPass(createKilnOutlineKernelsPass());
   pm.addNestedPass<func::FuncOp>(createKilnDeallocateAfterLastUsePass());
-  // Register tiles and vectors, the loops that run on all cores.
+  // Register tiles and vectors, the loops that run on all cores; products
+  // of a few rows stream their weight instead.
+  pm.addNestedPass<func::FuncOp>(
+      createKilnVectorMatrixProductsPass({.targetCpu = cpu}));
   pm.addNestedPass<func::FuncOp>(
       createKilnTileAndVectorizePass({.targetCpu = cpu}));
   pm.addPass(createCanonicalizerPass());

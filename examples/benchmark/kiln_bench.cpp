@@ -3,7 +3,11 @@
 // The forward pass (eval, mean cross-entropy over every target, reading the
 // loss) and the training step (forward, loss, backward and AdamW as one
 // compiled call) of the BENCHMARKS.md models, compiled by Kiln: 3 warm-up
-// steps, then the median and minimum of the timed steps. Prints a table and one
+// steps, then the median and minimum of the timed steps. For the GPT models
+// also inference through the cached decoding graph (addGptDecode): a prefill
+// of 512 tokens (batch 1) and 128 tokens decoded one at a time after it
+// (generateGpt, greedy), with the bytes each token reads and the bound the
+// measured memory bandwidth sets. Prints a table and one
 // `RESULT peer=kiln ...` line per measurement (the libtorch peer prints the
 // same lines; run.sh puts them side by side). Each model and mode runs in a
 // process of its own; its peak resident set is measured from the end of
@@ -13,6 +17,7 @@
 
 #include "examples/benchmark/core_latency.h"
 #include "examples/benchmark/fma_peak.h"
+#include "examples/benchmark/memory_bandwidth.h"
 
 #include "compiler/DSL/DSL.h"
 #include "compiler/DSL/Models.h"
@@ -21,6 +26,7 @@
 #include "runtime/Allocator.h"
 #include "runtime/Cuda.h"
 #include "runtime/Error.h"
+#include "runtime/Generate.h"
 
 #include <fmt/format.h>
 
@@ -113,6 +119,8 @@ struct Options {
   /// measured FMA peak.
   int threads = 1;
   double peak = 0;
+  /// The measured DRAM read bandwidth, GB/s (decode rows only).
+  double bandwidth = 0;
 };
 
 /// How every model is compiled: for options.cpu, run on options.target.
@@ -294,6 +302,102 @@ void benchGpt(const std::string &name, dsl::models::GptConfig config,
   }
 }
 
+/// Inference through the decoding graph: "prefill" runs 512 positions of
+/// one sequence from an empty cache (tokens/s); "decode" continues a
+/// 16-token prompt by 128 tokens one at a time (generateGpt, greedy: each
+/// call reads every weight once, and the cache so far). Its bound is the
+/// measured bandwidth over the bytes a token must read: every parameter
+/// (the tied head's table once) plus the keys and values cached.
+void benchGptDecode(const std::string &name, dsl::models::GptConfig config,
+                    const std::string &mode, const Options &options) {
+  dsl::Module module;
+  dsl::models::addGptDecode(module, config);
+  auto start = std::chrono::steady_clock::now();
+  CompiledModel model(module, 1, jitOptions(options));
+  fmt::print(
+      "{}: decoding graph compiled in {:.1f} s\n", name,
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count());
+  double compilePeak = takeCompilePeak();
+  GptShape shape = dsl::models::decodeShape(config);
+  GraphRunner run = [&](const std::string &graph,
+                        const std::map<std::string, Arg> &inputs) {
+    return model.run(graph, inputs);
+  };
+  if (mode == "prefill") {
+    constexpr int64_t kPrefill = 512;
+    Tensor idx = randomIds(1, kPrefill, config.vocabSize, 8);
+    std::map<std::string, Arg> inputs = {{"idx", idx}, {"pos", Arg(int64_t(0))}};
+    for (int64_t i = 0; i < config.numLayers; ++i) {
+      for (const char *kind : {"key", "value"}) {
+        inputs.emplace(fmt::format("past.{}.{}", i, kind),
+                       Tensor::zeros({1, 0, config.dModel}, DType::f32));
+      }
+    }
+    double t = kPrefill, d = config.dModel;
+    // Every position through every layer; the head for the last one.
+    double flops = config.numLayers * (24 * t * d * d + 4 * t * t * d) +
+                   2 * d * double(config.vocabSize);
+    Shape one{config.vocabSize, config.dModel, config.numHeads,
+              config.numLayers, config.dFF, kPrefill, 1};
+    measure(name, "prefill", one, flops, options, compilePeak, [&] {
+      return model.run("decode", inputs)[0].data<float>()[0];
+    });
+    return;
+  }
+  constexpr int64_t kPrompt = 16, kTokens = 128;
+  std::vector<int64_t> prompt(kPrompt);
+  for (int64_t i = 0; i < kPrompt; ++i) {
+    prompt[i] = (i * 7919) % config.vocabSize;
+  }
+  SamplingOptions greedy;
+  greedy.temperature = 0;
+  Rng rng(1);
+  // A warm-up: the first calls page the weights in and size the buffers.
+  generateGpt(run, shape, prompt, 8, greedy, rng);
+  std::vector<double> ms;
+  auto last = std::chrono::steady_clock::now();
+  double roundTripBefore = kiln::bench::measureCoreRoundTripNs();
+  last = std::chrono::steady_clock::now();
+  auto first = last;
+  generateGpt(run, shape, prompt, kTokens + 1, greedy, rng, [&](int64_t) {
+    auto now = std::chrono::steady_clock::now();
+    ms.push_back(std::chrono::duration<double, std::milli>(now - last).count());
+    last = now;
+  });
+  double roundTripAfter = kiln::bench::measureCoreRoundTripNs();
+  // Token 0 came from the prompt's prefill; tokens 1..kTokens one at a time.
+  double total = std::chrono::duration<double, std::milli>(last - first).count() -
+                 ms.front();
+  ms.erase(ms.begin());
+  std::vector<double> sorted = ms;
+  std::sort(sorted.begin(), sorted.end());
+  double median = sorted[sorted.size() / 2];
+  double tokensPerSecond = double(kTokens) / (total * 1e-3);
+  double parameterBytes = double(model.parameters().numParameters()) * 4;
+  // The cache read per token, on average over the decoded positions.
+  double meanContext = kPrompt + (kTokens + 1) / 2.0;
+  double cacheBytes = 2.0 * config.numLayers * meanContext * config.dModel * 4;
+  double bytesPerToken = parameterBytes + cacheBytes;
+  double bound = options.bandwidth * 1e9 / bytesPerToken;
+  fmt::print("{:<10} {:<11} {:>9.2f} ms  {:>9.1f} tok/s  {:.0f} MB a token, "
+             "{:.1f} GB/s read: bound {:.1f} tok/s, {:.1f}% of it  peak RSS "
+             "{:>5.0f} MiB (JIT compiler {:.0f}), core round trip {:.0f} ns "
+             "before, {:.0f} after\n",
+             name, "decode", median, tokensPerSecond, bytesPerToken * 1e-6,
+             options.bandwidth, bound, 100 * tokensPerSecond / bound,
+             peakResidentMiB(), compilePeak, roundTripBefore, roundTripAfter);
+  fmt::print("RESULT peer=kiln model={} mode=decode median_ms={:.2f} "
+             "min_ms={:.2f} tokens_per_s={:.1f} bytes_per_token={:.0f} "
+             "bandwidth_gbs={:.1f} bound_tokens_per_s={:.1f} bound_pct={:.1f} "
+             "rss_mib={:.0f} jit_rss_mib={:.0f} core_ns_before={:.0f} "
+             "core_ns_after={:.0f}\n",
+             name, median, sorted.front(), tokensPerSecond, bytesPerToken,
+             options.bandwidth, bound, 100 * tokensPerSecond / bound,
+             peakResidentMiB(), compilePeak, roundTripBefore, roundTripAfter);
+  std::fflush(stdout);
+}
+
 void benchEncDec(const Options &options) {
   Shape shape{8000, 512, 8, 6, 2048, 64, 8};
   dsl::Module module;
@@ -359,8 +463,9 @@ int main(int argc, char **argv) try {
       }
     } else {
       fmt::print(stderr,
-                 "usage: kiln-bench [--models gpt-tiny,gpt-small,encdec] "
-                 "[--modes forward,train] [--steps N] [--cpu host|x86-64-v3|"
+                 "usage: kiln-bench [--models gpt-tiny,gpt-small,gpt2,encdec] "
+                 "[--modes forward,train,prefill,decode] [--steps N] "
+                 "[--cpu host|x86-64-v3|"
                  "x86-64-v4|<llvm cpu>] [--target cpu|cuda] [--gpu-profile] "
                  "[--dump DIR]\n");
       return 2;
@@ -371,8 +476,9 @@ int main(int argc, char **argv) try {
     return 2;
   }
   for (const std::string &m : options.modes) {
-    if (m != "forward" && m != "train") {
-      fmt::print(stderr, "unknown mode '{}' (forward, train)\n", m);
+    if (m != "forward" && m != "train" && m != "prefill" && m != "decode") {
+      fmt::print(stderr,
+                 "unknown mode '{}' (forward, train, prefill, decode)\n", m);
       return 2;
     }
   }
@@ -385,6 +491,11 @@ int main(int argc, char **argv) try {
   // The share of the CPU's FMA peak; none on the GPU (peak_pct 0).
   bool onGpu = options.target.rfind("cuda", 0) == 0;
   options.peak = onGpu ? 0 : kiln::bench::measureFmaPeak(options.threads);
+  if (!onGpu && (wants(options, "decode"))) {
+    options.bandwidth = kiln::bench::measureReadBandwidth(options.threads);
+    fmt::print("measured memory read bandwidth {:.1f} GB/s on {} threads\n",
+               options.bandwidth, options.threads);
+  }
   fmt::print("Kiln forward pass (+ mean cross-entropy) and training step "
              "(+ backward + AdamW), target {}, {} threads, measured CPU FMA "
              "peak {}\n",
@@ -394,7 +505,7 @@ int main(int argc, char **argv) try {
   // Each model and mode in a process of its own (as the libtorch peer
   // runs), so that one row's peak resident set is its own.
   for (const std::string &m : options.models) {
-    if (m != "gpt-tiny" && m != "gpt-small" && m != "encdec") {
+    if (m != "gpt-tiny" && m != "gpt-small" && m != "gpt2" && m != "encdec") {
       fmt::print(stderr, "unknown model '{}'\n", m);
       return 2;
     }
@@ -402,6 +513,12 @@ int main(int argc, char **argv) try {
   bool failed = false;
   for (const std::string &m : options.models) {
     for (const std::string &mode : options.modes) {
+      // The encoder-decoder has no decoding rows; GPT-2 124M no forward
+      // pass over a loss (its rows are prefill, decode and train).
+      bool decoding = mode == "prefill" || mode == "decode";
+      if ((m == "encdec" && decoding) || (m == "gpt2" && mode == "forward")) {
+        continue;
+      }
       std::fflush(stdout);
       pid_t child = fork();
       if (child < 0) {
@@ -411,7 +528,15 @@ int main(int argc, char **argv) try {
         Options one = options;
         one.modes = {mode};
         try {
-          if (m == "gpt-tiny") {
+          dsl::models::GptConfig gpt = m == "gpt-tiny"    ? dsl::models::gptTiny()
+                                       : m == "gpt-small" ? dsl::models::gptSmall()
+                                                          : dsl::models::gpt2();
+          if (decoding) {
+            benchGptDecode(m, gpt, mode, one);
+          } else if (m == "gpt2") {
+            // BENCHMARKS.md's training step at batch 4 of 64 positions.
+            benchGpt(m, gpt, {50257, 768, 12, 12, 3072, 64, 4}, one, false);
+          } else if (m == "gpt-tiny") {
             benchGpt(m, dsl::models::gptTiny(), {65, 128, 4, 4, 512, 128, 16},
                      one, false);
           } else if (m == "gpt-small") {

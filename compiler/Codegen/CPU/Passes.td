@@ -88,6 +88,46 @@ def KilnDeallocateAfterLastUsePass : Pass<"kiln-deallocate-after-last-use"> {
   let dependentDialects = ["::mlir::memref::MemRefDialect"];
 }
 
+def KilnVectorMatrixProductsPass
+    : Pass<"kiln-vector-matrix-products", "::mlir::func::FuncOp"> {
+  let summary = "Stream the weight of a product of a few rows";
+  let description = [{
+    A linear layer decoding one token at a time multiplies one row (or a
+    few: a batch of sequences) by a weight stored [N, K]: every element of
+    the weight is used once per row, so the product is bound by reading
+    the weight from memory, and kiln-tile-and-vectorize's blocked product
+    (a copy of each block of the weight into micro-panels, transposed, then
+    register tiles of 8 rows of which one is used) reads and writes it
+    several times over. This pass rewrites a contraction
+    `out[m..., n] += a[m..., k] * b[n, k]` on f32 buffers (k static, a
+    multiple of one vector, contiguous in a and b; no batch loop) whose rows
+    (the product of the m loops' sizes) are at most `max-rows` into two ops:
+
+      partial[m..., n, l] = sum over j of a[m..., j, l] * b[n, j, l]
+      out[m..., n] += sum over l of partial[m..., n, l]
+
+    with k split into j and l of one vector register each. The first, with
+    loops (n, m..., j, l), is a vector of FMAs along each row of b into a
+    zeroed accumulator (`kiln.fill`): each row of the weight is read once,
+    from memory, the rows of a from L1, and the threads share the rows of
+    the weight. The second reduces each accumulator's lanes. When the rows
+    are dynamic an `scf.if` chooses at run time between this and the op as
+    it was. Run after kernel outlining, before kiln-tile-and-vectorize.
+  }];
+  let options = [
+    Option<"targetCpu", "target-cpu", "std::string", /*default=*/"\"host\"",
+           "The CPU whose vector width splits k: host, or an LLVM CPU name">,
+    Option<"vectorWidth", "vector-width", "int64_t", /*default=*/"0",
+           "Elements per vector (0: from the target)">,
+    Option<"maxRows", "max-rows", "int64_t", /*default=*/"4",
+           "The most rows a product may have to be streamed">,
+  ];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::linalg::LinalgDialect",
+                           "::mlir::memref::MemRefDialect",
+                           "::mlir::scf::SCFDialect"];
+}
+
 def KilnTileAndVectorizePass
     : Pass<"kiln-tile-and-vectorize", "::mlir::func::FuncOp"> {
   let summary = "Tile linalg ops on buffers into register tiles and vectorize them";

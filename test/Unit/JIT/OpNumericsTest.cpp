@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Differential.h"
 #include "Reference.h"
 
 #include "compiler/Target/JIT/Jit.h"
@@ -328,6 +329,88 @@ TEST(OpNumerics, LinearAndBatchedMatmulWithTransposes) {
       }
     }
     ref::expectClose(jit->call("mmt", {at, bt})[0], expectedT);
+  }
+}
+
+// Products of at most 4 rows with a weight stored [N, K] stream the weight
+// (kiln-vector-matrix-products): K split into vectors of 16 (AVX-512) or 8
+// (AVX2), so K = 24 is streamed by AVX2 code only and K = 20 by neither.
+// Rows from 0 across the 4-row limit (5 and 9 take the blocked product),
+// dynamic and static; widths that cross the vector (1, 15, 16, 17, 33, 65);
+// with and without a bias (the deferred fill), a rank-2 input (the decoding
+// head's), two products in a row (a feed-forward block); compiled for both
+// CPU levels. Against a naive product in double.
+TEST(OpNumerics, ProductsOfAFewRowsStreamTheirWeight) {
+  struct Shape {
+    int64_t k, n;
+  };
+  const std::vector<Shape> shapes = {{16, 1},  {16, 17}, {48, 15}, {48, 16},
+                                     {48, 33}, {24, 65}, {20, 17}, {768, 65}};
+  std::string source;
+  for (auto [k, n] : shapes) {
+    source += fmt::format(R"(
+      func.func @lin_{0}_{1}(%x: tensor<?x?x{0}xf32>, %w: tensor<{1}x{0}xf32>, %b: tensor<{1}xf32>) -> tensor<?x?x{1}xf32> {{
+        %0 = kiln.linear %x, %w, %b : (tensor<?x?x{0}xf32>, tensor<{1}x{0}xf32>, tensor<{1}xf32>) -> tensor<?x?x{1}xf32>
+        return %0 : tensor<?x?x{1}xf32>
+      }})",
+                          k, n);
+  }
+  source += R"(
+    func.func @head(%x: tensor<?x48xf32>, %w: tensor<65x48xf32>) -> tensor<?x65xf32> {
+      %0 = kiln.linear %x, %w : (tensor<?x48xf32>, tensor<65x48xf32>) -> tensor<?x65xf32>
+      return %0 : tensor<?x65xf32>
+    }
+    func.func @one(%x: tensor<1x1x32xf32>, %w: tensor<17x32xf32>) -> tensor<1x1x17xf32> {
+      %0 = kiln.linear %x, %w : (tensor<1x1x32xf32>, tensor<17x32xf32>) -> tensor<1x1x17xf32>
+      return %0 : tensor<1x1x17xf32>
+    }
+    func.func @ffn(%x: tensor<?x?x32xf32>, %w1: tensor<80x32xf32>, %w2: tensor<32x80xf32>,
+                   %b1: tensor<80xf32>, %b2: tensor<32xf32>) -> tensor<?x?x32xf32> {
+      %0 = kiln.ffn relu %x, %w1, %w2 biases(%b1, %b2)
+          : (tensor<?x?x32xf32>, tensor<80x32xf32>, tensor<32x80xf32>, tensor<80xf32>, tensor<32xf32>)
+          -> tensor<?x?x32xf32>
+      return %0 : tensor<?x?x32xf32>
+    })";
+  const std::vector<std::pair<int64_t, int64_t>> rows = {
+      {1, 0}, {0, 3}, {1, 1}, {1, 2}, {3, 1}, {2, 2}, {1, 4}, {1, 5}, {3, 3}};
+  const double atol = 5e-5, rtol = 1e-4;
+  for (const char *cpu : {"x86-64-v3", "x86-64-v4"}) {
+    SCOPED_TRACE(cpu);
+    JitOptions options;
+    options.cpu = cpu;
+    auto jit = JitModule::compileSource(source, options);
+    if (!diff::detail::hostRuns(cpu)) {
+      continue; // compiled, not run
+    }
+    for (auto [k, n] : shapes) {
+      Tensor w = ref::randomTensor({n, k}, 70), bias = ref::randomTensor({n}, 71);
+      for (auto [b, t] : rows) {
+        SCOPED_TRACE(fmt::format("K {} N {} rows {}x{}", k, n, b, t));
+        Tensor x = ref::randomTensor({b, t, k}, 72);
+        ref::expectClose(jit->call(fmt::format("lin_{}_{}", k, n),
+                                   {x, w, bias})[0],
+                         ref::linear(x, w, &bias), atol, rtol);
+      }
+    }
+    Tensor head = ref::randomTensor({65, 48}, 73);
+    for (int64_t r : {0, 1, 3, 4, 5, 17}) {
+      Tensor x = ref::randomTensor({r, 48}, 74);
+      ref::expectClose(jit->call("head", {x, head})[0],
+                       ref::linear(x, head, nullptr), atol, rtol);
+    }
+    Tensor x1 = ref::randomTensor({1, 1, 32}, 75),
+           w1 = ref::randomTensor({17, 32}, 76);
+    ref::expectClose(jit->call("one", {x1, w1})[0],
+                     ref::linear(x1, w1, nullptr), atol, rtol);
+    Tensor f1 = ref::randomTensor({80, 32}, 77), f2 = ref::randomTensor({32, 80}, 78);
+    Tensor c1 = ref::randomTensor({80}, 79), c2 = ref::randomTensor({32}, 80);
+    for (auto [b, t] : rows) {
+      Tensor x = ref::randomTensor({b, t, 32}, 81);
+      Tensor h = mapRef(ref::linear(x, f1, &c1),
+                        [](double v) { return std::max(v, 0.0); });
+      ref::expectClose(jit->call("ffn", {x, f1, f2, c1, c2})[0],
+                       ref::linear(h, f2, &c2), atol, rtol);
+    }
   }
 }
 
