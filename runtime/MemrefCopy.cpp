@@ -43,12 +43,25 @@ extern "C" void memrefCopy(int64_t elementSize, kiln::UnrankedMemref *src,
     std::memcpy(dstBase, srcBase, elementSize);
     return;
   }
-  std::vector<int64_t> index(rank, 0);
+  // The innermost dimensions that are contiguous in both (or of size 1)
+  // form runs copied with one memcpy each: a cache of keys concatenated
+  // along positions copies whole rows, not one element at a time.
+  int64_t inner = rank, run = 1;
+  while (inner > 0) {
+    int64_t k = inner - 1;
+    if (sizes[k] != 1 && (srcStrides[k] != run || dstStrides[k] != run)) {
+      break;
+    }
+    run *= sizes[k];
+    --inner;
+  }
+  int64_t runBytes = run * elementSize;
+  std::vector<int64_t> index(inner, 0);
   int64_t srcOffset = 0, dstOffset = 0;
-  for (int64_t i = 0; i < count; ++i) {
+  for (int64_t i = 0; i < count / run; ++i) {
     std::memcpy(dstBase + dstOffset * elementSize,
-                srcBase + srcOffset * elementSize, elementSize);
-    for (int64_t k = rank - 1; k >= 0; --k) {
+                srcBase + srcOffset * elementSize, runBytes);
+    for (int64_t k = inner - 1; k >= 0; --k) {
       srcOffset += srcStrides[k];
       dstOffset += dstStrides[k];
       if (++index[k] < sizes[k]) {
