@@ -62,6 +62,12 @@ inline constexpr GemmShape kGemmShapes[] = {
     {"encdec head", 512, 8000, 512, 1, "NT"},
     {"encdec head dW", 8000, 512, 512, 1, "TN"},
     {"encdec scores", 64, 64, 64, 64, "NT"},
+    // GPT-2 124M prefill: 512 rows, d 768, d_ff 3072 (the vocab-50257 head
+    // runs on the last row only: a vector-matrix product, not a GEMM).
+    {"gpt2 qkv", 512, 2304, 768, 1, "NT"},
+    {"gpt2 proj", 512, 768, 768, 1, "NT"},
+    {"gpt2 fc1", 512, 3072, 768, 1, "NT"},
+    {"gpt2 fc2", 512, 768, 3072, 1, "NT"},
 };
 
 } // namespace kiln::bench
