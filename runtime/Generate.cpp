@@ -54,6 +54,14 @@ std::vector<int64_t> generateGpt(const GraphRunner &run, const GptShape &config,
                                  const std::function<void(int64_t)> &onToken,
                                  const std::string &graph) {
   checkSampling(sampling);
+  if (config.vocabSize < 1 || config.maxSeqLen < 1 || config.numLayers < 1 ||
+      config.dModel < 1) {
+    throw Error(fmt::format("kiln: generation needs a GPT of positive sizes, "
+                            "got vocabulary {}, {} positions, {} layers, "
+                            "width {}",
+                            config.vocabSize, config.maxSeqLen,
+                            config.numLayers, config.dModel));
+  }
   if (prompt.empty()) {
     throw Error("kiln: generation needs a prompt of at least one token");
   }
@@ -69,7 +77,16 @@ std::vector<int64_t> generateGpt(const GraphRunner &run, const GptShape &config,
   }
   int64_t window = config.maxSeqLen;
   std::vector<int64_t> context = prompt, generated;
-  Cache cache(config.numLayers, 1, config.dModel);
+  // Caches of fixed capacity, written in place at each call's position
+  // (addGptDecode): allocated once.
+  std::map<std::string, Arg> caches;
+  for (int64_t i = 0; i < config.numLayers; ++i) {
+    for (const char *kind : {"key", "value"}) {
+      caches.insert_or_assign(
+          fmt::format("past.{}.{}", i, kind),
+          Tensor::zeros({1, window, config.dModel}, DType::f32));
+    }
+  }
   // Positions [0, cached) are in the cache; `pending` are not yet.
   int64_t cached = 0;
   std::vector<int64_t> pending = context;
@@ -78,17 +95,29 @@ std::vector<int64_t> generateGpt(const GraphRunner &run, const GptShape &config,
   }
   for (int64_t n = 0; n < count; ++n) {
     if (cached + int64_t(pending.size()) > window) {
-      // Restart from the most recent half window.
-      cache.reset();
+      // Restart from the most recent half window (the positions after it
+      // are never read).
       cached = 0;
       pending.assign(context.end() - window / 2 - 1, context.end());
     }
-    std::map<std::string, Arg> inputs = cache.tensors;
+    std::map<std::string, Arg> inputs = caches;
     inputs.emplace("idx", Tensor::fromVector<int64_t>(
                               {1, int64_t(pending.size())}, pending));
     inputs.emplace("pos", Arg(cached));
     std::vector<Tensor> out = run(graph, inputs);
-    cache.update(out);
+    if (int64_t(out.size()) != 1 + 2 * config.numLayers) {
+      throw Error(fmt::format("kiln: the decode graph returned {} results, "
+                              "expected {} (the logits and a key and a value "
+                              "cache per layer)",
+                              out.size(), 1 + 2 * config.numLayers));
+    }
+    // The caches written in place (the same tensors on the CPU; on the GPU
+    // new ones).
+    for (int64_t i = 0; i < config.numLayers; ++i) {
+      caches.insert_or_assign(fmt::format("past.{}.key", i), out[1 + 2 * i]);
+      caches.insert_or_assign(fmt::format("past.{}.value", i),
+                              out[2 + 2 * i]);
+    }
     cached += int64_t(pending.size());
     int64_t token =
         sampleToken(out[0].data<float>(), config.vocabSize, sampling, rng);

@@ -386,6 +386,12 @@ Var Graph::seed(SourceLoc loc) {
 int64_t Graph::nextDropoutStream() { return impl_->nextStream++; }
 
 void Graph::finish(const std::vector<Var> &outputs, SourceLoc loc) {
+  finish(outputs, {}, loc);
+}
+
+void Graph::finish(const std::vector<Var> &outputs,
+                   const std::vector<std::pair<size_t, Var>> &inPlace,
+                   SourceLoc loc) {
   detail::checkOpen(*this, loc);
   if (outputs.empty()) {
     fail(loc, "graph '" + name() + "' needs at least one output");
@@ -406,14 +412,51 @@ void Graph::finish(const std::vector<Var> &outputs, SourceLoc loc) {
     values.push_back(output.value());
     types.push_back(output.value().getType());
   }
+  // Outputs that update inputs: checked before anything is added.
+  std::vector<bool> taken(outputs.size(), false);
+  std::vector<std::pair<size_t, unsigned>> updates;
+  for (const auto &[output, input] : inPlace) {
+    if (output >= outputs.size()) {
+      fail(loc, "graph '" + name() + "' has no output #" +
+                    std::to_string(output) + " to write in place");
+    }
+    auto arg = input.defined()
+                   ? mlir::dyn_cast<mlir::BlockArgument>(input.value())
+                   : mlir::BlockArgument();
+    bool isInput =
+        arg && Access::graphOf(input) == this && input.isTensor() &&
+        llvm::any_of(impl_->inputs, [&](const Argument &a) {
+          return a.isTensor && lookup(a.name).value() == input.value();
+        });
+    if (!isInput) {
+      fail(loc, "output #" + std::to_string(output) + " of graph '" + name() +
+                    "' can only replace a tensor input of this graph");
+    }
+    if (taken[output]) {
+      fail(loc, "output #" + std::to_string(output) + " of graph '" + name() +
+                    "' replaces two inputs");
+    }
+    taken[output] = true;
+    updates.emplace_back(output, arg.getArgNumber());
+  }
   auto oldType = impl_->func.getFunctionType();
   auto ret = mlir::func::ReturnOp::create(impl_->builder,
                                           detail::location(*this, loc), values);
   impl_->func.setFunctionType(
       mlir::FunctionType::get(&module().context(), oldType.getInputs(), types));
+  mlir::OpBuilder attrs(&module().context());
+  for (const auto &[output, argument] : updates) {
+    impl_->func.setResultAttr(output, mlir::kiln::kUpdatesAttr,
+                              attrs.getI64IntegerAttr(argument));
+  }
   std::string message = verifyMessage(impl_->func, /*withLocation=*/false);
   if (!message.empty()) {
     ret->erase();
+    for (const auto &[output, argument] : updates) {
+      impl_->func.removeResultAttr(
+          output, mlir::StringAttr::get(&module().context(),
+                                        mlir::kiln::kUpdatesAttr));
+    }
     impl_->func.setFunctionType(oldType);
     fail(loc, message);
   }

@@ -177,6 +177,14 @@ public:
   /// finished once: afterwards nothing can be added to it.
   void finish(const std::vector<Var> &outputs,
               SourceLoc loc = SourceLoc::current());
+  /// As finish(outputs), with outputs that replace inputs: each pair (k,
+  /// input) makes output k (of `input`'s type; `input` a tensor input of
+  /// this graph) update that input in place (`kiln.updates`): compiled CPU
+  /// code writes it into the caller's tensor, and the call returns that
+  /// tensor as output k (a key/value cache written at a position).
+  void finish(const std::vector<Var> &outputs,
+              const std::vector<std::pair<size_t, Var>> &inPlace,
+              SourceLoc loc = SourceLoc::current());
   bool finished() const;
 
   /// The function's arguments, inputs first, then parameters.

@@ -86,15 +86,17 @@ static AttentionWeights gptAttentionWeights(const GptBlock &block,
           third(block.qkv.bias, 2),   block.proj.bias};
 }
 
-GptBlock::Step GptBlock::step(Var x, Var pastKey, Var pastValue,
+GptBlock::Step GptBlock::step(Var x, Var keyCache, Var valueCache, Var pos,
                               SourceLoc loc) const {
   AttentionWeights w = gptAttentionWeights(*this, loc);
   Var h = ln1(x, loc);
-  Var key = concat({pastKey, linear(h, w.wk, w.bk, loc)}, 1, loc);
-  Var value = concat({pastValue, linear(h, w.wv, w.bv, loc)}, 1, loc);
+  Var key = updateSlice(keyCache, linear(h, w.wk, w.bk, loc), pos, 1, loc);
+  Var value =
+      updateSlice(valueCache, linear(h, w.wv, w.bv, loc), pos, 1, loc);
   AttentionOptions options;
   options.numHeads = config.numHeads;
   options.causal = true;
+  options.offset = pos;
   Var context = attention(linear(h, w.wq, w.bq, loc), key, value, options, loc);
   x = add(x, linear(context, w.wo, w.bo, loc), loc);
   Var m =
@@ -179,20 +181,23 @@ Graph &addGptDecode(Module &module, const GptConfig &config, std::string name,
   Gpt gpt(graph, config, loc);
   Var x = gpt.wpe(gpt.wte(idx, loc), pos, loc);
   std::vector<Var> outputs(1);
+  std::vector<std::pair<size_t, Var>> inPlace;
   for (size_t i = 0; i < gpt.h.size(); ++i) {
     std::string past = "past." + std::to_string(i);
-    Shape cache = {kDynamic, kDynamic, config.dModel};
-    GptBlock::Step s = gpt.h[i].step(
-        x, graph.input(past + ".key", cache, DType::f32, loc),
-        graph.input(past + ".value", cache, DType::f32, loc), loc);
+    Shape cache = {kDynamic, config.maxSeqLen, config.dModel};
+    Var key = graph.input(past + ".key", cache, DType::f32, loc);
+    Var value = graph.input(past + ".value", cache, DType::f32, loc);
+    GptBlock::Step s = gpt.h[i].step(x, key, value, pos, loc);
     x = s.x;
+    inPlace.emplace_back(outputs.size(), key);
     outputs.push_back(s.key);
+    inPlace.emplace_back(outputs.size(), value);
     outputs.push_back(s.value);
   }
   Var last =
       reshape(slice(x, 1, -1, std::nullopt, loc), {0, config.dModel}, loc);
   outputs[0] = linear(gpt.lnF(last, loc), gpt.wte.weight, {}, loc);
-  graph.finish(outputs, loc);
+  graph.finish(outputs, inPlace, loc);
   return graph;
 }
 

@@ -56,13 +56,15 @@ struct GptBlock {
   Var operator()(Var x, SourceLoc loc = SourceLoc::current()) const;
 
   /// The block for incremental decoding (evaluation mode): `x` [B, n, d] are
-  /// the next n positions, `pastKey`/`pastValue` [B, t, d] the projected keys
-  /// and values of the t positions before them. Returns the block's output
-  /// and the keys and values of all t + n positions.
+  /// positions pos .. pos + n - 1, `keyCache`/`valueCache` [B, maxSeqLen, d]
+  /// hold the projected keys and values of the positions before them. The
+  /// new positions' keys and values are written into the caches at `pos`
+  /// (updateSlice), and attention reads positions [0, pos + n) of them.
+  /// Returns the block's output and the updated caches.
   struct Step {
     Var x, key, value;
   };
-  Step step(Var x, Var pastKey, Var pastValue,
+  Step step(Var x, Var keyCache, Var valueCache, Var pos,
             SourceLoc loc = SourceLoc::current()) const;
 
   GptConfig config;
@@ -93,11 +95,15 @@ Graph &addGptForward(Module &module, const GptConfig &config,
                      SourceLoc loc = SourceLoc::current());
 /// Adds graph `name` for decoding with a key/value cache: inputs "idx" [?, ?]
 /// i64 (the next positions), "pos" (i64 scalar: how many positions precede
-/// them) and per layer i "past.{i}.key", "past.{i}.value" [?, ?, d] (empty
-/// [B, 0, d] at the start) -> the logits of the last position [?, V], then
-/// per layer the keys and values of all positions [?, ?, d] (key 0, value 0,
-/// key 1, ...). Only the new positions are computed: earlier ones come from
-/// the cache.
+/// them) and per layer i "past.{i}.key", "past.{i}.value" [?, maxSeqLen, d]
+/// (caches of fixed capacity whose positions [0, pos) are filled; zeros at
+/// the start) -> the logits of the last position [?, V], then per layer the
+/// caches with the new positions written at pos (key 0, value 0, key 1,
+/// ...): these outputs replace their inputs in place (kiln.updates), so CPU
+/// code writes the new keys and values into the caller's tensors and
+/// copies nothing else. Only the new positions are computed; attention
+/// reads the cached positions [0, pos + n). The call checks pos + n <=
+/// maxSeqLen.
 Graph &addGptDecode(Module &module, const GptConfig &config,
                     std::string name = "decode",
                     SourceLoc loc = SourceLoc::current());

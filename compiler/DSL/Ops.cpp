@@ -194,6 +194,10 @@ Var multiHeadAttention(Var query, Var keyValue, const AttentionWeights &weights,
        {weights.bo, "bo", Role::optionalTensor},
        {options.keyPaddingMask, "key_padding_mask", Role::optionalTensor}});
   checkKeyPaddingMask(options, op, loc);
+  if (options.offset) {
+    fail(loc, std::string(op) + ": 'offset' is for attention() over a "
+                                "key/value cache, not multiHeadAttention()");
+  }
   DropoutSite site = dropoutSite(graph, options.dropout, op, loc);
   mlir::OpBuilder &b = builderOf(graph);
   return emit<mk::MultiHeadAttentionOp>(
@@ -215,13 +219,14 @@ Var attention(Var query, Var key, Var value, const AttentionOptions &options,
       {{query, "query"},
        {key, "key"},
        {value, "value"},
-       {options.keyPaddingMask, "key_padding_mask", Role::optionalTensor}});
+       {options.keyPaddingMask, "key_padding_mask", Role::optionalTensor},
+       {options.offset, "offset", Role::optionalScalar}});
   checkKeyPaddingMask(options, op, loc);
   DropoutSite site = dropoutSite(graph, options.dropout, op, loc);
   mlir::OpBuilder &b = builderOf(graph);
   return emit<mk::AttentionOp>(
       graph, loc, query.value(), key.value(), value.value(),
-      options.keyPaddingMask.value(), site.seed,
+      options.keyPaddingMask.value(), site.seed, options.offset.value(),
       b.getI64IntegerAttr(options.numHeads),
       options.causal ? b.getUnitAttr() : mlir::UnitAttr(),
       b.getF64FloatAttr(site.p),
@@ -374,6 +379,19 @@ Var concat(const std::vector<Var> &inputs, int64_t axis, SourceLoc loc) {
   }
   return emit<mk::ConcatOp>(*graph, loc, mlir::ValueRange(values),
                             i64Attr(*graph, axis));
+}
+
+Var updateSlice(Var dest, Var source, Var offset, int64_t axis,
+                SourceLoc loc) {
+  const char *op = "updateSlice";
+  Graph &graph =
+      checkOperands(loc, op,
+                    {{dest, "dest"},
+                     {source, "source"},
+                     {offset, "offset", Role::scalar}});
+  return emit<mk::UpdateSliceOp>(graph, loc, dest.value(), source.value(),
+                                 offset.value(),
+                                 i64Attr(graph, axis));
 }
 
 Var constant(Graph &graph, Shape shape, std::vector<float> values,

@@ -77,6 +77,10 @@ struct AttentionOptions {
   Var keyPaddingMask = {};
   /// Attention-probability dropout (training graphs only).
   double dropout = 0.0;
+  /// attention() only, causal only: an i64 scalar, the position of the first
+  /// query among keys of static length (a key/value cache of fixed capacity
+  /// filled up to offset + Tq): query i sees key j only when j <= offset + i.
+  Var offset = {};
 };
 
 /// w1 [F, D], w2 [D, F]; the biases b1 [F], b2 [D] are both or none.
@@ -208,6 +212,14 @@ Var slice(Var x, int64_t axis, int64_t start,
 /// Joins `inputs` (at least one) along `axis`.
 Var concat(const std::vector<Var> &inputs, int64_t axis,
            SourceLoc loc = SourceLoc::current());
+
+/// `dest` with `source` written at positions [offset, offset +
+/// source.dim(axis)) along `axis` (kiln.update_slice): `offset` an i64
+/// scalar, `dest` of static length along `axis` (a key/value cache of fixed
+/// capacity; the call checks the positions lie within it). Written in place
+/// when the graph's output replaces `dest` (Graph::finish's inPlace).
+Var updateSlice(Var dest, Var source, Var offset, int64_t axis,
+                SourceLoc loc = SourceLoc::current());
 
 /// A dense f32 tensor of a static `shape`, given in row-major order.
 Var constant(Graph &graph, Shape shape, std::vector<float> values,

@@ -864,11 +864,38 @@ struct AttentionPattern : AttentionBlockPattern<AttentionOp> {
   using AttentionBlockPattern::AttentionBlockPattern;
   SmallVector<Value> lower(AttentionOp op, OpAdaptor adaptor,
                            Emitter &e) const override {
-    Attention attention =
-        attentionFor(e, op, adaptor.getQuery(), adaptor.getKey(),
-                     adaptor.getKeyPaddingMask(), adaptor.getSeed());
-    return {block > 0 ? attention.fusedForward(adaptor.getValue(), block)
-                      : attention.forward(adaptor.getValue())};
+    Value key = adaptor.getKey(), value = adaptor.getValue(),
+          mask = adaptor.getKeyPaddingMask();
+    if (Value offset = adaptor.getOffset()) {
+      // Queries at positions [offset, offset + Tq) of a cache: its first
+      // offset + Tq positions are the keys (the call checked they exist),
+      // the queries their last Tq, as causal attention has them; the rest
+      // is neither read nor transposed.
+      Location loc = op.getLoc();
+      Value length = arith::AddIOp::create(
+          e.b, loc,
+          arith::IndexCastOp::create(e.b, loc, e.b.getIndexType(), offset),
+          e.sizeValue(adaptor.getQuery(), 1));
+      auto prefix = [&](Value x) {
+        SmallVector<OpFoldResult> sizes = e.sizes(x);
+        sizes[1] = length;
+        int64_t rank = Emitter::type(x).getRank();
+        return tensor::ExtractSliceOp::create(
+                   e.b, loc, x,
+                   SmallVector<OpFoldResult>(rank, e.b.getIndexAttr(0)), sizes,
+                   SmallVector<OpFoldResult>(rank, e.b.getIndexAttr(1)))
+            .getResult();
+      };
+      key = prefix(key);
+      value = prefix(value);
+      if (mask) {
+        mask = prefix(mask);
+      }
+    }
+    Attention attention = attentionFor(e, op, adaptor.getQuery(), key, mask,
+                                       adaptor.getSeed());
+    return {block > 0 ? attention.fusedForward(value, block)
+                      : attention.forward(value)};
   }
 };
 

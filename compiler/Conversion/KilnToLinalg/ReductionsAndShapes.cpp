@@ -204,6 +204,27 @@ SmallVector<Value> lowerConcat(ConcatOp op, ConcatOp::Adaptor adaptor,
   return {result};
 }
 
+/// `dest` with `source` inserted at the offset along the axis: one
+/// insert_slice, which bufferization writes into `dest`'s buffer (the
+/// caller's, when a result updates that argument in place).
+SmallVector<Value> lowerUpdateSlice(UpdateSliceOp op,
+                                    UpdateSliceOp::Adaptor adaptor,
+                                    Emitter &e) {
+  Value source = adaptor.getSource();
+  int64_t rank = resultType(op).getRank();
+  int64_t axis = int64_t(op.getAxis());
+  SmallVector<OpFoldResult> offsets(rank, e.b.getIndexAttr(0));
+  SmallVector<OpFoldResult> strides(rank, e.b.getIndexAttr(1));
+  offsets[axis] = arith::IndexCastOp::create(e.b, op.getLoc(),
+                                             e.b.getIndexType(),
+                                             adaptor.getOffset())
+                      .getResult();
+  return {tensor::InsertSliceOp::create(e.b, op.getLoc(), source,
+                                        adaptor.getDest(), offsets,
+                                        e.sizes(source), strides)
+              .getResult()};
+}
+
 /// Splat constants of more elements than this lower to fills.
 constexpr int64_t kMaxSplatConstant = 4096;
 
@@ -243,6 +264,7 @@ void mlir::kiln::populateReductionAndShapePatterns(
       .add<SoftmaxPattern, LogSoftmaxPattern, Lowering<ReduceOp, lowerReduce>,
            Lowering<ReshapeOp, lowerReshape>,
            Lowering<TransposeOp, lowerTranspose>, Lowering<SliceOp, lowerSlice>,
-           Lowering<ConcatOp, lowerConcat>, ConstantPattern>(
+           Lowering<ConcatOp, lowerConcat>,
+           Lowering<UpdateSliceOp, lowerUpdateSlice>, ConstantPattern>(
           patterns.getContext());
 }

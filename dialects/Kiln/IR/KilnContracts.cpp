@@ -513,9 +513,27 @@ void LossGradOp::addShapeContract(ShapeContract &c) {
   c.sameShape(getResult(), getInput());
 }
 
+void UpdateSliceOp::addShapeContract(ShapeContract &c) {
+  c.sameShape(getResult(), getDest());
+  int64_t axis = int64_t(getAxis());
+  for (int64_t d = 0, e = rankOf(getDest()); d < e; ++d) {
+    if (d != axis) {
+      c.same(getDest(), d, getSource(), d);
+    }
+  }
+  // The verifier has the destination's length along the axis static.
+  c.positionsWithin(getSource(), axis, getOffset(),
+                    typeOf(getDest()).getDimSize(axis));
+}
+
 void AttentionOp::addShapeContract(ShapeContract &c) {
   attentionContract(c, getQuery(), getKey(), getValue(), getKeyPaddingMask());
   c.sameShape(getResult(), getQuery());
+  if (Value offset = getOffset()) {
+    // The queries are positions [offset, offset + Tq) of the Tk keys (a
+    // static length: the verifier says so).
+    c.positionsWithin(getQuery(), 1, offset, typeOf(getKey()).getDimSize(1));
+  }
 }
 
 void AttentionGradOp::addShapeContract(ShapeContract &c) {

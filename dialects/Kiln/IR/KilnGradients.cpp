@@ -516,6 +516,10 @@ PositionalEncodingOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
 LogicalResult
 AttentionOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
                             SmallVectorImpl<Value> &operandGrads) {
+  if (getOffset()) {
+    return emitOpError("has no gradient with a query 'offset' (attention "
+                       "over a key/value cache is for inference)");
+  }
   auto grad = AttentionGradOp::create(
       b, getLoc(), resultGrads[0], getQuery(), getKey(), getValue(),
       getResult(), getKeyPaddingMask(), getSeed(), getNumHeadsAttr(),
@@ -553,7 +557,8 @@ MultiHeadAttentionOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
   Value k = LinearOp::create(b, loc, getKeyValue(), getWk(), getBk());
   Value v = LinearOp::create(b, loc, getKeyValue(), getWv(), getBv());
   Value o = AttentionOp::create(b, loc, q, k, v, getKeyPaddingMask(), getSeed(),
-                                getNumHeadsAttr(), getCausalAttr(),
+                                /*offset=*/Value(), getNumHeadsAttr(),
+                                getCausalAttr(),
                                 getDropoutAttr(), getStreamAttr());
   LinearGrads out = linearGrads(b, loc, resultGrads[0], o, getWo(), biases);
   auto core = AttentionGradOp::create(

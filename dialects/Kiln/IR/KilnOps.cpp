@@ -1217,11 +1217,77 @@ LogicalResult AttentionOp::inferReturnTypes(MLIRContext *,
   return inferSameAsInput(loc, adaptor.getQuery(), inferred);
 }
 
+//===----------------------------------------------------------------------===//
+// UpdateSliceOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult UpdateSliceOp::inferReturnTypes(MLIRContext *,
+                                              std::optional<Location> loc,
+                                              Adaptor adaptor,
+                                              SmallVectorImpl<Type> &inferred) {
+  auto dest = getRanked(loc, adaptor.getDest(), "dest");
+  if (failed(dest)) {
+    return failure();
+  }
+  inferred.push_back(*dest);
+  return success();
+}
+
+LogicalResult UpdateSliceOp::verify() {
+  auto dest = cast<RankedTensorType>(getDest().getType());
+  auto source = cast<RankedTensorType>(getSource().getType());
+  if (dest.getRank() != source.getRank()) {
+    return emitOpError("expects the source to have the destination's rank ")
+           << dest.getRank() << ", got " << source;
+  }
+  if (dest.getElementType() != source.getElementType()) {
+    return emitOpError("expects the source to have the destination's element "
+                       "type ")
+           << dest.getElementType() << ", got " << source.getElementType();
+  }
+  int64_t axis = int64_t(getAxis());
+  if (axis < 0 || axis >= dest.getRank()) {
+    return emitOpError("expects an axis in [0, ")
+           << dest.getRank() << "), got " << axis;
+  }
+  if (dest.isDynamicDim(axis)) {
+    return emitOpError("expects the destination's length along axis ")
+           << axis << " to be static (a buffer of fixed capacity), got "
+           << dest;
+  }
+  for (int64_t d = 0; d < dest.getRank(); ++d) {
+    int64_t a = dest.getDimSize(d), b = source.getDimSize(d);
+    if (ShapedType::isDynamic(a) || ShapedType::isDynamic(b)) {
+      continue;
+    }
+    if (d == axis ? b > a : a != b) {
+      return emitOpError("expects the source ")
+             << source << " to fit in the destination " << dest
+             << " (dimension " << d << ")";
+    }
+  }
+  return success();
+}
+
 LogicalResult AttentionOp::verify() {
-  return verifyAttention(*this, getQuery(), getKey(), getValue(),
-                         getKeyPaddingMask(), int64_t(getNumHeads()),
-                         getCausal(), getDropout().convertToDouble(),
-                         bool(getSeed()));
+  if (failed(verifyAttention(*this, getQuery(), getKey(), getValue(),
+                             getKeyPaddingMask(), int64_t(getNumHeads()),
+                             getCausal(), getDropout().convertToDouble(),
+                             bool(getSeed())))) {
+    return failure();
+  }
+  if (getOffset()) {
+    if (!getCausal()) {
+      return emitOpError("expects 'offset' only with causal attention (the "
+                         "queries' positions among the keys)");
+    }
+    if (cast<RankedTensorType>(getKey().getType()).isDynamicDim(1)) {
+      return emitOpError("expects keys of static length with 'offset' (a "
+                         "cache of fixed capacity), got ")
+             << getKey().getType();
+    }
+  }
+  return success();
 }
 
 LogicalResult

@@ -493,6 +493,30 @@ def Kiln_ConcatOp : Kiln_Op<"concat", [Pure, InferTypeOpAdaptor,
   let hasVerifier = 1;
 }
 
+def Kiln_UpdateSliceOp : Kiln_Op<"update_slice", [Pure, InferTypeOpAdaptor]> {
+  let summary = "write a tensor into another at an offset along one axis";
+  let description = [{
+    `dest` with `source` written at positions `[offset, offset +
+    source[axis])` along `axis` (`offset` an i64); every other dimension of
+    the two is the same. `dest` has a static length along `axis` (a buffer of
+    fixed capacity: a key/value cache), and the call checks that the
+    positions lie within it. When a function result marked `kiln.updates`
+    returns it in place of the argument `dest` is, compiled CPU code writes
+    `source` into the caller's buffer and copies nothing else. No gradient.
+
+    ```mlir
+    %k = kiln.update_slice %cache, %new, %pos {axis = 1 : i64}
+        : (tensor<?x1024x768xf32>, tensor<?x?x768xf32>, i64)
+        -> tensor<?x1024x768xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_FloatTensor:$dest, Kiln_FloatTensor:$source,
+                       Kiln_Offset:$offset, I64Attr:$axis);
+  let results = (outs Kiln_FloatTensor:$result);
+  let assemblyFormat = "$dest `,` $source `,` $offset attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
 def Kiln_ConstantOp
     : Kiln_Op<"constant", [ConstantLike, Pure, InferTypeOpAdaptor]> {
   let summary = "constant tensor";
@@ -694,23 +718,35 @@ def Kiln_AttentionOp
     `kiln.mha`. The heads are concatenated back to `[B, Tq, D]`.
     `kiln-autodiff` uses it to take `kiln.mha` apart.
 
+    Causal attention takes the queries to be the last `Tq` of the `Tk`
+    positions. With `offset` (an i64; causal only, keys of static length)
+    they are positions `offset .. offset + Tq - 1` instead: query `i` sees
+    keys `j <= offset + i`, and keys from `offset + Tq` on are never visible
+    (a key/value cache of fixed capacity filled up to there; the code reads
+    no whole block of keys past it, and multiplies the rest by a probability
+    of 0). The call checks `offset + Tq <= Tk`. No gradient.
+
     ```mlir
     %o = kiln.attention %q, %k, %v {num_heads = 4 : i64, causal}
         : (tensor<?x?x128xf32>, tensor<?x?x128xf32>, tensor<?x?x128xf32>)
         -> tensor<?x?x128xf32>
+    %d = kiln.attention %q1, %kcache, %vcache offset %pos {num_heads = 4 : i64, causal}
+        : (tensor<?x1x128xf32>, tensor<?x256x128xf32>, tensor<?x256x128xf32>, i64)
+        -> tensor<?x1x128xf32>
     ```
   }];
   let arguments = (ins Kiln_FloatTensor:$query, Kiln_FloatTensor:$key,
                        Kiln_FloatTensor:$value,
                        Optional<Kiln_MaskTensor>:$key_padding_mask,
                        Optional<Kiln_Seed>:$seed,
+                       Optional<Kiln_Offset>:$offset,
                        I64Attr:$num_heads, UnitAttr:$causal,
                        DefaultValuedAttr<F64Attr, "0.0">:$dropout,
                        DefaultValuedAttr<I64Attr, "0">:$stream);
   let results = (outs Kiln_FloatTensor:$result);
   let assemblyFormat = [{
     $query `,` $key `,` $value (`mask` $key_padding_mask^)? (`seed` $seed^)?
-    attr-dict `:` functional-type(operands, results)
+    (`offset` $offset^)? attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
 }

@@ -131,24 +131,32 @@ TEST(Aot, DecodeRefusesCachesThatDisagree) {
   auto jit = jitTinyGpt();
   ParameterStore params = aot->initParameters(2);
   int64_t d = test::tinyGptConfig().dModel;
+  int64_t capacity = test::tinyGptConfig().maxSeqLen;
   for (const Executable *exe : {static_cast<const Executable *>(aot.get()),
                                 static_cast<const Executable *>(jit.get())}) {
-    auto decode = [&](int64_t keys, int64_t values) {
+    // Caches of `length` positions, the values' batch `valueBatch`; `n`
+    // new positions at `pos`.
+    auto decode = [&](int64_t length, int64_t valueBatch, int64_t n,
+                      int64_t pos) {
       std::map<std::string, Arg> in{
-          {"idx", Tensor::fromVector<int64_t>({1, 1}, {3})},
-          {"pos", Arg(int64_t(0))}};
+          {"idx", Tensor::fromVector<int64_t>({1, n},
+                                              std::vector<int64_t>(n, 3))},
+          {"pos", Arg(pos)}};
       for (int layer = 0; layer < test::tinyGptConfig().numLayers; ++layer) {
         in.emplace(fmt::format("past.{}.key", layer),
-                   Tensor::zeros({1, keys, d}, DType::f32));
+                   Tensor::zeros({1, length, d}, DType::f32));
         in.emplace(fmt::format("past.{}.value", layer),
-                   Tensor::zeros({1, values, d}, DType::f32));
+                   Tensor::zeros({valueBatch, length, d}, DType::f32));
       }
       return exe->run("decode", params, in);
     };
-    EXPECT_EQ(decode(3, 3).size(), size_t(1 + 2 * 2));
-    EXPECT_KILN_ERROR(decode(4, 3), "must equal");
-    EXPECT_KILN_ERROR(decode(3, 4), "must equal");
-    EXPECT_KILN_ERROR(decode(100000, 1), "must equal");
+    EXPECT_EQ(decode(capacity, 1, 1, 0).size(), size_t(1 + 2 * 2));
+    EXPECT_EQ(decode(capacity, 1, 2, capacity - 2).size(), size_t(1 + 2 * 2));
+    EXPECT_KILN_ERROR(decode(capacity + 1, 1, 1, 0), "must have shape");
+    EXPECT_KILN_ERROR(decode(capacity - 1, 1, 1, 0), "must have shape");
+    EXPECT_KILN_ERROR(decode(capacity, 2, 1, 0), "must equal");
+    EXPECT_KILN_ERROR(decode(capacity, 1, 2, capacity - 1), "exceed");
+    EXPECT_KILN_ERROR(decode(capacity, 1, 1, -1), "exceed");
   }
 }
 

@@ -62,12 +62,18 @@ TEST(Generate, GptDecodeMatchesTheForwardPass) {
   std::vector<int64_t> seq = ids.toVector<int64_t>();
   Tensor full = model.run("forward", {{"idx", ids}})[0];
 
-  // A prompt of 3 positions at once, then one position at a time.
+  // Caches of fixed capacity (maxSeqLen 8 positions), written in place. A
+  // prompt of 3 positions at once, then one position at a time, to the
+  // last position the caches hold.
+  ASSERT_EQ(config.maxSeqLen, 8);
   std::map<std::string, Arg> inputs;
+  std::vector<Tensor> caches;
   for (int64_t i = 0; i < config.numLayers; ++i) {
     for (const char *kind : {"key", "value"}) {
+      caches.push_back(
+          Tensor::zeros({1, config.maxSeqLen, config.dModel}, DType::f32));
       inputs.emplace("past." + std::to_string(i) + "." + kind,
-                     Tensor::zeros({1, 0, config.dModel}, DType::f32));
+                     caches.back());
     }
   }
   int64_t pos = 0;
@@ -79,14 +85,27 @@ TEST(Generate, GptDecodeMatchesTheForwardPass) {
     ASSERT_EQ(out.size(), size_t(1 + 2 * config.numLayers));
     pos += n;
     ref::expectClose(out[0], row(full, pos - 1), 1e-5, 1e-4);
-    for (int64_t i = 0; i < config.numLayers; ++i) {
-      EXPECT_EQ(out[1 + 2 * i].shape(),
-                (std::vector<int64_t>{1, pos, config.dModel}));
-      inputs.insert_or_assign("past." + std::to_string(i) + ".key",
-                              out[1 + 2 * i]);
-      inputs.insert_or_assign("past." + std::to_string(i) + ".value",
-                              out[2 + 2 * i]);
+    for (size_t c = 0; c < caches.size(); ++c) {
+      // The caller's tensor, written at [pos - n, pos) and nowhere after.
+      EXPECT_EQ(out[1 + c].raw(), caches[c].raw());
+      const float *cache = caches[c].data<float>();
+      int64_t d = config.dModel;
+      EXPECT_NE(cache[(pos - 1) * d], 0.0f);
+      for (int64_t j = pos * d; j < config.maxSeqLen * d; ++j) {
+        ASSERT_EQ(cache[j], 0.0f) << "cache " << c << " element " << j;
+      }
     }
+  }
+  // Past the caches' capacity: refused before anything is written.
+  std::vector<std::vector<float>> before;
+  for (const Tensor &c : caches) {
+    before.push_back(c.toVector<float>());
+  }
+  inputs.insert_or_assign("idx", Tensor::fromVector<int64_t>({1, 2}, {1, 2}));
+  inputs.insert_or_assign("pos", Arg(int64_t(7)));
+  EXPECT_THROW(model.run("decode", inputs), Error);
+  for (size_t c = 0; c < caches.size(); ++c) {
+    EXPECT_EQ(caches[c].toVector<float>(), before[c]);
   }
 }
 
