@@ -886,7 +886,8 @@ static void checkArguments(const FunctionSpec &spec,
       throw Error("kiln: positions [" + std::to_string(offset) + ", " +
                   fmt::format("{}", static_cast<__int128>(offset) + length) +
                   ") of '" + spec.name +
-                  "' exceed the learned position table (max_len " +
+                  "' exceed the positions the model holds (a learned position "
+                  "table or a key/value cache of " +
                   std::to_string(limit.maxLen) + ")");
     }
   }

@@ -81,8 +81,10 @@ struct DimGroup {
   int64_t minSize = 0; ///< The least size (a slice of static length).
 };
 
-/// A learned position table: the positions [offset, offset + length) must
-/// lie within it, the length being a group's size or a static one.
+/// Positions that must lie in [0, maxLen): those of a learned position
+/// table, of a key/value cache of fixed capacity written or read at an
+/// offset. The positions are [offset, offset + length), the length being a
+/// group's size or a static one.
 struct PositionLimit {
   size_t group = 0;       ///< Whose size is the length (unless `length`).
   int64_t offsetArg = -1; ///< The scalar argument holding the offset, or -1.

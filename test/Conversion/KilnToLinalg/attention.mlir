@@ -220,3 +220,27 @@ func.func @dynamic_key_width(%g: tensor<?x?x128xf32>, %q: tensor<?x?x128xf32>, %
       -> (tensor<?x?x128xf32>, tensor<?x?x?xf32>, tensor<?x?x?xf32>)
   return %r#0 : tensor<?x?x128xf32>
 }
+
+// -----
+
+// Queries at positions [offset, offset + Tq) of a cache of 256 positions:
+// the keys and values are the cache's first offset + Tq positions (a
+// dynamic slice), then causal attention as usual; the new keys are written
+// into the cache with one insert_slice at the offset.
+// CHECK-LABEL: func.func @cached(
+// CHECK:         %[[OFF:.+]] = arith.index_cast %arg3 : i64 to index
+// CHECK:         %[[K:.+]] = tensor.insert_slice %arg1 into %arg2[0, %[[OFF]], 0] [%{{.+}}, %{{.+}}, 128] [1, 1, 1] : tensor<?x?x128xf32> into tensor<?x256x128xf32>
+// CHECK:         %[[LEN:.+]] = arith.addi %{{.+}}, %{{.+}} : index
+// CHECK:         tensor.extract_slice %[[K]][0, 0, 0] [%{{.+}}, %[[LEN]], 128] [1, 1, 1] : tensor<?x256x128xf32> to tensor<?x?x128xf32>
+// BLOCKS-LABEL: func.func @cached(
+// BLOCKS:         tensor.insert_slice
+// BLOCKS:         tensor.extract_slice
+// BLOCKS:         scf.forall
+func.func @cached(%q: tensor<?x?x128xf32>, %new: tensor<?x?x128xf32>, %cache: tensor<?x256x128xf32>, %pos: i64)
+    -> (tensor<?x?x128xf32>, tensor<?x256x128xf32>) {
+  %k = kiln.update_slice %cache, %new, %pos {axis = 1 : i64}
+      : (tensor<?x256x128xf32>, tensor<?x?x128xf32>, i64) -> tensor<?x256x128xf32>
+  %o = kiln.attention %q, %k, %k offset %pos {num_heads = 2 : i64, causal}
+      : (tensor<?x?x128xf32>, tensor<?x256x128xf32>, tensor<?x256x128xf32>, i64) -> tensor<?x?x128xf32>
+  return %o, %k : tensor<?x?x128xf32>, tensor<?x256x128xf32>
+}

@@ -1024,3 +1024,64 @@ func.func @attention_width_zero(%q: tensor<1x2x0xf32>) {
   %0 = kiln.attention %q, %q, %q {num_heads = 1 : i64} : (tensor<1x2x0xf32>, tensor<1x2x0xf32>, tensor<1x2x0xf32>) -> tensor<1x2x0xf32>
   return
 }
+
+// -----
+
+// An update_slice source of another rank than its destination.
+func.func @update_slice_rank(%d: tensor<2x8x4xf32>, %s: tensor<2x4xf32>, %p: i64) {
+  // expected-error @+1 {{'kiln.update_slice' op expects the source to have the destination's rank 3, got 'tensor<2x4xf32>'}}
+  %0 = kiln.update_slice %d, %s, %p {axis = 1 : i64} : (tensor<2x8x4xf32>, tensor<2x4xf32>, i64) -> tensor<2x8x4xf32>
+  return
+}
+
+// -----
+
+// An update_slice into a destination of dynamic length along the axis.
+func.func @update_slice_dynamic(%d: tensor<2x?x4xf32>, %s: tensor<2x1x4xf32>, %p: i64) {
+  // expected-error @+1 {{'kiln.update_slice' op expects the destination's length along axis 1 to be static (a buffer of fixed capacity), got 'tensor<2x?x4xf32>'}}
+  %0 = kiln.update_slice %d, %s, %p {axis = 1 : i64} : (tensor<2x?x4xf32>, tensor<2x1x4xf32>, i64) -> tensor<2x?x4xf32>
+  return
+}
+
+// -----
+
+// An update_slice source longer than the destination, or of another width.
+func.func @update_slice_fit(%d: tensor<2x8x4xf32>, %s: tensor<2x9x4xf32>, %p: i64) {
+  // expected-error @+1 {{'kiln.update_slice' op expects the source 'tensor<2x9x4xf32>' to fit in the destination 'tensor<2x8x4xf32>' (dimension 1)}}
+  %0 = kiln.update_slice %d, %s, %p {axis = 1 : i64} : (tensor<2x8x4xf32>, tensor<2x9x4xf32>, i64) -> tensor<2x8x4xf32>
+  return
+}
+
+// -----
+
+func.func @update_slice_width(%d: tensor<2x8x4xf32>, %s: tensor<2x1x5xf32>, %p: i64) {
+  // expected-error @+1 {{'kiln.update_slice' op expects the source 'tensor<2x1x5xf32>' to fit in the destination 'tensor<2x8x4xf32>' (dimension 2)}}
+  %0 = kiln.update_slice %d, %s, %p {axis = 1 : i64} : (tensor<2x8x4xf32>, tensor<2x1x5xf32>, i64) -> tensor<2x8x4xf32>
+  return
+}
+
+// -----
+
+func.func @update_slice_axis(%d: tensor<2x8x4xf32>, %s: tensor<2x1x4xf32>, %p: i64) {
+  // expected-error @+1 {{'kiln.update_slice' op expects an axis in [0, 3), got 3}}
+  %0 = kiln.update_slice %d, %s, %p {axis = 3 : i64} : (tensor<2x8x4xf32>, tensor<2x1x4xf32>, i64) -> tensor<2x8x4xf32>
+  return
+}
+
+// -----
+
+// A query offset without causal attention.
+func.func @attention_offset_causal(%q: tensor<2x1x8xf32>, %k: tensor<2x16x8xf32>, %p: i64) {
+  // expected-error @+1 {{'kiln.attention' op expects 'offset' only with causal attention}}
+  %0 = kiln.attention %q, %k, %k offset %p {num_heads = 2 : i64} : (tensor<2x1x8xf32>, tensor<2x16x8xf32>, tensor<2x16x8xf32>, i64) -> tensor<2x1x8xf32>
+  return
+}
+
+// -----
+
+// A query offset into keys of dynamic length.
+func.func @attention_offset_static(%q: tensor<2x1x8xf32>, %k: tensor<2x?x8xf32>, %p: i64) {
+  // expected-error @+1 {{'kiln.attention' op expects keys of static length with 'offset' (a cache of fixed capacity), got 'tensor<2x?x8xf32>'}}
+  %0 = kiln.attention %q, %k, %k offset %p {num_heads = 2 : i64, causal} : (tensor<2x1x8xf32>, tensor<2x?x8xf32>, tensor<2x?x8xf32>, i64) -> tensor<2x1x8xf32>
+  return
+}

@@ -496,8 +496,9 @@ TEST(Contract, LearnedPositionsFromAnOffsetOverAStaticLengthFitTheTable) {
   Tensor a = f32({1, 2, 8}), wpe = f32({6, 8});
   jit->call("f", {a, a, wpe, int64_t(2)});
   EXPECT_KILN_ERROR(jit->call("f", {a, a, wpe, int64_t(3)}),
-                    "positions [3, 7) of 'f' exceed the learned position "
-                    "table (max_len 6)");
+                    "positions [3, 7) of 'f' exceed the positions the model "
+                    "holds (a learned position table or a key/value cache "
+                    "of 6)");
   EXPECT_KILN_ERROR(jit->call("f", {a, a, wpe, int64_t(-1)}),
                     "positions [-1, 3)");
 }

@@ -19,7 +19,10 @@
 
 #include <unistd.h>
 
+#include <array>
 #include <cmath>
+#include <cstring>
+#include <limits>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -166,7 +169,7 @@ TEST(OpNumerics, LearnedEncodingAddsTableRowsAndChecksLength) {
     jit->call("f", {ref::randomTensor({1, 6, 3}, 6), table, int64_t(3)});
   });
   EXPECT_NE(message.find("positions [3, 9)"), std::string::npos) << message;
-  EXPECT_NE(message.find("max_len 8"), std::string::npos) << message;
+  EXPECT_NE(message.find("key/value cache of 8)"), std::string::npos) << message;
 }
 
 TEST(OpNumerics, LayerNormBothModes) {
@@ -412,6 +415,117 @@ TEST(OpNumerics, ProductsOfAFewRowsStreamTheirWeight) {
                        ref::linear(h, f2, &c2), atol, rtol);
     }
   }
+}
+
+// A decoding step over caches of fixed capacity (130 positions: three key
+// blocks of 64): the new keys and values written in place at `pos`
+// (kiln.update_slice, results that update their arguments), attention of
+// the new positions over the cache's first pos + n positions (kiln.attention
+// with offset). The cache holds NaN past pos + n: nothing there is read.
+// Against a naive attention in double.
+TEST(OpNumerics, AttentionOverACacheWrittenInPlace) {
+  constexpr int64_t kCapacity = 130, kWidth = 8, kHeads = 2;
+  auto jit = JitModule::compileSource(R"(
+    func.func @step(%q: tensor<?x?x8xf32>, %k: tensor<?x?x8xf32>, %v: tensor<?x?x8xf32>,
+                    %kc: tensor<?x130x8xf32>, %vc: tensor<?x130x8xf32>, %pos: i64)
+        -> (tensor<?x?x8xf32>, tensor<?x130x8xf32> {kiln.updates = 3 : i64},
+            tensor<?x130x8xf32> {kiln.updates = 4 : i64}) {
+      %kc2 = kiln.update_slice %kc, %k, %pos {axis = 1 : i64}
+          : (tensor<?x130x8xf32>, tensor<?x?x8xf32>, i64) -> tensor<?x130x8xf32>
+      %vc2 = kiln.update_slice %vc, %v, %pos {axis = 1 : i64}
+          : (tensor<?x130x8xf32>, tensor<?x?x8xf32>, i64) -> tensor<?x130x8xf32>
+      %o = kiln.attention %q, %kc2, %vc2 offset %pos {num_heads = 2 : i64, causal}
+          : (tensor<?x?x8xf32>, tensor<?x130x8xf32>, tensor<?x130x8xf32>, i64) -> tensor<?x?x8xf32>
+      return %o, %kc2, %vc2 : tensor<?x?x8xf32>, tensor<?x130x8xf32>, tensor<?x130x8xf32>
+    })");
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (auto [b, pos, n] : std::vector<std::array<int64_t, 3>>{{1, 0, 1},
+                                                              {1, 0, 17},
+                                                              {2, 15, 1},
+                                                              {1, 63, 1},
+                                                              {1, 64, 1},
+                                                              {2, 60, 5},
+                                                              {1, 100, 30},
+                                                              {1, 129, 1},
+                                                              {1, 7, 0}}) {
+    SCOPED_TRACE(fmt::format("batch {} pos {} n {}", b, pos, n));
+    Tensor q = ref::randomTensor({b, n, kWidth}, 90),
+           k = ref::randomTensor({b, n, kWidth}, 91),
+           v = ref::randomTensor({b, n, kWidth}, 92);
+    Tensor kc = ref::randomTensor({b, kCapacity, kWidth}, 93),
+           vc = ref::randomTensor({b, kCapacity, kWidth}, 94);
+    for (Tensor *c : {&kc, &vc}) {
+      for (int64_t bi = 0; bi < b; ++bi) {
+        float *row = c->data<float>() + bi * kCapacity * kWidth;
+        std::fill(row + (pos + n) * kWidth, row + kCapacity * kWidth, nan);
+      }
+    }
+    // The caches as the step must leave them: k and v at [pos, pos + n).
+    Tensor keys = kc.clone(), values = vc.clone();
+    for (int64_t bi = 0; bi < b; ++bi) {
+      for (int64_t i = 0; i < n * kWidth; ++i) {
+        keys.data<float>()[(bi * kCapacity + pos) * kWidth + i] =
+            k.data<float>()[bi * n * kWidth + i];
+        values.data<float>()[(bi * kCapacity + pos) * kWidth + i] =
+            v.data<float>()[bi * n * kWidth + i];
+      }
+    }
+    Tensor expected = Tensor::zeros({b, n, kWidth}, DType::f32);
+    int64_t dh = kWidth / kHeads;
+    for (int64_t bi = 0; bi < b; ++bi) {
+      for (int64_t h = 0; h < kHeads; ++h) {
+        for (int64_t i = 0; i < n; ++i) {
+          const float *qi = q.data<float>() + (bi * n + i) * kWidth + h * dh;
+          int64_t last = pos + i; // query i sees keys [0, pos + i]
+          std::vector<double> score(last + 1);
+          double top = -1e300, sum = 0;
+          for (int64_t j = 0; j <= last; ++j) {
+            const float *kj =
+                keys.data<float>() + (bi * kCapacity + j) * kWidth + h * dh;
+            double dot = 0;
+            for (int64_t d = 0; d < dh; ++d) {
+              dot += double(qi[d]) * kj[d];
+            }
+            score[j] = dot / std::sqrt(double(dh));
+            top = std::max(top, score[j]);
+          }
+          for (double &sc : score) {
+            sc = std::exp(sc - top);
+            sum += sc;
+          }
+          for (int64_t d = 0; d < dh; ++d) {
+            double acc = 0;
+            for (int64_t j = 0; j <= last; ++j) {
+              acc += score[j] / sum *
+                     values.data<float>()[(bi * kCapacity + j) * kWidth +
+                                          h * dh + d];
+            }
+            expected.data<float>()[(bi * n + i) * kWidth + h * dh + d] =
+                float(acc);
+          }
+        }
+      }
+    }
+    std::vector<Tensor> out =
+        jit->call("step", {q, k, v, kc, vc, Arg(pos)});
+    ASSERT_EQ(out.size(), 3u);
+    ref::expectClose(out[0], expected);
+    // Written in place, and only at [pos, pos + n): compared bit for bit
+    // (NaN included).
+    EXPECT_EQ(out[1].raw(), kc.raw());
+    EXPECT_EQ(out[2].raw(), vc.raw());
+    EXPECT_EQ(std::memcmp(kc.raw(), keys.raw(), keys.nbytes()), 0);
+    EXPECT_EQ(std::memcmp(vc.raw(), values.raw(), values.nbytes()), 0);
+  }
+  // Positions past the capacity are refused before anything is written.
+  Tensor kc = Tensor::zeros({1, kCapacity, kWidth}, DType::f32);
+  Tensor one = ref::randomTensor({1, 2, kWidth}, 95);
+  std::string message = expectErrorMessage([&] {
+    jit->call("step", {one, one, one, kc, kc.clone(), Arg(int64_t(129))});
+  });
+  EXPECT_NE(message.find("exceed"), std::string::npos) << message;
+  EXPECT_EQ(kc.toVector<float>(),
+            std::vector<float>(kCapacity * kWidth, 0.0f));
 }
 
 TEST(OpNumerics, BroadcastingArithmetic) {

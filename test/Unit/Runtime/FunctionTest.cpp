@@ -300,9 +300,9 @@ TEST(Function, CallsAreCheckedBeforeTheCodeRuns) {
   // naive offset + length.
   EXPECT_KILN_ERROR(fn.call({ids, int64_t(6), table}), "positions [6, 9)");
   EXPECT_KILN_ERROR(fn.call({ids, int64_t(INT64_MAX - 1), table}),
-                    "exceed the learned position table");
+                    "exceed the positions the model holds");
   EXPECT_KILN_ERROR(fn.call({ids, int64_t(-1), table}),
-                    "exceed the learned position table");
+                    "exceed the positions the model holds");
   Tensor bad = Tensor::fromVector<int64_t>({1, 2}, {3, 10});
   EXPECT_KILN_ERROR(fn.call({bad, int64_t(0), table}),
                     "holds 10 at flat index 1, outside [0, 10)");

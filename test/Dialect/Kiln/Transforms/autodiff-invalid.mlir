@@ -37,3 +37,22 @@ func.func @loss(%x: tensor<2x3x8xf32>, %w: tensor<8x8xf32> {kiln.kind = "param"}
   %1 = kiln.reduce sum %0 {axes = array<i64: 0, 1, 2>} : (tensor<2x3x8xf32>) -> tensor<f32>
   return %1 : tensor<f32>
 }
+
+// -----
+
+// Decoding ops have no gradient: a write into a cache, and attention over it.
+func.func @loss(%c: tensor<1x8x4xf32>, %x: tensor<1x1x4xf32>, %p: i64) -> tensor<f32> {
+  // expected-error @+1 {{'kiln.update_slice' op cannot be differentiated yet: it has no gradient}}
+  %0 = kiln.update_slice %c, %x, %p {axis = 1 : i64} : (tensor<1x8x4xf32>, tensor<1x1x4xf32>, i64) -> tensor<1x8x4xf32>
+  %1 = kiln.reduce sum %0 {axes = array<i64: 0, 1, 2>} : (tensor<1x8x4xf32>) -> tensor<f32>
+  return %1 : tensor<f32>
+}
+
+// -----
+
+func.func @loss(%q: tensor<1x1x4xf32>, %c: tensor<1x8x4xf32>, %p: i64) -> tensor<f32> {
+  // expected-error @+1 {{'kiln.attention' op has no gradient with a query 'offset' (attention over a key/value cache is for inference)}}
+  %0 = kiln.attention %q, %c, %c offset %p {num_heads = 2 : i64, causal} : (tensor<1x1x4xf32>, tensor<1x8x4xf32>, tensor<1x8x4xf32>, i64) -> tensor<1x1x4xf32>
+  %1 = kiln.reduce sum %0 {axes = array<i64: 0, 1, 2>} : (tensor<1x1x4xf32>) -> tensor<f32>
+  return %1 : tensor<f32>
+}
