@@ -330,8 +330,9 @@ void benchGptDecode(const std::string &name, dsl::models::GptConfig config,
     std::map<std::string, Arg> inputs = {{"idx", idx}, {"pos", Arg(int64_t(0))}};
     for (int64_t i = 0; i < config.numLayers; ++i) {
       for (const char *kind : {"key", "value"}) {
-        inputs.emplace(fmt::format("past.{}.{}", i, kind),
-                       Tensor::zeros({1, 0, config.dModel}, DType::f32));
+        inputs.emplace(
+            fmt::format("past.{}.{}", i, kind),
+            Tensor::zeros({1, config.maxSeqLen, config.dModel}, DType::f32));
       }
     }
     double t = kPrefill, d = config.dModel;
