@@ -143,8 +143,10 @@ public:
   /// `spec`; throws kiln::Error for a condition that cannot be checked.
   void build() {
     func.walk([&](mlir::kiln::ShapeContractOpInterface op) {
+      current = op;
       op.addShapeContract(*this);
     });
+    current = nullptr;
     // A result written into an argument in place has that argument's
     // sizes: the code writes the result's elements into the caller's buffer.
     auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
@@ -298,7 +300,16 @@ public:
     if (offset) {
       std::optional<size_t> index = argIndex(offset);
       if (!index) {
-        return; // a computed offset: compiled code clamps the rows it reads
+        // A computed offset: compiled code clamps the rows of a learned
+        // position table it reads; a cache is written or read as it is.
+        if (current && isa<mlir::kiln::PositionalEncodingOp,
+                           mlir::kiln::PositionalEncodingGradOp>(current)) {
+          return;
+        }
+        std::string what;
+        llvm::raw_string_ostream os(what);
+        os << "'" << current->getName() << "' at " << current->getLoc();
+        refuse(what, "has an offset that is not an argument of the function");
       }
       offsetArg = int64_t(*index);
     }
@@ -404,6 +415,9 @@ private:
     }
     return text;
   }
+
+  /// The op whose contract is being added.
+  Operation *current = nullptr;
 
   [[noreturn]] void refuse(const std::string &what, const std::string &why) {
     throw Error("kiln: function '" + spec.name + "': " + what + " " + why +

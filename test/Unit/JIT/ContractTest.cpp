@@ -503,6 +503,37 @@ TEST(Contract, LearnedPositionsFromAnOffsetOverAStaticLengthFitTheTable) {
                     "positions [-1, 3)");
 }
 
+// A cache is written and read at an offset the call checks: an offset that
+// is not an argument (a constant, a sum) cannot be checked, so such a
+// function is not compiled (a constant 200 into a cache of 130 positions
+// would have written past it).
+TEST(Contract, CacheOffsetsAreArguments) {
+  for (const char *offset : {"%c = arith.constant 200 : i64",
+                             "%c = arith.addi %pos, %pos : i64"}) {
+    EXPECT_KILN_ERROR(JitModule::compileSource(std::string(R"(
+        func.func @f(%cache: tensor<1x130x8xf32>, %x: tensor<1x1x8xf32>, %pos: i64) -> tensor<1x130x8xf32> {
+          )") + offset + R"(
+          %0 = kiln.update_slice %cache, %x, %c {axis = 1 : i64} : (tensor<1x130x8xf32>, tensor<1x1x8xf32>, i64) -> tensor<1x130x8xf32>
+          return %0 : tensor<1x130x8xf32>
+        })"),
+                      "has an offset that is not an argument of the function");
+  }
+  EXPECT_KILN_ERROR(JitModule::compileSource(R"(
+      func.func @f(%cache: tensor<1x130x8xf32>, %x: tensor<1x1x8xf32>) -> tensor<1x130x8xf32> {
+        %c = arith.constant 200 : i64
+        %0 = kiln.update_slice %cache, %x, %c {axis = 1 : i64} : (tensor<1x130x8xf32>, tensor<1x1x8xf32>, i64) -> tensor<1x130x8xf32>
+        return %0 : tensor<1x130x8xf32>
+      })"),
+                    "function 'f': 'kiln.update_slice' at ");
+  EXPECT_KILN_ERROR(JitModule::compileSource(R"(
+      func.func @f(%q: tensor<1x1x8xf32>, %k: tensor<1x130x8xf32>) -> tensor<1x1x8xf32> {
+        %c = arith.constant 129 : i64
+        %0 = kiln.attention %q, %k, %k offset %c {num_heads = 2 : i64, causal} : (tensor<1x1x8xf32>, tensor<1x130x8xf32>, tensor<1x130x8xf32>, i64) -> tensor<1x1x8xf32>
+        return %0 : tensor<1x1x8xf32>
+      })"),
+                    "has an offset that is not an argument of the function");
+}
+
 // A reshape's inferred size divides the input's elements by the other
 // sizes: a count they do not divide (6 elements into rows of 4) had dropped
 // the rest silently, and a kept size of 0 had divided 0 by 0.
