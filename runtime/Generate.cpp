@@ -13,21 +13,22 @@
 namespace kiln {
 
 namespace {
-/// The per-layer key/value caches of a decoder, by input name.
+/// The per-layer key/value caches of a decoder, by input name: `length`
+/// positions each (0 for caches the graph concatenates onto; a capacity for
+/// caches the graph writes in place).
 struct Cache {
-  Cache(int64_t layers, int64_t batch, int64_t dim)
-      : layers(layers), batch(batch), dim(dim) {
-    reset();
-  }
-  void reset() {
+  Cache(int64_t layers, int64_t batch, int64_t dim, int64_t length)
+      : layers(layers) {
     for (int64_t i = 0; i < layers; ++i) {
       for (const char *kind : {"key", "value"}) {
-        tensors.insert_or_assign(fmt::format("past.{}.{}", i, kind),
-                                 Tensor::zeros({batch, 0, dim}, DType::f32));
+        tensors.insert_or_assign(
+            fmt::format("past.{}.{}", i, kind),
+            Tensor::zeros({batch, length, dim}, DType::f32));
       }
     }
   }
-  /// Takes the new caches from a decode graph's results 1..2L.
+  /// Takes the new caches from a decode graph's results 1..2L (on the CPU,
+  /// caches written in place come back as the same tensors).
   void update(const std::vector<Tensor> &results) {
     if (int64_t(results.size()) != 1 + 2 * layers) {
       throw Error(fmt::format("kiln: the decode graph returned {} results, "
@@ -42,7 +43,7 @@ struct Cache {
                                results[2 + 2 * i]);
     }
   }
-  int64_t layers, batch, dim;
+  int64_t layers;
   std::map<std::string, Arg> tensors;
 };
 } // namespace
@@ -79,14 +80,7 @@ std::vector<int64_t> generateGpt(const GraphRunner &run, const GptShape &config,
   std::vector<int64_t> context = prompt, generated;
   // Caches of fixed capacity, written in place at each call's position
   // (addGptDecode): allocated once.
-  std::map<std::string, Arg> caches;
-  for (int64_t i = 0; i < config.numLayers; ++i) {
-    for (const char *kind : {"key", "value"}) {
-      caches.insert_or_assign(
-          fmt::format("past.{}.{}", i, kind),
-          Tensor::zeros({1, window, config.dModel}, DType::f32));
-    }
-  }
+  Cache cache(config.numLayers, 1, config.dModel, window);
   // Positions [0, cached) are in the cache; `pending` are not yet.
   int64_t cached = 0;
   std::vector<int64_t> pending = context;
@@ -100,24 +94,12 @@ std::vector<int64_t> generateGpt(const GraphRunner &run, const GptShape &config,
       cached = 0;
       pending.assign(context.end() - window / 2 - 1, context.end());
     }
-    std::map<std::string, Arg> inputs = caches;
+    std::map<std::string, Arg> inputs = cache.tensors;
     inputs.emplace("idx", Tensor::fromVector<int64_t>(
                               {1, int64_t(pending.size())}, pending));
     inputs.emplace("pos", Arg(cached));
     std::vector<Tensor> out = run(graph, inputs);
-    if (int64_t(out.size()) != 1 + 2 * config.numLayers) {
-      throw Error(fmt::format("kiln: the decode graph returned {} results, "
-                              "expected {} (the logits and a key and a value "
-                              "cache per layer)",
-                              out.size(), 1 + 2 * config.numLayers));
-    }
-    // The caches written in place (the same tensors on the CPU; on the GPU
-    // new ones).
-    for (int64_t i = 0; i < config.numLayers; ++i) {
-      caches.insert_or_assign(fmt::format("past.{}.key", i), out[1 + 2 * i]);
-      caches.insert_or_assign(fmt::format("past.{}.value", i),
-                              out[2 + 2 * i]);
-    }
+    cache.update(out);
     cached += int64_t(pending.size());
     int64_t token =
         sampleToken(out[0].data<float>(), config.vocabSize, sampling, rng);
@@ -160,7 +142,7 @@ translateGreedy(const GraphRunner &run, const EncDecShape &config,
                             "expected {}",
                             cross.size(), 2 * layers));
   }
-  Cache cache(layers, batch, config.dModel);
+  Cache cache(layers, batch, config.dModel, 0);
   std::vector<std::vector<int64_t>> outputs(batch);
   std::vector<bool> done(batch, false);
   std::vector<int64_t> last(batch, bos);

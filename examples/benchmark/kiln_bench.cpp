@@ -303,7 +303,7 @@ void benchGpt(const std::string &name, dsl::models::GptConfig config,
 }
 
 /// Inference through the decoding graph: "prefill" runs 512 positions of
-/// one sequence from an empty cache (tokens/s); "decode" continues a
+/// one sequence into empty caches (tokens/s); "decode" continues a
 /// 16-token prompt by 128 tokens one at a time (generateGpt, greedy: each
 /// call reads every weight once, and the cache so far). Its bound is the
 /// measured bandwidth over the bytes a token must read: every parameter
