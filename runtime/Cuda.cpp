@@ -240,6 +240,83 @@ void copyToHost(void *host, const void *device, size_t bytes) {
 
 } // namespace kiln::cuda
 
+namespace {
+/// GPU memory for a tensor of the runtime's, from the pool compiled code
+/// allocates from; throws kiln::Error when there is none.
+void *allocateForTensor(size_t bytes);
+/// Returns a block of allocateForTensor() or of compiled code's (a result
+/// handed over) to the pool. Every call that used it has finished: each
+/// compiled GPU function synchronizes its stream before it returns.
+void releaseFromTensor(void *pointer);
+} // namespace
+
+namespace kiln::cuda {
+
+Tensor toDevice(const Tensor &host) {
+  if (!host.defined() || host.onGpu()) {
+    throw Error("kiln: cuda::toDevice needs a defined host tensor");
+  }
+  requireDevice();
+  void *pointer = allocateForTensor(host.nbytes());
+  Tensor device = Tensor::adoptGpu(pointer, host.shape(), host.dtype(),
+                                   [pointer] { releaseFromTensor(pointer); });
+  copy(host, device);
+  return device;
+}
+
+Tensor adopt(void *block, void *data, std::vector<int64_t> shape,
+             DType dtype) {
+  return Tensor::adoptGpu(data, std::move(shape), dtype,
+                          [block] { releaseFromTensor(block); });
+}
+
+void mirror(const ParameterStore &host, ParameterStore &device) {
+  for (const Parameter &p : host) {
+    if (!device.contains(p.name)) {
+      device.add(p.name, toDevice(p.tensor), p.init);
+      continue;
+    }
+    Tensor &d = device.get(p.name);
+    if (d.shape() == p.tensor.shape() && d.dtype() == p.tensor.dtype()) {
+      copy(p.tensor, d);
+    } else {
+      d = toDevice(p.tensor);
+    }
+  }
+}
+
+Tensor toHost(const Tensor &device) {
+  if (!device.defined() || !device.onGpu()) {
+    throw Error("kiln: cuda::toHost needs a tensor in GPU memory");
+  }
+  Tensor host = Tensor::empty(device.shape(), device.dtype());
+  copy(device, host);
+  return host;
+}
+
+void copy(const Tensor &from, const Tensor &to) {
+  if (!from.defined() || !to.defined() || from.onGpu() == to.onGpu() ||
+      from.shape() != to.shape() || from.dtype() != to.dtype()) {
+    throw Error(
+        "kiln: cuda::copy copies between a host and a GPU tensor of the same "
+        "shape and dtype, not from " +
+        std::string(from.onGpu() ? "GPU " : "host ") + name(from.dtype()) +
+        " " + formatShape(from.shape()) + " to " +
+        (to.onGpu() ? "GPU " : "host ") + name(to.dtype()) + " " +
+        formatShape(to.shape()));
+  }
+  if (from.nbytes() == 0) {
+    return;
+  }
+  if (to.onGpu()) {
+    copyToDevice(to.raw(), from.raw(), from.nbytes());
+  } else {
+    copyToHost(to.raw(), from.raw(), from.nbytes());
+  }
+}
+
+} // namespace kiln::cuda
+
 //===----------------------------------------------------------------------===//
 // The mgpu* functions (the ABI of MLIR 22's gpu-to-llvm)
 //===----------------------------------------------------------------------===//
@@ -389,6 +466,40 @@ void countCopy(bool toDevice, bool fromDevice, size_t bytes) {
   if (profiler().on) {
     profiler().copied(toDevice, fromDevice, bytes);
   }
+}
+
+void *allocateForTensor(size_t bytes) {
+  Driver &d = driver();
+  MemoryPool &p = pool();
+  size_t size = MemoryPool::round(bytes);
+  std::lock_guard<std::mutex> lock(p.mutex);
+  CUdeviceptr pointer = 0;
+  if (MemoryPool::take(p.free, size, pointer)) {
+    return reinterpret_cast<void *>(pointer);
+  }
+  d.cuCtxSetCurrent(d.context);
+  if (d.cuMemAlloc(&pointer, size) != 0) {
+    p.release(d);
+    if (CUresult r = d.cuMemAlloc(&pointer, size)) {
+      throw kiln::Error("kiln: cannot allocate " + std::to_string(bytes) +
+                        " bytes of GPU memory for a tensor: " +
+                        describe(d, r));
+    }
+  }
+  p.sizes[pointer] = size;
+  return reinterpret_cast<void *>(pointer);
+}
+
+void releaseFromTensor(void *pointer) {
+  MemoryPool &p = pool();
+  std::lock_guard<std::mutex> lock(p.mutex);
+  auto device = reinterpret_cast<CUdeviceptr>(pointer);
+  auto it = p.sizes.find(device);
+  if (it == p.sizes.end()) {
+    std::fprintf(stderr, "kiln: releasing GPU memory that was not allocated\n");
+    std::abort();
+  }
+  p.free.emplace(it->second, device);
 }
 
 /// Whether `pointer` lies in a block of device memory from the pool.

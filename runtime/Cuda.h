@@ -13,6 +13,9 @@
 #ifndef KILN_RUNTIME_CUDA_H
 #define KILN_RUNTIME_CUDA_H
 
+#include "runtime/ParameterStore.h"
+#include "runtime/Tensor.h"
+
 #include <cstddef>
 #include <string>
 #include <utility>
@@ -44,6 +47,29 @@ const std::vector<std::pair<const char *, void *>> &runtimeSymbols();
 void copyToDevice(void *device, const void *host, size_t bytes);
 void copyToHost(void *host, const void *device, size_t bytes);
 
+/// A copy of host tensor `host` in GPU memory (Tensor::onGpu()), from the
+/// cache compiled GPU code allocates from. Throws kiln::Error without a
+/// GPU, when `host` is a GPU tensor or undefined, or when the GPU is out of
+/// memory.
+Tensor toDevice(const Tensor &host);
+/// Takes a block of GPU memory that compiled GPU code allocated and handed
+/// over (a result in device memory: ResultSpec::onDevice) as a GPU tensor
+/// whose elements start at `data` within it; the block goes back to the
+/// cache when the last tensor sharing it is gone.
+Tensor adopt(void *block, void *data, std::vector<int64_t> shape,
+             DType dtype);
+/// A host copy of GPU tensor `device`. Throws kiln::Error when it is not
+/// one.
+Tensor toHost(const Tensor &device);
+/// Copies the elements of `from` into `to`, one on the host and the other
+/// on the GPU, of the same shape and dtype (the storage of `to` is kept).
+/// Throws kiln::Error otherwise.
+void copy(const Tensor &from, const Tensor &to);
+
+/// Makes `device` a GPU copy of `host`: each tensor of `host` is copied into
+/// `device`'s tensor of that name, which is added (or replaced, when its
+/// shape or dtype differs) as needed. Throws like toDevice().
+void mirror(const ParameterStore &host, ParameterStore &device);
 
 /// One kernel's share of a profile: its launches, their total time on the
 /// GPU, and the grid and block of its last launch.

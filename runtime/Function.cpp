@@ -9,6 +9,7 @@
 
 #include "runtime/Allocator.h"
 #include "runtime/BoundaryNames.h"
+#include "runtime/Cuda.h"
 
 #include "runtime/Error.h"
 #include "runtime/SpecText.h"
@@ -259,6 +260,20 @@ static const std::string kRequireNames[] = {
 
 std::string serialize(const FunctionSpec &spec) {
   checkToken(spec.name, "a function name");
+  // The spec text is the ahead-of-time objects', whose GPU code takes and
+  // returns host buffers only.
+  for (const ArgSpec &a : spec.args) {
+    if (a.onDevice) {
+      throw Error("kiln: function '" + spec.name + "' keeps '" + a.name +
+                  "' in GPU memory, which a spec text cannot say");
+    }
+  }
+  for (const ResultSpec &r : spec.results) {
+    if (r.onDevice) {
+      throw Error("kiln: function '" + spec.name + "' returns '" + r.name +
+                  "' in GPU memory, which a spec text cannot say");
+    }
+  }
   std::ostringstream os;
   os << "function " << spec.name << "\n";
   for (const ArgSpec &a : spec.args) {
@@ -939,9 +954,34 @@ CompiledFunction::run(const ParameterStore &parameters,
   return call(args);
 }
 
-std::vector<Tensor> CompiledFunction::call(const std::vector<Arg> &args) const {
+/// `args` with each argument in the memory `spec` reads it from: a host
+/// tensor for an argument read from device memory (ArgSpec::onDevice) is
+/// copied to the GPU for the call. Throws kiln::Error for a GPU tensor where
+/// host memory is read.
+static std::vector<Arg> placeArguments(const FunctionSpec &spec,
+                                       const std::vector<Arg> &args) {
+  std::vector<Arg> placed = args;
+  for (size_t i = 0; i < std::min(args.size(), spec.args.size()); ++i) {
+    const Arg &arg = args[i];
+    if (arg.isScalar || !arg.tensor.defined()) {
+      continue;
+    }
+    if (arg.tensor.onGpu() && !spec.args[i].onDevice) {
+      throw Error("kiln: " + describeArg(spec, i) +
+                  " is a tensor in GPU memory, but the function reads it "
+                  "from host memory; copy it with kiln::cuda::toHost");
+    }
+    if (spec.args[i].onDevice && !arg.tensor.onGpu()) {
+      placed[i] = Arg(cuda::toDevice(arg.tensor));
+    }
+  }
+  return placed;
+}
+
+std::vector<Tensor> CompiledFunction::call(const std::vector<Arg> &given) const {
   const FunctionSpec &fs = spec_;
-  checkArguments(fs, args);
+  checkArguments(fs, given);
+  const std::vector<Arg> args = placeArguments(fs, given);
 
   // Lay the arguments out as the expanded LLVM arguments of the function:
   // a memref is (allocated, aligned, offset, sizes..., strides...), an i64 is
@@ -1032,6 +1072,12 @@ std::vector<Tensor> CompiledFunction::call(const std::vector<Arg> &args) const {
     }
     at += 3 + 2 * rank;
     float *data = static_cast<float *>(d.aligned) + d.offset;
+    if (r.onDevice) {
+      // kiln-host-interface hands over a contiguous device buffer of the
+      // result's own.
+      out.push_back(cuda::adopt(d.allocated, data, d.sizes, DType::f32));
+      continue;
+    }
     auto allocated = reinterpret_cast<uintptr_t>(d.allocated);
     bool owned = allocated != kGlobalMarker && !inputs.count(allocated) &&
                  !inputs.count(reinterpret_cast<uintptr_t>(d.aligned)) &&

@@ -68,6 +68,11 @@ struct ArgSpec {
     positive,          ///< an i64 scalar >= 1 (a training step's `step`)
     finiteNonnegative, ///< an f32 tensor, every element finite and >= 0
   } require = Require::any;
+  /// GPU code compiled with its state resident (a JIT "cuda" target): the
+  /// argument (a parameter or optimizer state) is read from device memory.
+  /// A tensor on the GPU is passed as it is; a host tensor is copied to the
+  /// device for the call.
+  bool onDevice = false;
 };
 
 /// The role spelled `text` ("input", "param", "state", "lr", "step",
@@ -141,6 +146,10 @@ struct ResultSpec {
   /// in place (the parameters and optimizer state of a CPU training step);
   /// the call returns that argument's tensor. Otherwise a fresh f32 tensor.
   int64_t updates = -1;
+  /// GPU code compiled with its state resident: the result (a training
+  /// step's new parameter or optimizer state) is returned as a tensor in
+  /// GPU memory (Tensor::onGpu(); runtime/Cuda.h copies it to the host).
+  bool onDevice = false;
 };
 
 /// The tokens a cross-entropy or NLL loss runs over (a data-parallel

@@ -224,6 +224,29 @@ Tensor Tensor::adopt(void *data, std::vector<int64_t> shape, DType dtype,
   return tensor;
 }
 
+Tensor Tensor::adoptGpu(void *data, std::vector<int64_t> shape, DType dtype,
+                        std::function<void()> release) {
+  if (!data) {
+    if (release) {
+      release();
+    }
+    throw Error(fmt::format("Tensor::adoptGpu: null data for shape {} of {}",
+                            formatShape(shape), name(dtype)));
+  }
+  Tensor tensor = adopt(data, std::move(shape), dtype, std::move(release));
+  tensor.gpu_ = true;
+  return tensor;
+}
+
+/// The error for host access to the elements of a GPU tensor.
+static Error onGpuError(const std::vector<int64_t> &shape, DType dtype,
+                        const char *what) {
+  return Error(fmt::format("a tensor of shape {} of {} in GPU memory cannot "
+                           "be {} on the host; copy it with kiln::cuda::"
+                           "toHost (runtime/Cuda.h)",
+                           formatShape(shape), name(dtype), what));
+}
+
 int64_t Tensor::dim(int64_t dim) const {
   int64_t rank = this->rank();
   int64_t index = dim < 0 ? dim + rank : dim;
@@ -266,12 +289,18 @@ T *Tensor::data() const {
                             name(dtype_), formatShape(shape_),
                             name(dtypeOf<T>())));
   }
+  if (gpu_) {
+    throw onGpuError(shape_, dtype_, "read or written");
+  }
   return static_cast<T *>(data_);
 }
 
 Tensor Tensor::clone() const {
   if (!defined()) {
     return Tensor();
+  }
+  if (gpu_) {
+    throw onGpuError(shape_, dtype_, "cloned");
   }
   Tensor copy = empty(shape_, dtype_);
   std::memcpy(copy.data_, data_, nbytes());

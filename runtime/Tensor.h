@@ -72,6 +72,11 @@ public:
   /// `release` is called once when the last Tensor sharing it goes away.
   static Tensor adopt(void *data, std::vector<int64_t> shape, DType dtype,
                       std::function<void()> release);
+  /// Takes ownership of GPU memory (a non-null device address), as adopt()
+  /// does: a tensor whose elements the host cannot touch (onGpu()).
+  /// runtime/Cuda.h makes and copies these.
+  static Tensor adoptGpu(void *data, std::vector<int64_t> shape, DType dtype,
+                         std::function<void()> release);
 
   bool defined() const { return storage_ != nullptr; }
   DType dtype() const { return dtype_; }
@@ -84,12 +89,16 @@ public:
   /// Row-major strides in elements.
   std::vector<int64_t> strides() const;
 
+  /// The address of the elements: a device address for a GPU tensor.
   void *raw() const { return data_; }
-  /// Typed access; throws kiln::Error when T does not match dtype().
+  /// Whether the elements are in GPU memory (adoptGpu()).
+  bool onGpu() const { return gpu_; }
+  /// Typed access; throws kiln::Error when T does not match dtype() or the
+  /// tensor is on the GPU.
   template <typename T>
   T *data() const;
 
-  /// A deep copy.
+  /// A deep copy (of a host tensor; throws kiln::Error for a GPU one).
   Tensor clone() const;
   /// The same storage seen with another shape of equal element count.
   Tensor reshape(std::vector<int64_t> shape) const;
@@ -102,6 +111,7 @@ private:
   void *data_ = nullptr;
   std::vector<int64_t> shape_;
   DType dtype_ = DType::f32;
+  bool gpu_ = false;
 };
 
 } // namespace kiln

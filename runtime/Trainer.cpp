@@ -6,6 +6,7 @@
 
 #include "runtime/Trainer.h"
 
+#include "runtime/Cuda.h"
 #include "runtime/Error.h"
 #include "runtime/SplitMix64.h"
 #include "runtime/BoundaryNames.h"
@@ -46,10 +47,55 @@ Trainer::Trainer(std::shared_ptr<const Executable> executable, uint64_t seed,
     if (arg.role == ArgSpec::Role::state) {
       state_.add(arg.name, Tensor::zeros(arg.shape, DType::f32));
     }
+    onDevice_ |= arg.onDevice;
   }
   // Every process starts from rank 0's parameters (the same seed gives the
   // same ones; this makes sure of it).
   broadcastStore(*communicator_, parameters_);
+}
+
+void Trainer::toDevice() const {
+  if (onDevice_ && deviceStale_) {
+    cuda::mirror(parameters_, deviceParameters_);
+    cuda::mirror(state_, deviceState_);
+    deviceStale_ = false;
+  }
+}
+
+void Trainer::toHost() {
+  if (!onDevice_) {
+    return;
+  }
+  if (hostStale_) {
+    for (const Parameter &p : deviceParameters_) {
+      cuda::copy(p.tensor, parameters_.get(p.name));
+    }
+    for (const Parameter &p : deviceState_) {
+      cuda::copy(p.tensor, state_.get(p.name));
+    }
+    hostStale_ = false;
+  }
+  deviceStale_ = true;
+}
+
+ParameterStore &Trainer::parameters() {
+  toHost();
+  return parameters_;
+}
+
+ParameterStore &Trainer::state() {
+  toHost();
+  return state_;
+}
+
+const ParameterStore &Trainer::callParameters() const {
+  toDevice();
+  return onDevice_ ? deviceParameters_ : parameters_;
+}
+
+const ParameterStore &Trainer::callState() const {
+  toDevice();
+  return onDevice_ ? deviceState_ : state_;
 }
 
 int64_t Trainer::dropoutSeed() const {
@@ -110,9 +156,10 @@ float Trainer::step(const std::map<std::string, Arg> &inputs, float lr) {
     return splitStep(inputs, lr);
   }
   std::map<std::string, Arg> all = inputs;
-  addStepArguments(executable_->spec(steps::kTrain), state_, lr, steps_ + 1,
-                   dropoutSeed(), all);
-  std::vector<Tensor> out = executable_->run(steps::kTrain, parameters_, all);
+  addStepArguments(executable_->spec(steps::kTrain), callState(), lr,
+                   steps_ + 1, dropoutSeed(), all);
+  std::vector<Tensor> out =
+      executable_->run(steps::kTrain, callParameters(), all);
   float loss = out[0].data<float>()[0];
   if (!std::isfinite(loss)) {
     throw nonFiniteLoss(loss, steps_ + 1);
@@ -125,26 +172,30 @@ float Trainer::step(const std::map<std::string, Arg> &inputs, float lr) {
 
 void Trainer::keep(const std::string &function, std::vector<Tensor> &out,
                    size_t first) {
+  ParameterStore &parameters = onDevice_ ? deviceParameters_ : parameters_;
+  ParameterStore &state = onDevice_ ? deviceState_ : state_;
   size_t k = first;
   for (const ArgSpec &arg : executable_->spec(function).args) {
     if (arg.role == ArgSpec::Role::param) {
-      parameters_.get(arg.name) = out[k++];
+      parameters.get(arg.name) = out[k++];
     }
   }
   for (const ArgSpec &arg : executable_->spec(function).args) {
     if (arg.role == ArgSpec::Role::state) {
-      state_.get(arg.name) = out[k++];
+      state.get(arg.name) = out[k++];
     }
   }
+  hostStale_ = onDevice_;
 }
 
 float Trainer::splitStep(const std::map<std::string, Arg> &inputs, float lr) {
   std::map<std::string, Arg> local = shard(inputs);
   const FunctionSpec &gradSpec = executable_->spec(steps::kGrad);
   std::map<std::string, Arg> gradInputs = local;
-  addStepArguments(gradSpec, state_, lr, steps_ + 1, dropoutSeed(), gradInputs);
+  addStepArguments(gradSpec, callState(), lr, steps_ + 1, dropoutSeed(),
+                   gradInputs);
   std::vector<Tensor> out =
-      executable_->run(steps::kGrad, parameters_, gradInputs);
+      executable_->run(steps::kGrad, callParameters(), gradInputs);
   // A mean loss over kept tokens: this process's loss and gradients stand
   // for as many tokens as it kept. A summed loss: the processes' sums add
   // up. Any other loss: taken as a mean over rows, each process weighs as
@@ -187,10 +238,10 @@ float Trainer::splitStep(const std::map<std::string, Arg> &inputs, float lr) {
     }
   }
   update.emplace("loss", Tensor::full({}, loss));
-  addStepArguments(executable_->spec(steps::kUpdate), state_, lr, steps_ + 1, 0,
-                   update);
+  addStepArguments(executable_->spec(steps::kUpdate), callState(), lr,
+                   steps_ + 1, 0, update);
   std::vector<Tensor> updated =
-      executable_->run(steps::kUpdate, parameters_, update);
+      executable_->run(steps::kUpdate, callParameters(), update);
   keep(steps::kUpdate, updated, 0);
   ++steps_;
   return loss;
@@ -284,7 +335,7 @@ Trainer::run(const std::string &graph,
   if (graph == steps::kTrain) {
     throw Error("kiln: Trainer::run: use step() for the training step");
   }
-  return executable_->run(graph, parameters_, inputs);
+  return executable_->run(graph, callParameters(), inputs);
 }
 
 void Trainer::setSteps(int64_t steps) {
@@ -303,6 +354,7 @@ Trainer::hooks(std::function<std::map<std::string, Arg>(int64_t step)> batch) {
   };
   hooks.parameters = &parameters_;
   hooks.optimizerState = &state_;
+  hooks.toHost = [this] { toHost(); };
   hooks.restoreStep = [this](int64_t steps) { setSteps(steps); };
   hooks.communicator = communicator_;
   return hooks;

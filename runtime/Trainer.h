@@ -8,6 +8,10 @@
 // its share of the global batch, the gradients, the loss and the count of
 // kept tokens are summed over the processes in a few packed buckets, and
 // `update_step` applies the averaged gradients on every process alike.
+// A step compiled for the GPU in-process keeps the parameters and the
+// optimizer state in GPU memory across steps (ArgSpec::onDevice): a step
+// copies its batch in and its loss out; parameters() and state() copy them
+// to the host when asked for, and the next step copies them back.
 //
 //===----------------------------------------------------------------------===//
 
@@ -65,8 +69,12 @@ public:
   TrainingHooks
   hooks(std::function<std::map<std::string, Arg>(int64_t step)> batch);
 
-  ParameterStore &parameters() { return parameters_; }
-  ParameterStore &state() { return state_; }
+  /// The parameters and the optimizer state. When they live on the GPU,
+  /// these copy them to the host first (if a step changed them since), and
+  /// the next step or run() copies the host's values back: the caller may
+  /// read and write the stores.
+  ParameterStore &parameters();
+  ParameterStore &state();
   /// Steps taken so far (Adam's bias correction uses it).
   int64_t steps() const { return steps_; }
   /// Sets the count, as when resuming from a checkpoint.
@@ -88,13 +96,30 @@ private:
   float reduce(std::vector<Tensor> &grads, float loss, double weight,
                bool average);
   /// Copies the step's results (new parameters, then new state, from
-  /// `first`) into the stores.
+  /// `first`) into the stores (the GPU's when the state lives there).
   void keep(const std::string &function, std::vector<Tensor> &out,
             size_t first);
+  /// The parameters and state the compiled functions take: the host
+  /// stores, or (state on the GPU) their GPU copies, brought up to date.
+  const ParameterStore &callParameters() const;
+  const ParameterStore &callState() const;
+  /// With the state on the GPU: copies the host stores there when they may
+  /// have changed since.
+  void toDevice() const;
+  /// With the state on the GPU: copies it into the host stores when a step
+  /// changed it since, and takes the host stores as the ones to copy back.
+  void toHost();
 
   std::shared_ptr<const Executable> executable_;
   std::shared_ptr<Communicator> communicator_;
   ParameterStore parameters_, state_;
+  /// Whether the steps keep the state on the GPU; then its GPU copies,
+  /// whether the host stores may hold newer values (deviceStale_) and
+  /// whether the GPU holds newer ones (hostStale_).
+  bool onDevice_ = false;
+  mutable ParameterStore deviceParameters_, deviceState_;
+  mutable bool deviceStale_ = true;
+  bool hostStale_ = false;
   uint64_t seed_;
   int64_t steps_ = 0;
   bool split_ = false;

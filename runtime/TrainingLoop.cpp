@@ -285,6 +285,9 @@ static void saveRun(const TrainingOptions &options, const TrainingHooks &hooks,
   state.info["schedule"] = options.schedule.describe();
   state.info["steps"] = std::to_string(options.steps);
   state.info[kWorldSizeKey] = std::to_string(world);
+  if (hooks.toHost) {
+    hooks.toHost();
+  }
   saveCheckpoint(options.checkpointPath, *hooks.parameters,
                  *hooks.optimizerState, state);
 }
@@ -312,6 +315,9 @@ static TrainingState loadRun(const TrainingOptions &options,
 static std::pair<int64_t, int64_t> resumeRun(const TrainingOptions &options,
                                              const TrainingHooks &hooks,
                                              Communicator &communicator) {
+  if (hooks.toHost) {
+    hooks.toHost();
+  }
   TrainingState state;
   int64_t writtenBy = 1;
   if (communicator.rank() == 0) {
@@ -351,6 +357,9 @@ static std::pair<int64_t, int64_t> resumeRun(const TrainingOptions &options,
 /// optimizer state are not the same.
 static void checkDrift(const TrainingHooks &hooks, Communicator &communicator,
                        int64_t step) {
+  if (hooks.toHost) {
+    hooks.toHost();
+  }
   uint64_t hash =
       hashStore(*hooks.parameters) * 31 + hashStore(*hooks.optimizerState);
   std::vector<uint64_t> hashes = communicator.allGather(hash);

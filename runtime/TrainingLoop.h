@@ -127,6 +127,11 @@ struct TrainingHooks {
   /// Saved in checkpoints and restored on resume.
   ParameterStore *parameters = nullptr;
   ParameterStore *optimizerState = nullptr;
+  /// Called (when set) before the loop reads or writes *parameters and
+  /// *optimizerState (a checkpoint, a resume, a drift check): a trainer
+  /// whose state lives on the GPU copies it into those stores, and back to
+  /// the GPU before its next step.
+  std::function<void()> toHost;
   std::map<std::string, Rng *> rngs;
   /// Told the step a resumed run continues from (the optimizer's count).
   std::function<void(int64_t step)> restoreStep;

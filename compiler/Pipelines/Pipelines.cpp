@@ -174,13 +174,14 @@ bool kiln::isGpuChip(llvm::StringRef chip) {
          version >= 50;
 }
 
-void kiln::buildKilnToGpuPipeline(OpPassManager &pm, const std::string &chip) {
+void kiln::buildKilnToGpuPipeline(OpPassManager &pm, const std::string &chip,
+                                  bool resident) {
   buildKilnToLinalgPipeline(pm);
-  buildLinalgToGpuPipeline(pm, chip);
+  buildLinalgToGpuPipeline(pm, chip, resident);
 }
 
-void kiln::buildLinalgToGpuPipeline(OpPassManager &pm,
-                                    const std::string &chip) {
+void kiln::buildLinalgToGpuPipeline(OpPassManager &pm, const std::string &chip,
+                                    bool resident) {
   // Every distinct linalg op becomes one GPU kernel (kiln-outline-kernels
   // shares it between identical layers): its parallel loops are tiled by
   // 16 x 16 and mapped to blocks and threads (loops past the second stay
@@ -214,7 +215,7 @@ void kiln::buildLinalgToGpuPipeline(OpPassManager &pm,
   pm.addPass(createSymbolDCEPass());
   // Device memory, host functions on host memory, one stream.
   pm.addPass(createKilnDeviceBuffersPass());
-  pm.addPass(createKilnHostInterfacePass());
+  pm.addPass(createKilnHostInterfacePass({.resident = resident}));
   pm.addNestedPass<func::FuncOp>(createGpuAsyncRegionPass());
   pm.addPass(createLowerAffinePass());
   pm.addPass(createCanonicalizerPass());
@@ -267,6 +268,10 @@ struct GpuPipelineOptions : public PassPipelineOptions<GpuPipelineOptions> {
   Option<std::string> chip{*this, "chip",
                            llvm::cl::desc("The GPU architecture: sm_80, sm_90"),
                            llvm::cl::init("sm_90")};
+  Option<bool> resident{
+      *this, "resident",
+      llvm::cl::desc("Parameters and optimizer state stay in device memory"),
+      llvm::cl::init(false)};
 };
 struct CpuPipelineOptions : public PassPipelineOptions<CpuPipelineOptions> {
   Option<std::string> cpu{
@@ -297,7 +302,7 @@ void kiln::registerKilnPipelines() {
                               "' is not an NVIDIA GPU architecture (sm_80, "
                               "sm_90, ...)");
         }
-        buildKilnToGpuPipeline(pm, options.chip);
+        buildKilnToGpuPipeline(pm, options.chip, options.resident);
         return success();
       },
       [](function_ref<void(const detail::PassOptions &)> optHandler) {

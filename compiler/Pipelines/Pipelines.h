@@ -38,11 +38,15 @@ void buildKilnToLLVMPipeline(OpPassManager &pm,
 /// Adds the passes from linalg on tensors to GPU kernels (PTX for `chip`,
 /// e.g. "sm_90", which must satisfy isGpuChip) and host code in the LLVM
 /// dialect that launches them through the mgpu* runtime functions; public
-/// functions take and return host buffers. Ends with
+/// functions take and return host buffers, but with `resident` their
+/// parameters and optimizer state, and the results that update them, are
+/// device buffers (kiln-host-interface{resident}). Ends with
 /// kiln-check-lowered{stage=llvm}.
-void buildLinalgToGpuPipeline(OpPassManager &pm, const std::string &chip);
+void buildLinalgToGpuPipeline(OpPassManager &pm, const std::string &chip,
+                              bool resident = false);
 /// kiln-to-linalg followed by linalg-to-GPU: the kiln-to-gpu pipeline.
-void buildKilnToGpuPipeline(OpPassManager &pm, const std::string &chip);
+void buildKilnToGpuPipeline(OpPassManager &pm, const std::string &chip,
+                            bool resident = false);
 /// Whether `chip` names an NVIDIA architecture ("sm_80", "sm_90", ...).
 bool isGpuChip(llvm::StringRef chip);
 /// The CUDA toolkit whose libdevice GPU kernels link ($CUDA_HOME,

@@ -7,6 +7,7 @@
 #include "compiler/Codegen/GPU/Passes.h"
 
 #include "compiler/Codegen/Common/Views.h"
+#include "dialects/Kiln/IR/KilnDialect.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
@@ -20,6 +21,17 @@ namespace mlir::kiln {
 } // namespace mlir::kiln
 
 using namespace mlir;
+
+bool mlir::kiln::isResidentArgument(func::FuncOp func, unsigned i) {
+  auto kind = func.getArgAttrOfType<StringAttr>(i, kKindAttr);
+  std::optional<ArgKind> role =
+      kind ? symbolizeArgKind(kind.getValue()) : std::nullopt;
+  return role == ArgKind::param || role == ArgKind::state;
+}
+
+bool mlir::kiln::isResidentResult(func::FuncOp func, unsigned r) {
+  return func.getResultAttr(r, kUpdatesAttr) != nullptr;
+}
 
 namespace {
 
@@ -36,7 +48,8 @@ SmallVector<Value> dynamicSizes(OpBuilder &b, Location loc, Value buffer) {
 }
 
 struct HostInterface
-    : public kiln::impl::KilnHostInterfacePassBase<HostInterface> {
+    : public mlir::kiln::impl::KilnHostInterfacePassBase<HostInterface> {
+  using Base::Base;
   void runOnOperation() override {
     for (auto func : getOperation().getOps<func::FuncOp>()) {
       if (func.isExternal() || func.isPrivate()) {
@@ -50,8 +63,10 @@ struct HostInterface
 
   LogicalResult convert(func::FuncOp func) {
     OpBuilder b(func.getBody());
-    // Arguments: copied into device buffers, which the body then uses.
+    // Arguments: copied into device buffers, which the body then uses;
+    // resident ones are device buffers already.
     llvm::SmallPtrSet<Operation *, 8> argumentBuffers;
+    llvm::SmallPtrSet<Value, 8> residentArguments;
     for (BlockArgument arg : func.getArguments()) {
       auto type = dyn_cast<MemRefType>(arg.getType());
       if (!type) {
@@ -60,6 +75,11 @@ struct HostInterface
       if (!type.getLayout().isIdentity()) {
         return func.emitOpError("argument ")
                << arg.getArgNumber() << " is not a contiguous buffer";
+      }
+      if (resident &&
+          mlir::kiln::isResidentArgument(func, arg.getArgNumber())) {
+        residentArguments.insert(arg);
+        continue;
       }
       Location loc = arg.getLoc();
       llvm::SmallPtrSet<Operation *, 4> keep;
@@ -78,8 +98,10 @@ struct HostInterface
       });
       argumentBuffers.insert(device);
     }
-    // Results: copied into new host buffers; the device buffers they came
-    // from are freed, as are the arguments' device copies.
+    // Results: copied into new host buffers, or (resident ones) handed
+    // over in device buffers of their own; the device buffers they came
+    // from are freed unless handed over, as are the arguments' device
+    // copies.
     WalkResult walk = func.walk([&](func::ReturnOp ret) {
       // Before the buffers freed on return (a constant's device copy).
       Operation *at = ret;
@@ -90,26 +112,46 @@ struct HostInterface
       Location loc = ret.getLoc();
       SmallVector<Value> results;
       llvm::SetVector<Value> owned;
-      for (Value value : ret.getOperands()) {
+      llvm::SmallPtrSet<Value, 8> handedOver;
+      for (auto [r, value] : llvm::enumerate(ret.getOperands())) {
         auto type = dyn_cast<MemRefType>(value.getType());
         if (!type) {
           results.push_back(value);
           continue;
         }
-        auto host = memref::AllocOp::create(
-            b, loc, type, dynamicSizes(b, loc, value), b.getI64IntegerAttr(64));
-        gpu::MemcpyOp::create(b, loc, Type(), ValueRange(), host, value);
-        results.push_back(host);
-        Value root = kiln::viewRoot(value);
+        Value root = mlir::kiln::viewRoot(value);
         auto alloc = root.getDefiningOp<gpu::AllocOp>();
-        if (!alloc) {
+        if (!alloc && !residentArguments.contains(root)) {
           ret.emitOpError("returns a buffer of unknown origin from GPU code");
           return WalkResult::interrupt();
         }
         bool freed = llvm::any_of(root.getUsers(), [](Operation *user) {
           return isa<gpu::DeallocOp>(user);
         });
-        if (!argumentBuffers.contains(alloc) && !freed) {
+        bool mine = alloc && !argumentBuffers.contains(alloc) && !freed;
+        if (resident && mlir::kiln::isResidentResult(func, r)) {
+          // The caller takes the buffer: the whole of one computed here and
+          // returned once, else a copy.
+          if (mine && value == root && type.getLayout().isIdentity() &&
+              handedOver.insert(root).second) {
+            owned.remove(root);
+            results.push_back(value);
+            continue;
+          }
+          auto copy = gpu::AllocOp::create(b, loc, type, Type(), ValueRange(),
+                                           dynamicSizes(b, loc, value),
+                                           ValueRange());
+          gpu::MemcpyOp::create(b, loc, Type(), ValueRange(),
+                                copy.getMemref(), value);
+          results.push_back(copy.getMemref());
+        } else {
+          auto host = memref::AllocOp::create(b, loc, type,
+                                              dynamicSizes(b, loc, value),
+                                              b.getI64IntegerAttr(64));
+          gpu::MemcpyOp::create(b, loc, Type(), ValueRange(), host, value);
+          results.push_back(host);
+        }
+        if (mine && !handedOver.contains(root)) {
           owned.insert(root);
         }
       }

@@ -9,7 +9,19 @@
 
 #include "mlir/Pass/Pass.h"
 
+namespace mlir::func {
+class FuncOp;
+} // namespace mlir::func
+
 namespace mlir::kiln {
+
+/// With kiln-host-interface's `resident` option: whether argument `i` of
+/// `func` is a device buffer its caller keeps (kiln.kind "param" or
+/// "state"), and whether result `r` is returned in device memory (it
+/// updates an argument: kiln.updates). The runtime's FunctionSpec records
+/// the same (ArgSpec::onDevice, ResultSpec::onDevice) from these.
+bool isResidentArgument(func::FuncOp func, unsigned i);
+bool isResidentResult(func::FuncOp func, unsigned r);
 
 #define GEN_PASS_DECL
 #include "compiler/Codegen/GPU/Passes.h.inc"

@@ -82,7 +82,19 @@ def KilnHostInterfacePass : Pass<"kiln-host-interface", "::mlir::ModuleOp"> {
     into new host buffers before it returns, freeing the device buffers it
     owned. A compiled GPU function is then called exactly like a CPU one,
     by the JIT or from an ahead-of-time object.
+
+    With `resident`, the state a training loop keeps stays on the device:
+    arguments of kiln.kind "param" or "state" are device buffers the caller
+    owns (used in place, never copied), and results that update one
+    (kiln.updates: a training step's new parameters and optimizer state) are
+    returned in device buffers of their own, which the caller then owns (a
+    buffer computed for the result when it is one, else a device copy).
+    mlir::kiln::isResidentArgument/isResidentResult say which.
   }];
+  let options = [
+    Option<"resident", "resident", "bool", /*default=*/"false",
+           "Parameters and optimizer state stay in device memory">,
+  ];
   let dependentDialects = ["::mlir::gpu::GPUDialect", "::mlir::memref::MemRefDialect"];
 }
 

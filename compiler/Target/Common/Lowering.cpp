@@ -10,6 +10,7 @@
 #include "compiler/Target/Common/Lowering.h"
 
 #include "compiler/Codegen/CPU/TargetInfo.h"
+#include "compiler/Codegen/GPU/Passes.h"
 
 #include "compiler/InitAll.h"
 #include "compiler/Pipelines/Pipelines.h"
@@ -793,8 +794,11 @@ static std::vector<ParamSpec> readParams(ModuleOp module) {
 }
 
 /// The signature of `func` and its input contract. With `inPlace`, the
-/// results marked kiln.updates are written into their arguments.
-static FunctionSpec readSpec(func::FuncOp func, bool inPlace) {
+/// results marked kiln.updates are written into their arguments; with
+/// `resident`, GPU code keeps its parameters and optimizer state in device
+/// memory (kiln-host-interface's `resident` decides which: the same
+/// predicates).
+static FunctionSpec readSpec(func::FuncOp func, bool inPlace, bool resident) {
   FunctionSpec spec;
   spec.name = func.getName().str();
   for (auto [i, type] : llvm::enumerate(func.getArgumentTypes())) {
@@ -838,6 +842,7 @@ static FunctionSpec readSpec(func::FuncOp func, bool inPlace) {
                   std::to_string(i) +
                   " must be a ranked tensor or an i64 scalar");
     }
+    arg.onDevice = resident && mlir::kiln::isResidentArgument(func, i);
     spec.args.push_back(arg);
   }
   for (auto [r, type] : llvm::enumerate(func.getResultTypes())) {
@@ -863,6 +868,7 @@ static FunctionSpec readSpec(func::FuncOp func, bool inPlace) {
     if (inPlace && updates) {
       result.updates = updates.getInt();
     }
+    result.onDevice = resident && mlir::kiln::isResidentResult(func, r);
     spec.results.push_back(result);
   }
   ContractBuilder(func, spec).build();
@@ -955,7 +961,9 @@ static void lower(LoweredModule &lowered, const LoweringOptions &options,
     // Compiled code writes no argument of the caller's but those that a
     // result updates in place, and only in CPU code
     // (kiln-mark-in-place-arguments in the pipelines).
-    lowered.functions.push_back(readSpec(func, options.gpuChip.empty()));
+    lowered.functions.push_back(
+        readSpec(func, options.gpuChip.empty(),
+                 !options.gpuChip.empty() && options.gpuResidentState));
   }
 
   auto start = std::chrono::steady_clock::now();
@@ -967,7 +975,8 @@ static void lower(LoweredModule &lowered, const LoweringOptions &options,
     mlir::kiln::buildLinalgToLLVMPipeline(llvmPm, options.cpu);
   } else {
     mlir::kiln::buildKilnToLinalgPipeline(linalg);
-    mlir::kiln::buildLinalgToGpuPipeline(llvmPm, options.gpuChip);
+    mlir::kiln::buildLinalgToGpuPipeline(llvmPm, options.gpuChip,
+                                         options.gpuResidentState);
   }
   if (failed(linalg.run(module))) {
     throw Error("kiln: lowering to linalg failed:" + diagnostics.str());

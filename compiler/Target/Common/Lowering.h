@@ -46,6 +46,11 @@ struct LoweringOptions {
   /// instead of CPU code. The functions keep their signatures: they take
   /// and return host buffers.
   std::string gpuChip;
+  /// With gpuChip: parameters and optimizer state are read from device
+  /// memory, and a training step returns their new values there
+  /// (ArgSpec::onDevice, ResultSpec::onDevice), so that they stay on the
+  /// GPU across calls. Off, every argument and result is in host memory.
+  bool gpuResidentState = false;
   /// The CPU the code is tiled for (CPU target): "host" or an LLVM CPU
   /// name, as createTargetMachine takes.
   std::string cpu = "host";

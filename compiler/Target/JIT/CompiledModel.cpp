@@ -9,9 +9,12 @@
 #include "compiler/DSL/DSL.h"
 
 #include "mlir/IR/BuiltinOps.h"
+#include "runtime/Cuda.h"
 #include "runtime/Error.h"
 
 #include "llvm/Support/raw_ostream.h"
+
+#include <algorithm>
 
 namespace kiln {
 
@@ -50,7 +53,8 @@ CompiledModel::gradients(const std::string &graph,
     }
     jit = slot;
   }
-  std::vector<Tensor> results = jit->run(gradName, parameters_, inputs);
+  std::vector<Tensor> results =
+      jit->run(gradName, callParameters(jit->spec(gradName)), inputs);
   const FunctionSpec &gradSpec = jit->spec(gradName);
   LossAndGradients out;
   out.loss = results[0].data<float>()[0];
@@ -65,10 +69,25 @@ CompiledModel::gradients(const std::string &graph,
   return out;
 }
 
+const ParameterStore &
+CompiledModel::callParameters(const FunctionSpec &spec) const {
+  bool onDevice = std::any_of(spec.args.begin(), spec.args.end(),
+                              [](const ArgSpec &a) { return a.onDevice; });
+  if (!onDevice) {
+    return parameters_;
+  }
+  std::lock_guard<std::mutex> lock(deviceMutex_);
+  if (deviceStale_) {
+    cuda::mirror(parameters_, deviceParameters_);
+    deviceStale_ = false;
+  }
+  return deviceParameters_;
+}
+
 std::vector<Tensor>
 CompiledModel::run(const std::string &graph,
                    const std::map<std::string, Arg> &inputs) const {
-  return jit_->run(graph, parameters_, inputs);
+  return jit_->run(graph, callParameters(jit_->spec(graph)), inputs);
 }
 
 } // namespace kiln

@@ -40,7 +40,13 @@ public:
   explicit CompiledModel(const dsl::Module &module, uint64_t seed = 0,
                          const JitOptions &options = {});
 
-  ParameterStore &parameters() { return parameters_; }
+  /// The parameters. Compiled for the GPU, the model keeps a copy of them
+  /// there, made again on the first run() after parameters() was called
+  /// on a non-const model (which may have changed them).
+  ParameterStore &parameters() {
+    deviceStale_ = true;
+    return parameters_;
+  }
   const ParameterStore &parameters() const { return parameters_; }
 
   /// Runs graph `graph`: `inputs` are bound by name to the graph's inputs
@@ -62,7 +68,14 @@ public:
 
 private:
   std::shared_ptr<JitModule> jit_;
+  /// The parameters the compiled functions take: parameters_, or its copy
+  /// on the GPU (brought up to date) when they read it from there.
+  const ParameterStore &callParameters(const FunctionSpec &spec) const;
+
   ParameterStore parameters_;
+  mutable std::mutex deviceMutex_;
+  mutable ParameterStore deviceParameters_;
+  mutable bool deviceStale_ = true;
   /// What gradients() compiles from: the module's IR (with locations, so
   /// errors name the user's lines) and the options.
   std::string source_;

@@ -40,10 +40,14 @@ struct JitOptions {
   std::vector<std::string> functions;
   /// Where the functions run: "cpu"; "cuda", this machine's NVIDIA GPU
   /// (kernels compiled for its architecture); or "cuda:sm_80"-style, a
-  /// given architecture. Functions take and return host tensors either way;
-  /// on the GPU, every buffer they use lives in device memory during the
-  /// call. A GPU target where there is no usable GPU is a kiln::Error that
-  /// says why, before anything is compiled.
+  /// given architecture. Functions take host tensors either way; on the
+  /// GPU, every buffer they use lives in device memory during the call, and
+  /// parameters and optimizer state may also be passed as GPU tensors (kept
+  /// there across calls, as a Trainer does), while a training step returns
+  /// its new parameters and optimizer state as GPU tensors
+  /// (ArgSpec/ResultSpec::onDevice; runtime/Cuda.h moves tensors). A GPU
+  /// target where there is no usable GPU is a kiln::Error that says why,
+  /// before anything is compiled.
   std::string target = "cpu";
   /// The CPU code is generated for: "host" (this machine's CPU and
   /// features), or an LLVM CPU name as kiln-compile's --cpu takes

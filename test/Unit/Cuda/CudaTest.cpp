@@ -9,6 +9,7 @@
 
 #include "runtime/Cuda.h"
 #include "runtime/Error.h"
+#include "runtime/Function.h"
 
 #include <gtest/gtest.h>
 
@@ -50,6 +51,9 @@ TEST(NoDriver, TheGpuIsRefusedWithTheReason) {
   }
   EXPECT_THROW(kiln::cuda::deviceName(), kiln::Error);
   EXPECT_THROW(kiln::cuda::architecture(), kiln::Error);
+  EXPECT_THROW(kiln::cuda::toDevice(
+                   kiln::Tensor::zeros({2}, kiln::DType::f32)),
+               kiln::Error);
   // A program with GPU code starts (its constructors register modules) and
   // dies with the reason only when it uses the GPU.
   static char image[] = "kernels";
@@ -220,4 +224,98 @@ TEST(FakeDriver, FunctionsAreLookedUpOncePerModule) {
   mgpuModuleUnload(first);
   mgpuModuleUnload(second);
   dlclose(driver);
+}
+
+/// The message of the kiln::Error `f` throws ("" when it throws none).
+template <typename F>
+static std::string errorOf(F &&f) {
+  try {
+    f();
+  } catch (const kiln::Error &e) {
+    return e.what();
+  }
+  return "";
+}
+
+// GPU tensors: copies each way keep every byte, the host never touches
+// their elements (the fake's device addresses would crash it), and every
+// misuse is an error that says what to do.
+TEST(FakeDriver, GpuTensorsCopyBothWaysAndRefuseHostAccess) {
+  using kiln::DType;
+  using kiln::Tensor;
+  Tensor host = Tensor::fromVector<float>({2, 3}, {1, -2, 3.5f, 4, 5, 6});
+  Tensor device = kiln::cuda::toDevice(host);
+  EXPECT_TRUE(device.onGpu());
+  EXPECT_FALSE(host.onGpu());
+  EXPECT_EQ(device.shape(), host.shape());
+  EXPECT_NE(device.raw(), host.raw());
+  EXPECT_EQ(kiln::cuda::toHost(device).toVector<float>(),
+            host.toVector<float>());
+  Tensor other = Tensor::fromVector<float>({2, 3}, {0, 0, 0, 0, 0, 7});
+  kiln::cuda::copy(other, device); // into the same device storage
+  void *storage = device.raw();
+  EXPECT_EQ(kiln::cuda::toHost(device).toVector<float>(),
+            other.toVector<float>());
+  EXPECT_EQ(device.raw(), storage);
+  Tensor ids = Tensor::fromVector<int64_t>({3}, {1, 2, 3});
+  EXPECT_EQ(kiln::cuda::toHost(kiln::cuda::toDevice(ids)).toVector<int64_t>(),
+            ids.toVector<int64_t>());
+  Tensor empty = Tensor::empty({0, 4}, DType::f32);
+  EXPECT_EQ(kiln::cuda::toHost(kiln::cuda::toDevice(empty)).numel(), 0);
+
+  std::string message = errorOf([&] { device.data<float>(); });
+  EXPECT_NE(message.find("in GPU memory cannot be read or written on the "
+                         "host; copy it with kiln::cuda::toHost"),
+            std::string::npos)
+      << message;
+  EXPECT_NE(errorOf([&] { device.clone(); }).find("cannot be cloned"),
+            std::string::npos);
+  EXPECT_NE(errorOf([&] { kiln::cuda::toDevice(device); }).find("host tensor"),
+            std::string::npos);
+  EXPECT_NE(errorOf([&] { kiln::cuda::toHost(host); }).find("GPU memory"),
+            std::string::npos);
+  message = errorOf([&] { kiln::cuda::copy(host, host); });
+  EXPECT_NE(message.find("between a host and a GPU tensor"), std::string::npos)
+      << message;
+  message = errorOf(
+      [&] { kiln::cuda::copy(Tensor::zeros({3, 2}, DType::f32), device); });
+  EXPECT_NE(message.find("not from host f32 [3, 2] to GPU f32 [2, 3]"),
+            std::string::npos)
+      << message;
+
+  // A store mirrored on the GPU: added, copied into, replaced on a change of
+  // shape.
+  kiln::ParameterStore params, mirror;
+  params.add("a", host.clone());
+  params.add("b", Tensor::full({4}, 2.0f));
+  kiln::cuda::mirror(params, mirror);
+  ASSERT_EQ(mirror.names(), params.names());
+  EXPECT_TRUE(mirror.get("a").onGpu());
+  void *a = mirror.get("a").raw();
+  params.get("a").data<float>()[0] = 42;
+  params.get("b") = Tensor::full({5}, 3.0f);
+  kiln::cuda::mirror(params, mirror);
+  EXPECT_EQ(mirror.get("a").raw(), a);
+  EXPECT_EQ(kiln::cuda::toHost(mirror.get("a")).toVector<float>()[0], 42);
+  EXPECT_EQ(kiln::cuda::toHost(mirror.get("b")).toVector<float>(),
+            std::vector<float>(5, 3.0f));
+}
+
+// A compiled function's arguments in the memory it reads them from: a GPU
+// tensor where host memory is read is refused before the code runs.
+TEST(FakeDriver, GpuTensorsWhereHostMemoryIsReadAreRefused) {
+  kiln::FunctionSpec spec;
+  spec.name = "f";
+  spec.args.push_back({.name = "x", .shape = {2, 3}});
+  spec.results.push_back({.name = "y", .shape = {2, 3}});
+  static bool called = false;
+  kiln::CompiledFunction f(spec, [](void **) { called = true; });
+  kiln::Tensor device =
+      kiln::cuda::toDevice(kiln::Tensor::zeros({2, 3}, kiln::DType::f32));
+  std::string message = errorOf([&] { f.call({device}); });
+  EXPECT_NE(message.find("argument #0 'x' of 'f' is a tensor in GPU memory, "
+                         "but the function reads it from host memory"),
+            std::string::npos)
+      << message;
+  EXPECT_FALSE(called);
 }

@@ -14,6 +14,7 @@
 
 #include "compiler/DSL/DSL.h"
 #include "compiler/DSL/Models.h"
+#include "compiler/Target/JIT/CompiledModel.h"
 #include "compiler/Target/JIT/Jit.h"
 #include "compiler/Target/Common/Lowering.h"
 #include "compiler/Target/JIT/Training.h"
@@ -298,6 +299,8 @@ TEST(GpuTarget, LaunchAndCopyBudgetsHold) {
                   5);
   dsl::models::GptConfig config = gptConfig();
   Tensor idx = ref::randomIds({4, 32}, config.vocabSize, 3);
+  // Before the first step: nothing to copy back yet.
+  double parameterBytes = double(trainer.parameters().numParameters()) * 4;
   trainer.run("forward", {{"idx", idx}});
   trainer.step({{"idx", idx}, {"targets", idx}}, 1e-3f);
   struct Cost {
@@ -321,7 +324,6 @@ TEST(GpuTarget, LaunchAndCopyBudgetsHold) {
   Cost forward = measure([&] { trainer.run("forward", {{"idx", idx}}); });
   Cost step = measure(
       [&] { trainer.step({{"idx", idx}, {"targets", idx}}, 1e-3f); });
-  double parameterBytes = double(trainer.parameters().numParameters()) * 4;
   double batchBytes = double(idx.numel()) * 8;
   RecordProperty("forward_launches", int(forward.launches));
   RecordProperty("step_launches", int(step.launches));
@@ -337,13 +339,42 @@ TEST(GpuTarget, LaunchAndCopyBudgetsHold) {
   // rank-0 ones (fills and means of scalars), no scatter-add.
   EXPECT_EQ(forward.serial, 0);
   EXPECT_LE(step.serial, 31);
-  // Copies: the parameters and the batch in (a forward pass), and the
-  // parameters with AdamW's two moments both ways (a training step), plus
-  // scalars; nothing more.
-  EXPECT_LE(forward.in, parameterBytes + batchBytes + 4096);
-  EXPECT_LE(forward.out, double(idx.numel()) * config.vocabSize * 4 + 4096);
-  EXPECT_LE(step.in, 3 * parameterBytes + 2 * batchBytes + 4096);
-  EXPECT_LE(step.out, 3 * parameterBytes + 4096);
+  // Copies: the parameters and AdamW's two moments stay on the device, so
+  // a forward pass copies in its batch and out its logits, a training step
+  // its batch (ids and targets) and learning rate in and its loss out.
+  EXPECT_LE(forward.in, batchBytes + 64);
+  EXPECT_LE(forward.out, double(idx.numel()) * config.vocabSize * 4 + 64);
+  EXPECT_LE(step.in, 2 * batchBytes + 64);
+  EXPECT_LE(step.out, 64);
+
+  // Reading the parameters copies them and the moments out once; the next
+  // step copies them back in once (the caller may have changed them), and
+  // the one after is back to the batch.
+  Cost inspect = measure([&] { trainer.parameters(); });
+  EXPECT_EQ(inspect.out, 3 * parameterBytes);
+  EXPECT_EQ(inspect.in, 0);
+  Cost again = measure([&] { trainer.parameters(); });
+  EXPECT_EQ(again.out, 0);
+  Cost back = measure(
+      [&] { trainer.step({{"idx", idx}, {"targets", idx}}, 1e-3f); });
+  EXPECT_GE(back.in, 3 * parameterBytes);
+  EXPECT_LE(back.in, 3 * parameterBytes + 2 * batchBytes + 64);
+  EXPECT_LE(back.out, 64);
+  Cost next = measure(
+      [&] { trainer.step({{"idx", idx}, {"targets", idx}}, 1e-3f); });
+  EXPECT_LE(next.in, 2 * batchBytes + 64);
+
+  // A compiled model keeps its parameters on the device too: copied in on
+  // the first call and after a change through parameters(), not otherwise.
+  CompiledModel model(module, 5, onTarget("cuda"));
+  const CompiledModel &unchanged = model;
+  auto run = [&] { model.run("forward", {{"idx", idx}}); };
+  EXPECT_GE(measure(run).in, parameterBytes);
+  EXPECT_LE(measure(run).in, batchBytes + 64);
+  EXPECT_LE(measure([&] { (void)unchanged.parameters(); run(); }).in,
+            batchBytes + 64);
+  model.parameters();
+  EXPECT_GE(measure(run).in, parameterBytes);
 }
 
 //===----------------------------------------------------------------------===//
@@ -401,6 +432,17 @@ TEST(GpuTarget, GptForwardAndTrainingStepsMatchTheCpu) {
     float c = onCpu.step(batch, kCompareLr),
           g = onGpu.step(batch, kCompareLr);
     EXPECT_NEAR(g, c, 1e-4 * std::abs(c)) << "loss at step " << step;
+    if (step == 0) {
+      // The GPU trainer keeps its parameters on the device: reading them
+      // copies them out, and a change made on the host goes back in before
+      // the next step.
+      for (Trainer *t : {&onCpu, &onGpu}) {
+        Tensor &wte = t->parameters().get("wte.weight");
+        for (int64_t i = 0; i < wte.numel(); ++i) {
+          wte.data<float>()[i] *= 0.5f;
+        }
+      }
+    }
   }
   for (const std::string &name : onCpu.parameters().names()) {
     expectClose(onGpu.parameters().get(name), onCpu.parameters().get(name),
