@@ -74,6 +74,24 @@ def KilnDeviceBuffersPass : Pass<"kiln-device-buffers", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::gpu::GPUDialect"];
 }
 
+def KilnInnermostLoopFirstPass
+    : Pass<"kiln-innermost-loop-first", "::mlir::func::FuncOp"> {
+  let summary = "Put the innermost dimension of each parallel loop first";
+  let description = [{
+    For kiln-to-gpu, before parallel-loop-tiling and gpu-map-parallel-loops,
+    which tile a parallel loop's first two dimensions by 16 and put the first
+    on `threadIdx.x`: each outermost `scf.parallel` of two or more dimensions
+    without reductions or a mapping gets its dimensions in reverse order, so
+    that the innermost one (the contiguous dimension of the buffers an
+    elementwise op reads and writes) is on `threadIdx.x` and the 16 threads
+    of a half-warp touch 16 consecutive elements (64 bytes), where the
+    outermost dimension (the batch: 8 elements, 1 at batch 1) left threads
+    idle and each of them on another row. The iterations are the same; only
+    their mapping changes.
+  }];
+  let dependentDialects = ["::mlir::scf::SCFDialect"];
+}
+
 def KilnHostInterfacePass : Pass<"kiln-host-interface", "::mlir::ModuleOp"> {
   let summary = "Public functions of GPU code take and return host memory";
   let description = [{
