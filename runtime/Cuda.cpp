@@ -438,7 +438,9 @@ struct Profiler {
       }
       kiln::cuda::KernelProfile &k = profile.kernels[slot->second];
       ++k.launches;
-      k.singleBlockLaunches += t.grid[0] * t.grid[1] * t.grid[2] == 1;
+      k.singleThreadLaunches += t.grid[0] * t.grid[1] * t.grid[2] *
+                                    t.block[0] * t.block[1] * t.block[2] ==
+                                1;
       k.milliseconds += ms;
       std::copy(std::begin(t.grid), std::end(t.grid), k.grid);
       std::copy(std::begin(t.block), std::end(t.block), k.block);

@@ -76,9 +76,8 @@ void mirror(const ParameterStore &host, ParameterStore &device);
 struct KernelProfile {
   std::string name;
   long launches = 0;
-  /// Launches of one block (grid 1 x 1 x 1): one multiprocessor busy at
-  /// most; serial code (a one-thread kernel) among them.
-  long singleBlockLaunches = 0;
+  /// Launches of one thread (grid and block 1 x 1 x 1): serial code.
+  long singleThreadLaunches = 0;
   double milliseconds = 0;
   unsigned grid[3] = {0, 0, 0}, block[3] = {0, 0, 0};
 };

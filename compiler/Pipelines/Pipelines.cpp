@@ -185,9 +185,9 @@ void kiln::buildLinalgToGpuPipeline(OpPassManager &pm, const std::string &chip,
   // Every distinct linalg op becomes one GPU kernel (kiln-outline-kernels
   // shares it between identical layers): its parallel loops, innermost
   // dimension first (on threadIdx.x: consecutive threads, consecutive
-  // elements), are tiled by 16 x 16 and mapped to blocks and threads (a
-  // third dimension to blocks only, later ones stay serial in each thread,
-  // as do reduction loops), its buffers live in
+  // elements), are tiled by 16 x 16 (256 for one dimension) and mapped to
+  // blocks and threads (a third dimension to blocks only, later ones stay
+  // serial in each thread, as do reduction loops), its buffers live in
   // device memory, the host code runs on one stream, and the kernels are
   // compiled to PTX for `chip`. Math functions come from CUDA's libdevice,
   // linked when a toolkit is found. Arguments stay read-only and results
@@ -205,9 +205,7 @@ void kiln::buildLinalgToGpuPipeline(OpPassManager &pm, const std::string &chip,
   pm.addNestedPass<func::FuncOp>(createKilnGpuKernelsPass());
   pm.addNestedPass<func::FuncOp>(createConvertLinalgToParallelLoopsPass());
   pm.addNestedPass<func::FuncOp>(createKilnSerialNestsToParallelPass());
-  pm.addNestedPass<func::FuncOp>(createKilnInnermostLoopFirstPass());
-  pm.addNestedPass<func::FuncOp>(createParallelLoopTilingPass(
-      /*tileSize=*/{16, 16}, /*noMinMaxBounds=*/true));
+  pm.addNestedPass<func::FuncOp>(createKilnGpuLoopTilesPass());
   pm.addNestedPass<func::FuncOp>(createGpuMapParallelLoopsPass());
   pm.addNestedPass<func::FuncOp>(createConvertParallelLoopToGpuPass());
   pm.addPass(createGpuLaunchSinkIndexComputationsPass());

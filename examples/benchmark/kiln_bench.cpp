@@ -148,14 +148,14 @@ void printGpuProfile(const std::string &name, const std::string &mode,
   double total = 0;
   for (const kiln::cuda::KernelProfile &k : profile.kernels) {
     launches += k.launches;
-    serial += k.singleBlockLaunches;
+    serial += k.singleThreadLaunches;
     total += k.milliseconds;
   }
   auto mib = [&](const kiln::cuda::Profile::Copies &c) {
     return c.bytes / kSteps / (1 << 20);
   };
   fmt::print("PROFILE peer=kiln model={} mode={} launches_per_step={} "
-             "single_block_launches_per_step={} "
+             "single_thread_launches_per_step={} "
              "kernels={} kernel_ms_per_step={:.3f} to_device_mib={:.3f} "
              "to_device_copies={} to_host_mib={:.3f} to_host_copies={} "
              "on_device_mib={:.3f}\n",

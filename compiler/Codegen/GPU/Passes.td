@@ -74,22 +74,26 @@ def KilnDeviceBuffersPass : Pass<"kiln-device-buffers", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::gpu::GPUDialect"];
 }
 
-def KilnInnermostLoopFirstPass
-    : Pass<"kiln-innermost-loop-first", "::mlir::func::FuncOp"> {
-  let summary = "Put the innermost dimension of each parallel loop first";
+def KilnGpuLoopTilesPass
+    : Pass<"kiln-gpu-loop-tiles", "::mlir::func::FuncOp"> {
+  let summary = "Tile parallel loops into blocks and threads, innermost dimension first";
   let description = [{
-    For kiln-to-gpu, before parallel-loop-tiling and gpu-map-parallel-loops,
-    which tile a parallel loop's first two dimensions by 16 and put the first
-    on `threadIdx.x`: each outermost `scf.parallel` of two or more dimensions
-    without reductions or a mapping gets its dimensions in reverse order, so
-    that the innermost one (the contiguous dimension of the buffers an
-    elementwise op reads and writes) is on `threadIdx.x` and the 16 threads
-    of a half-warp touch 16 consecutive elements (64 bytes), where the
-    outermost dimension (the batch: 8 elements, 1 at batch 1) left threads
-    idle and each of them on another row. The iterations are the same; only
-    their mapping changes.
+    For kiln-to-gpu, before gpu-map-parallel-loops, which puts a tiled
+    loop's first dimensions on blocks and threads x, y, z (later ones stay
+    serial in each thread). Each outermost `scf.parallel` of two or more
+    dimensions without reductions or a mapping gets its dimensions in
+    reverse order, so that the innermost one (the contiguous dimension of
+    the buffers an elementwise op reads and writes) is on `threadIdx.x` and
+    the threads of a warp touch consecutive elements, where the outermost
+    one (the batch: 8 elements, 1 at batch 1) left threads idle and each on
+    another row. Then each innermost `scf.parallel` without reductions is
+    tiled: by 16 x 16 on its first two dimensions, or by 256 when it has
+    one (blocks of 8 warps, where 16 threads left half of each warp idle
+    and the multiprocessors short of blocks), or by its trip count when
+    that is constant and smaller (one thread for serial code). The iterations are the same;
+    only their mapping changes.
   }];
-  let dependentDialects = ["::mlir::scf::SCFDialect"];
+  let dependentDialects = ["::mlir::arith::ArithDialect", "::mlir::scf::SCFDialect"];
 }
 
 def KilnHostInterfacePass : Pass<"kiln-host-interface", "::mlir::ModuleOp"> {

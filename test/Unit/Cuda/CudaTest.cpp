@@ -177,7 +177,7 @@ TEST(FakeDriver, ProfilingTimesEveryLaunchAndCountsCopies) {
   ASSERT_EQ(p.kernels.size(), 1u);
   EXPECT_EQ(p.kernels[0].name, "scale");
   EXPECT_EQ(p.kernels[0].launches, 3);
-  EXPECT_EQ(p.kernels[0].singleBlockLaunches, 1); // grid 1
+  EXPECT_EQ(p.kernels[0].singleThreadLaunches, 1); // grid and block 1
   EXPECT_DOUBLE_EQ(p.kernels[0].milliseconds, 0.75); // the fake's 0.25 each
   EXPECT_EQ(p.kernels[0].grid[0], 5u);               // the last launch's
   EXPECT_EQ(p.kernels[0].block[0], 8u);

@@ -315,7 +315,7 @@ TEST(GpuTarget, LaunchAndCopyBudgetsHold) {
     Cost c;
     for (const kiln::cuda::KernelProfile &k : p.kernels) {
       c.launches += k.launches;
-      c.serial += k.singleBlockLaunches;
+      c.serial += k.singleThreadLaunches;
     }
     c.in = p.toDevice.bytes;
     c.out = p.toHost.bytes;
@@ -327,18 +327,18 @@ TEST(GpuTarget, LaunchAndCopyBudgetsHold) {
   double batchBytes = double(idx.numel()) * 8;
   RecordProperty("forward_launches", int(forward.launches));
   RecordProperty("step_launches", int(step.launches));
-  std::printf("GPT (2 layers) forward: %ld launches (%ld of one block), "
+  std::printf("GPT (2 layers) forward: %ld launches (%ld of one thread), "
               "%.0f bytes in, %.0f out; training step: %ld launches (%ld of "
-              "one block), %.0f bytes in, %.0f out; parameters %.0f bytes\n",
+              "one thread), %.0f bytes in, %.0f out; parameters %.0f bytes\n",
               forward.launches, forward.serial, forward.in, forward.out,
               step.launches, step.serial, step.in, step.out, parameterBytes);
   // Launches: one per kernel of each layer, no more than today.
   EXPECT_LE(forward.launches, 72);
   EXPECT_LE(step.launches, 283);
-  // No serial kernel in the forward pass; in the training step only the
-  // rank-0 ones (fills and means of scalars), no scatter-add.
+  // No serial kernel (one thread) in the forward pass; in the training step
+  // only the loss's two scalar means, no scatter-add.
   EXPECT_EQ(forward.serial, 0);
-  EXPECT_LE(step.serial, 31);
+  EXPECT_LE(step.serial, 2);
   // Copies: the parameters and AdamW's two moments stay on the device, so
   // a forward pass copies in its batch and out its logits, a training step
   // its batch (ids and targets) and learning rate in and its loss out.
