@@ -69,7 +69,8 @@ struct ArgSpec {
     finiteNonnegative, ///< an f32 tensor, every element finite and >= 0
   } require = Require::any;
   /// GPU code compiled with its state resident (a JIT "cuda" target): the
-  /// argument (a parameter or optimizer state) is read from device memory.
+  /// argument (a parameter, optimizer state, or what a result updates: a
+  /// decoder's key/value cache) is read from device memory.
   /// A tensor on the GPU is passed as it is; a host tensor is copied to the
   /// device for the call.
   bool onDevice = false;
@@ -147,7 +148,8 @@ struct ResultSpec {
   /// the call returns that argument's tensor. Otherwise a fresh f32 tensor.
   int64_t updates = -1;
   /// GPU code compiled with its state resident: the result (a training
-  /// step's new parameter or optimizer state) is returned as a tensor in
+  /// step's new parameter or optimizer state, a decoder's new cache: one
+  /// that updates an argument, kiln.updates) is returned as a tensor in
   /// GPU memory (Tensor::onGpu(); runtime/Cuda.h copies it to the host).
   bool onDevice = false;
 };

@@ -26,7 +26,16 @@ bool mlir::kiln::isResidentArgument(func::FuncOp func, unsigned i) {
   auto kind = func.getArgAttrOfType<StringAttr>(i, kKindAttr);
   std::optional<ArgKind> role =
       kind ? symbolizeArgKind(kind.getValue()) : std::nullopt;
-  return role == ArgKind::param || role == ArgKind::state;
+  if (role == ArgKind::param || role == ArgKind::state) {
+    return true;
+  }
+  for (unsigned r = 0; r < func.getNumResults(); ++r) {
+    auto updates = func.getResultAttrOfType<IntegerAttr>(r, kUpdatesAttr);
+    if (updates && updates.getInt() == int64_t(i)) {
+      return true; // a decoder's key/value cache
+    }
+  }
+  return false;
 }
 
 bool mlir::kiln::isResidentResult(func::FuncOp func, unsigned r) {

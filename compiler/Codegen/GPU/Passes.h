@@ -17,8 +17,9 @@ namespace mlir::kiln {
 
 /// With kiln-host-interface's `resident` option: whether argument `i` of
 /// `func` is a device buffer its caller keeps (kiln.kind "param" or
-/// "state"), and whether result `r` is returned in device memory (it
-/// updates an argument: kiln.updates). The runtime's FunctionSpec records
+/// "state", or a result updates it: a decoder's key/value cache), and
+/// whether result `r` is returned in device memory (it updates an argument:
+/// kiln.updates). The runtime's FunctionSpec records
 /// the same (ArgSpec::onDevice, ResultSpec::onDevice) from these.
 bool isResidentArgument(func::FuncOp func, unsigned i);
 bool isResidentResult(func::FuncOp func, unsigned r);

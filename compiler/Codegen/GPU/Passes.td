@@ -105,12 +105,14 @@ def KilnHostInterfacePass : Pass<"kiln-host-interface", "::mlir::ModuleOp"> {
     owned. A compiled GPU function is then called exactly like a CPU one,
     by the JIT or from an ahead-of-time object.
 
-    With `resident`, the state a training loop keeps stays on the device:
-    arguments of kiln.kind "param" or "state" are device buffers the caller
-    owns (used in place, never copied), and results that update one
-    (kiln.updates: a training step's new parameters and optimizer state) are
-    returned in device buffers of their own, which the caller then owns (a
-    buffer computed for the result when it is one, else a device copy).
+    With `resident`, the state a caller keeps across calls stays on the
+    device: arguments of kiln.kind "param" or "state", and those a result
+    updates (kiln.updates: a decoder's key/value caches), are device buffers
+    the caller owns (read in place, never copied or written), and results
+    that update an argument (a training step's new parameters and optimizer
+    state, a decoder's new caches) are returned in device buffers of their
+    own, which the caller then owns (a buffer computed for the result when
+    it is one, else a device copy).
     mlir::kiln::isResidentArgument/isResidentResult say which.
   }];
   let options = [

@@ -46,8 +46,8 @@ struct LoweringOptions {
   /// instead of CPU code. The functions keep their signatures: they take
   /// and return host buffers.
   std::string gpuChip;
-  /// With gpuChip: parameters and optimizer state are read from device
-  /// memory, and a training step returns their new values there
+  /// With gpuChip: parameters, optimizer state and decoder caches are read
+  /// from device memory, and the results that update them come back there
   /// (ArgSpec::onDevice, ResultSpec::onDevice), so that they stay on the
   /// GPU across calls. Off, every argument and result is in host memory.
   bool gpuResidentState = false;

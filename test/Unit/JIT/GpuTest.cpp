@@ -375,6 +375,45 @@ TEST(GpuTarget, LaunchAndCopyBudgetsHold) {
             batchBytes + 64);
   model.parameters();
   EXPECT_GE(measure(run).in, parameterBytes);
+
+  // Generation keeps its key/value caches on the device: the first decode
+  // call copies them in (and the parameters), later ones only the token;
+  // only the logits come out. The caches come back as GPU tensors, which
+  // the next call takes as they are.
+  dsl::Module decoder;
+  dsl::models::addGptDecode(decoder, config);
+  CompiledModel decoding(decoder, 5, onTarget("cuda"));
+  std::map<std::string, Arg> inputs;
+  double cacheBytes = 0;
+  for (int64_t i = 0; i < config.numLayers; ++i) {
+    for (const char *kind : {"key", "value"}) {
+      Tensor cache =
+          Tensor::zeros({1, config.maxSeqLen, config.dModel}, DType::f32);
+      cacheBytes += double(cache.nbytes());
+      inputs.emplace("past." + std::to_string(i) + "." + kind, cache);
+    }
+  }
+  for (int64_t pos = 0; pos < 3; ++pos) {
+    inputs.insert_or_assign("idx", Tensor::fromVector<int64_t>({1, 1}, {1}));
+    inputs.insert_or_assign("pos", Arg(pos));
+    std::vector<Tensor> out;
+    Cost c = measure([&] { out = decoding.run("decode", inputs); });
+    ASSERT_EQ(out.size(), size_t(1 + 2 * config.numLayers));
+    EXPECT_FALSE(out[0].onGpu());
+    EXPECT_LE(c.out, double(config.vocabSize) * 4 + 64);
+    if (pos == 0) {
+      EXPECT_GE(c.in, cacheBytes);
+    } else {
+      EXPECT_LE(c.in, 64) << "decode step " << pos;
+    }
+    for (int64_t i = 0; i < config.numLayers; ++i) {
+      EXPECT_TRUE(out[1 + 2 * i].onGpu());
+      inputs.insert_or_assign("past." + std::to_string(i) + ".key",
+                              out[1 + 2 * i]);
+      inputs.insert_or_assign("past." + std::to_string(i) + ".value",
+                              out[2 + 2 * i]);
+    }
+  }
 }
 
 //===----------------------------------------------------------------------===//
