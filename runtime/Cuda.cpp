@@ -20,6 +20,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -382,6 +383,40 @@ struct MemoryPool {
     }
     free.clear();
   }
+  /// A block of at least `bytes` for work on `stream` (which may reuse the
+  /// blocks freed on it), or for the runtime's own tensors (`stream`
+  /// unset: blocks free for all only); 0 with the driver's error when there
+  /// is no memory even with the free blocks released. Called with `mutex`
+  /// held.
+  CUdeviceptr allocate(Driver &d, uint64_t bytes,
+                       std::optional<void *> stream, CUresult &error) {
+    size_t size = round(bytes);
+    CUdeviceptr pointer = 0;
+    auto own = stream ? pending.find(*stream) : pending.end();
+    if (take(free, size, pointer) ||
+        (own != pending.end() && take(own->second, size, pointer))) {
+      return pointer;
+    }
+    if (d.cuMemAlloc(&pointer, size) != 0) {
+      release(d);
+      if ((error = d.cuMemAlloc(&pointer, size)) != 0) {
+        return 0;
+      }
+    }
+    sizes[pointer] = size;
+    return pointer;
+  }
+  /// The size of block `pointer`; aborts when the pool did not allocate it
+  /// (`what` the caller was doing).
+  size_t blockSize(CUdeviceptr pointer, const char *what) {
+    auto it = sizes.find(pointer);
+    if (it == sizes.end()) {
+      std::fprintf(stderr, "kiln: %s GPU memory that was not allocated\n",
+                   what);
+      std::abort();
+    }
+    return it->second;
+  }
 };
 
 MemoryPool &pool() {
@@ -472,23 +507,16 @@ void countCopy(bool toDevice, bool fromDevice, size_t bytes) {
 
 void *allocateForTensor(size_t bytes) {
   Driver &d = driver();
-  MemoryPool &p = pool();
-  size_t size = MemoryPool::round(bytes);
-  std::lock_guard<std::mutex> lock(p.mutex);
-  CUdeviceptr pointer = 0;
-  if (MemoryPool::take(p.free, size, pointer)) {
-    return reinterpret_cast<void *>(pointer);
-  }
   d.cuCtxSetCurrent(d.context);
-  if (d.cuMemAlloc(&pointer, size) != 0) {
-    p.release(d);
-    if (CUresult r = d.cuMemAlloc(&pointer, size)) {
-      throw kiln::Error("kiln: cannot allocate " + std::to_string(bytes) +
-                        " bytes of GPU memory for a tensor: " +
-                        describe(d, r));
-    }
+  MemoryPool &p = pool();
+  std::lock_guard<std::mutex> lock(p.mutex);
+  CUresult error = 0;
+  CUdeviceptr pointer = p.allocate(d, bytes, std::nullopt, error);
+  if (!pointer) {
+    throw kiln::Error("kiln: cannot allocate " + std::to_string(bytes) +
+                      " bytes of GPU memory for a tensor: " +
+                      describe(d, error));
   }
-  p.sizes[pointer] = size;
   return reinterpret_cast<void *>(pointer);
 }
 
@@ -496,12 +524,7 @@ void releaseFromTensor(void *pointer) {
   MemoryPool &p = pool();
   std::lock_guard<std::mutex> lock(p.mutex);
   auto device = reinterpret_cast<CUdeviceptr>(pointer);
-  auto it = p.sizes.find(device);
-  if (it == p.sizes.end()) {
-    std::fprintf(stderr, "kiln: releasing GPU memory that was not allocated\n");
-    std::abort();
-  }
-  p.free.emplace(it->second, device);
+  p.free.emplace(p.blockSize(device, "releasing"), device);
 }
 
 /// Whether `pointer` lies in a block of device memory from the pool.
@@ -642,20 +665,10 @@ extern "C" void *mgpuMemAlloc(uint64_t bytes, void *stream,
                               bool /*isHostShared*/) {
   Driver &d = driverOrAbort("GPU memory");
   MemoryPool &p = pool();
-  size_t size = MemoryPool::round(bytes);
   std::lock_guard<std::mutex> lock(p.mutex);
-  CUdeviceptr pointer = 0;
-  auto own = p.pending.find(stream);
-  if (MemoryPool::take(p.free, size, pointer) ||
-      (own != p.pending.end() &&
-       MemoryPool::take(own->second, size, pointer))) {
-    return reinterpret_cast<void *>(pointer);
-  }
-  if (d.cuMemAlloc(&pointer, size) != 0) {
-    p.release(d);
-    check(d, d.cuMemAlloc(&pointer, size), "cuMemAlloc");
-  }
-  p.sizes[pointer] = size;
+  CUresult error = 0;
+  CUdeviceptr pointer = p.allocate(d, bytes, stream, error);
+  check(d, error, "cuMemAlloc");
   return reinterpret_cast<void *>(pointer);
 }
 
@@ -664,12 +677,7 @@ extern "C" void mgpuMemFree(void *pointer, void *stream) {
   MemoryPool &p = pool();
   std::lock_guard<std::mutex> lock(p.mutex);
   auto device = reinterpret_cast<CUdeviceptr>(pointer);
-  auto it = p.sizes.find(device);
-  if (it == p.sizes.end()) {
-    std::fprintf(stderr, "kiln: freeing GPU memory that was not allocated\n");
-    std::abort();
-  }
-  p.pending[stream].emplace(it->second, device);
+  p.pending[stream].emplace(p.blockSize(device, "freeing"), device);
 }
 
 extern "C" void mgpuMemcpy(void *dst, void *src, size_t bytes, void *stream) {
