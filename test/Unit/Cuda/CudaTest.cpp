@@ -306,8 +306,14 @@ TEST(FakeDriver, GpuTensorsCopyBothWaysAndRefuseHostAccess) {
 TEST(FakeDriver, GpuTensorsWhereHostMemoryIsReadAreRefused) {
   kiln::FunctionSpec spec;
   spec.name = "f";
-  spec.args.push_back({.name = "x", .shape = {2, 3}});
-  spec.results.push_back({.name = "y", .shape = {2, 3}});
+  kiln::ArgSpec x;
+  x.name = "x";
+  x.shape = {2, 3};
+  spec.args.push_back(x);
+  kiln::ResultSpec y;
+  y.name = "y";
+  y.shape = {2, 3};
+  spec.results.push_back(y);
   static bool called = false;
   kiln::CompiledFunction f(spec, [](void **) { called = true; });
   kiln::Tensor device =
