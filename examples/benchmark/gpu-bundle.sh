@@ -63,6 +63,7 @@ cp -L /usr/lib/x86_64-linux-gnu/libfmt.so.9 "$llvm/libomp.so.5" \
 # Where the tests read their inputs (KILN_SOURCE_DIR, compiled in).
 echo "$root" >"$stage/kiln-gpu/source-dir"
 git -C "$root" rev-parse HEAD >"$stage/kiln-gpu/commit" 2>/dev/null || true
+"$here/source-hash.sh" "$root" >"$stage/kiln-gpu/source-hash"
 
 mkdir -p "$out"
 tar -C "$stage" -cf - kiln-gpu | zstd -19 -T2 --long=28 -q -f -o "$out/kiln-gpu.tar.zst"

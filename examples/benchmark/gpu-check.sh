@@ -56,8 +56,16 @@ rm -rf "$work/kiln-gpu"
   { echo "gpu-check.sh: cannot unpack $bundle/kiln-gpu.tar.zst" >&2; exit 1; }
 bin=$work/kiln-gpu
 export LD_LIBRARY_PATH=$bin${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-echo "bundle of commit $(cat "$bin/commit" 2>/dev/null), this tree at" \
-  "$(git -C "$root" rev-parse HEAD 2>/dev/null)"
+echo "bundle of commit $(cat "$bin/commit" 2>/dev/null)"
+# Whether the bundle was built from this tree's sources (its .git may be
+# stale on a GPU machine; the sources are what the tests read).
+if [[ "$(cat "$bin/source-hash" 2>/dev/null)" == \
+      "$(bash "$root/examples/benchmark/source-hash.sh" "$root")" ]]; then
+  echo "the bundle was built from this tree's sources"
+else
+  echo "gpu-check.sh: warning: the bundle was built from other sources than" \
+    "this tree's (run gpu-bundle.sh again after building this tree)" >&2
+fi
 # The tests read their inputs from the source directory compiled into them.
 source=$(cat "$bin/source-dir")
 if [[ ! -e $source/test/Dialect/Kiln/ops.mlir ]]; then
