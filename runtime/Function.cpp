@@ -956,11 +956,12 @@ CompiledFunction::run(const ParameterStore &parameters,
 
 /// `args` with each argument in the memory `spec` reads it from: a host
 /// tensor for an argument read from device memory (ArgSpec::onDevice) is
-/// copied to the GPU for the call. Throws kiln::Error for a GPU tensor where
-/// host memory is read.
-static std::vector<Arg> placeArguments(const FunctionSpec &spec,
-                                       const std::vector<Arg> &args) {
-  std::vector<Arg> placed = args;
+/// copied to the GPU for the call, into `placed`, which is then returned
+/// (`args` itself when nothing moves: no copy on the CPU's calls). Throws
+/// kiln::Error for a GPU tensor where host memory is read.
+static const std::vector<Arg> &placeArguments(const FunctionSpec &spec,
+                                              const std::vector<Arg> &args,
+                                              std::vector<Arg> &placed) {
   for (size_t i = 0; i < std::min(args.size(), spec.args.size()); ++i) {
     const Arg &arg = args[i];
     if (arg.isScalar || !arg.tensor.defined()) {
@@ -972,16 +973,20 @@ static std::vector<Arg> placeArguments(const FunctionSpec &spec,
                   "from host memory; copy it with kiln::cuda::toHost");
     }
     if (spec.args[i].onDevice && !arg.tensor.onGpu()) {
+      if (placed.empty()) {
+        placed = args;
+      }
       placed[i] = Arg(cuda::toDevice(arg.tensor));
     }
   }
-  return placed;
+  return placed.empty() ? args : placed;
 }
 
 std::vector<Tensor> CompiledFunction::call(const std::vector<Arg> &given) const {
   const FunctionSpec &fs = spec_;
   checkArguments(fs, given);
-  const std::vector<Arg> args = placeArguments(fs, given);
+  std::vector<Arg> placed;
+  const std::vector<Arg> &args = placeArguments(fs, given, placed);
 
   // Lay the arguments out as the expanded LLVM arguments of the function:
   // a memref is (allocated, aligned, offset, sizes..., strides...), an i64 is

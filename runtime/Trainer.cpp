@@ -67,11 +67,11 @@ void Trainer::toHost() {
     return;
   }
   if (hostStale_) {
-    for (const Parameter &p : deviceParameters_) {
-      cuda::copy(p.tensor, parameters_.get(p.name));
-    }
-    for (const Parameter &p : deviceState_) {
-      cuda::copy(p.tensor, state_.get(p.name));
+    for (auto [from, to] : {std::pair{&deviceParameters_, &parameters_},
+                            std::pair{&deviceState_, &state_}}) {
+      for (const Parameter &p : *from) {
+        cuda::copy(p.tensor, to->get(p.name));
+      }
     }
     hostStale_ = false;
   }
