@@ -276,7 +276,10 @@ void benchGpt(const std::string &name, dsl::models::GptConfig config,
     benchTrain(name, module, shape, gptFlops(shape), options,
                {{"idx", idx}, {"targets", targets}});
   }
-  if (!wants(options, "forward")) {
+  // forward-b1 alone: the batch-1 row without the full batch (to profile).
+  bool full = wants(options, "forward");
+  batch1 = batch1 && (full || wants(options, "forward-b1"));
+  if (!full && !batch1) {
     return;
   }
   auto start = std::chrono::steady_clock::now();
@@ -286,10 +289,13 @@ void benchGpt(const std::string &name, dsl::models::GptConfig config,
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
           .count());
   double compilePeak = takeCompilePeak();
-  measure(name, "forward", shape, gptFlops(shape), options, compilePeak, [&] {
-    return model.run("loss", {{"idx", idx}, {"targets", targets}})[0]
-        .data<float>()[0];
-  });
+  if (full) {
+    measure(name, "forward", shape, gptFlops(shape), options, compilePeak,
+            [&] {
+              return model.run("loss", {{"idx", idx}, {"targets", targets}})[0]
+                  .data<float>()[0];
+            });
+  }
   if (batch1) {
     Shape one = shape;
     one.b = 1;
@@ -465,7 +471,7 @@ int main(int argc, char **argv) try {
     } else {
       fmt::print(stderr,
                  "usage: kiln-bench [--models gpt-tiny,gpt-small,gpt2,encdec] "
-                 "[--modes forward,train,prefill,decode] [--steps N] "
+                 "[--modes forward,forward-b1,train,prefill,decode] [--steps N] "
                  "[--cpu host|x86-64-v3|"
                  "x86-64-v4|<llvm cpu>] [--target cpu|cuda] [--gpu-profile] "
                  "[--dump DIR]\n");
@@ -477,9 +483,12 @@ int main(int argc, char **argv) try {
     return 2;
   }
   for (const std::string &m : options.modes) {
-    if (m != "forward" && m != "train" && m != "prefill" && m != "decode") {
+    if (m != "forward" && m != "forward-b1" && m != "train" &&
+        m != "prefill" && m != "decode") {
       fmt::print(stderr,
-                 "unknown mode '{}' (forward, train, prefill, decode)\n", m);
+                 "unknown mode '{}' (forward, forward-b1, train, prefill, "
+                 "decode)\n",
+                 m);
       return 2;
     }
   }
@@ -517,7 +526,9 @@ int main(int argc, char **argv) try {
       // The encoder-decoder has no decoding rows; GPT-2 124M no forward
       // pass over a loss (its rows are prefill, decode and train).
       bool decoding = mode == "prefill" || mode == "decode";
-      if ((m == "encdec" && decoding) || (m == "gpt2" && mode == "forward")) {
+      // forward-b1 is gpt-small's batch-1 row alone.
+      if ((m == "encdec" && decoding) || (m == "gpt2" && mode == "forward") ||
+          (m != "gpt-small" && mode == "forward-b1")) {
         continue;
       }
       std::fflush(stdout);
