@@ -13,9 +13,8 @@
 namespace kiln {
 
 namespace {
-/// The per-layer key/value caches of a decoder, by input name: `length`
-/// positions each (0 for caches the graph concatenates onto; a capacity for
-/// caches the graph writes in place).
+/// The per-layer key/value caches of a decoder, by input name, of `length`
+/// positions each (the capacity the graph writes in place).
 struct Cache {
   Cache(int64_t layers, int64_t batch, int64_t dim, int64_t length)
       : layers(layers) {
@@ -121,10 +120,17 @@ translateGreedy(const GraphRunner &run, const EncDecShape &config,
     throw Error("kiln: translateGreedy needs source ids [B, S] of i64, got " +
                 formatShape(src.shape()));
   }
-  if (maxLength <= 0) {
-    throw Error(fmt::format("kiln: the output length limit must be > 0, got "
-                            "{}",
-                            maxLength));
+  if (maxLength <= 0 || maxLength > config.maxLength) {
+    throw Error(fmt::format("kiln: the output length limit must be in [1, "
+                            "{}] (the decode graph's cache capacity), got {}",
+                            config.maxLength, maxLength));
+  }
+  if (config.tgtVocab < 1 || config.numDecoderLayers < 1 || config.dModel < 1) {
+    throw Error(fmt::format("kiln: translation needs an encoder-decoder of "
+                            "positive sizes, got target vocabulary {}, {} "
+                            "decoder layers, width {}",
+                            config.tgtVocab, config.numDecoderLayers,
+                            config.dModel));
   }
   for (int64_t id : {bos, eos}) {
     if (id < 0 || id >= config.tgtVocab) {
@@ -142,7 +148,9 @@ translateGreedy(const GraphRunner &run, const EncDecShape &config,
                             "expected {}",
                             cross.size(), 2 * layers));
   }
-  Cache cache(layers, batch, config.dModel, 0);
+  // Caches of fixed capacity, written in place at each call's position:
+  // allocated once.
+  Cache cache(layers, batch, config.dModel, config.maxLength);
   std::vector<std::vector<int64_t>> outputs(batch);
   std::vector<bool> done(batch, false);
   std::vector<int64_t> last(batch, bos);

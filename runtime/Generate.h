@@ -26,9 +26,10 @@ struct GptShape {
   int64_t vocabSize = 0, maxSeqLen = 0, numLayers = 0, dModel = 0;
 };
 
-/// The sizes of an encoder-decoder that greedy translation needs.
+/// The sizes of an encoder-decoder that greedy translation needs; maxLength
+/// is the capacity of the decode graph's caches (addEncDecDecode's).
 struct EncDecShape {
-  int64_t tgtVocab = 0, numDecoderLayers = 0, dModel = 0;
+  int64_t tgtVocab = 0, numDecoderLayers = 0, dModel = 0, maxLength = 0;
 };
 
 /// Runs a compiled graph by name on a model's parameters
@@ -51,7 +52,9 @@ generateGpt(const GraphRunner &run, const GptShape &config,
 /// Greedy decoding of a batch of source sentences `src` [B, S] (i64) with
 /// `srcMask` [B, S] (i1, non-zero = a real token) through graphs "encode"
 /// and "decode" (addEncDecEncode/addEncDecDecode): each output starts after
-/// `bos` and ends before the first `eos`, or after `maxLength` tokens.
+/// `bos` and ends before the first `eos`, or after `maxLength` tokens (at
+/// most config.maxLength). The caches are allocated once and written in
+/// place, one position per token.
 std::vector<std::vector<int64_t>>
 translateGreedy(const GraphRunner &run, const EncDecShape &config,
                 const Tensor &src, const Tensor &srcMask, int64_t bos,

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/DSL/Models.h"
+#include "compiler/DSL/Internal.h"
 
 namespace kiln::dsl::models {
 
@@ -416,27 +417,43 @@ Graph &addEncDecEncode(Module &module, const nn::TransformerConfig &config,
 }
 
 Graph &addEncDecDecode(Module &module, const nn::TransformerConfig &config,
-                       std::string name, SourceLoc loc) {
+                       int64_t maxLength, std::string name, SourceLoc loc) {
+  if (maxLength <= 0 ||
+      (config.positional == nn::PEKind::learned && maxLength > config.maxLen)) {
+    detail::fail(
+        loc, "addEncDecDecode: the caches' capacity (maxLength) must be " +
+                 std::string(config.positional == nn::PEKind::learned
+                                 ? "in [1, " + std::to_string(config.maxLen) +
+                                       "] (the learned position table)"
+                                 : "positive") +
+                 ", got " + std::to_string(maxLength));
+  }
   Graph &graph = module.addGraph(std::move(name), {}, loc);
   Shape ids{kDynamic, kDynamic};
-  Shape cache{kDynamic, kDynamic, config.block.dModel};
+  Shape cache{kDynamic, maxLength, config.block.dModel};
   Var tgt = graph.input("tgt", ids, DType::i64, loc);
   Var pos = graph.scalarInput("pos", loc);
   Var srcMask = graph.input("src_mask", ids, DType::i1, loc);
   nn::Transformer model(graph, "", config, loc);
   Var y = model.embedTarget(tgt, pos, loc);
   std::vector<Var> outputs(1);
+  std::vector<std::pair<size_t, Var>> inPlace;
+  Shape cross{kDynamic, kDynamic, config.block.dModel};
   for (size_t i = 0; i < model.decoder.layers.size(); ++i) {
-    auto in = [&](const std::string &kind, const std::string &what) {
-      return graph.input(kind + "." + std::to_string(i) + "." + what, cache,
+    auto in = [&](const std::string &kind, const std::string &what,
+                  const Shape &shape) {
+      return graph.input(kind + "." + std::to_string(i) + "." + what, shape,
                          DType::f32, loc);
     };
-    Var crossKey = in("cross", "key"), crossValue = in("cross", "value");
-    nn::DecoderBlock::Step s =
-        model.decoder.layers[i].step(y, in("past", "key"), in("past", "value"),
-                                     crossKey, crossValue, srcMask, loc);
+    Var crossKey = in("cross", "key", cross),
+        crossValue = in("cross", "value", cross);
+    Var key = in("past", "key", cache), value = in("past", "value", cache);
+    nn::DecoderBlock::Step s = model.decoder.layers[i].step(
+        y, key, value, pos, crossKey, crossValue, srcMask, loc);
     y = s.x;
+    inPlace.emplace_back(outputs.size(), key);
     outputs.push_back(s.key);
+    inPlace.emplace_back(outputs.size(), value);
     outputs.push_back(s.value);
   }
   if (model.decoder.norm) {
@@ -445,7 +462,7 @@ Graph &addEncDecDecode(Module &module, const nn::TransformerConfig &config,
   Var last = reshape(slice(y, 1, -1, std::nullopt, loc),
                      {0, config.block.dModel}, loc);
   outputs[0] = model.project(last, loc);
-  graph.finish(outputs, loc);
+  graph.finish(outputs, inPlace, loc);
   return graph;
 }
 

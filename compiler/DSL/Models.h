@@ -203,20 +203,27 @@ Graph &addEncDecEncode(Module &module, const nn::TransformerConfig &config,
 /// Graph 2 of 2: inputs "tgt" [?, ?] i64 (the next target positions), "pos"
 /// (i64: how many precede them), "src_mask", and per layer i
 /// "cross.{i}.key"/"cross.{i}.value" (from encode) and
-/// "past.{i}.key"/"past.{i}.value" [?, ?, d] (empty [B, 0, d] at the start)
-/// -> the output (logits or log-probabilities) of the last position
-/// [?, tgtVocab], then per layer the self-attention keys and values of all
-/// positions. Only the new positions are computed.
+/// "past.{i}.key"/"past.{i}.value" [?, maxLength, d] (caches of fixed
+/// capacity whose positions [0, pos) are filled; zeros at the start) -> the
+/// output (logits or log-probabilities) of the last position [?, tgtVocab],
+/// then per layer the caches with the new positions written at pos (key 0,
+/// value 0, key 1, ...): these outputs replace their inputs in place
+/// (kiln.updates), as addGptDecode's. Only the new positions are computed;
+/// self-attention reads the cached positions [0, pos + n). The call checks
+/// pos + n <= maxLength. `maxLength` (the longest output) must be positive,
+/// and at most config.maxLen with learned positional encodings.
 Graph &addEncDecDecode(Module &module, const nn::TransformerConfig &config,
-                       std::string name = "decode",
+                       int64_t maxLength, std::string name = "decode",
                        SourceLoc loc = SourceLoc::current());
 
 /// The sizes generateGpt and translateGreedy (runtime/Generate.h) need.
 inline GptShape decodeShape(const GptConfig &c) {
   return {c.vocabSize, c.maxSeqLen, c.numLayers, c.dModel};
 }
-inline EncDecShape decodeShape(const nn::TransformerConfig &c) {
-  return {c.tgtVocab, c.numDecoderLayers, c.block.dModel};
+/// `maxLength`: the capacity addEncDecDecode was given.
+inline EncDecShape decodeShape(const nn::TransformerConfig &c,
+                               int64_t maxLength) {
+  return {c.tgtVocab, c.numDecoderLayers, c.block.dModel, maxLength};
 }
 
 } // namespace kiln::dsl::models

@@ -164,6 +164,7 @@ Var MultiHeadAttention::attendProjected(Var query, Var keys, Var values,
   options.numHeads = config.numHeads;
   options.causal = mask.causal;
   options.keyPaddingMask = mask.keyPadding;
+  options.offset = mask.offset;
   Var q = linear(query, weights.wq, weights.bq, loc);
   return linear(attention(q, keys, values, options, loc), weights.wo,
                 weights.bo, loc);
@@ -302,16 +303,18 @@ Var DecoderBlock::operator()(Var x, Var memory, Var srcMask, Var tgtMask,
   return residuals[2](x, [&](Var h) { return feedForward(h, loc); }, loc);
 }
 
-DecoderBlock::Step DecoderBlock::step(Var x, Var pastKey, Var pastValue,
-                                      Var crossKey, Var crossValue, Var srcMask,
-                                      SourceLoc loc) const {
+DecoderBlock::Step DecoderBlock::step(Var x, Var keyCache, Var valueCache,
+                                      Var pos, Var crossKey, Var crossValue,
+                                      Var srcMask, SourceLoc loc) const {
   Var key, value;
   x = residuals[0](
       x,
       [&](Var h) {
-        key = concat({pastKey, selfAttention.keys(h, loc)}, 1, loc);
-        value = concat({pastValue, selfAttention.values(h, loc)}, 1, loc);
-        return selfAttention.attendProjected(h, key, value, {{}, true}, loc);
+        key = updateSlice(keyCache, selfAttention.keys(h, loc), pos, 1, loc);
+        value =
+            updateSlice(valueCache, selfAttention.values(h, loc), pos, 1, loc);
+        return selfAttention.attendProjected(h, key, value, {{}, true, pos},
+                                             loc);
       },
       loc);
   x = residuals[1](

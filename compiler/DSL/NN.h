@@ -142,6 +142,10 @@ struct AttentionMask {
   /// [B, Tk] i1/i32/i64, non-zero = attend.
   Var keyPadding = {};
   bool causal = false;
+  /// Causal only: an i64 scalar, the position of the first query among keys
+  /// of static length (a cache of fixed capacity filled up to offset + Tq);
+  /// see AttentionOptions::offset.
+  Var offset = {};
 };
 
 /// Multi-head attention with PyTorch-layout projections "w_q", "w_k", "w_v",
@@ -276,16 +280,20 @@ struct DecoderBlock {
   Var operator()(Var x, Var memory, Var srcMask = {}, Var tgtMask = {},
                  SourceLoc loc = SourceLoc::current()) const;
 
-  /// Incremental decoding: `x` [B, n, D] are the next n target positions,
-  /// `pastKey`/`pastValue` [B, t, D] the self-attention keys and values of
-  /// the t before them, `crossKey`/`crossValue` [B, S, D] the projected
-  /// memory (crossAttention.keys/values). Returns the output and the self-
-  /// attention keys and values of all t + n positions.
+  /// Incremental decoding (evaluation mode): `x` [B, n, D] are the target
+  /// positions pos .. pos + n - 1, `keyCache`/`valueCache` [B, capacity, D]
+  /// (static capacity) hold the self-attention keys and values of the
+  /// positions before them, `crossKey`/`crossValue` [B, S, D] the projected
+  /// memory (crossAttention.keys/values). The new positions' keys and values
+  /// are written into the caches at `pos` (updateSlice) and self-attention
+  /// reads positions [0, pos + n) of them. Returns the output and the
+  /// updated caches.
   struct Step {
     Var x, key, value;
   };
-  Step step(Var x, Var pastKey, Var pastValue, Var crossKey, Var crossValue,
-            Var srcMask = {}, SourceLoc loc = SourceLoc::current()) const;
+  Step step(Var x, Var keyCache, Var valueCache, Var pos, Var crossKey,
+            Var crossValue, Var srcMask = {},
+            SourceLoc loc = SourceLoc::current()) const;
 
   BlockConfig config;
   MultiHeadAttention selfAttention;

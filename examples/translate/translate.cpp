@@ -116,7 +116,9 @@ int main(int argc, char **argv) try {
                              "loss", smoothed);
   dsl::models::addEncDecForward(module, config); // evaluation mode
   dsl::models::addEncDecEncode(module, config);
-  dsl::models::addEncDecDecode(module, config);
+  // The longest translation shown (the decode graph's cache capacity).
+  constexpr int64_t kMaxOutput = 24;
+  dsl::models::addEncDecDecode(module, config, kMaxOutput);
 
   OptimizerConfig adamw;
   adamw.beta2 = 0.98;
@@ -216,8 +218,8 @@ int main(int argc, char **argv) try {
         [&](const std::string &graph, const std::map<std::string, Arg> &in) {
           return trainer.run(graph, in);
         },
-        dsl::models::decodeShape(config), b.src, b.srcMask, WordVocab::bos,
-        WordVocab::eos, 24);
+        dsl::models::decodeShape(config, kMaxOutput), b.src, b.srcMask,
+        WordVocab::bos, WordVocab::eos, kMaxOutput);
     for (size_t i = 0; i < shown; ++i) {
       const SentencePair &pair = data.pair(Split::validation, i);
       fmt::print("  {}\n    reference: {}\n    kiln:      {}\n", pair.source,

@@ -162,12 +162,108 @@ TEST(Generate, GptSamplingMatchesANaiveLoop) {
                Error);
 }
 
-TEST(Generate, EncDecDecodeAndGreedyTranslationMatchTheForwardPass) {
+/// Position `t` of outputs [B, T, V] as [B, V].
+Tensor positionOf(const Tensor &out, int64_t t) {
+  int64_t b = out.shape()[0], len = out.shape()[1], v = out.shape()[2];
+  std::vector<float> rows;
+  for (int64_t r = 0; r < b; ++r) {
+    const float *p = out.data<float>() + (r * len + t) * v;
+    rows.insert(rows.end(), p, p + v);
+  }
+  return Tensor::fromVector<float>({b, v}, rows);
+}
+
+TEST(Generate, EncDecDecodeMatchesTheForwardPass) {
   dsl::nn::TransformerConfig config = dsl::models::encdecTiny();
+  constexpr int64_t kCapacity = 7;
   dsl::Module module;
   dsl::models::addEncDecForward(module, config);
   dsl::models::addEncDecEncode(module, config);
-  dsl::models::addEncDecDecode(module, config);
+  dsl::models::addEncDecDecode(module, config, kCapacity);
+  CompiledModel model(module, /*seed=*/8);
+
+  int64_t b = 2, s = 5, d = config.block.dModel;
+  Tensor src = ref::randomIds({b, s}, config.srcVocab, 9);
+  Tensor tgt = ref::randomIds({b, kCapacity}, config.tgtVocab, 10);
+  Tensor mask = Tensor::zeros({b, s}, DType::i1);
+  for (int64_t i = 0; i < b * s; ++i) {
+    mask.data<bool>()[i] = i / s == 0 || i % s < 3; // row 1 has 2 pads
+  }
+  Tensor full =
+      model.run("forward", {{"src", src}, {"tgt", tgt}, {"src_mask", mask}})[0];
+  std::vector<Tensor> cross =
+      model.run("encode", {{"src", src}, {"src_mask", mask}});
+  ASSERT_EQ(cross.size(), size_t(2 * config.numDecoderLayers));
+
+  // Caches of capacity 7, written in place: a prefix of 3 positions at
+  // once, then one at a time to the last position they hold.
+  std::map<std::string, Arg> inputs = {{"src_mask", mask}};
+  std::vector<Tensor> caches;
+  for (int64_t i = 0; i < config.numDecoderLayers; ++i) {
+    std::string layer = std::to_string(i);
+    inputs.emplace("cross." + layer + ".key", cross[2 * i]);
+    inputs.emplace("cross." + layer + ".value", cross[2 * i + 1]);
+    for (const char *kind : {"key", "value"}) {
+      caches.push_back(Tensor::zeros({b, kCapacity, d}, DType::f32));
+      inputs.emplace("past." + layer + "." + kind, caches.back());
+    }
+  }
+  std::vector<int64_t> ids = tgt.toVector<int64_t>();
+  int64_t pos = 0;
+  for (int64_t n : {3, 1, 1, 1, 1}) {
+    std::vector<int64_t> chunk;
+    for (int64_t r = 0; r < b; ++r) {
+      chunk.insert(chunk.end(), ids.begin() + r * kCapacity + pos,
+                   ids.begin() + r * kCapacity + pos + n);
+    }
+    inputs.insert_or_assign("tgt", Tensor::fromVector<int64_t>({b, n}, chunk));
+    inputs.insert_or_assign("pos", Arg(pos));
+    std::vector<Tensor> out = model.run("decode", inputs);
+    ASSERT_EQ(out.size(), size_t(1 + 2 * config.numDecoderLayers));
+    pos += n;
+    ref::expectClose(out[0], positionOf(full, pos - 1), 1e-5, 1e-4);
+    for (size_t c = 0; c < caches.size(); ++c) {
+      // The caller's tensor, written at [pos - n, pos) and nowhere after.
+      EXPECT_EQ(out[1 + c].raw(), caches[c].raw());
+      const float *cache = caches[c].data<float>();
+      for (int64_t r = 0; r < b; ++r) {
+        EXPECT_NE(cache[(r * kCapacity + pos - 1) * d], 0.0f);
+        for (int64_t j = pos * d; j < kCapacity * d; ++j) {
+          ASSERT_EQ(cache[r * kCapacity * d + j], 0.0f)
+              << "cache " << c << " row " << r << " element " << j;
+        }
+      }
+    }
+  }
+  // Past the caches' capacity: refused before anything is written.
+  std::vector<std::vector<float>> before;
+  for (const Tensor &c : caches) {
+    before.push_back(c.toVector<float>());
+  }
+  inputs.insert_or_assign("tgt",
+                          Tensor::fromVector<int64_t>({b, 2}, {1, 2, 3, 4}));
+  inputs.insert_or_assign("pos", Arg(int64_t(6)));
+  EXPECT_THROW(model.run("decode", inputs), Error);
+  for (size_t c = 0; c < caches.size(); ++c) {
+    EXPECT_EQ(caches[c].toVector<float>(), before[c]);
+  }
+
+  // A capacity the graph cannot have.
+  dsl::Module bad;
+  EXPECT_THROW(dsl::models::addEncDecDecode(bad, config, 0), Error);
+  dsl::nn::TransformerConfig learned = config;
+  learned.positional = dsl::nn::PEKind::learned;
+  learned.maxLen = 6;
+  EXPECT_THROW(dsl::models::addEncDecDecode(bad, learned, 7), Error);
+}
+
+TEST(Generate, EncDecDecodeAndGreedyTranslationMatchTheForwardPass) {
+  dsl::nn::TransformerConfig config = dsl::models::encdecTiny();
+  constexpr int64_t kCapacity = 8;
+  dsl::Module module;
+  dsl::models::addEncDecForward(module, config);
+  dsl::models::addEncDecEncode(module, config);
+  dsl::models::addEncDecDecode(module, config, kCapacity);
   CompiledModel model(module, /*seed=*/6);
   // Larger weights than the default init so that choices differ by row.
   for (const Parameter &p : model.parameters()) {
@@ -184,9 +280,27 @@ TEST(Generate, EncDecDecodeAndGreedyTranslationMatchTheForwardPass) {
   for (int64_t i = 0; i < b * s; ++i) {
     mask.data<bool>()[i] = i / s == 0 || i % s < 3; // row 1 has 2 pads
   }
+  // The runner sees the caches allocated once: the same tensors each call.
+  std::vector<const void *> cachesSeen;
+  int64_t calls = 0;
+  GraphRunner watch = [&](const std::string &graph,
+                          const std::map<std::string, Arg> &inputs) {
+    if (graph == "decode") {
+      ++calls;
+      const Tensor &key = inputs.at("past.1.key").tensor;
+      EXPECT_EQ(key.shape(),
+                (std::vector<int64_t>{b, kCapacity, config.block.dModel}));
+      cachesSeen.push_back(key.raw());
+    }
+    return model.run(graph, inputs);
+  };
   std::vector<std::vector<int64_t>> got =
-      translateGreedy(runner(model), dsl::models::decodeShape(config), src,
+      translateGreedy(watch, dsl::models::decodeShape(config, kCapacity), src,
                       mask, bos, eos, maxLength);
+  EXPECT_GE(calls, 1);
+  for (const void *seen : cachesSeen) {
+    EXPECT_EQ(seen, cachesSeen.front());
+  }
 
   // Naive greedy: the forward graph over the whole target prefix per step.
   for (int64_t r = 0; r < b; ++r) {
@@ -214,7 +328,15 @@ TEST(Generate, EncDecDecodeAndGreedyTranslationMatchTheForwardPass) {
     }
     EXPECT_EQ(got[r], expected) << "sentence " << r;
   }
-  EXPECT_THROW(translateGreedy(runner(model), dsl::models::decodeShape(config),
-                               src, mask, bos, config.tgtVocab, maxLength),
+  EXPECT_THROW(translateGreedy(runner(model),
+                               dsl::models::decodeShape(config, kCapacity), src,
+                               mask, bos, config.tgtVocab, maxLength),
                Error);
+  // An output longer than the caches hold: refused before any call.
+  calls = 0;
+  EXPECT_THROW(translateGreedy(watch,
+                               dsl::models::decodeShape(config, kCapacity), src,
+                               mask, bos, eos, kCapacity + 1),
+               Error);
+  EXPECT_EQ(calls, 0);
 }
