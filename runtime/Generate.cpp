@@ -47,12 +47,12 @@ struct Cache {
 };
 } // namespace
 
-std::vector<int64_t> generateGpt(const GraphRunner &run, const GptShape &config,
-                                 const std::vector<int64_t> &prompt,
-                                 int64_t count, const SamplingOptions &sampling,
-                                 Rng &rng,
-                                 const std::function<void(int64_t)> &onToken,
-                                 const std::string &graph) {
+std::vector<std::vector<int64_t>> generateGptBatch(
+    const GraphRunner &run, const GptShape &config,
+    const std::vector<std::vector<int64_t>> &prompts, int64_t count,
+    const SamplingOptions &sampling, Rng &rng,
+    const std::function<void(const std::vector<int64_t> &)> &onStep,
+    const std::string &graph) {
   checkSampling(sampling);
   if (config.vocabSize < 1 || config.maxSeqLen < 1 || config.numLayers < 1 ||
       config.dModel < 1) {
@@ -62,54 +62,91 @@ std::vector<int64_t> generateGpt(const GraphRunner &run, const GptShape &config,
                             config.vocabSize, config.maxSeqLen,
                             config.numLayers, config.dModel));
   }
-  if (prompt.empty()) {
-    throw Error("kiln: generation needs a prompt of at least one token");
+  if (prompts.empty()) {
+    throw Error("kiln: generation needs at least one prompt");
+  }
+  for (const std::vector<int64_t> &prompt : prompts) {
+    if (prompt.empty()) {
+      throw Error("kiln: generation needs a prompt of at least one token");
+    }
+    if (prompt.size() != prompts.front().size()) {
+      throw Error(fmt::format("kiln: prompts generated together must have "
+                              "one length, got {} and {} tokens",
+                              prompts.front().size(), prompt.size()));
+    }
+    for (int64_t id : prompt) {
+      if (id < 0 || id >= config.vocabSize) {
+        throw Error(fmt::format("kiln: prompt token {} is outside the "
+                                "vocabulary [0, {})",
+                                id, config.vocabSize));
+      }
+    }
   }
   if (count < 0) {
     throw Error(fmt::format("kiln: cannot generate {} tokens", count));
   }
-  for (int64_t id : prompt) {
-    if (id < 0 || id >= config.vocabSize) {
-      throw Error(fmt::format("kiln: prompt token {} is outside the "
-                              "vocabulary [0, {})",
-                              id, config.vocabSize));
-    }
-  }
+  int64_t batch = int64_t(prompts.size());
   int64_t window = config.maxSeqLen;
-  std::vector<int64_t> context = prompt, generated;
+  std::vector<std::vector<int64_t>> contexts = prompts, generated(batch);
   // Caches of fixed capacity, written in place at each call's position
   // (addGptDecode): allocated once.
-  Cache cache(config.numLayers, 1, config.dModel, window);
-  // Positions [0, cached) are in the cache; `pending` are not yet.
+  Cache cache(config.numLayers, batch, config.dModel, window);
+  // Positions [0, cached) are in the cache; the last `pending` positions of
+  // each context are not yet.
   int64_t cached = 0;
-  std::vector<int64_t> pending = context;
-  if (int64_t(pending.size()) > window) {
-    pending.erase(pending.begin(), pending.end() - window);
-  }
+  int64_t pending = std::min<int64_t>(int64_t(prompts.front().size()), window);
+  std::vector<int64_t> ids, tokens(batch);
   for (int64_t n = 0; n < count; ++n) {
-    if (cached + int64_t(pending.size()) > window) {
+    if (cached + pending > window) {
       // Restart from the most recent half window (the positions after it
       // are never read).
       cached = 0;
-      pending.assign(context.end() - window / 2 - 1, context.end());
+      pending = window / 2 + 1;
+    }
+    ids.clear();
+    for (const std::vector<int64_t> &context : contexts) {
+      ids.insert(ids.end(), context.end() - pending, context.end());
     }
     std::map<std::string, Arg> inputs = cache.tensors;
-    inputs.emplace("idx", Tensor::fromVector<int64_t>(
-                              {1, int64_t(pending.size())}, pending));
+    inputs.emplace("idx", Tensor::fromVector<int64_t>({batch, pending}, ids));
     inputs.emplace("pos", Arg(cached));
     std::vector<Tensor> out = run(graph, inputs);
     cache.update(out);
-    cached += int64_t(pending.size());
-    int64_t token =
-        sampleToken(out[0].data<float>(), config.vocabSize, sampling, rng);
-    context.push_back(token);
-    generated.push_back(token);
-    pending = {token};
-    if (onToken) {
-      onToken(token);
+    if (out[0].shape() != std::vector<int64_t>{batch, config.vocabSize}) {
+      throw Error(fmt::format("kiln: the decode graph returned logits {}, "
+                              "expected [{}, {}]",
+                              formatShape(out[0].shape()), batch,
+                              config.vocabSize));
+    }
+    cached += pending;
+    const float *logits = out[0].data<float>();
+    for (int64_t b = 0; b < batch; ++b) {
+      tokens[b] = sampleToken(logits + b * config.vocabSize, config.vocabSize,
+                              sampling, rng);
+      contexts[b].push_back(tokens[b]);
+      generated[b].push_back(tokens[b]);
+    }
+    pending = 1;
+    if (onStep) {
+      onStep(tokens);
     }
   }
   return generated;
+}
+
+std::vector<int64_t> generateGpt(const GraphRunner &run, const GptShape &config,
+                                 const std::vector<int64_t> &prompt,
+                                 int64_t count, const SamplingOptions &sampling,
+                                 Rng &rng,
+                                 const std::function<void(int64_t)> &onToken,
+                                 const std::string &graph) {
+  std::function<void(const std::vector<int64_t> &)> onStep;
+  if (onToken) {
+    onStep = [&](const std::vector<int64_t> &tokens) { onToken(tokens[0]); };
+  }
+  return generateGptBatch(run, config, {prompt}, count, sampling, rng, onStep,
+                          graph)
+      .front();
 }
 
 std::vector<std::vector<int64_t>>

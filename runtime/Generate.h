@@ -49,6 +49,22 @@ generateGpt(const GraphRunner &run, const GptShape &config,
             const std::function<void(int64_t)> &onToken = {},
             const std::string &graph = "decode");
 
+/// Continues several prompts of one length together: each call of `graph`
+/// computes the next position of every sequence (the weights are read once
+/// per position for the whole batch, not once per sequence), with caches
+/// [B, maxSeqLen, d] allocated once. Sampling as generateGpt's, row by row
+/// (the random draws of one position in the order of the prompts); the
+/// window restarts for all sequences together. `onStep` sees each
+/// position's B new tokens. Returns each sequence's new tokens. Throws
+/// kiln::Error, before any call, for no prompt, prompts of different or
+/// zero length, or a token outside the vocabulary.
+std::vector<std::vector<int64_t>> generateGptBatch(
+    const GraphRunner &run, const GptShape &config,
+    const std::vector<std::vector<int64_t>> &prompts, int64_t count,
+    const SamplingOptions &sampling, Rng &rng,
+    const std::function<void(const std::vector<int64_t> &)> &onStep = {},
+    const std::string &graph = "decode");
+
 /// Greedy decoding of a batch of source sentences `src` [B, S] (i64) with
 /// `srcMask` [B, S] (i1, non-zero = a real token) through graphs "encode"
 /// and "decode" (addEncDecEncode/addEncDecDecode): each output starts after

@@ -310,10 +310,12 @@ void benchGpt(const std::string &name, dsl::models::GptConfig config,
 
 /// Inference through the decoding graph: "prefill" runs 512 positions of
 /// one sequence into empty caches (tokens/s); "decode" continues a
-/// 16-token prompt by 128 tokens one at a time (generateGpt, greedy: each
-/// call reads every weight once, and the cache so far). Its bound is the
-/// measured bandwidth over the bytes a token must read: every parameter
-/// (the tied head's table once) plus the keys and values cached.
+/// 16-token prompt by 128 tokens one at a time (generateGptBatch, greedy:
+/// each call reads every weight once, and the cache so far); "decode-b4"
+/// continues four such prompts together (each call reads every weight once
+/// for four tokens). The bound is the measured bandwidth over the bytes a
+/// token must read: every parameter (the tied head's table once) per call,
+/// shared by the call's tokens, plus each sequence's cached keys and values.
 void benchGptDecode(const std::string &name, dsl::models::GptConfig config,
                     const std::string &mode, const Options &options) {
   dsl::Module module;
@@ -352,26 +354,35 @@ void benchGptDecode(const std::string &name, dsl::models::GptConfig config,
     });
     return;
   }
+  // decode: one sequence; decode-b4: four sequences together (one call per
+  // position for all four, the weights read once for them).
   constexpr int64_t kPrompt = 16, kTokens = 128;
-  std::vector<int64_t> prompt(kPrompt);
-  for (int64_t i = 0; i < kPrompt; ++i) {
-    prompt[i] = (i * 7919) % config.vocabSize;
+  int64_t batch = mode == "decode-b4" ? 4 : 1;
+  std::vector<std::vector<int64_t>> prompts(batch,
+                                            std::vector<int64_t>(kPrompt));
+  for (int64_t b = 0; b < batch; ++b) {
+    for (int64_t i = 0; i < kPrompt; ++i) {
+      prompts[b][i] = (i * 7919 + b * 104729) % config.vocabSize;
+    }
   }
   SamplingOptions greedy;
   greedy.temperature = 0;
   Rng rng(1);
   // A warm-up: the first calls page the weights in and size the buffers.
-  generateGpt(run, shape, prompt, 8, greedy, rng);
+  generateGptBatch(run, shape, prompts, 8, greedy, rng);
   std::vector<double> ms;
   auto last = std::chrono::steady_clock::now();
   double roundTripBefore = kiln::bench::measureCoreRoundTripNs();
   last = std::chrono::steady_clock::now();
   auto first = last;
-  generateGpt(run, shape, prompt, kTokens + 1, greedy, rng, [&](int64_t) {
-    auto now = std::chrono::steady_clock::now();
-    ms.push_back(std::chrono::duration<double, std::milli>(now - last).count());
-    last = now;
-  });
+  generateGptBatch(
+      run, shape, prompts, kTokens + 1, greedy, rng,
+      [&](const std::vector<int64_t> &) {
+        auto now = std::chrono::steady_clock::now();
+        ms.push_back(
+            std::chrono::duration<double, std::milli>(now - last).count());
+        last = now;
+      });
   double roundTripAfter = kiln::bench::measureCoreRoundTripNs();
   // Token 0 came from the prompt's prefill; tokens 1..kTokens one at a time.
   double total = std::chrono::duration<double, std::milli>(last - first).count() -
@@ -380,26 +391,28 @@ void benchGptDecode(const std::string &name, dsl::models::GptConfig config,
   std::vector<double> sorted = ms;
   std::sort(sorted.begin(), sorted.end());
   double median = sorted[sorted.size() / 2];
-  double tokensPerSecond = double(kTokens) / (total * 1e-3);
+  double tokensPerSecond = double(batch * kTokens) / (total * 1e-3);
   double parameterBytes = double(model.parameters().numParameters()) * 4;
-  // The cache read per token, on average over the decoded positions.
+  // The caches read per position, on average over the decoded positions.
   double meanContext = kPrompt + (kTokens + 1) / 2.0;
-  double cacheBytes = 2.0 * config.numLayers * meanContext * config.dModel * 4;
-  double bytesPerToken = parameterBytes + cacheBytes;
+  double cacheBytes =
+      2.0 * config.numLayers * meanContext * config.dModel * 4 * batch;
+  // Bytes read per call; each call yields `batch` tokens.
+  double bytesPerToken = (parameterBytes + cacheBytes) / batch;
   double bound = options.bandwidth * 1e9 / bytesPerToken;
   fmt::print("{:<10} {:<11} {:>9.2f} ms  {:>9.1f} tok/s  {:.0f} MB a token, "
              "{:.1f} GB/s read: bound {:.1f} tok/s, {:.1f}% of it  peak RSS "
              "{:>5.0f} MiB (JIT compiler {:.0f}), core round trip {:.0f} ns "
              "before, {:.0f} after\n",
-             name, "decode", median, tokensPerSecond, bytesPerToken * 1e-6,
+             name, mode, median, tokensPerSecond, bytesPerToken * 1e-6,
              options.bandwidth, bound, 100 * tokensPerSecond / bound,
              peakResidentMiB(), compilePeak, roundTripBefore, roundTripAfter);
-  fmt::print("RESULT peer=kiln model={} mode=decode median_ms={:.2f} "
+  fmt::print("RESULT peer=kiln model={} mode={} median_ms={:.2f} "
              "min_ms={:.2f} tokens_per_s={:.1f} bytes_per_token={:.0f} "
              "bandwidth_gbs={:.1f} bound_tokens_per_s={:.1f} bound_pct={:.1f} "
              "rss_mib={:.0f} jit_rss_mib={:.0f} core_ns_before={:.0f} "
              "core_ns_after={:.0f}\n",
-             name, median, sorted.front(), tokensPerSecond, bytesPerToken,
+             name, mode, median, sorted.front(), tokensPerSecond, bytesPerToken,
              options.bandwidth, bound, 100 * tokensPerSecond / bound,
              peakResidentMiB(), compilePeak, roundTripBefore, roundTripAfter);
   std::fflush(stdout);
@@ -471,7 +484,8 @@ int main(int argc, char **argv) try {
     } else {
       fmt::print(stderr,
                  "usage: kiln-bench [--models gpt-tiny,gpt-small,gpt2,encdec] "
-                 "[--modes forward,forward-b1,train,prefill,decode] [--steps N] "
+                 "[--modes forward,forward-b1,train,prefill,decode,decode-b4] "
+                 "[--steps N] "
                  "[--cpu host|x86-64-v3|"
                  "x86-64-v4|<llvm cpu>] [--target cpu|cuda] [--gpu-profile] "
                  "[--dump DIR]\n");
@@ -483,11 +497,11 @@ int main(int argc, char **argv) try {
     return 2;
   }
   for (const std::string &m : options.modes) {
-    if (m != "forward" && m != "forward-b1" && m != "train" &&
-        m != "prefill" && m != "decode") {
+    if (m != "forward" && m != "forward-b1" && m != "train" && m != "prefill" &&
+        m != "decode" && m != "decode-b4") {
       fmt::print(stderr,
                  "unknown mode '{}' (forward, forward-b1, train, prefill, "
-                 "decode)\n",
+                 "decode, decode-b4)\n",
                  m);
       return 2;
     }
@@ -501,7 +515,7 @@ int main(int argc, char **argv) try {
   // The share of the CPU's FMA peak; none on the GPU (peak_pct 0).
   bool onGpu = options.target.rfind("cuda", 0) == 0;
   options.peak = onGpu ? 0 : kiln::bench::measureFmaPeak(options.threads);
-  if (!onGpu && (wants(options, "decode"))) {
+  if (!onGpu && (wants(options, "decode") || wants(options, "decode-b4"))) {
     options.bandwidth = kiln::bench::measureReadBandwidth(options.threads);
     fmt::print("measured memory read bandwidth {:.1f} GB/s on {} threads\n",
                options.bandwidth, options.threads);
@@ -525,7 +539,8 @@ int main(int argc, char **argv) try {
     for (const std::string &mode : options.modes) {
       // The encoder-decoder has no decoding rows; GPT-2 124M no forward
       // pass over a loss (its rows are prefill, decode and train).
-      bool decoding = mode == "prefill" || mode == "decode";
+      bool decoding =
+          mode == "prefill" || mode == "decode" || mode == "decode-b4";
       // forward-b1 is gpt-small's batch-1 row alone.
       if ((m == "encdec" && decoding) || (m == "gpt2" && mode == "forward") ||
           (m != "gpt-small" && mode == "forward-b1")) {

@@ -2,7 +2,8 @@
 # GPT-2 124M on the CPU: Kiln (kiln-bench --models gpt2) against the current
 # PyTorch (torch_gpt2_peer.py, eager and torch.compile) in the same run,
 # mode by mode (prefill of 512 tokens, decode of 128 tokens one at a time,
-# the training step at batch 4 of 64), each side and variant in a process of
+# decode-b4: four sequences decoded together, the training step at batch 4
+# of 64), each side and variant in a process of
 # its own (its peak RSS its own);
 # the whole repeated --rounds times, each figure the median over the rounds.
 # Prints tokens/s per side, Kiln / the faster peer, and for decode the share
@@ -10,7 +11,7 @@
 # The peer runs in a private virtual environment (KILN_TORCH_VENV, default
 # BUILD_DIR/torch-venv), created with `pip install torch` on first use: the
 # tests never need it.
-# Usage: run-gpt2.sh [BUILD_DIR] [--modes prefill,decode,train] [--steps N]
+# Usage: run-gpt2.sh [BUILD_DIR] [--modes prefill,decode,decode-b4,train] [--steps N]
 #                    [--rounds N] [--no-compile]
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -20,7 +21,7 @@ if [[ $# -gt 0 && $1 != --* ]]; then
   build=$1
   shift
 fi
-modes=prefill,decode,train
+modes=prefill,decode,decode-b4,train
 steps=5
 rounds=1
 variants=eager,compile
@@ -78,15 +79,15 @@ function fields(line,    parts, kv, i, n) {
   fields($0)
   peer = f["peer"]; mode = f["mode"]
   tok[peer, mode, ++runs[peer, mode]] = f["tokens_per_s"]
-  if (peer == "kiln" && mode == "decode") {
-    pct["kiln", "bound", ++runs["kiln", "bound"]] = f["bound_pct"]
+  if (peer == "kiln" && mode ~ /^decode/) {
+    pct["kiln", mode, runs["kiln", mode]] = f["bound_pct"]
     bw["kiln", "bw", ++runs["kiln", "bw"]] = f["bandwidth_gbs"]
   }
   seen[mode] = 1
 }
 END {
-  printf "%-8s %12s %14s %16s %10s  %s\n", "mode", "Kiln tok/s", "torch eager", "torch.compile", "Kiln/best", "decode bound"
-  n = split("prefill decode train", order, " ")
+  printf "%-9s %12s %14s %16s %10s  %s\n", "mode", "Kiln tok/s", "torch eager", "torch.compile", "Kiln/best", "decode bound"
+  n = split("prefill decode decode-b4 train", order, " ")
   for (i = 1; i <= n; ++i) {
     m = order[i]
     if (!(m in seen)) continue
@@ -95,8 +96,8 @@ END {
     c = median(tok, runs, "torch-compile", m)
     best = e > c ? e : c
     extra = ""
-    if (m == "decode")
-      extra = sprintf("%.1f%% of %.1f GB/s", median(pct, runs, "kiln", "bound"), median(bw, runs, "kiln", "bw"))
-    printf "%-8s %12.1f %14.1f %16.1f %9.2fx  %s\n", m, k, e, c, (best > 0 ? k / best : 0), extra
+    if (m ~ /^decode/)
+      extra = sprintf("%.1f%% of %.1f GB/s", median(pct, runs, "kiln", m), median(bw, runs, "kiln", "bw"))
+    printf "%-9s %12.1f %14.1f %16.1f %9.2fx  %s\n", m, k, e, c, (best > 0 ? k / best : 0), extra
   }
 }' "$results"

@@ -13,6 +13,8 @@ through F.scaled_dot_product_attention. The rows are kiln-bench's:
 - decode: a 16-token prompt prefilled, then 128 tokens one at a time, greedy,
   each step the new position against the keys and values cached so far
   (concatenated, as Hugging Face's DynamicCache does); tokens/s over the 128;
+- decode-b4: the same for four prompts together (batch 4: one forward call
+  per position for all four); tokens/s = 4 x 128 over the time;
 - train: batch 4 of 64 positions, mean cross-entropy, backward, AdamW (lr
   3e-4, betas 0.9/0.999, eps 1e-8, weight decay 0.01, no clipping).
 
@@ -22,7 +24,7 @@ forward; decode compiles with dynamic shapes). Each row prints a
 format; the first call of a compiled row (compilation included) is printed
 as compile_s. Threads: OMP_NUM_THREADS, else every core.
 
-usage: torch_gpt2_peer.py [--modes prefill,decode,train] [--steps N]
+usage: torch_gpt2_peer.py [--modes prefill,decode,decode-b4,train] [--steps N]
     [--variants eager,compile]
 """
 import argparse
@@ -124,7 +126,7 @@ def run(mode, variant, steps):
     forward = model
     compile_s = None
     if variant == "compile":
-        forward = torch.compile(model, dynamic=(mode == "decode"))
+        forward = torch.compile(model, dynamic=mode.startswith("decode"))
     if mode == "train":
         model.train()
         idx = torch.randint(0, V, (4, 64), generator=gen)
@@ -160,7 +162,9 @@ def run(mode, variant, steps):
                    f" compile_s={compile_s:.1f}"
                    if variant == "compile" else "")
             return
-        prompt = torch.tensor([[(i * 7919) % V for i in range(16)]])
+        batch = 4 if mode == "decode-b4" else 1
+        prompt = torch.tensor([[(i * 7919 + b * 104729) % V
+                                for i in range(16)] for b in range(batch)])
 
         def generate(count, on_token=None):
             logits, cache = forward(prompt, 0, [])
@@ -181,9 +185,9 @@ def run(mode, variant, steps):
         per_token = [(b - a) * 1e3 for a, b in zip(stamps[1:], stamps[2:])]
         total = (stamps[-1] - stamps[1])
         median = statistics.median(per_token)
-        print(f"RESULT peer=torch-{variant} model=gpt2 mode=decode "
+        print(f"RESULT peer=torch-{variant} model=gpt2 mode={mode} "
               f"median_ms={median:.2f} min_ms={min(per_token):.2f} "
-              f"tokens_per_s={len(per_token) / total:.1f} "
+              f"tokens_per_s={batch * len(per_token) / total:.1f} "
               f"rss_mib={peak_rss_mib():.0f}"
               + (f" compile_s={compile_s:.1f}" if variant == "compile"
                  else ""), flush=True)
@@ -200,8 +204,9 @@ def main():
     print(f"PyTorch {torch.__version__}, {threads} threads", flush=True)
     failed = False
     for mode in args.modes.split(","):
-        if mode not in ("prefill", "decode", "train"):
-            sys.exit(f"unknown mode '{mode}' (prefill, decode, train)")
+        if mode not in ("prefill", "decode", "decode-b4", "train"):
+            sys.exit(f"unknown mode '{mode}' "
+                     "(prefill, decode, decode-b4, train)")
         for variant in args.variants.split(","):
             if variant not in ("eager", "compile"):
                 sys.exit(f"unknown variant '{variant}' (eager, compile)")

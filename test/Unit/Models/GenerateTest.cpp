@@ -162,6 +162,79 @@ TEST(Generate, GptSamplingMatchesANaiveLoop) {
                Error);
 }
 
+TEST(Generate, GptBatchSamplesEachSequenceAsANaiveLoop) {
+  dsl::models::GptConfig config = tinyGpt();
+  dsl::Module module;
+  dsl::models::addGptForward(module, config);
+  dsl::models::addGptDecode(module, config);
+  CompiledModel model(module, /*seed=*/5);
+
+  // Three prompts of one length; 9 tokens each pass maxSeqLen (8), so the
+  // window restarts once for all of them.
+  std::vector<std::vector<int64_t>> prompts = {
+      {1, 7, 2}, {3, 3, 9}, {10, 0, 4}};
+  SamplingOptions sampling{.temperature = 1.0, .topK = 5};
+  constexpr int64_t kCount = 9;
+  int64_t calls = 0;
+  GraphRunner counting = [&](const std::string &graph,
+                             const std::map<std::string, Arg> &inputs) {
+    ++calls;
+    EXPECT_EQ(inputs.at("idx").tensor.shape()[0], 3);
+    return model.run(graph, inputs);
+  };
+  Rng rng(2);
+  std::vector<std::vector<int64_t>> streamed(prompts.size());
+  std::vector<std::vector<int64_t>> got = generateGptBatch(
+      counting, dsl::models::decodeShape(config), prompts, kCount, sampling,
+      rng, [&](const std::vector<int64_t> &tokens) {
+        ASSERT_EQ(tokens.size(), prompts.size());
+        for (size_t b = 0; b < tokens.size(); ++b) {
+          streamed[b].push_back(tokens[b]);
+        }
+      });
+  EXPECT_EQ(calls, kCount); // one call per position for the whole batch
+  EXPECT_EQ(got, streamed);
+
+  // The naive loop: each sequence's whole window through the forward graph,
+  // one sequence after the other at each position, drawing from one
+  // generator in that order; the windows restart together from the last 5.
+  Rng naive(2);
+  std::vector<std::vector<int64_t>> contexts = prompts,
+                                    expected(prompts.size());
+  size_t start = 0;
+  for (int64_t n = 0; n < kCount; ++n) {
+    if (contexts[0].size() - start > size_t(config.maxSeqLen)) {
+      start = contexts[0].size() - config.maxSeqLen / 2 - 1;
+    }
+    for (size_t b = 0; b < prompts.size(); ++b) {
+      std::vector<int64_t> window(contexts[b].begin() + start,
+                                  contexts[b].end());
+      Tensor logits = model.run(
+          "forward", {{"idx", Tensor::fromVector<int64_t>(
+                                  {1, int64_t(window.size())}, window)}})[0];
+      Tensor last = row(logits, int64_t(window.size()) - 1);
+      int64_t token =
+          sampleToken(last.data<float>(), config.vocabSize, sampling, naive);
+      contexts[b].push_back(token);
+      expected[b].push_back(token);
+    }
+  }
+  EXPECT_EQ(got, expected);
+  EXPECT_NE(got[0], got[1]); // the rows are not one sequence repeated
+
+  // Refused before any call: no prompt, prompts of different lengths, an
+  // empty prompt, a token outside the vocabulary.
+  calls = 0;
+  GptShape shape = dsl::models::decodeShape(config);
+  for (const std::vector<std::vector<int64_t>> &bad :
+       std::vector<std::vector<std::vector<int64_t>>>{
+           {}, {{1, 2}, {3}}, {{}, {}}, {{1, 2}, {3, 11}}}) {
+    EXPECT_THROW(generateGptBatch(counting, shape, bad, 2, sampling, rng),
+                 Error);
+  }
+  EXPECT_EQ(calls, 0);
+}
+
 /// Position `t` of outputs [B, T, V] as [B, V].
 Tensor positionOf(const Tensor &out, int64_t t) {
   int64_t b = out.shape()[0], len = out.shape()[1], v = out.shape()[2];
