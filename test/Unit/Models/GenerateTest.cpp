@@ -18,6 +18,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <memory>
 
 using namespace kiln;
 
@@ -35,11 +36,15 @@ dsl::models::GptConfig tinyGpt() {
   return config;
 }
 
-/// Row `t` of logits [1, T, V] as a [1, V] tensor.
-Tensor row(const Tensor &logits, int64_t t) {
-  int64_t v = logits.shape()[2];
-  const float *p = logits.data<float>() + t * v;
-  return Tensor::fromVector<float>({1, v}, std::vector<float>(p, p + v));
+/// Position `t` of outputs [B, T, V] as [B, V].
+Tensor positionOf(const Tensor &out, int64_t t) {
+  int64_t b = out.shape()[0], len = out.shape()[1], v = out.shape()[2];
+  std::vector<float> rows;
+  for (int64_t r = 0; r < b; ++r) {
+    const float *p = out.data<float>() + (r * len + t) * v;
+    rows.insert(rows.end(), p, p + v);
+  }
+  return Tensor::fromVector<float>({b, v}, rows);
 }
 
 GraphRunner runner(const CompiledModel &model) {
@@ -49,14 +54,97 @@ GraphRunner runner(const CompiledModel &model) {
   };
 }
 
+/// Each cache [B, capacity, d] is the decode graph's result 1 + c (the
+/// caller's tensor, written in place), holds the positions before `pos`
+/// (the last of them non-zero) and zeros from `pos` on.
+void expectWrittenInPlaceUpTo(const std::vector<Tensor> &out,
+                              const std::vector<Tensor> &caches, int64_t pos) {
+  for (size_t c = 0; c < caches.size(); ++c) {
+    EXPECT_EQ(out[1 + c].raw(), caches[c].raw());
+    int64_t batch = caches[c].shape()[0], capacity = caches[c].shape()[1],
+            d = caches[c].shape()[2];
+    const float *cache = caches[c].data<float>();
+    for (int64_t r = 0; r < batch; ++r) {
+      EXPECT_NE(cache[(r * capacity + pos - 1) * d], 0.0f);
+      for (int64_t j = pos * d; j < capacity * d; ++j) {
+        ASSERT_EQ(cache[r * capacity * d + j], 0.0f)
+            << "cache " << c << " row " << r << " element " << j;
+      }
+    }
+  }
+}
+
+/// The decode call with `inputs` (positions past the caches' capacity) is
+/// refused before anything is written.
+void expectRefusedWithCachesUnchanged(const CompiledModel &model,
+                                      const std::map<std::string, Arg> &inputs,
+                                      const std::vector<Tensor> &caches) {
+  std::vector<std::vector<float>> before;
+  for (const Tensor &c : caches) {
+    before.push_back(c.toVector<float>());
+  }
+  EXPECT_THROW(model.run("decode", inputs), Error);
+  for (size_t c = 0; c < caches.size(); ++c) {
+    EXPECT_EQ(caches[c].toVector<float>(), before[c]);
+  }
+}
+
+/// The naive generation loop: each sequence's whole window through the
+/// forward graph per token, one sequence after the other at each position,
+/// drawing from `rng` in that order; when the windows pass maxSeqLen they
+/// restart together from their last maxSeqLen / 2 + 1 tokens.
+std::vector<std::vector<int64_t>>
+naiveSampling(const CompiledModel &model, const dsl::models::GptConfig &config,
+              const std::vector<std::vector<int64_t>> &prompts, int64_t count,
+              const SamplingOptions &sampling, Rng &rng) {
+  std::vector<std::vector<int64_t>> contexts = prompts,
+                                    generated(prompts.size());
+  size_t start = 0;
+  for (int64_t n = 0; n < count; ++n) {
+    if (contexts[0].size() - start > size_t(config.maxSeqLen)) {
+      start = contexts[0].size() - config.maxSeqLen / 2 - 1;
+    }
+    for (size_t b = 0; b < prompts.size(); ++b) {
+      std::vector<int64_t> window(contexts[b].begin() + start,
+                                  contexts[b].end());
+      Tensor logits = model.run(
+          "forward", {{"idx", Tensor::fromVector<int64_t>(
+                                  {1, int64_t(window.size())}, window)}})[0];
+      Tensor last = positionOf(logits, int64_t(window.size()) - 1);
+      int64_t token =
+          sampleToken(last.data<float>(), config.vocabSize, sampling, rng);
+      contexts[b].push_back(token);
+      generated[b].push_back(token);
+    }
+  }
+  return generated;
+}
+
+/// tinyGpt's forward and decode graphs, compiled.
+std::unique_ptr<CompiledModel> gptDecoding(uint64_t seed) {
+  dsl::Module module;
+  dsl::models::addGptForward(module, tinyGpt());
+  dsl::models::addGptDecode(module, tinyGpt());
+  return std::make_unique<CompiledModel>(module, seed);
+}
+
+/// encdecTiny's forward, encode and decode graphs (caches of `capacity`
+/// positions), compiled.
+std::unique_ptr<CompiledModel> encdecDecoding(int64_t capacity, uint64_t seed) {
+  dsl::nn::TransformerConfig config = dsl::models::encdecTiny();
+  dsl::Module module;
+  dsl::models::addEncDecForward(module, config);
+  dsl::models::addEncDecEncode(module, config);
+  dsl::models::addEncDecDecode(module, config, capacity);
+  return std::make_unique<CompiledModel>(module, seed);
+}
+
 } // namespace
 
 TEST(Generate, GptDecodeMatchesTheForwardPass) {
   dsl::models::GptConfig config = tinyGpt();
-  dsl::Module module;
-  dsl::models::addGptForward(module, config);
-  dsl::models::addGptDecode(module, config);
-  CompiledModel model(module, /*seed=*/3);
+  std::unique_ptr<CompiledModel> compiled = gptDecoding(3);
+  CompiledModel &model = *compiled;
 
   Tensor ids = ref::randomIds({1, 8}, config.vocabSize, 5);
   std::vector<int64_t> seq = ids.toVector<int64_t>();
@@ -84,37 +172,19 @@ TEST(Generate, GptDecodeMatchesTheForwardPass) {
     std::vector<Tensor> out = model.run("decode", inputs);
     ASSERT_EQ(out.size(), size_t(1 + 2 * config.numLayers));
     pos += n;
-    ref::expectClose(out[0], row(full, pos - 1), 1e-5, 1e-4);
-    for (size_t c = 0; c < caches.size(); ++c) {
-      // The caller's tensor, written at [pos - n, pos) and nowhere after.
-      EXPECT_EQ(out[1 + c].raw(), caches[c].raw());
-      const float *cache = caches[c].data<float>();
-      int64_t d = config.dModel;
-      EXPECT_NE(cache[(pos - 1) * d], 0.0f);
-      for (int64_t j = pos * d; j < config.maxSeqLen * d; ++j) {
-        ASSERT_EQ(cache[j], 0.0f) << "cache " << c << " element " << j;
-      }
-    }
+    ref::expectClose(out[0], positionOf(full, pos - 1), 1e-5, 1e-4);
+    expectWrittenInPlaceUpTo(out, caches, pos);
   }
   // Past the caches' capacity: refused before anything is written.
-  std::vector<std::vector<float>> before;
-  for (const Tensor &c : caches) {
-    before.push_back(c.toVector<float>());
-  }
   inputs.insert_or_assign("idx", Tensor::fromVector<int64_t>({1, 2}, {1, 2}));
   inputs.insert_or_assign("pos", Arg(int64_t(7)));
-  EXPECT_THROW(model.run("decode", inputs), Error);
-  for (size_t c = 0; c < caches.size(); ++c) {
-    EXPECT_EQ(caches[c].toVector<float>(), before[c]);
-  }
+  expectRefusedWithCachesUnchanged(model, inputs, caches);
 }
 
 TEST(Generate, GptSamplingMatchesANaiveLoop) {
   dsl::models::GptConfig config = tinyGpt();
-  dsl::Module module;
-  dsl::models::addGptForward(module, config);
-  dsl::models::addGptDecode(module, config);
-  CompiledModel model(module, /*seed=*/4);
+  std::unique_ptr<CompiledModel> compiled = gptDecoding(4);
+  CompiledModel &model = *compiled;
 
   std::vector<int64_t> prompt = {1, 7, 2};
   SamplingOptions sampling{.temperature = 1.0, .topK = 5};
@@ -129,22 +199,8 @@ TEST(Generate, GptSamplingMatchesANaiveLoop) {
   // when the context passes maxSeqLen (8) it restarts from the last 5. The
   // same draws from a generator in the same state.
   Rng naive(1);
-  std::vector<int64_t> context = prompt, expected;
-  size_t start = 0;
-  for (int n = 0; n < 14; ++n) {
-    if (context.size() - start > size_t(config.maxSeqLen)) {
-      start = context.size() - config.maxSeqLen / 2 - 1;
-    }
-    std::vector<int64_t> window(context.begin() + start, context.end());
-    Tensor logits = model.run(
-        "forward", {{"idx", Tensor::fromVector<int64_t>(
-                                {1, int64_t(window.size())}, window)}})[0];
-    Tensor last = row(logits, int64_t(window.size()) - 1);
-    int64_t token =
-        sampleToken(last.data<float>(), config.vocabSize, sampling, naive);
-    context.push_back(token);
-    expected.push_back(token);
-  }
+  std::vector<int64_t> expected =
+      naiveSampling(model, config, {prompt}, 14, sampling, naive).front();
   EXPECT_EQ(got, expected);
   // Several distinct tokens: the test would notice a constant output.
   std::sort(expected.begin(), expected.end());
@@ -164,10 +220,8 @@ TEST(Generate, GptSamplingMatchesANaiveLoop) {
 
 TEST(Generate, GptBatchSamplesEachSequenceAsANaiveLoop) {
   dsl::models::GptConfig config = tinyGpt();
-  dsl::Module module;
-  dsl::models::addGptForward(module, config);
-  dsl::models::addGptDecode(module, config);
-  CompiledModel model(module, /*seed=*/5);
+  std::unique_ptr<CompiledModel> compiled = gptDecoding(5);
+  CompiledModel &model = *compiled;
 
   // Three prompts of one length; 9 tokens each pass maxSeqLen (8), so the
   // window restarts once for all of them.
@@ -195,30 +249,11 @@ TEST(Generate, GptBatchSamplesEachSequenceAsANaiveLoop) {
   EXPECT_EQ(calls, kCount); // one call per position for the whole batch
   EXPECT_EQ(got, streamed);
 
-  // The naive loop: each sequence's whole window through the forward graph,
-  // one sequence after the other at each position, drawing from one
-  // generator in that order; the windows restart together from the last 5.
+  // The naive loop (the windows restart together from the last 5), the
+  // same draws from a generator in the same state.
   Rng naive(2);
-  std::vector<std::vector<int64_t>> contexts = prompts,
-                                    expected(prompts.size());
-  size_t start = 0;
-  for (int64_t n = 0; n < kCount; ++n) {
-    if (contexts[0].size() - start > size_t(config.maxSeqLen)) {
-      start = contexts[0].size() - config.maxSeqLen / 2 - 1;
-    }
-    for (size_t b = 0; b < prompts.size(); ++b) {
-      std::vector<int64_t> window(contexts[b].begin() + start,
-                                  contexts[b].end());
-      Tensor logits = model.run(
-          "forward", {{"idx", Tensor::fromVector<int64_t>(
-                                  {1, int64_t(window.size())}, window)}})[0];
-      Tensor last = row(logits, int64_t(window.size()) - 1);
-      int64_t token =
-          sampleToken(last.data<float>(), config.vocabSize, sampling, naive);
-      contexts[b].push_back(token);
-      expected[b].push_back(token);
-    }
-  }
+  std::vector<std::vector<int64_t>> expected =
+      naiveSampling(model, config, prompts, kCount, sampling, naive);
   EXPECT_EQ(got, expected);
   EXPECT_NE(got[0], got[1]); // the rows are not one sequence repeated
 
@@ -235,25 +270,11 @@ TEST(Generate, GptBatchSamplesEachSequenceAsANaiveLoop) {
   EXPECT_EQ(calls, 0);
 }
 
-/// Position `t` of outputs [B, T, V] as [B, V].
-Tensor positionOf(const Tensor &out, int64_t t) {
-  int64_t b = out.shape()[0], len = out.shape()[1], v = out.shape()[2];
-  std::vector<float> rows;
-  for (int64_t r = 0; r < b; ++r) {
-    const float *p = out.data<float>() + (r * len + t) * v;
-    rows.insert(rows.end(), p, p + v);
-  }
-  return Tensor::fromVector<float>({b, v}, rows);
-}
-
 TEST(Generate, EncDecDecodeMatchesTheForwardPass) {
   dsl::nn::TransformerConfig config = dsl::models::encdecTiny();
   constexpr int64_t kCapacity = 7;
-  dsl::Module module;
-  dsl::models::addEncDecForward(module, config);
-  dsl::models::addEncDecEncode(module, config);
-  dsl::models::addEncDecDecode(module, config, kCapacity);
-  CompiledModel model(module, /*seed=*/8);
+  std::unique_ptr<CompiledModel> compiled = encdecDecoding(kCapacity, 8);
+  CompiledModel &model = *compiled;
 
   int64_t b = 2, s = 5, d = config.block.dModel;
   Tensor src = ref::randomIds({b, s}, config.srcVocab, 9);
@@ -295,31 +316,13 @@ TEST(Generate, EncDecDecodeMatchesTheForwardPass) {
     ASSERT_EQ(out.size(), size_t(1 + 2 * config.numDecoderLayers));
     pos += n;
     ref::expectClose(out[0], positionOf(full, pos - 1), 1e-5, 1e-4);
-    for (size_t c = 0; c < caches.size(); ++c) {
-      // The caller's tensor, written at [pos - n, pos) and nowhere after.
-      EXPECT_EQ(out[1 + c].raw(), caches[c].raw());
-      const float *cache = caches[c].data<float>();
-      for (int64_t r = 0; r < b; ++r) {
-        EXPECT_NE(cache[(r * kCapacity + pos - 1) * d], 0.0f);
-        for (int64_t j = pos * d; j < kCapacity * d; ++j) {
-          ASSERT_EQ(cache[r * kCapacity * d + j], 0.0f)
-              << "cache " << c << " row " << r << " element " << j;
-        }
-      }
-    }
+    expectWrittenInPlaceUpTo(out, caches, pos);
   }
   // Past the caches' capacity: refused before anything is written.
-  std::vector<std::vector<float>> before;
-  for (const Tensor &c : caches) {
-    before.push_back(c.toVector<float>());
-  }
   inputs.insert_or_assign("tgt",
                           Tensor::fromVector<int64_t>({b, 2}, {1, 2, 3, 4}));
   inputs.insert_or_assign("pos", Arg(int64_t(6)));
-  EXPECT_THROW(model.run("decode", inputs), Error);
-  for (size_t c = 0; c < caches.size(); ++c) {
-    EXPECT_EQ(caches[c].toVector<float>(), before[c]);
-  }
+  expectRefusedWithCachesUnchanged(model, inputs, caches);
 
   // A capacity the graph cannot have.
   dsl::Module bad;
@@ -333,11 +336,8 @@ TEST(Generate, EncDecDecodeMatchesTheForwardPass) {
 TEST(Generate, EncDecDecodeAndGreedyTranslationMatchTheForwardPass) {
   dsl::nn::TransformerConfig config = dsl::models::encdecTiny();
   constexpr int64_t kCapacity = 8;
-  dsl::Module module;
-  dsl::models::addEncDecForward(module, config);
-  dsl::models::addEncDecEncode(module, config);
-  dsl::models::addEncDecDecode(module, config, kCapacity);
-  CompiledModel model(module, /*seed=*/6);
+  std::unique_ptr<CompiledModel> compiled = encdecDecoding(kCapacity, 6);
+  CompiledModel &model = *compiled;
   // Larger weights than the default init so that choices differ by row.
   for (const Parameter &p : model.parameters()) {
     Tensor t = p.tensor;
@@ -390,7 +390,7 @@ TEST(Generate, EncDecDecodeAndGreedyTranslationMatchTheForwardPass) {
           {{"src", Tensor::fromVector<int64_t>({1, s}, ids)},
            {"tgt", Tensor::fromVector<int64_t>({1, int64_t(tgt.size())}, tgt)},
            {"src_mask", m}})[0];
-      Tensor last = row(out, int64_t(tgt.size()) - 1);
+      Tensor last = positionOf(out, int64_t(tgt.size()) - 1);
       const float *p = last.data<float>();
       int64_t token = std::max_element(p, p + config.tgtVocab) - p;
       if (token == eos) {
