@@ -225,7 +225,7 @@ TEST(GpuTarget, WithoutAGpuTheTargetIsRefusedWithTheReason) {
 }
 
 // No GPU is needed to compile: kernels become PTX, host code LLVM IR.
-TEST(GpuTarget, EveryOpAndTheModelsTrainingStepsCompileForTheGpu) {
+TEST(GpuTarget, EveryOpAndTheModelsTrainingAndDecodingStepsCompileForTheGpu) {
   LoweringOptions options;
   options.gpuChip = "sm_90";
   std::string ops = readFile(KILN_SOURCE_DIR "/test/Dialect/Kiln/ops.mlir");
@@ -240,6 +240,33 @@ TEST(GpuTarget, EveryOpAndTheModelsTrainingStepsCompileForTheGpu) {
     lowered = lowerToLLVMDialect(module.op(), options);
     EXPECT_EQ(lowered.functions.size(), 3u); // forward, loss, train_step
   }
+  // The decoding graphs, whose key/value caches are written in place
+  // (kiln.update_slice, attention at an offset), with the caches staged
+  // through device buffers (ahead of time) and resident (the JIT's).
+  options.prePipeline = {};
+  for (bool resident : {false, true}) {
+    SCOPED_TRACE(resident ? "resident" : "staged");
+    options.gpuResidentState = resident;
+    dsl::Module decoding;
+    dsl::models::addGptDecode(decoding, gptConfig());
+    dsl::models::addEncDecEncode(decoding, dsl::models::encdecTiny());
+    dsl::models::addEncDecDecode(decoding, dsl::models::encdecTiny(), 8,
+                                 "translate");
+    lowered = lowerToLLVMDialect(decoding.op(), options);
+    ASSERT_EQ(lowered.functions.size(), 3u); // decode, encode, translate
+    // Resident: the parameters and the caches stay the caller's device
+    // buffers; the encoder's keys and values, read only, are staged as any
+    // input.
+    for (const FunctionSpec &fn : lowered.functions) {
+      for (const ArgSpec &arg : fn.args) {
+        bool cache = arg.name.rfind("past.", 0) == 0;
+        bool param = arg.role == ArgSpec::Role::param;
+        EXPECT_EQ(arg.onDevice, resident && (cache || param))
+            << fn.name << " " << arg.name;
+      }
+    }
+  }
+  options.gpuResidentState = false;
   options.gpuChip = "sm_9O";
   EXPECT_NE(errorOf([&] {
               lowerSourceToLLVMDialect(ops, "ops", options);
