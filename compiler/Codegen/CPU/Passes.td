@@ -165,7 +165,11 @@ def KilnTileAndVectorizePass
     Partial tiles are tiled again by one row and one vector; what is left
     short of a vector stays a scalar loop nest, and so do tiles the
     vectorizer would get wrong: reductions whose combined value is not read from an
-    input element, and ops on i1 buffers. An unknown CPU is an error.
+    input element, and ops on i1 buffers. With `remarks`, each tile that
+    stays scalar gets a remark saying which of these kept it so (the
+    shapes, the reduction, the element type, or the vectorizer's refusal);
+    `-debug-only=kiln-tile-and-vectorize` (a debug build) prints the sizes
+    chosen for every op. An unknown CPU is an error.
   }];
   let options = [
     Option<"targetCpu", "target-cpu", "std::string", /*default=*/"\"host\"",
@@ -184,7 +188,10 @@ def KilnTileAndVectorizePass
            "Columns of a contraction's cache block (0: from the target)">,
     Option<"blockM", "block-m", "int64_t", /*default=*/"0",
            "Rows of a contraction's cache block when its A is stored "
-           "transposed (0: from the target)">
+           "transposed (0: from the target)">,
+    Option<"remarks", "remarks", "bool", /*default=*/"false",
+           "Emit a remark at each tile that stays a scalar loop nest, "
+           "saying why">
   ];
   let dependentDialects = [
     "::mlir::scf::SCFDialect", "::mlir::vector::VectorDialect",

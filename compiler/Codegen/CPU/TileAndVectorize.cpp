@@ -26,6 +26,10 @@
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "mlir/Transforms/LoopInvariantCodeMotionUtils.h"
 
+#include "llvm/Support/Debug.h"
+
+#define DEBUG_TYPE "kiln-tile-and-vectorize"
+
 namespace mlir::kiln {
 #define GEN_PASS_DEF_KILNTILEANDVECTORIZEPASS
 #include "compiler/Codegen/CPU/Passes.h.inc"
@@ -1104,6 +1108,14 @@ struct KilnTileAndVectorizePass
       llvm::copy_if(panelReads, std::back_inserter(reads),
                     [&](const PanelRead &read) { return read.op == op; });
       SmallVector<int64_t> sizes = chooseTileSizes(op, rows, columns, width);
+      LLVM_DEBUG({
+        llvm::dbgs() << DEBUG_TYPE ": tiles";
+        for (int64_t size : sizes) {
+          llvm::dbgs() << " " << size;
+        }
+        llvm::dbgs() << " for " << op->getName() << " at " << op->getLoc()
+                     << "\n";
+      });
       Tiles tiles =
           tileLoops(rewriter, op, sizes, utils::IteratorType::parallel,
                     chooseParallelDims(op));
@@ -1165,15 +1177,30 @@ struct KilnTileAndVectorizePass
       // casts to the dynamic type; read them directly (linalg.transpose's
       // folder does not, unlike linalg.copy's and linalg.generic's).
       rewriter.modifyOpInPlace(op, [&] { (void)memref::foldMemRefCast(op); });
-      if (llvm::any_of(op.getStaticLoopRanges(), ShapedType::isDynamic) ||
-          !reductionsVectorizeExactly(op) || touchesSubByteElements(op)) {
-        continue;
+      StringRef scalar;
+      if (llvm::any_of(op.getStaticLoopRanges(), ShapedType::isDynamic)) {
+        scalar = "its tile has a dynamic size (a loop left whole, or a "
+                 "partial tile short of a vector)";
+      } else if (!reductionsVectorizeExactly(op)) {
+        scalar = "its reduction combines a value not read from an input "
+                 "element, which the vectorizer would apply once per tile";
+      } else if (touchesSubByteElements(op)) {
+        scalar = "it reads or writes i1 buffers, which vectors would read "
+                 "as packed bits";
+      } else {
+        rewriter.setInsertionPoint(op);
+        FailureOr<linalg::VectorizationResult> vectorized =
+            linalg::vectorize(rewriter, op);
+        if (succeeded(vectorized)) {
+          rewriter.replaceOp(op, vectorized->replacements);
+          continue;
+        }
+        scalar = "the vectorizer refused it";
       }
-      rewriter.setInsertionPoint(op);
-      FailureOr<linalg::VectorizationResult> vectorized =
-          linalg::vectorize(rewriter, op);
-      if (succeeded(vectorized)) {
-        rewriter.replaceOp(op, vectorized->replacements);
+      LLVM_DEBUG(llvm::dbgs() << DEBUG_TYPE ": stays scalar, " << scalar << ": "
+                              << *op << "\n");
+      if (remarks) {
+        op->emitRemark() << "stays a scalar loop nest: " << scalar;
       }
     }
 
