@@ -17,7 +17,7 @@ namespace {
 /// positions each (the capacity the graph writes in place).
 struct Cache {
   Cache(int64_t layers, int64_t batch, int64_t dim, int64_t length)
-      : layers(layers) {
+      : layers(layers), batch(batch) {
     for (int64_t i = 0; i < layers; ++i) {
       for (const char *kind : {"key", "value"}) {
         tensors.insert_or_assign(
@@ -26,14 +26,21 @@ struct Cache {
       }
     }
   }
-  /// Takes the new caches from a decode graph's results 1..2L (on the CPU,
-  /// caches written in place come back as the same tensors).
-  void update(const std::vector<Tensor> &results) {
+  /// Checks a decode graph's results (the last position's [batch, vocab]
+  /// output, then a key and a value per layer) and takes the new caches
+  /// from results 1..2L (on the CPU, caches written in place come back as
+  /// the same tensors). Returns the output's rows.
+  const float *update(const std::vector<Tensor> &results, int64_t vocab) {
     if (int64_t(results.size()) != 1 + 2 * layers) {
       throw Error(fmt::format("kiln: the decode graph returned {} results, "
                               "expected {} (the output and a key and a value "
                               "per layer)",
                               results.size(), 1 + 2 * layers));
+    }
+    if (results[0].shape() != std::vector<int64_t>{batch, vocab}) {
+      throw Error(fmt::format("kiln: the decode graph returned an output {}, "
+                              "expected [{}, {}]",
+                              formatShape(results[0].shape()), batch, vocab));
     }
     for (int64_t i = 0; i < layers; ++i) {
       tensors.insert_or_assign(fmt::format("past.{}.key", i),
@@ -41,8 +48,9 @@ struct Cache {
       tensors.insert_or_assign(fmt::format("past.{}.value", i),
                                results[2 + 2 * i]);
     }
+    return results[0].data<float>();
   }
-  int64_t layers;
+  int64_t layers, batch;
   std::map<std::string, Arg> tensors;
 };
 } // namespace
@@ -111,15 +119,8 @@ std::vector<std::vector<int64_t>> generateGptBatch(
     inputs.emplace("idx", Tensor::fromVector<int64_t>({batch, pending}, ids));
     inputs.emplace("pos", Arg(cached));
     std::vector<Tensor> out = run(graph, inputs);
-    cache.update(out);
-    if (out[0].shape() != std::vector<int64_t>{batch, config.vocabSize}) {
-      throw Error(fmt::format("kiln: the decode graph returned logits {}, "
-                              "expected [{}, {}]",
-                              formatShape(out[0].shape()), batch,
-                              config.vocabSize));
-    }
+    const float *logits = cache.update(out, config.vocabSize);
     cached += pending;
-    const float *logits = out[0].data<float>();
     for (int64_t b = 0; b < batch; ++b) {
       tokens[b] = sampleToken(logits + b * config.vocabSize, config.vocabSize,
                               sampling, rng);
@@ -201,8 +202,7 @@ translateGreedy(const GraphRunner &run, const EncDecShape &config,
     inputs.emplace("pos", Arg(pos));
     inputs.emplace("src_mask", srcMask);
     std::vector<Tensor> out = run("decode", inputs);
-    cache.update(out);
-    const float *rows = out[0].data<float>();
+    const float *rows = cache.update(out, config.tgtVocab);
     bool all = true;
     Rng unused(0);
     for (int64_t b = 0; b < batch; ++b) {

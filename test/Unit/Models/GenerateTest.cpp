@@ -268,6 +268,15 @@ TEST(Generate, GptBatchSamplesEachSequenceAsANaiveLoop) {
                  Error);
   }
   EXPECT_EQ(calls, 0);
+  // A graph whose output is not [batch, vocabulary]: refused, not read.
+  GraphRunner oneRow = [&](const std::string &graph,
+                           const std::map<std::string, Arg> &inputs) {
+    std::vector<Tensor> out = model.run(graph, inputs);
+    out[0] = Tensor::zeros({1, config.vocabSize}, DType::f32);
+    return out;
+  };
+  EXPECT_THROW(generateGptBatch(oneRow, shape, prompts, 1, sampling, rng),
+               Error);
 }
 
 TEST(Generate, EncDecDecodeMatchesTheForwardPass) {
