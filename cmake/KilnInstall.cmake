@@ -47,6 +47,7 @@ install(FILES
   runtime/Communicator.h runtime/Data.h runtime/Error.h runtime/Files.h
   runtime/Function.h
   runtime/Generate.h runtime/Init.h runtime/ParameterStore.h
+  runtime/PreparedWeights.h
   runtime/Safetensors.h runtime/Sampling.h runtime/Schedule.h
   runtime/StateDict.h runtime/Tensor.h runtime/Trainer.h
   runtime/TrainingLoop.h

@@ -27,9 +27,11 @@ namespace kiln::boundary {
 
 /// An argument's role, in the order of kiln::ArgSpec::Role and
 /// mlir::kiln::ArgKind: input (the caller's, by name), param, state, lr
-/// (the learning rate), step (the step number), seed (dropout's).
-inline constexpr const char *kRoles[] = {"input", "param", "state",
-                                         "lr",    "step",  "seed"};
+/// (the learning rate), step (the step number), seed (dropout's), prepared
+/// (a parameter's transpose, which kiln-prepare-weights adds: never
+/// written in the IR a user compiles).
+inline constexpr const char *kRoles[] = {"input", "param", "state",   "lr",
+                                         "step",  "seed",  "prepared"};
 /// A condition on an argument's values: an i64 scalar >= 1, an f32 tensor
 /// of finite values >= 0.
 inline constexpr const char kRequirePositive[] = "positive";

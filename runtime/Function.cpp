@@ -12,6 +12,7 @@
 #include "runtime/Cuda.h"
 
 #include "runtime/Error.h"
+#include "runtime/PreparedWeights.h"
 #include "runtime/SpecText.h"
 
 #include <fmt/format.h>
@@ -243,7 +244,7 @@ DType parseDType(const LineReader &r, size_t i) {
 // ArgSpec::Role in the spec text: the IR's kiln.kind spellings, in the
 // enum's order.
 static_assert(std::size(boundary::kRoles) ==
-              size_t(ArgSpec::Role::seed) + 1);
+              size_t(ArgSpec::Role::prepared) + 1);
 
 std::optional<ArgSpec::Role> parseRole(std::string_view text) {
   for (size_t i = 0; i < std::size(boundary::kRoles); ++i) {
@@ -403,6 +404,11 @@ FunctionSpec parseFunctionSpec(std::string_view text) {
       case ArgSpec::Role::state:
         if (!f32Tensor) {
           r.fail("a parameter or optimizer state must be an f32 tensor");
+        }
+        break;
+      case ArgSpec::Role::prepared:
+        if (!f32Tensor || a.shape.size() != 2) {
+          r.fail("a prepared parameter must be a 2-D f32 tensor");
         }
         break;
       case ArgSpec::Role::input:
@@ -923,7 +929,8 @@ static constexpr uintptr_t kGlobalMarker = 0xdeadbeef;
 
 std::vector<Tensor>
 CompiledFunction::run(const ParameterStore &parameters,
-                      const std::map<std::string, Arg> &inputs) const {
+                      const std::map<std::string, Arg> &inputs,
+                      PreparedWeights *prepared) const {
   const FunctionSpec &fs = spec_;
   const std::string &name = fs.name;
   std::vector<Arg> args;
@@ -931,6 +938,11 @@ CompiledFunction::run(const ParameterStore &parameters,
   for (const ArgSpec &arg : fs.args) {
     if (arg.role == ArgSpec::Role::param) {
       args.emplace_back(parameters.get(arg.name));
+      continue;
+    }
+    if (arg.role == ArgSpec::Role::prepared) {
+      args.emplace_back(prepared ? prepared->get(parameters, arg.name)
+                                 : transposeMatrix(parameters.get(arg.name)));
       continue;
     }
     auto it = inputs.find(arg.name);
@@ -944,7 +956,8 @@ CompiledFunction::run(const ParameterStore &parameters,
     for (const auto &[input, _] : inputs) {
       bool known = false;
       for (const ArgSpec &arg : fs.args) {
-        known |= arg.role != ArgSpec::Role::param && arg.name == input;
+        known |= arg.role != ArgSpec::Role::param &&
+                 arg.role != ArgSpec::Role::prepared && arg.name == input;
       }
       if (!known) {
         throw Error("kiln: '" + name + "' has no input '" + input + "'");
@@ -1172,10 +1185,11 @@ std::vector<Tensor> Executable::call(const std::string &name,
   return function(name).call(args);
 }
 
-std::vector<Tensor>
-Executable::run(const std::string &name, const ParameterStore &parameters,
-                const std::map<std::string, Arg> &inputs) const {
-  return function(name).run(parameters, inputs);
+std::vector<Tensor> Executable::run(const std::string &name,
+                                    const ParameterStore &parameters,
+                                    const std::map<std::string, Arg> &inputs,
+                                    PreparedWeights *prepared) const {
+  return function(name).run(parameters, inputs, prepared);
 }
 
 ParameterStore Executable::initParameters(uint64_t seed) const {

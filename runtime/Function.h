@@ -33,6 +33,8 @@ namespace memory {
 class CallPlans;
 } // namespace memory
 
+class PreparedWeights;
+
 /// One argument of a compiled function: a tensor or an i64 scalar (a dropout
 /// seed, a start position).
 struct Arg {
@@ -56,6 +58,12 @@ struct ArgSpec {
     learningRate, ///< a trainer's learning rate (f32 scalar tensor)
     step,         ///< a trainer's step number (i64 scalar)
     seed,         ///< a trainer's dropout seed (i64 scalar)
+    /// The transpose of the 2-D parameter called `name` (an f32 [in, out]
+    /// tensor): what the products of CPU code compiled with
+    /// JitOptions::prepareWeights read instead of the parameter
+    /// (kiln-prepare-weights). run() makes it from the parameter store, or
+    /// takes it from a PreparedWeights that keeps it across calls.
+    prepared,
   } role = Role::input;
   bool isScalar = false;      ///< An i64 scalar rather than a tensor.
   DType dtype = DType::f32;   ///< Element type of a tensor argument.
@@ -205,11 +213,14 @@ public:
   /// call returns their tensors, holding the new values.
   std::vector<Tensor> call(const std::vector<Arg> &args) const;
 
-  /// Calls the function with its parameters taken from `parameters` and every
-  /// other argument from `inputs` by name. Throws kiln::Error for a missing
-  /// or an unknown input, and whatever call() throws.
+  /// Calls the function with its parameters taken from `parameters`, their
+  /// prepared layouts (ArgSpec::Role::prepared) from `prepared` (made from
+  /// `parameters` there, or for this call alone when null), and every other
+  /// argument from `inputs` by name. Throws kiln::Error for a missing or an
+  /// unknown input, and whatever call() throws.
   std::vector<Tensor> run(const ParameterStore &parameters,
-                          const std::map<std::string, Arg> &inputs) const;
+                          const std::map<std::string, Arg> &inputs,
+                          PreparedWeights *prepared = nullptr) const;
 
 private:
   FunctionSpec spec_;
@@ -228,7 +239,8 @@ public:
                            const std::vector<Arg> &args) const;
   std::vector<Tensor> run(const std::string &name,
                           const ParameterStore &parameters,
-                          const std::map<std::string, Arg> &inputs) const;
+                          const std::map<std::string, Arg> &inputs,
+                          PreparedWeights *prepared = nullptr) const;
   /// The function called `name`; throws kiln::Error listing the functions
   /// there are when there is none.
   const CompiledFunction &function(const std::string &name) const;

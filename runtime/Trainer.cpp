@@ -135,6 +135,7 @@ static void addStepArguments(const FunctionSpec &spec,
       break;
     case ArgSpec::Role::input:
     case ArgSpec::Role::param:
+    case ArgSpec::Role::prepared:
       break;
     }
     if (value && !all.emplace(arg.name, *value).second) {

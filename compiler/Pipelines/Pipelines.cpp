@@ -81,8 +81,8 @@ vector::VectorTransposeLowering transposeLowering(const std::string &cpu) {
 
 } // namespace
 
-void kiln::buildKilnToLinalgPipeline(OpPassManager &pm,
-                                     int64_t attentionBlock) {
+void kiln::buildKilnToLinalgPipeline(OpPassManager &pm, int64_t attentionBlock,
+                                     bool prepareWeights) {
   pm.addPass(createConvertKilnToLinalgPass({.attentionBlock = attentionBlock}));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createKilnFuseElementwisePass());
@@ -90,10 +90,14 @@ void kiln::buildKilnToLinalgPipeline(OpPassManager &pm,
   pm.addPass(createKilnFoldEmptyReshapesPass());
   pm.addPass(createCSEPass());
   pm.addPass(checkLowered("linalg"));
+  if (prepareWeights) {
+    pm.addPass(createKilnPrepareWeightsPass());
+  }
 }
 
-void kiln::buildKilnToLLVMPipeline(OpPassManager &pm, const std::string &cpu) {
-  buildKilnToLinalgPipeline(pm, kCpuAttentionBlock);
+void kiln::buildKilnToLLVMPipeline(OpPassManager &pm, const std::string &cpu,
+                                   bool prepareWeights) {
+  buildKilnToLinalgPipeline(pm, kCpuAttentionBlock, prepareWeights);
   buildLinalgToLLVMPipeline(pm, cpu);
 }
 
@@ -279,6 +283,12 @@ struct CpuPipelineOptions : public PassPipelineOptions<CpuPipelineOptions> {
       *this, "cpu",
       llvm::cl::desc("The CPU: host, or an LLVM CPU name (x86-64-v3, ...)"),
       llvm::cl::init("host")};
+  Option<bool> prepareWeights{
+      *this, "prepare-weights",
+      llvm::cl::desc("Products read the 2-D parameters they take transposed "
+                     "from prepared copies, appended arguments "
+                     "(kiln-prepare-weights)"),
+      llvm::cl::init(false)};
 };
 } // namespace
 
@@ -315,6 +325,6 @@ void kiln::registerKilnPipelines() {
   PassPipelineRegistration<CpuPipelineOptions>(
       "kiln-to-llvm", "Lower kiln to the LLVM dialect (CPU)",
       [](OpPassManager &pm, const CpuPipelineOptions &options) {
-        buildKilnToLLVMPipeline(pm, options.cpu);
+        buildKilnToLLVMPipeline(pm, options.cpu, options.prepareWeights);
       });
 }

@@ -25,7 +25,12 @@ constexpr int64_t kCpuAttentionBlock = 64;
 /// Adds the passes from kiln to linalg on tensors to `pm`, ending with
 /// kiln-check-lowered{stage=linalg}; `attentionBlock` > 0 computes attention
 /// block by block (CPU code), 0 materializes its scores (GPU code).
-void buildKilnToLinalgPipeline(OpPassManager &pm, int64_t attentionBlock = 0);
+/// kiln to linalg on tensors; `attentionBlock` > 0: attention blocked
+/// (flash) with key blocks that long (the CPU's); `prepareWeights` (CPU):
+/// products read the 2-D parameters they take transposed from prepared
+/// copies passed as arguments (kiln-prepare-weights).
+void buildKilnToLinalgPipeline(OpPassManager &pm, int64_t attentionBlock = 0,
+                               bool prepareWeights = false);
 /// Adds the passes from linalg on tensors (the output of kiln-to-linalg) to
 /// the LLVM dialect: bufferization, loops, LLVM, with tiles sized for `cpu`
 /// ("host" or an LLVM CPU name); ends with kiln-check-lowered{stage=llvm}.
@@ -33,8 +38,8 @@ void buildLinalgToLLVMPipeline(OpPassManager &pm,
                                const std::string &cpu = "host");
 /// kiln-to-linalg (attention by blocks) followed by linalg-to-LLVM: the
 /// kiln-to-llvm pipeline.
-void buildKilnToLLVMPipeline(OpPassManager &pm,
-                             const std::string &cpu = "host");
+void buildKilnToLLVMPipeline(OpPassManager &pm, const std::string &cpu = "host",
+                             bool prepareWeights = false);
 /// Adds the passes from linalg on tensors to GPU kernels (PTX for `chip`,
 /// e.g. "sm_90", which must satisfy isGpuChip) and host code in the LLVM
 /// dialect that launches them through the mgpu* runtime functions; public

@@ -11,6 +11,40 @@
 
 include "mlir/Pass/PassBase.td"
 
+def KilnPrepareWeightsPass
+    : Pass<"kiln-prepare-weights", "::mlir::ModuleOp"> {
+  let summary = "Let products read the weights they take transposed from "
+                "copies prepared once";
+  let description = [{
+    A linear layer multiplies by its weight transposed (x·Wᵀ for W
+    [out, in], PyTorch's layout), and kiln-tile-and-vectorize copies every
+    such weight, transposed, block by block, on every call: a pass over
+    every weight, each block a few dozen strided streams from memory (a
+    tenth of gpt-small's batch-1 forward pass on a Zen 4). This pass gives
+    each public function that reads a 2-D f32 parameter (`kiln.kind =
+    "param"`) transposed in a contraction (the parameter, or row blocks of
+    it cut by `tensor.extract_slice`, indexed (n, k)) one more argument,
+    appended after the others: the parameter's transpose, [in, out],
+    `kiln.kind = "prepared"` with the parameter's `kiln.name`; those
+    products read it (k, n) instead. The runtime makes the transposes once
+    per parameter set (kiln::PreparedWeights, kept by kiln::CompiledModel)
+    and passes them in.
+
+    Left as they are: functions that update arguments in place
+    (`kiln.updates`: decoding steps, whose products of a few rows stream
+    the weights as stored, and training steps, whose parameters change at
+    every call), products of at most `max-streamed-rows` static rows
+    (kiln-vector-matrix-products streams them), and row blocks with other
+    uses. Run on linalg on tensors, before bufferization.
+  }];
+  let options = [
+    Option<"maxStreamedRows", "max-streamed-rows", "int64_t",
+           /*default=*/"::mlir::kiln::cpu::kMaxStreamedRows",
+           "Static row counts up to this keep reading the weight as stored">,
+  ];
+  let dependentDialects = ["::mlir::tensor::TensorDialect"];
+}
+
 def KilnCloneFillsPerUsePass : Pass<"kiln-clone-fills-per-use"> {
   let summary = "Give every user of a constant-filled tensor its own fill";
   let description = [{
@@ -119,7 +153,8 @@ def KilnVectorMatrixProductsPass
            "The CPU whose vector width splits k: host, or an LLVM CPU name">,
     Option<"vectorWidth", "vector-width", "int64_t", /*default=*/"0",
            "Elements per vector (0: from the target)">,
-    Option<"maxRows", "max-rows", "int64_t", /*default=*/"4",
+    Option<"maxRows", "max-rows", "int64_t",
+           /*default=*/"::mlir::kiln::cpu::kMaxStreamedRows",
            "The most rows a product may have to be streamed">,
   ];
   let dependentDialects = ["::mlir::arith::ArithDialect",

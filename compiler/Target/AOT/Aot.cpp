@@ -217,6 +217,9 @@ std::string aotHeader(const std::vector<FunctionSpec> &functions,
       case ArgSpec::Role::seed:
         h += ", dropout seed";
         break;
+      case ArgSpec::Role::prepared:
+        h += ", the transpose of parameter " + inComment(a.name);
+        break;
       case ArgSpec::Role::input:
         break;
       }

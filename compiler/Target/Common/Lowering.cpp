@@ -809,6 +809,12 @@ static FunctionSpec readSpec(func::FuncOp func, bool inPlace, bool resident) {
     auto kind = func.getArgAttrOfType<StringAttr>(i, mlir::kiln::kKindAttr);
     // kiln.kind's spellings are the spec text's (the dialect verified it).
     arg.role = kind ? *parseRole(kind.getValue().str()) : ArgSpec::Role::input;
+    if (arg.role == ArgSpec::Role::prepared) {
+      throw Error("kiln: function '" + spec.name + "' argument #" +
+                  std::to_string(i) + " ('" + arg.name +
+                  "') is of kind 'prepared', which only the compiler adds "
+                  "(kiln-prepare-weights); a parameter is of kind 'param'");
+    }
     for (auto [j, earlier] : llvm::enumerate(spec.args)) {
       if (earlier.name == arg.name) {
         throw Error("kiln: function '" + spec.name + "': arguments #" +
@@ -895,6 +901,33 @@ static FunctionSpec readSpec(func::FuncOp func, bool inPlace, bool resident) {
   return spec;
 }
 
+/// Appends to `spec` the arguments kiln-prepare-weights appended to `func`
+/// (after those `spec` has): the prepared layouts of parameters.
+static void addPreparedArguments(func::FuncOp func, FunctionSpec &spec) {
+  if (!func) {
+    throw Error("kiln: function '" + spec.name +
+                "' disappeared while lowering to linalg");
+  }
+  for (unsigned i = spec.args.size(); i < func.getNumArguments(); ++i) {
+    auto kind = func.getArgAttrOfType<StringAttr>(i, mlir::kiln::kKindAttr);
+    auto name = func.getArgAttrOfType<StringAttr>(i, mlir::kiln::kNameAttr);
+    auto type = dyn_cast<RankedTensorType>(func.getArgumentTypes()[i]);
+    if (!kind || parseRole(kind.getValue().str()) != ArgSpec::Role::prepared ||
+        !name || !type || type.getRank() != 2 || !type.hasStaticShape() ||
+        !type.getElementType().isF32()) {
+      throw Error("kiln: function '" + spec.name + "' gained argument #" +
+                  std::to_string(i) +
+                  " while lowering to linalg, which is no prepared "
+                  "parameter");
+    }
+    ArgSpec arg;
+    arg.name = name.str();
+    arg.role = ArgSpec::Role::prepared;
+    arg.shape.assign(type.getShape().begin(), type.getShape().end());
+    spec.args.push_back(arg);
+  }
+}
+
 /// Erases the public functions not in `names`; throws kiln::Error for a
 /// name that is not a public function.
 static void selectFunctions(ModuleOp module,
@@ -970,8 +1003,8 @@ static void lower(LoweredModule &lowered, const LoweringOptions &options,
   PassManager linalg(context);
   PassManager llvmPm(context);
   if (options.gpuChip.empty()) {
-    mlir::kiln::buildKilnToLinalgPipeline(linalg,
-                                          mlir::kiln::kCpuAttentionBlock);
+    mlir::kiln::buildKilnToLinalgPipeline(
+        linalg, mlir::kiln::kCpuAttentionBlock, options.prepareWeights);
     mlir::kiln::buildLinalgToLLVMPipeline(llvmPm, options.cpu);
   } else {
     mlir::kiln::buildKilnToLinalgPipeline(linalg);
@@ -980,6 +1013,9 @@ static void lower(LoweredModule &lowered, const LoweringOptions &options,
   }
   if (failed(linalg.run(module))) {
     throw Error("kiln: lowering to linalg failed:" + diagnostics.str());
+  }
+  for (FunctionSpec &spec : lowered.functions) {
+    addPreparedArguments(module.lookupSymbol<func::FuncOp>(spec.name), spec);
   }
   dumpStage(options, "linalg.mlir",
             [&](llvm::raw_ostream &os) { module->print(os); });

@@ -54,6 +54,10 @@ struct LoweringOptions {
   /// The CPU the code is tiled for (CPU target): "host" or an LLVM CPU
   /// name, as createTargetMachine takes.
   std::string cpu = "host";
+  /// CPU target: products read the 2-D parameters they take transposed
+  /// from prepared copies, arguments appended to the functions that do
+  /// (kiln-prepare-weights; ArgSpec::Role::prepared).
+  bool prepareWeights = false;
 };
 
 struct LoweredModule {

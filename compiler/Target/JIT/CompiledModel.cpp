@@ -18,11 +18,17 @@
 
 namespace kiln {
 
+/// `options` with the weights prepared once (CPU code; the GPU's ignore it).
+static JitOptions withPreparedWeights(JitOptions options) {
+  options.prepareWeights = true;
+  return options;
+}
+
 CompiledModel::CompiledModel(const dsl::Module &module, uint64_t seed,
                              const JitOptions &options)
-    : options_(options) {
+    : options_(withPreparedWeights(options)) {
   module.verify();
-  jit_ = JitModule::compileCached(module.op(), options);
+  jit_ = JitModule::compileCached(module.op(), options_);
   parameters_ = jit_->initParameters(seed);
   llvm::raw_string_ostream os(source_);
   module.op()->print(os, mlir::OpPrintingFlags().enableDebugInfo());
@@ -53,8 +59,8 @@ CompiledModel::gradients(const std::string &graph,
     }
     jit = slot;
   }
-  std::vector<Tensor> results =
-      jit->run(gradName, callParameters(jit->spec(gradName)), inputs);
+  std::vector<Tensor> results = jit->run(
+      gradName, callParameters(jit->spec(gradName)), inputs, &prepared_);
   const FunctionSpec &gradSpec = jit->spec(gradName);
   LossAndGradients out;
   out.loss = results[0].data<float>()[0];
@@ -87,7 +93,8 @@ CompiledModel::callParameters(const FunctionSpec &spec) const {
 std::vector<Tensor>
 CompiledModel::run(const std::string &graph,
                    const std::map<std::string, Arg> &inputs) const {
-  return jit_->run(graph, callParameters(jit_->spec(graph)), inputs);
+  return jit_->run(graph, callParameters(jit_->spec(graph)), inputs,
+                   &prepared_);
 }
 
 } // namespace kiln

@@ -11,6 +11,7 @@
 
 #include "compiler/Target/JIT/Jit.h"
 #include "runtime/ParameterStore.h"
+#include "runtime/PreparedWeights.h"
 
 #include <map>
 #include <memory>
@@ -36,15 +37,22 @@ class CompiledModel {
 public:
   /// Compiles every graph of `module` (once per process for the same IR)
   /// and allocates its parameters, initialized as the model declares them
-  /// from a generator seeded with `seed`.
+  /// from a generator seeded with `seed`. CPU code is compiled with
+  /// JitOptions::prepareWeights on, whatever `options` says: the model keeps
+  /// the prepared layouts of its parameters.
   explicit CompiledModel(const dsl::Module &module, uint64_t seed = 0,
                          const JitOptions &options = {});
 
-  /// The parameters. Compiled for the GPU, the model keeps a copy of them
-  /// there, made again on the first run() after parameters() was called
-  /// on a non-const model (which may have changed them).
+  /// The parameters. The model keeps copies made from them: on the CPU,
+  /// the parameters that products read transposed in the layout they
+  /// multiply by (JitOptions::prepareWeights); compiled for the GPU, all of
+  /// them in device memory. Each copy is made again on the first run()
+  /// after parameters() was called on a non-const model (which may have
+  /// changed them): change parameters through the reference this returns,
+  /// not through tensors kept from before the last run().
   ParameterStore &parameters() {
     deviceStale_ = true;
+    prepared_.clear();
     return parameters_;
   }
   const ParameterStore &parameters() const { return parameters_; }
@@ -76,6 +84,8 @@ private:
   mutable std::mutex deviceMutex_;
   mutable ParameterStore deviceParameters_;
   mutable bool deviceStale_ = true;
+  /// The CPU functions' prepared parameters (ArgSpec::Role::prepared).
+  mutable PreparedWeights prepared_;
   /// What gradients() compiles from: the module's IR (with locations, so
   /// errors name the user's lines) and the options.
   std::string source_;

@@ -100,6 +100,7 @@ static LoweringOptions loweringOptions(const JitOptions &options) {
   lowering.dumpDirectory = options.dumpDirectory;
   lowering.dumpStem = options.dumpStem;
   lowering.cpu = options.cpu;
+  lowering.prepareWeights = options.prepareWeights;
   return lowering;
 }
 
@@ -263,7 +264,7 @@ std::shared_ptr<JitModule> JitModule::compileCached(ModuleOp module,
     os << "\n// opt=" << options.optLevel << " dump=" << options.dumpDirectory
        << " pre=" << options.prePipeline << " target=" << options.target
        << " cpu=" << options.cpu << " asan=" << instrumentsAddresses(options)
-       << " functions=";
+       << " prepare=" << options.prepareWeights << " functions=";
     for (const std::string &f : options.functions) {
       os << f << ",";
     }

@@ -62,6 +62,16 @@ struct JitOptions {
   /// -fsanitize=address), else it is a kiln::Error before anything is
   /// compiled. Unset: on when Kiln itself was built with AddressSanitizer.
   std::optional<bool> addressSanitizer;
+  /// CPU target: products read the 2-D parameters they take transposed (a
+  /// linear layer's weight, [out, in]) from copies in the layout they
+  /// multiply by, made once per parameter set instead of inside every call.
+  /// Functions that read one gain an argument per such parameter, after
+  /// the others (ArgSpec::Role::prepared): run() fills it, keeping it in the
+  /// PreparedWeights it is given (CompiledModel keeps one and turns this
+  /// on); a positional call() must pass the parameter's transpose.
+  /// Functions that update arguments in place (training and decoding
+  /// steps) are left as they are.
+  bool prepareWeights = false;
 };
 
 class JitModule : public Executable {

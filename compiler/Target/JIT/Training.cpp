@@ -24,6 +24,10 @@ std::shared_ptr<JitModule> compileTraining(const dsl::Module &module,
   module.verify();
   JitOptions withStep = options;
   withStep.prePipeline = trainingStepPipeline(lossGraph, optimizer, kind);
+  // The parameters change at every step: a prepared copy would be made
+  // again for each (the fused step updates in place and is left alone
+  // anyway; the split step's gradients would not be).
+  withStep.prepareWeights = false;
   return JitModule::compileCached(module.op(), withStep);
 }
 

@@ -49,7 +49,7 @@ Operation *KilnDialect::materializeConstant(OpBuilder &builder, Attribute value,
 
 // ArgKind's values are in the order of the shared spellings.
 static_assert(std::size(::kiln::boundary::kRoles) ==
-              size_t(ArgKind::seed) + 1);
+              size_t(ArgKind::prepared) + 1);
 
 std::optional<ArgKind> mlir::kiln::symbolizeArgKind(StringRef text) {
   for (auto [i, spelling] : llvm::enumerate(::kiln::boundary::kRoles)) {
@@ -140,7 +140,8 @@ LogicalResult KilnDialect::verifyRegionArgAttribute(Operation *op,
     if (!kind) {
       return op->emitOpError()
              << where << ": '" << kKindAttr
-             << "' must be one of input, param, state, lr, step, seed";
+             << "' must be one of input, param, state, lr, step, seed, "
+                "prepared";
     }
     bool fits = true;
     switch (type ? *kind : ArgKind::input) {
@@ -157,6 +158,11 @@ LogicalResult KilnDialect::verifyRegionArgAttribute(Operation *op,
       fits = t && t.getElementType().isF32();
       break;
     }
+    case ArgKind::prepared: {
+      auto t = dyn_cast_or_null<RankedTensorType>(type);
+      fits = t && t.getElementType().isF32() && t.getRank() == 2;
+      break;
+    }
     case ArgKind::input:
       break;
     }
@@ -165,9 +171,9 @@ LogicalResult KilnDialect::verifyRegionArgAttribute(Operation *op,
              << where << " of kind '" << stringifyArgKind(*kind)
              << "' has type " << type << " ("
              << (*kind == ArgKind::lr ? "an f32 scalar tensor"
-                 : *kind == ArgKind::step || *kind == ArgKind::seed
-                     ? "an i64"
-                     : "an f32 tensor")
+                 : *kind == ArgKind::step || *kind == ArgKind::seed ? "an i64"
+                 : *kind == ArgKind::prepared ? "a 2-D f32 tensor"
+                                              : "an f32 tensor")
              << " expected)";
     }
     return success();

@@ -48,6 +48,9 @@ enum class ArgKind {
   lr,    ///< the learning rate of a training step (an f32 scalar tensor)
   step,  ///< the step number of a training step (an i64 scalar)
   seed,  ///< the dropout seed (an i64 scalar)
+  /// The transpose of the 2-D parameter of the same kiln.name, made by the
+  /// runtime (kiln-prepare-weights adds such arguments).
+  prepared,
 };
 std::optional<ArgKind> symbolizeArgKind(llvm::StringRef text);
 llvm::StringRef stringifyArgKind(ArgKind kind);

@@ -24,6 +24,7 @@
 #include "runtime/Generate.h"
 #include "runtime/Init.h"
 #include "runtime/ParameterStore.h"
+#include "runtime/PreparedWeights.h"
 #include "runtime/Safetensors.h"
 #include "runtime/Sampling.h"
 #include "runtime/Schedule.h"
