@@ -354,16 +354,20 @@ FunctionSpec parseFunctionSpec(std::string_view text) {
       if (!isToken(a.name)) {
         r.fail("an argument name must be printable ASCII without spaces");
       }
-      for (const ArgSpec &earlier : spec.args) {
-        if (earlier.name == a.name) {
-          r.fail("two arguments are called '" + a.name + "'");
-        }
-      }
       std::optional<ArgSpec::Role> role = parseRole(r.word(2));
       if (!role) {
         r.fail("unknown argument kind '" + r.word(2) + "'");
       }
       a.role = *role;
+      // Names are unique, but for a parameter's prepared layout, which
+      // takes its parameter's name.
+      for (const ArgSpec &earlier : spec.args) {
+        bool preparedOf = a.role == ArgSpec::Role::prepared &&
+                          earlier.role == ArgSpec::Role::param;
+        if (earlier.name == a.name && !preparedOf) {
+          r.fail("two arguments are called '" + a.name + "'");
+        }
+      }
       a.isScalar = r.word(3) == "scalar";
       if (!a.isScalar) {
         a.dtype = parseDType(r, 3);

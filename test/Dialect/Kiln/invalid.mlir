@@ -931,7 +931,7 @@ func.func @ignore_index_fits_targets(%l: tensor<3x4xf32>, %t: tensor<3xi32>) {
 
 // The function boundary's attributes (KilnDialect.h), verified by the
 // dialect: kinds, requirements, names, in-place updates, loss tokens.
-// expected-error @+1 {{'func.func' op argument #0: 'kiln.kind' must be one of input, param, state, lr, step, seed}}
+// expected-error @+1 {{'func.func' op argument #0: 'kiln.kind' must be one of input, param, state, lr, step, seed, prepared}}
 func.func @bad_kind(%x: tensor<2xf32> {kiln.kind = "weight"}) {
   return
 }
@@ -940,6 +940,14 @@ func.func @bad_kind(%x: tensor<2xf32> {kiln.kind = "weight"}) {
 
 // expected-error @+1 {{'func.func' op argument #0 of kind 'lr' has type 'tensor<2xf32>' (an f32 scalar tensor expected)}}
 func.func @lr_not_scalar(%x: tensor<2xf32> {kiln.kind = "lr"}) {
+  return
+}
+
+// -----
+
+// A prepared parameter (kiln-prepare-weights) is a transposed 2-D weight.
+// expected-error @+1 {{'func.func' op argument #0 of kind 'prepared' has type 'tensor<2x3x4xf32>' (a 2-D f32 tensor expected)}}
+func.func @prepared_not_matrix(%x: tensor<2x3x4xf32> {kiln.kind = "prepared"}) {
   return
 }
 

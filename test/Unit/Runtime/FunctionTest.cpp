@@ -80,15 +80,21 @@ TEST(Function, SpecsRoundTripThroughText) {
       "function f\narg a input f32 [2] -1 none -\narg w param f32 [2] -1 "
       "none -\narg m state f32 [2] -1 none -\narg rate lr f32 [] -1 none "
       "finite-nonnegative\narg n step scalar [] -1 none positive\narg s seed "
-      "scalar [] -1 none -\n");
+      "scalar [] -1 none -\narg w prepared f32 [3,2] -1 none -\n");
   using R = ArgSpec::Role;
   std::vector<R> kinds;
   for (const ArgSpec &a : roles.args) {
     kinds.push_back(a.role);
   }
-  EXPECT_EQ(kinds, (std::vector<R>{R::input, R::param, R::state,
-                                   R::learningRate, R::step, R::seed}));
+  EXPECT_EQ(kinds,
+            (std::vector<R>{R::input, R::param, R::state, R::learningRate,
+                            R::step, R::seed, R::prepared}));
   EXPECT_EQ(serialize(parseFunctionSpec(serialize(roles))), serialize(roles));
+  // A prepared parameter is a transposed matrix: 2-D f32.
+  for (const char *bad : {"function f\narg w prepared f32 [2] -1 none -\n",
+                          "function f\narg w prepared i32 [2,2] -1 none -\n"}) {
+    EXPECT_THROW(parseFunctionSpec(bad), Error) << bad;
+  }
   // Size checks survive the text.
   spec.sizeChecks = {{{{{0, 1}, {1, -2}}, -7}, {{}, 3}, true},
                      {{{{3, 1}}, 0}, {{{2, 2}}, 1}, false}};
