@@ -47,13 +47,13 @@ Tensor PreparedWeights::get(const ParameterStore &parameters,
   const Tensor &parameter = parameters.get(name); // throws naming neighbours
   std::lock_guard<std::mutex> lock(mutex_);
   auto found = copies_.find(name);
-  if (found != copies_.end() && found->second.source == parameter.raw() &&
+  if (found != copies_.end() && found->second.source.raw() == parameter.raw() &&
       found->second.tensor.dim(0) == parameter.dim(1) &&
       found->second.tensor.dim(1) == parameter.dim(0)) {
     return found->second.tensor;
   }
   Tensor copy = transposeMatrix(parameter);
-  copies_[name] = Copy{parameter.raw(), copy};
+  copies_[name] = Copy{parameter, copy};
   return copy;
 }
 

@@ -46,7 +46,9 @@ public:
 
 private:
   struct Copy {
-    const void *source = nullptr; ///< the parameter's storage it was made of
+    /// The parameter it was made of (held, so that a parameter replaced by
+    /// another tensor cannot be mistaken for it at the same address).
+    Tensor source;
     Tensor tensor;
   };
   mutable std::mutex mutex_;

@@ -115,6 +115,13 @@ struct Options {
   /// On the GPU: after the timed steps, profile a few more (each kernel's
   /// launches and time, the bytes copied each way) and print them per step.
   bool gpuProfile = false;
+  /// Off: the models' weights are transposed inside every call, as
+  /// without JitOptions::prepareWeights (to measure what preparing saves).
+  bool prepareWeights = true;
+  /// Forward rows: also time the model compiled without prepared weights,
+  /// call by call alternating with the prepared one in this process (both
+  /// in the same vCPU layout), and print both medians.
+  bool preparedAB = false;
   /// Threads (libomp's: OMP_NUM_THREADS, else every core) and their
   /// measured FMA peak.
   int threads = 1;
@@ -129,6 +136,7 @@ JitOptions jitOptions(const Options &options) {
   jit.cpu = options.cpu;
   jit.target = options.target;
   jit.dumpDirectory = options.dumpDirectory;
+  jit.prepareWeights = options.prepareWeights;
   return jit;
 }
 
@@ -242,6 +250,41 @@ void measure(const std::string &name, const std::string &mode, const Shape &c,
   std::fflush(stdout);
 }
 
+/// Times `prepared` and `unprepared` (the same step of a model compiled
+/// with and without JitOptions::prepareWeights) call by call in turn, so
+/// that both see the same vCPU layout, and prints their medians.
+void measurePreparedAB(const std::string &name, const std::string &mode,
+                       const Options &options,
+                       const std::function<float()> &prepared,
+                       const std::function<float()> &unprepared) {
+  std::vector<double> ms[2];
+  float loss[2] = {0, 0};
+  for (int i = 0; i < 3 + 2 * options.steps; ++i) {
+    for (int side = 0; side < 2; ++side) {
+      auto t0 = std::chrono::steady_clock::now();
+      loss[side] = side == 0 ? prepared() : unprepared();
+      auto t1 = std::chrono::steady_clock::now();
+      if (i >= 3) {
+        ms[side].push_back(
+            std::chrono::duration<double, std::milli>(t1 - t0).count());
+      }
+    }
+  }
+  double median[2];
+  for (int side = 0; side < 2; ++side) {
+    std::sort(ms[side].begin(), ms[side].end());
+    size_t n = ms[side].size();
+    median[side] =
+        n % 2 ? ms[side][n / 2] : (ms[side][n / 2 - 1] + ms[side][n / 2]) / 2;
+  }
+  fmt::print("AB model={} mode={} prepared_ms={:.2f} unprepared_ms={:.2f} "
+             "unprepared/prepared={:.3f} loss_prepared={:.4f} "
+             "loss_unprepared={:.4f} core_ns={:.0f}\n",
+             name, mode, median[0], median[1], median[1] / median[0], loss[0],
+             loss[1], kiln::bench::measureCoreRoundTripNs());
+  std::fflush(stdout);
+}
+
 bool wants(const Options &options, const std::string &mode) {
   return std::find(options.modes.begin(), options.modes.end(), mode) !=
          options.modes.end();
@@ -296,15 +339,34 @@ void benchGpt(const std::string &name, dsl::models::GptConfig config,
                   .data<float>()[0];
             });
   }
+  Shape one = shape;
+  one.b = 1;
+  Tensor idx1 = randomIds(1, shape.t, shape.vocab, 3);
+  Tensor targets1 = randomIds(1, shape.t, shape.vocab, 4);
   if (batch1) {
-    Shape one = shape;
-    one.b = 1;
-    Tensor idx1 = randomIds(1, shape.t, shape.vocab, 3);
-    Tensor targets1 = randomIds(1, shape.t, shape.vocab, 4);
     measure(name, "forward-b1", one, gptFlops(one), options, compilePeak, [&] {
       return model.run("loss", {{"idx", idx1}, {"targets", targets1}})[0]
           .data<float>()[0];
     });
+  }
+  if (options.preparedAB) {
+    JitOptions off = jitOptions(options);
+    off.prepareWeights = false;
+    CompiledModel unprepared(module, 1, off);
+    auto run = [](const CompiledModel &m, const Tensor &i, const Tensor &t) {
+      return m.run("loss", {{"idx", i}, {"targets", t}})[0].data<float>()[0];
+    };
+    if (full) {
+      measurePreparedAB(
+          name, "forward", options, [&] { return run(model, idx, targets); },
+          [&] { return run(unprepared, idx, targets); });
+    }
+    if (batch1) {
+      measurePreparedAB(
+          name, "forward-b1", options,
+          [&] { return run(model, idx1, targets1); },
+          [&] { return run(unprepared, idx1, targets1); });
+    }
   }
 }
 
@@ -444,15 +506,24 @@ void benchEncDec(const Options &options) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
           .count());
   double compilePeak = takeCompilePeak();
+  auto run = [&](const CompiledModel &m) {
+    return m
+        .run("loss", {{"src", src},
+                      {"tgt", tgt},
+                      {"src_mask", srcMask},
+                      {"targets", targets}})[0]
+        .data<float>()[0];
+  };
   measure("encdec", "forward", shape, encdecFlops(shape), options, compilePeak,
-          [&] {
-            return model
-                .run("loss", {{"src", src},
-                              {"tgt", tgt},
-                              {"src_mask", srcMask},
-                              {"targets", targets}})[0]
-                .data<float>()[0];
-          });
+          [&] { return run(model); });
+  if (options.preparedAB) {
+    JitOptions off = jitOptions(options);
+    off.prepareWeights = false;
+    CompiledModel unprepared(module, 1, off);
+    measurePreparedAB(
+        "encdec", "forward", options, [&] { return run(model); },
+        [&] { return run(unprepared); });
+  }
 }
 
 } // namespace
@@ -469,6 +540,10 @@ int main(int argc, char **argv) try {
       options.target = argv[++i];
     } else if (arg == "--gpu-profile") {
       options.gpuProfile = true;
+    } else if (arg == "--unprepared-weights") {
+      options.prepareWeights = false;
+    } else if (arg == "--prepared-ab") {
+      options.preparedAB = true;
     } else if (arg == "--dump" && i + 1 < argc) {
       options.dumpDirectory = argv[++i];
     } else if ((arg == "--models" || arg == "--modes") && i + 1 < argc) {
@@ -488,7 +563,7 @@ int main(int argc, char **argv) try {
                  "[--steps N] "
                  "[--cpu host|x86-64-v3|"
                  "x86-64-v4|<llvm cpu>] [--target cpu|cuda] [--gpu-profile] "
-                 "[--dump DIR]\n");
+                 "[--unprepared-weights] [--prepared-ab] [--dump DIR]\n");
       return 2;
     }
   }

@@ -18,9 +18,10 @@
 
 namespace kiln {
 
-/// `options` with the weights prepared once (CPU code; the GPU's ignore it).
+/// `options` with the weights prepared once unless they say otherwise (CPU
+/// code; the GPU's ignores it).
 static JitOptions withPreparedWeights(JitOptions options) {
-  options.prepareWeights = true;
+  options.prepareWeights = options.prepareWeights.value_or(true);
   return options;
 }
 

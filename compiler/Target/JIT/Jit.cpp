@@ -100,7 +100,7 @@ static LoweringOptions loweringOptions(const JitOptions &options) {
   lowering.dumpDirectory = options.dumpDirectory;
   lowering.dumpStem = options.dumpStem;
   lowering.cpu = options.cpu;
-  lowering.prepareWeights = options.prepareWeights;
+  lowering.prepareWeights = options.prepareWeights.value_or(false);
   return lowering;
 }
 
@@ -264,7 +264,8 @@ std::shared_ptr<JitModule> JitModule::compileCached(ModuleOp module,
     os << "\n// opt=" << options.optLevel << " dump=" << options.dumpDirectory
        << " pre=" << options.prePipeline << " target=" << options.target
        << " cpu=" << options.cpu << " asan=" << instrumentsAddresses(options)
-       << " prepare=" << options.prepareWeights << " functions=";
+       << " prepare=" << options.prepareWeights.value_or(false)
+       << " functions=";
     for (const std::string &f : options.functions) {
       os << f << ",";
     }

@@ -67,11 +67,12 @@ struct JitOptions {
   /// multiply by, made once per parameter set instead of inside every call.
   /// Functions that read one gain an argument per such parameter, after
   /// the others (ArgSpec::Role::prepared): run() fills it, keeping it in the
-  /// PreparedWeights it is given (CompiledModel keeps one and turns this
-  /// on); a positional call() must pass the parameter's transpose.
-  /// Functions that update arguments in place (training and decoding
-  /// steps) are left as they are.
-  bool prepareWeights = false;
+  /// PreparedWeights it is given; a positional call() must pass the
+  /// parameter's transpose. Functions that update arguments in place
+  /// (training and decoding steps) are left as they are. The copies take
+  /// as much memory as the weights they are made of. Unset: on in a
+  /// CompiledModel (which keeps the copies), off otherwise.
+  std::optional<bool> prepareWeights;
 };
 
 class JitModule : public Executable {

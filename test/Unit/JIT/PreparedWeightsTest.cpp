@@ -240,6 +240,10 @@ TEST(PreparedWeights, StepsThatUpdateInPlaceAreLeftAlone) {
   }
   auto plain = JitModule::compile(loss.op(), JitOptions{});
   EXPECT_FALSE(hasPrepared(plain->spec("loss")));
+  JitOptions off;
+  off.prepareWeights = false;
+  CompiledModel unprepared(loss, 1, off);
+  EXPECT_FALSE(hasPrepared(unprepared.jit().spec("loss")));
 
   const char *ir = R"(
     func.func @f(%w: tensor<2x3xf32> {kiln.kind = "prepared", kiln.name = "w"})
