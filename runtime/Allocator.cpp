@@ -260,10 +260,16 @@ Arenas &arenas() {
 /// lives in the arena (kNoOffset: it outlives the call).
 struct Plan {
   std::string shapes;
+  /// Each block's room in the arena (at least its recorded size), and
+  /// where it starts.
   std::vector<size_t> sizes, offsets;
   char *arena = nullptr;
   size_t arenaBytes = 0;
   bool ready = false;
+  /// A replay needed more room for a block than the plan had (its sizes
+  /// depend on more than the input shapes: a decoding step's attention over
+  /// the positions so far): recordings leave blocks room to grow.
+  bool grows = false;
 
   Plan() = default;
   Plan(const Plan &) = delete;
@@ -349,15 +355,38 @@ struct PlannedCall::State {
   std::vector<size_t> sizes, allocated, freed;
   std::unordered_map<void *, size_t> open; ///< live recorded block -> index
 
+  /// The arena blocks handed out in this call and not yet released: start
+  /// -> end (offsets).
+  std::map<size_t, size_t> liveArena;
+
+  /// Whether [begin, end) of the arena is clear of every live block.
+  bool clear(size_t begin, size_t end) const {
+    for (auto [b, e] : liveArena) {
+      if (b < end && begin < e) {
+        return false;
+      }
+    }
+    return true;
+  }
+
   void *allocate(size_t capacity) {
     size_t index = next++;
     ++clock;
     if (replaying && !diverged) {
-      if (index < plan->sizes.size() && plan->sizes[index] == capacity) {
-        if (plan->offsets[index] != kNoOffset) {
-          return plan->arena + plan->offsets[index];
+      // A block that fits its room, and whose room no live block holds
+      // (checked, not assumed from the recorded lifetimes: a call of other
+      // sizes may free its blocks in another order).
+      if (index < plan->sizes.size() && capacity <= plan->sizes[index]) {
+        if (plan->offsets[index] == kNoOffset) {
+          return allocateUnplanned(capacity);
         }
-        return allocateUnplanned(capacity);
+        size_t begin = plan->offsets[index], end = begin + plan->sizes[index];
+        if (clear(begin, end)) {
+          liveArena.emplace(begin, end);
+          return plan->arena + begin;
+        }
+      } else if (index < plan->sizes.size()) {
+        plan->grows = true;
       }
       diverged = true; // another call than the one planned
     }
@@ -375,7 +404,11 @@ struct PlannedCall::State {
   bool release(void *pointer) {
     ++clock;
     if (replaying) {
-      return inArena(pointer);
+      if (!inArena(pointer)) {
+        return false;
+      }
+      liveArena.erase(size_t(static_cast<char *>(pointer) - plan->arena));
+      return true;
     }
     if (auto it = open.find(pointer); it != open.end()) {
       freed[it->second] = clock;
@@ -439,7 +472,14 @@ void PlannedCall::finish() {
     }
     return;
   }
-  // Blocks still open outlive the call: the general allocator's.
+  // Blocks still open outlive the call: the general allocator's. A plan
+  // whose blocks grew gives each an eighth more room (rounded to pages), so
+  // that the next calls' slightly larger blocks still replay.
+  if (plan.grows) {
+    for (size_t &size : s.sizes) {
+      size = roundedSize(size + size / 8);
+    }
+  }
   std::vector<size_t> offsets(s.sizes.size(), 0);
   for (size_t i = 0; i < s.sizes.size(); ++i) {
     if (s.freed[i] == kNoOffset) {

@@ -273,6 +273,59 @@ TEST_F(AllocatorTest, APlanCallWithOtherSizesFallsBackAndRecordsAgain) {
   }
 }
 
+// A decoding step's blocks grow with the positions so far, its input
+// shapes unchanged: smaller blocks replay in their planned room; a larger
+// one records again, and from then on the plan leaves an eighth more room,
+// so that the next calls' slightly larger blocks replay.
+TEST_F(AllocatorTest, BlocksThatGrowReplayInRoomLeftForThem) {
+  SKIP_UNDER_ADDRESS_SANITIZER();
+  size_t size = 1 << 20, page = 4096;
+  auto plans = memory::makeCallPlans();
+  std::vector<Call> calls;
+  calls.push_back(runCall(*plans, "4,1;", size));        // records
+  calls.push_back(runCall(*plans, "4,1;", size - page)); // fits: replays
+  EXPECT_EQ(calls[1].a, calls[1].c);
+  calls.push_back(runCall(*plans, "4,1;", size));
+  EXPECT_EQ(calls[2].b, calls[1].b);
+  calls.push_back(runCall(*plans, "4,1;", size + page)); // outgrows: diverges
+  EXPECT_NE(calls[3].b, calls[2].b);
+  calls.push_back(runCall(*plans, "4,1;", size + page)); // records, with room
+  calls.push_back(runCall(*plans, "4,1;", size + 2 * page));
+  calls.push_back(runCall(*plans, "4,1;", size + 16 * page));
+  calls.push_back(runCall(*plans, "4,1;", size + 32 * page));
+  for (size_t i = 6; i < calls.size(); ++i) {
+    EXPECT_EQ(calls[i].b, calls[5].b) << i; // replayed in the same room
+    EXPECT_EQ(calls[i].a, calls[i].c) << i;
+  }
+  for (Call &call : calls) {
+    memory::release(call.result);
+  }
+}
+
+// A replayed block never takes room that a live block still holds, even
+// when the call frees its blocks in another order than the recorded one.
+TEST_F(AllocatorTest, AReplayNeverOverlapsALiveBlock) {
+  SKIP_UNDER_ADDRESS_SANITIZER();
+  size_t size = 1 << 20;
+  auto plans = memory::makeCallPlans();
+  Call recorded = runCall(*plans, "2;", size); // c shares a's room
+  memory::PlannedCall planned(*plans, "2;");
+  char *a = static_cast<char *>(memory::allocate(size));
+  char *b = static_cast<char *>(memory::allocate(2 * size));
+  // a is still live where the plan has it freed: c gets other memory.
+  char *c = static_cast<char *>(memory::allocate(size));
+  EXPECT_TRUE(c + size <= a || a + size <= c);
+  EXPECT_TRUE(c + size <= b || b + 2 * size <= c);
+  std::memset(c, 5, size);
+  std::memset(a, 6, size);
+  EXPECT_EQ(c[0], 5);
+  memory::release(a);
+  memory::release(b);
+  memory::release(c);
+  planned.finish();
+  memory::release(recorded.result);
+}
+
 TEST_F(AllocatorTest, PlansAreKeptPerInputShapes) {
   SKIP_UNDER_ADDRESS_SANITIZER();
   size_t size = 1 << 20;
