@@ -145,8 +145,7 @@ struct KilnPrepareWeightsPass
         SmallVector<OpOperand *> reads =
             transposedReads(slice.getResult(), maxStreamedRows);
         if (!reads.empty() &&
-            int64_t(reads.size()) == std::distance(slice->getUses().begin(),
-                                                   slice->getUses().end())) {
+            reads.size() == llvm::range_size(slice->getUses())) {
           slices.push_back({slice, reads});
         }
       }
