@@ -1,9 +1,9 @@
-//===- custom_loop.cpp - The README's "Writing your own loop" example -----===//
+//===- custom_loop.cpp - docs/training.md's "Writing your own loop" -------===//
 //
-// The README's code, built and run by the tests (small, for seconds): a GPT
-// with dropout in training and none in evaluation, runTraining with
-// evaluation, checkpoints and resume, then sampling with the cache. Usage:
-// kiln-example-custom-loop STEPS DIRECTORY
+// The code of docs/training.md, built and run by the tests (small, for
+// seconds): a GPT with dropout in training and none in evaluation,
+// runTraining with evaluation, checkpoints and resume, then sampling with the
+// cache. Usage: kiln-example-custom-loop STEPS DIRECTORY
 //
 //===----------------------------------------------------------------------===//
 
@@ -30,7 +30,7 @@ int main(int argc, char **argv) try {
   int64_t steps = std::atoll(argv[1]);
   std::string dir = argv[2];
 
-  // --- the README's code, with a small model ---
+  // --- the code of docs/training.md, with a small model ---
   dsl::Module module;
   dsl::models::GptConfig config;
   config.vocabSize = 65;
@@ -84,7 +84,7 @@ int main(int argc, char **argv) try {
       [&](auto &graph, auto &inputs) { return trainer.run(graph, inputs); },
       dsl::models::decodeShape(config), data.vocab().encode("ROMEO:"), 200,
       {.temperature = 0.8, .topK = 10}, sampling);
-  // --- end of the README's code ---
+  // --- end of the code of docs/training.md ---
 
   fmt::print("resumed from step {}, ran {} steps, validation loss {:.4f}\n",
              result.resumedFrom, result.losses.size(),

@@ -1,5 +1,6 @@
-// The README's custom training loop runs: 10 steps with an evaluation and a
-// checkpoint half-way; a second run with more steps resumes from it.
+// The custom training loop of docs/training.md ("Writing your own loop")
+// runs: 10 steps with an evaluation and a checkpoint half-way; a second run
+// with more steps resumes from it.
 // RUN: rm -rf %t && mkdir -p %t
 // RUN: kiln-example-custom-loop 10 %t | FileCheck %s --check-prefix=FIRST
 // RUN: kiln-example-custom-loop 14 %t | FileCheck %s --check-prefix=SECOND

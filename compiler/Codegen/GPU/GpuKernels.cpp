@@ -10,7 +10,7 @@
 //    4 x 4 sub-tile held in registers, with 16 x 64 tiles of each operand
 //    staged through shared memory, loaded by the whole block in the order
 //    that reads global memory contiguously. The arithmetic is fp32 FMA on the
-//    CUDA cores, so results match the CPU's to rounding (see the README for
+//    CUDA cores, so results match the CPU's to rounding (see docs/gpu.md for
 //    why not TF32 tensor cores).
 //  - A reduction over at least 32 elements (softmax's max and sum,
 //    layernorm's mean and variance, the loss) gives each output element a

@@ -1,7 +1,7 @@
 //===- ExampleTest.cpp - The README's DSL example, built ------------------===//
 //
-// The model of the README's "C++ model DSL" section, verbatim, so that the
-// documented example always compiles and builds both entry points.
+// The model of the README's "Writing a model in C++" section, verbatim, so
+// that the documented example always compiles and builds both entry points.
 //
 //===----------------------------------------------------------------------===//
 

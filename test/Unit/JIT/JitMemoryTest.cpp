@@ -3,8 +3,8 @@
 // ContiguousMemoryMapper (compiler/Target/JIT/JitMemory.h) places every
 // section of a JIT'd module in one reservation, so that RuntimeDyld's 32-bit
 // offsets reach from the code to its data and GOT. The examples built with
-// AddressSanitizer (README, "Sanitizers") show what it is for: without it
-// their compiled code jumped to an unmapped address.
+// AddressSanitizer (docs/testing.md, "Sanitizers") show what it is for:
+// without it their compiled code jumped to an unmapped address.
 //
 //===----------------------------------------------------------------------===//
 
