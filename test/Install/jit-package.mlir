@@ -19,4 +19,5 @@
 // HEADERS-NOT: MemrefCopy.h
 // HEADERS-NOT: Cuda.h
 // HEADERS-NOT: SpecText.h
+// HEADERS-NOT: ArgumentChecks.h
 // HEADERS: Tensor.h

@@ -335,7 +335,7 @@ void populateElementwisePatterns(RewritePatternSet &patterns);
 /// feed_forward, dropout.
 void populateLayerPatterns(RewritePatternSet &patterns);
 /// Attention.cpp: mha, attention, attention_grad (`attentionBlock` > 0: block
-/// by block).
+/// by block, in FlashAttention.cpp).
 void populateAttentionPatterns(RewritePatternSet &patterns,
                                int64_t attentionBlock);
 /// ReductionsAndShapes.cpp: softmax, log_softmax, reduce, reshape, transpose,

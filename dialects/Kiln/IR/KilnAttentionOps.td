@@ -1,0 +1,162 @@
+//===- KilnAttentionOps.td - Kiln attention operations -----*- tablegen -*-===//
+//
+// Multi-head attention, the scaled dot-product attention kiln-autodiff takes
+// it apart into, and that attention's gradient. Included by KilnOps.td.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_DIALECT_KILN_IR_KILNATTENTIONOPS_TD
+#define KILN_DIALECT_KILN_IR_KILNATTENTIONOPS_TD
+
+include "dialects/Kiln/IR/KilnBase.td"
+include "dialects/Kiln/IR/KilnInterfaces.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+//===----------------------------------------------------------------------===//
+// Attention
+//===----------------------------------------------------------------------===//
+
+def Kiln_MultiHeadAttentionOp
+    : Kiln_Op<"mha", [Pure, InferTypeOpAdaptor, AttrSizedOperandSegments,
+                      DeclareOpInterfaceMethods<Kiln_GradientOpInterface>]> {
+  let summary = "multi-head scaled dot-product attention with projections";
+  let description = [{
+    `query` is `[B, Tq, D]`, `key_value` is `[B, Tk, Dkv]`: the same value for
+    self-attention, the encoder output for cross-attention (`Tk` may differ
+    from `Tq`). With PyTorch's `[out, in]` weights `wq`, `wo`: `[D, D]` and
+    `wk`, `wv`: `[D, Dkv]`, and `H = num_heads` heads of width `D / H`:
+
+    ```
+    Q = query·wqᵀ + bq,  K = key_value·wkᵀ + bk,  V = key_value·wvᵀ + bv
+    per head h: A = softmax(Q_h·K_hᵀ / sqrt(D/H) + mask), O_h = dropout(A)·V_h
+    result = concat_h(O_h)·woᵀ + bo
+    ```
+
+    The biases are optional (all four or none). `key_padding_mask` (`[B, Tk]`,
+    i1/i32/i64) marks the keys to attend to with a non-zero value; zeros are
+    padding and get no attention. `causal` lets query `i` see key `j` only
+    when `j <= i + (Tk - Tq)` (aligned at the end, so a single new query of
+    an incremental decoder sees every cached key); it needs `Tq <= Tk`.
+    `dropout` is the attention-dropout probability; when it is non-zero a
+    `seed` operand must be given, and `stream` tells this dropout site apart
+    from others that share the seed.
+
+    ```mlir
+    %y = kiln.mha %x, %x weights(%wq, %wk, %wv, %wo) mask %m
+        {num_heads = 8 : i64, causal}
+        : (tensor<?x?x512xf32>, tensor<?x?x512xf32>, tensor<512x512xf32>,
+           tensor<512x512xf32>, tensor<512x512xf32>, tensor<512x512xf32>,
+           tensor<?x?xi1>) -> tensor<?x?x512xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_FloatTensor:$query, Kiln_FloatTensor:$key_value,
+                       Kiln_FloatTensor:$wq, Kiln_FloatTensor:$wk,
+                       Kiln_FloatTensor:$wv, Kiln_FloatTensor:$wo,
+                       Optional<Kiln_FloatTensor>:$bq,
+                       Optional<Kiln_FloatTensor>:$bk,
+                       Optional<Kiln_FloatTensor>:$bv,
+                       Optional<Kiln_FloatTensor>:$bo,
+                       Optional<Kiln_MaskTensor>:$key_padding_mask,
+                       Optional<Kiln_Seed>:$seed,
+                       I64Attr:$num_heads, UnitAttr:$causal,
+                       DefaultValuedAttr<F64Attr, "0.0">:$dropout,
+                       DefaultValuedAttr<I64Attr, "0">:$stream);
+  let results = (outs Kiln_FloatTensor:$result);
+  let assemblyFormat = [{
+    $query `,` $key_value `weights` `(` $wq `,` $wk `,` $wv `,` $wo `)`
+    (`biases` `(` $bq^ `,` $bk `,` $bv `,` $bo `)`)?
+    (`mask` $key_padding_mask^)? (`seed` $seed^)?
+    attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Kiln_AttentionOp
+    : Kiln_Op<"attention", [Pure, InferTypeOpAdaptor, AttrSizedOperandSegments,
+                            DeclareOpInterfaceMethods<Kiln_GradientOpInterface>]> {
+  let summary = "scaled dot-product attention on projected inputs";
+  let description = [{
+    The core of `kiln.mha` without its projections: `query` `[B, Tq, D]`,
+    `key` and `value` `[B, Tk, D]` are split into `num_heads` heads, and per
+    head `softmax(Q·Kᵀ/sqrt(D/H) + masks)·V` is computed, with the same
+    `key_padding_mask`, `causal`, `dropout`, `seed` and `stream` semantics as
+    `kiln.mha`. The heads are concatenated back to `[B, Tq, D]`.
+    `kiln-autodiff` uses it to take `kiln.mha` apart.
+
+    Causal attention takes the queries to be the last `Tq` of the `Tk`
+    positions. With `offset` (an i64; causal only, keys of static length)
+    they are positions `offset .. offset + Tq - 1` instead: query `i` sees
+    keys `j <= offset + i`, and keys from `offset + Tq` on are never visible
+    (a key/value cache of fixed capacity filled up to there; the code reads
+    no whole block of keys past it, and multiplies the rest by a probability
+    of 0). The call checks `offset + Tq <= Tk`. No gradient.
+
+    ```mlir
+    %o = kiln.attention %q, %k, %v {num_heads = 4 : i64, causal}
+        : (tensor<?x?x128xf32>, tensor<?x?x128xf32>, tensor<?x?x128xf32>)
+        -> tensor<?x?x128xf32>
+    %d = kiln.attention %q1, %kcache, %vcache offset %pos {num_heads = 4 : i64, causal}
+        : (tensor<?x1x128xf32>, tensor<?x256x128xf32>, tensor<?x256x128xf32>, i64)
+        -> tensor<?x1x128xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_FloatTensor:$query, Kiln_FloatTensor:$key,
+                       Kiln_FloatTensor:$value,
+                       Optional<Kiln_MaskTensor>:$key_padding_mask,
+                       Optional<Kiln_Seed>:$seed,
+                       Optional<Kiln_Offset>:$offset,
+                       I64Attr:$num_heads, UnitAttr:$causal,
+                       DefaultValuedAttr<F64Attr, "0.0">:$dropout,
+                       DefaultValuedAttr<I64Attr, "0">:$stream);
+  let results = (outs Kiln_FloatTensor:$result);
+  let assemblyFormat = [{
+    $query `,` $key `,` $value (`mask` $key_padding_mask^)? (`seed` $seed^)?
+    (`offset` $offset^)? attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Kiln_AttentionGradOp
+    : Kiln_Op<"attention_grad", [Pure, InferTypeOpAdaptor,
+                                 AttrSizedOperandSegments]> {
+  let summary = "gradients of scaled dot-product attention";
+  let description = [{
+    Given the gradient `grad` of `kiln.attention(query, key, value)` (same
+    attributes and masks), returns the gradients of the query, the key and
+    the value in one fused computation: the attention probabilities are
+    recomputed (not stored), the softmax backward
+    `P·(dP - Σ dP·P)` is applied per row, masked scores get no gradient, and
+    the attention-dropout mask is reproduced from the seed. The optional
+    `output` is that attention's result (`[B, Tq, D]`): with it, `Σ dP·P` of
+    a row is `grad · output` of that row, which lets CPU code compute the
+    gradients block by block (flash attention) without a pass over the
+    whole row of scores first; `kiln-autodiff` passes it.
+
+    ```mlir
+    %dq, %dk, %dv = kiln.attention_grad %g, %q, %k, %v output %o {num_heads = 4 : i64, causal}
+        : (tensor<?x?x128xf32>, tensor<?x?x128xf32>, tensor<?x?x128xf32>,
+           tensor<?x?x128xf32>, tensor<?x?x128xf32>)
+        -> (tensor<?x?x128xf32>, tensor<?x?x128xf32>, tensor<?x?x128xf32>)
+    ```
+  }];
+  let arguments = (ins Kiln_FloatTensor:$grad, Kiln_FloatTensor:$query,
+                       Kiln_FloatTensor:$key, Kiln_FloatTensor:$value,
+                       Optional<Kiln_FloatTensor>:$output,
+                       Optional<Kiln_MaskTensor>:$key_padding_mask,
+                       Optional<Kiln_Seed>:$seed,
+                       I64Attr:$num_heads, UnitAttr:$causal,
+                       DefaultValuedAttr<F64Attr, "0.0">:$dropout,
+                       DefaultValuedAttr<I64Attr, "0">:$stream);
+  let results = (outs Kiln_FloatTensor:$query_grad,
+                      Kiln_FloatTensor:$key_grad,
+                      Kiln_FloatTensor:$value_grad);
+  let assemblyFormat = [{
+    $grad `,` $query `,` $key `,` $value (`output` $output^)?
+    (`mask` $key_padding_mask^)? (`seed` $seed^)? attr-dict `:`
+    functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+#endif // KILN_DIALECT_KILN_IR_KILNATTENTIONOPS_TD
