@@ -10,7 +10,6 @@
 #include "compiler/Pipelines/Pipelines.h"
 
 #include "compiler/Codegen/CPU/Passes.h"
-#include "compiler/Codegen/CPU/TargetInfo.h"
 #include "compiler/Codegen/Common/Passes.h"
 #include "compiler/Codegen/GPU/Passes.h"
 #include "compiler/Conversion/KilnToLinalg/KilnToLinalg.h"
@@ -64,21 +63,6 @@ std::unique_ptr<Pass> inlineWithoutSimplifying() {
   return inliner;
 }
 
-/// How the register transposes of kiln-tile-and-vectorize's transpose tiles
-/// (vector-width squares) become LLVM: the AVX-512-specific 16x16 shuffle
-/// sequence where vectors hold 16 f32, else one 1-D shuffle per tile (the
-/// default, extract/insert per element, is far slower for 8x8 tiles).
-vector::VectorTransposeLowering transposeLowering(const std::string &cpu) {
-  llvm::Expected<kiln::cpu::TargetInfo> target = kiln::cpu::lookupTarget(cpu);
-  if (!target) {
-    llvm::consumeError(target.takeError()); // kiln-tile-and-vectorize says
-    return vector::VectorTransposeLowering::Shuffle1D;
-  }
-  return target->vectorWidth() == 16
-             ? vector::VectorTransposeLowering::Shuffle16x16
-             : vector::VectorTransposeLowering::Shuffle1D;
-}
-
 } // namespace
 
 void kiln::buildKilnToLinalgPipeline(OpPassManager &pm, int64_t attentionBlock,
@@ -97,12 +81,12 @@ void kiln::buildKilnToLinalgPipeline(OpPassManager &pm, int64_t attentionBlock,
 
 void kiln::buildKilnToLLVMPipeline(OpPassManager &pm, const std::string &cpu,
                                    bool prepareWeights) {
+  pm.addPass(createKilnSetTargetPass({.cpu = cpu}));
   buildKilnToLinalgPipeline(pm, kCpuAttentionBlock, prepareWeights);
-  buildLinalgToLLVMPipeline(pm, cpu);
+  buildLinalgToLLVMPipeline(pm);
 }
 
-void kiln::buildLinalgToLLVMPipeline(OpPassManager &pm,
-                                     const std::string &cpu) {
+void kiln::buildLinalgToLLVMPipeline(OpPassManager &pm) {
   // Buffers: arguments updated in place, fills per user, freed early.
   pm.addNestedPass<func::FuncOp>(createKilnCloneFillsPerUsePass());
   pm.addPass(createKilnMarkInPlaceArgumentsPass());
@@ -117,10 +101,8 @@ void kiln::buildLinalgToLLVMPipeline(OpPassManager &pm,
   pm.addNestedPass<func::FuncOp>(createKilnDeallocateAfterLastUsePass());
   // Register tiles and vectors, the loops that run on all cores; products
   // of a few rows stream their weight instead.
-  pm.addNestedPass<func::FuncOp>(
-      createKilnVectorMatrixProductsPass({.targetCpu = cpu}));
-  pm.addNestedPass<func::FuncOp>(
-      createKilnTileAndVectorizePass({.targetCpu = cpu}));
+  pm.addNestedPass<func::FuncOp>(createKilnVectorMatrixProductsPass());
+  pm.addNestedPass<func::FuncOp>(createKilnTileAndVectorizePass());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
   pm.addPass(memref::createFoldMemRefAliasOpsPass());
@@ -141,9 +123,7 @@ void kiln::buildLinalgToLLVMPipeline(OpPassManager &pm,
   pm.addPass(createSCFToControlFlowPass());
   pm.addPass(createCanonicalizerPass());
   // The LLVM dialect.
-  pm.addPass(createConvertVectorToLLVMPass(
-      {.vectorContractLowering = vector::VectorContractLowering::OuterProduct,
-       .vectorTransposeLowering = transposeLowering(cpu)}));
+  pm.addPass(createKilnConvertVectorToLLVMPass());
   pm.addPass(createConvertMathToLLVMPass());
   pm.addPass(createConvertMathToLibmPass());
   // Buffers come from Kiln's allocator (runtime/Allocator.h), which reuses
@@ -158,6 +138,7 @@ void kiln::buildLinalgToLLVMPipeline(OpPassManager &pm,
   pm.addPass(createUBToLLVMConversionPass());
   pm.addPass(createConvertOpenMPToLLVMPass());
   pm.addPass(createReconcileUnrealizedCastsPass());
+  pm.addPass(createKilnLLVMTargetAttributesPass());
   pm.addPass(checkLowered("llvm"));
 }
 

@@ -32,12 +32,12 @@ constexpr int64_t kCpuAttentionBlock = 64;
 void buildKilnToLinalgPipeline(OpPassManager &pm, int64_t attentionBlock = 0,
                                bool prepareWeights = false);
 /// Adds the passes from linalg on tensors (the output of kiln-to-linalg) to
-/// the LLVM dialect: bufferization, loops, LLVM, with tiles sized for `cpu`
-/// ("host" or an LLVM CPU name); ends with kiln-check-lowered{stage=llvm}.
-void buildLinalgToLLVMPipeline(OpPassManager &pm,
-                               const std::string &cpu = "host");
-/// kiln-to-linalg (attention by blocks) followed by linalg-to-LLVM: the
-/// kiln-to-llvm pipeline.
+/// the LLVM dialect: bufferization, loops, LLVM, with tiles sized for the
+/// module's `kiln.target` (kiln-set-target; a module without one fails);
+/// ends with kiln-check-lowered{stage=llvm}.
+void buildLinalgToLLVMPipeline(OpPassManager &pm);
+/// kiln-set-target{cpu} ("host" or an LLVM CPU name), kiln-to-linalg
+/// (attention by blocks), then linalg-to-LLVM: the kiln-to-llvm pipeline.
 void buildKilnToLLVMPipeline(OpPassManager &pm, const std::string &cpu = "host",
                              bool prepareWeights = false);
 /// Adds the passes from linalg on tensors to GPU kernels (PTX for `chip`,

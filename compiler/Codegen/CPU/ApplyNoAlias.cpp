@@ -20,14 +20,15 @@ using namespace mlir;
 namespace {
 
 struct ApplyNoAlias
-    : public kiln::impl::KilnApplyNoAliasPassBase<ApplyNoAlias> {
+    : public mlir::kiln::impl::KilnApplyNoAliasPassBase<ApplyNoAlias> {
   void runOnOperation() override {
     getOperation().walk([&](LLVM::LLVMFuncOp func) {
-      auto positions = func->getAttrOfType<DenseI64ArrayAttr>(kiln::kNoAliasArgsAttr);
+      auto positions =
+          func->getAttrOfType<DenseI64ArrayAttr>(mlir::kiln::kNoAliasArgsAttr);
       if (!positions) {
         return;
       }
-      func->removeAttr(kiln::kNoAliasArgsAttr);
+      func->removeAttr(mlir::kiln::kNoAliasArgsAttr);
       for (int64_t p : positions.asArrayRef()) {
         if (p >= func.getNumArguments() ||
             !isa<LLVM::LLVMPointerType>(func.getArgumentTypes()[p])) {

@@ -21,7 +21,7 @@ using namespace mlir;
 namespace {
 
 struct KilnCloneFillsPerUsePass
-    : kiln::impl::KilnCloneFillsPerUsePassBase<KilnCloneFillsPerUsePass> {
+    : mlir::kiln::impl::KilnCloneFillsPerUsePassBase<KilnCloneFillsPerUsePass> {
   void runOnOperation() override {
     SmallVector<linalg::FillOp> fills;
     getOperation()->walk([&](linalg::FillOp fill) {

@@ -71,7 +71,7 @@ Operation *lastUse(Value memref, Block *block, Operation *dealloc,
 }
 
 struct KilnDeallocateAfterLastUsePass
-    : kiln::impl::KilnDeallocateAfterLastUsePassBase<
+    : mlir::kiln::impl::KilnDeallocateAfterLastUsePassBase<
           KilnDeallocateAfterLastUsePass> {
   void runOnOperation() override {
     SmallVector<memref::DeallocOp> deallocs;

@@ -35,9 +35,10 @@ linalg::LinalgOp consumerOf(linalg::FillOp fill) {
         consumer.getNumDpsInits() != 1 || consumer.getDpsInits()[0] != buffer) {
       return {};
     }
-    Value root = kiln::viewRoot(buffer);
+    Value root = mlir::kiln::viewRoot(buffer);
     for (Value input : consumer.getDpsInputs()) {
-      if (isa<MemRefType>(input.getType()) && kiln::viewRoot(input) == root) {
+      if (isa<MemRefType>(input.getType()) &&
+          mlir::kiln::viewRoot(input) == root) {
         return {};
       }
     }
@@ -47,7 +48,7 @@ linalg::LinalgOp consumerOf(linalg::FillOp fill) {
 }
 
 struct KilnDeferFillsPass
-    : kiln::impl::KilnDeferFillsPassBase<KilnDeferFillsPass> {
+    : mlir::kiln::impl::KilnDeferFillsPassBase<KilnDeferFillsPass> {
   void runOnOperation() override {
     SmallVector<linalg::FillOp> fills;
     getOperation()->walk([&](linalg::FillOp fill) {
@@ -62,14 +63,14 @@ struct KilnDeferFillsPass
       }
       linalg::LinalgOp consumer = consumerOf(fill);
       if (!consumer || isa<linalg::FillOp>(consumer.getOperation()) ||
-          consumer->hasAttr(kiln::cpu::kFillAttr)) {
+          consumer->hasAttr(mlir::kiln::cpu::kFillAttr)) {
         continue;
       }
       // A consumer that never reads its output (a copy, an elementwise op)
       // overwrites the fill: nothing to defer.
       if (consumer.payloadUsesValueFromOperand(
               &consumer.getDpsInitsMutable()[0])) {
-        consumer->setAttr(kiln::cpu::kFillAttr, value);
+        consumer->setAttr(mlir::kiln::cpu::kFillAttr, value);
       }
       fill.erase();
     }

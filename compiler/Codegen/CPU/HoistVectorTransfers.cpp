@@ -37,7 +37,8 @@ bool isNoAliasArgument(Value v) {
   auto arg = dyn_cast<BlockArgument>(v);
   auto func = arg ? dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp())
                   : func::FuncOp();
-  return func && func.getArgAttr(arg.getArgNumber(), kiln::kNoAliasArgAttr);
+  return func &&
+         func.getArgAttr(arg.getArgNumber(), mlir::kiln::kNoAliasArgAttr);
 }
 
 /// Does an op in `loop`'s body other than `except` use a view of `base`?
@@ -49,7 +50,7 @@ bool touchesBuffer(scf::ForOp loop, Value base,
     }
     for (Value operand : op->getOperands()) {
       if (isa<MemRefType>(operand.getType()) &&
-          kiln::viewRoot(operand) == base) {
+          mlir::kiln::viewRoot(operand) == base) {
         return WalkResult::interrupt();
       }
     }
@@ -74,7 +75,7 @@ void hoistTransferPairs(RewriterBase &rewriter, scf::ForOp loop) {
           })) {
         continue;
       }
-      Value base = kiln::viewRoot(source);
+      Value base = mlir::kiln::viewRoot(source);
       if (!base.getDefiningOp<memref::AllocOp>() && !isNoAliasArgument(base)) {
         continue;
       }
@@ -150,7 +151,7 @@ void deferAccumulatorReads(RewriterBase &rewriter, scf::ForOp loop) {
       continue;
     }
     // Nothing in the loop may touch the read's buffer.
-    if (touchesBuffer(loop, kiln::viewRoot(read.getBase()))) {
+    if (touchesBuffer(loop, mlir::kiln::viewRoot(read.getBase()))) {
       continue;
     }
     int64_t elementBytes = type.getElementTypeBitWidth() / 8;
@@ -316,7 +317,7 @@ void vectorizeCarriedReductions(RewriterBase &rewriter, scf::ForOp loop) {
 }
 
 struct KilnHoistVectorTransfersPass
-    : kiln::impl::KilnHoistVectorTransfersPassBase<
+    : mlir::kiln::impl::KilnHoistVectorTransfersPassBase<
           KilnHoistVectorTransfersPass> {
   void runOnOperation() override {
     IRRewriter rewriter(&getContext());

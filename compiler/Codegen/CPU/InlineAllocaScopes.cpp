@@ -18,7 +18,8 @@ using namespace mlir;
 
 namespace {
 struct KilnInlineAllocaScopesPass
-    : kiln::impl::KilnInlineAllocaScopesPassBase<KilnInlineAllocaScopesPass> {
+    : mlir::kiln::impl::KilnInlineAllocaScopesPassBase<
+          KilnInlineAllocaScopesPass> {
   void runOnOperation() override {
     IRRewriter rewriter(&getContext());
     SmallVector<memref::AllocaScopeOp> scopes;

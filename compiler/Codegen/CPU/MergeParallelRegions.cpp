@@ -135,7 +135,7 @@ bool hoistOutOf(RewriterBase &rewriter, scf::ForOp loop) {
 }
 
 struct KilnMergeParallelRegionsPass
-    : kiln::impl::KilnMergeParallelRegionsPassBase<
+    : mlir::kiln::impl::KilnMergeParallelRegionsPassBase<
           KilnMergeParallelRegionsPass> {
   void runOnOperation() override {
     IRRewriter rewriter(&getContext());

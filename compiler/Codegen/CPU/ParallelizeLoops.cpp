@@ -44,7 +44,7 @@ SmallVector<scf::ForOp> collapsibleNest(scf::ForOp outer) {
       }
       movable &= isPure(&op) && op.getNumRegions() == 0;
     }
-    if (!inner || !inner->hasAttr(kiln::cpu::kParallelAttr) || !movable ||
+    if (!inner || !inner->hasAttr(mlir::kiln::cpu::kParallelAttr) || !movable ||
         inner.getNumResults() != 0) {
       return nest;
     }
@@ -144,21 +144,22 @@ void guardEmptyInnerLoop(RewriterBase &rewriter, scf::ParallelOp parallel) {
 /// nested in it (one multi-dimensional scf.parallel, which libomp runs as
 /// one collapsed iteration space), when they carry no values.
 struct KilnParallelizeLoopsPass
-    : kiln::impl::KilnParallelizeLoopsPassBase<KilnParallelizeLoopsPass> {
+    : mlir::kiln::impl::KilnParallelizeLoopsPassBase<KilnParallelizeLoopsPass> {
   void runOnOperation() override {
     // A serial kernel runs inside a parallel loop of its caller.
-    if (!getOperation()->hasAttr(kiln::kSerialKernelAttr)) {
+    if (!getOperation()->hasAttr(mlir::kiln::kSerialKernelAttr)) {
       parallelizeMarkedLoops();
     }
-    getOperation().walk(
-        [&](scf::ForOp loop) { loop->removeAttr(kiln::cpu::kParallelAttr); });
+    getOperation().walk([&](scf::ForOp loop) {
+      loop->removeAttr(mlir::kiln::cpu::kParallelAttr);
+    });
   }
 
   void parallelizeMarkedLoops() {
     IRRewriter rewriter(&getContext());
     SmallVector<scf::ForOp> marked;
     getOperation().walk([&](scf::ForOp loop) { // innermost first
-      if (loop->hasAttr(kiln::cpu::kParallelAttr)) {
+      if (loop->hasAttr(mlir::kiln::cpu::kParallelAttr)) {
         marked.push_back(loop);
       }
     });
@@ -167,7 +168,7 @@ struct KilnParallelizeLoopsPass
     }
     SmallVector<scf::ForOp> outermost;
     getOperation().walk<WalkOrder::PreOrder>([&](scf::ForOp loop) {
-      if (!loop->hasAttr(kiln::cpu::kParallelAttr)) {
+      if (!loop->hasAttr(mlir::kiln::cpu::kParallelAttr)) {
         return WalkResult::advance();
       }
       if (loop.getNumResults() == 0 &&

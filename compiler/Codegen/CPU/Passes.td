@@ -1,8 +1,9 @@
 //===- Passes.td - CPU code generation passes --------------*- tablegen -*-===//
 //
-// CPU code generation (kiln-to-llvm), in pipeline order: buffers written in
-// place and freed early, tiles and vectors sized for the target CPU, the
-// loops that run on all cores, noalias kernel arguments.
+// CPU code generation (kiln-to-llvm), in pipeline order: the target CPU
+// resolved once, buffers written in place and freed early, tiles and vectors
+// sized for the target, the loops that run on all cores, noalias kernel
+// arguments, the target's vector lowering and function attributes.
 //
 //===----------------------------------------------------------------------===//
 
@@ -10,6 +11,27 @@
 #define KILN_COMPILER_CODEGEN_CPU_PASSES_TD
 
 include "mlir/Pass/PassBase.td"
+
+def KilnSetTargetPass : Pass<"kiln-set-target", "::mlir::ModuleOp"> {
+  let summary = "Resolve the target CPU once and write it on the module";
+  let description = [{
+    Resolves `cpu` (`host`: this machine's CPU, features and caches; or an
+    LLVM CPU name such as `x86-64-v3`, with every feature it implies) and
+    attaches it to the module as `kiln.target` (`#kiln.target<...>`),
+    replacing any target already there. Every later decision that depends on
+    the CPU reads that attribute (kiln-vector-matrix-products,
+    kiln-tile-and-vectorize, kiln-convert-vector-to-llvm,
+    kiln-llvm-target-attributes, the LLVM target machine), so the name is
+    parsed once per compile and a dumped module says what it was generated
+    for. An unknown CPU is an error that lists the usual names. The first
+    pass of kiln-to-llvm (its `cpu` option).
+  }];
+  let options = [
+    Option<"cpu", "cpu", "std::string", /*default=*/"\"host\"",
+           "The CPU: host, or an LLVM CPU name (x86-64-v3, znver4, ...)">,
+  ];
+  let dependentDialects = ["::mlir::kiln::KilnDialect"];
+}
 
 def KilnPrepareWeightsPass
     : Pass<"kiln-prepare-weights", "::mlir::ModuleOp"> {
@@ -147,10 +169,10 @@ def KilnVectorMatrixProductsPass
     the weight. The second reduces each accumulator's lanes. When the rows
     are dynamic an `scf.if` chooses at run time between this and the op as
     it was. Run after kernel outlining, before kiln-tile-and-vectorize.
+    The vector width comes from the module's `kiln.target`
+    (kiln-set-target) unless `vector-width` is given.
   }];
   let options = [
-    Option<"targetCpu", "target-cpu", "std::string", /*default=*/"\"host\"",
-           "The CPU whose vector width splits k: host, or an LLVM CPU name">,
     Option<"vectorWidth", "vector-width", "int64_t", /*default=*/"0",
            "Elements per vector (0: from the target)">,
     Option<"maxRows", "max-rows", "int64_t",
@@ -168,8 +190,8 @@ def KilnTileAndVectorizePass
   let summary = "Tile linalg ops on buffers into register tiles and vectorize them";
   let description = [{
     CPU code generation for the linalg ops that kiln-to-linalg produces, with
-    sizes derived from the target CPU (`target-cpu`: `host` or an LLVM CPU
-    name; see compiler/Codegen/CPU/TargetInfo.h):
+    sizes derived from the target CPU, the module's `kiln.target`
+    (kiln-set-target; see compiler/Codegen/CPU/TargetInfo.h):
 
     - contractions (matrix products, attention scores) are tiled into
       `m x n x 1` register tiles (`n` = two vector registers of f32, `m` the
@@ -204,11 +226,9 @@ def KilnTileAndVectorizePass
     stays scalar gets a remark saying which of these kept it so (the
     shapes, the reduction, the element type, or the vectorizer's refusal);
     `-debug-only=kiln-tile-and-vectorize` (a debug build) prints the sizes
-    chosen for every op. An unknown CPU is an error.
+    chosen for every op. A module without a target is an error.
   }];
   let options = [
-    Option<"targetCpu", "target-cpu", "std::string", /*default=*/"\"host\"",
-           "The CPU the tiles are sized for: host, or an LLVM CPU name">,
     Option<"tileM", "tile-m", "int64_t", /*default=*/"0",
            "Rows of a contraction register tile (0: from the target)">,
     Option<"tileN", "tile-n", "int64_t", /*default=*/"0",
@@ -312,6 +332,39 @@ def KilnApplyNoAliasPass : Pass<"kiln-apply-noalias", "::mlir::ModuleOp"> {
     kiln-outline-kernels found never to overlap a written buffer at any call
     (recorded in the kernel's `kiln.noalias_args`), so that LLVM may keep
     loaded values in registers across stores.
+  }];
+}
+
+def KilnConvertVectorToLLVMPass
+    : Pass<"kiln-convert-vector-to-llvm", "::mlir::ModuleOp"> {
+  let summary = "convert-vector-to-llvm with the target's transpose lowering";
+  let description = [{
+    Runs MLIR's `convert-vector-to-llvm` with contractions lowered to outer
+    products and the register transposes of kiln-tile-and-vectorize's
+    transpose tiles (vector-width squares) lowered for the module's
+    `kiln.target`: the AVX-512-specific 16x16 shuffle sequence where vectors
+    hold 16 f32, else one 1-D shuffle per tile (the default, extract/insert
+    per element, is far slower for 8x8 tiles). A module without a target is
+    an error.
+  }];
+  let dependentDialects = [
+    "::mlir::LLVM::LLVMDialect",
+    "::mlir::arith::ArithDialect",
+    "::mlir::memref::MemRefDialect",
+    "::mlir::vector::VectorDialect",
+  ];
+}
+
+def KilnLLVMTargetAttributesPass
+    : Pass<"kiln-llvm-target-attributes", "::mlir::ModuleOp"> {
+  let summary = "Write the target CPU and features on every LLVM function";
+  let description = [{
+    Gives every `llvm.func` with a body the module's `kiln.target` as its
+    `target_cpu` and `target_features` (LLVM's "target-cpu" and
+    "target-features" function attributes), so that the LLVM IR of a
+    function says what it was generated for, whichever target machine later
+    compiles it. Functions that already name a CPU keep theirs. A module
+    without a target is an error.
   }];
 }
 

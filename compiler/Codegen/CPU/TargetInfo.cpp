@@ -2,7 +2,11 @@
 
 #include "compiler/Codegen/CPU/TargetInfo.h"
 
+#include "mlir/IR/BuiltinOps.h"
+
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/TargetParser/Host.h"
 #include "llvm/TargetParser/X86TargetParser.h"
@@ -72,20 +76,32 @@ int64_t hostCacheBytes(int level) {
 }
 } // namespace
 
-llvm::Expected<TargetInfo> lookupTarget(llvm::StringRef cpu) {
-  TargetInfo info;
-  bool avx = false, avx512 = false;
+/// `features` as LLVM writes them ("+avx,+avx2,-avx512f"), sorted so that
+/// the attribute's text does not depend on a hash table's order.
+static std::string featureString(const llvm::StringMap<bool> &features) {
+  llvm::SmallVector<std::string> list;
+  for (const auto &feature : features) {
+    list.push_back((feature.getValue() ? "+" : "-") + feature.getKey().str());
+  }
+  llvm::sort(list);
+  return llvm::join(list, ",");
+}
+
+llvm::Expected<TargetAttr> resolveTarget(MLIRContext *context,
+                                         llvm::StringRef cpu) {
+  TargetInfo defaults;
+  int64_t l1 = defaults.l1DataBytes, l2 = defaults.l2Bytes;
+  std::string name;
+  llvm::StringMap<bool> features;
   if (cpu == "host") {
-    info.cpu = llvm::sys::getHostCPUName().str();
-    llvm::StringMap<bool> features = llvm::sys::getHostCPUFeatures();
-    avx = features.lookup("avx");
-    avx512 = features.lookup("avx512f");
+    name = llvm::sys::getHostCPUName().str();
+    features = llvm::sys::getHostCPUFeatures();
     // Caches too small to be real (or unreadable) keep the defaults.
-    if (int64_t l1 = hostCacheBytes(1); l1 >= 16 * 1024) {
-      info.l1DataBytes = std::min<int64_t>(l1, 128 * 1024);
+    if (int64_t bytes = hostCacheBytes(1); bytes >= 16 * 1024) {
+      l1 = std::min<int64_t>(bytes, 128 * 1024);
     }
-    if (int64_t l2 = hostCacheBytes(2); l2 >= 128 * 1024) {
-      info.l2Bytes = std::min<int64_t>(l2, 8 * 1024 * 1024);
+    if (int64_t bytes = hostCacheBytes(2); bytes >= 128 * 1024) {
+      l2 = std::min<int64_t>(bytes, 8 * 1024 * 1024);
     }
   } else {
     if (llvm::X86::parseArchX86(cpu, /*Only64Bit=*/true) ==
@@ -95,22 +111,51 @@ llvm::Expected<TargetInfo> lookupTarget(llvm::StringRef cpu) {
           "' (use host, or an LLVM CPU name such as x86-64, x86-64-v2, "
           "x86-64-v3, x86-64-v4, znver4)");
     }
-    info.cpu = cpu.str();
+    name = cpu.str();
     // The CPU's own features, then every feature they imply (avx2 implies
     // avx; avx512vl implies avx512f).
     llvm::SmallVector<llvm::StringRef> own;
     llvm::X86::getFeaturesForCPU(cpu, own);
-    llvm::StringMap<bool> features;
     for (llvm::StringRef feature : own) {
       features[feature] = true;
       llvm::X86::updateImpliedFeatures(feature, true, features);
     }
-    avx = features.lookup("avx");
-    avx512 = features.lookup("avx512f");
+  }
+  return TargetAttr::get(context, name, featureString(features), l1, l2);
+}
+
+TargetInfo TargetInfo::of(TargetAttr target) {
+  TargetInfo info;
+  info.cpu = target.getCpu().str();
+  bool avx = false, avx512 = false;
+  llvm::SmallVector<llvm::StringRef> features;
+  target.getFeatures().split(features, ',', -1, /*KeepEmpty=*/false);
+  for (llvm::StringRef feature : features) {
+    avx |= feature == "+avx";
+    avx512 |= feature == "+avx512f";
   }
   info.vectorBits = avx512 ? 512 : avx ? 256 : 128;
   info.vectorRegisters = avx512 ? 32 : 16;
+  info.l1DataBytes = target.getL1DataBytes();
+  info.l2Bytes = target.getL2Bytes();
   return info;
+}
+
+TargetAttr getTarget(Operation *op) {
+  auto module = dyn_cast<ModuleOp>(op);
+  if (!module) {
+    module = op->getParentOfType<ModuleOp>();
+  }
+  return module ? module->getAttrOfType<TargetAttr>(kTargetAttr) : TargetAttr();
+}
+
+FailureOr<TargetAttr> requireTarget(Operation *op, llvm::StringRef pass) {
+  if (TargetAttr target = getTarget(op)) {
+    return target;
+  }
+  return op->emitError() << pass << " needs the target CPU: the module's '"
+                         << kTargetAttr
+                         << "' attribute, set by kiln-set-target{cpu=...}";
 }
 
 } // namespace mlir::kiln::cpu

@@ -1,13 +1,15 @@
 //===- TargetInfo.h - What CPU code generation needs ------------*- C++ -*-===//
 //
-// The vector registers of an x86-64 CPU, read from the host or implied by an
-// LLVM CPU name (kiln-compile --cpu, JitOptions::cpu), and the register tile
-// and vector sizes kiln-tile-and-vectorize derives from them.
+// The target CPU, resolved once per compile into the module's `kiln.target`
+// attribute (resolveTarget, kiln-set-target), and the register tile, vector
+// and cache block sizes kiln-tile-and-vectorize derives from it.
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef KILN_COMPILER_CODEGEN_CPU_TARGETINFO_H
 #define KILN_COMPILER_CODEGEN_CPU_TARGETINFO_H
+
+#include "dialects/Kiln/IR/KilnDialect.h"
 
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
@@ -30,6 +32,9 @@ struct TargetInfo {
   /// (32 KiB L1d, 512 KiB L2: Zen 3), so that blocks fit everywhere.
   int64_t l1DataBytes = 32 * 1024;
   int64_t l2Bytes = 512 * 1024;
+
+  /// The facts of a resolved target.
+  static TargetInfo of(TargetAttr target);
 
   /// f32 elements in one vector register.
   int64_t f32Lanes() const { return vectorBits / 32; }
@@ -62,9 +67,21 @@ struct TargetInfo {
   int64_t blockM() const;
 };
 
-/// The target of "host" (this machine's CPU and features) or of an LLVM CPU
-/// name. An unknown name is an error that lists the usual ones.
-llvm::Expected<TargetInfo> lookupTarget(llvm::StringRef cpu);
+/// Resolves "host" (this machine's CPU, features and caches) or an LLVM CPU
+/// name (its features and every feature they imply, the caches of
+/// TargetInfo's defaults) into the attribute every decision reads: the one
+/// place a CPU name is parsed. An unknown name is an error that lists the
+/// usual ones.
+llvm::Expected<TargetAttr> resolveTarget(MLIRContext *context,
+                                         llvm::StringRef cpu);
+
+/// The `kiln.target` of the module that holds `op` (or of `op` itself), or
+/// null when there is none.
+TargetAttr getTarget(Operation *op);
+
+/// getTarget(op), or an error on `op` that names `pass` and says how to set
+/// the target.
+FailureOr<TargetAttr> requireTarget(Operation *op, llvm::StringRef pass);
 
 } // namespace mlir::kiln::cpu
 

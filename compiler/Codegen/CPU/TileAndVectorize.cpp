@@ -314,11 +314,11 @@ constexpr llvm::StringLiteral kFillFirstBlockAttr = "kiln.fill_first_block";
 /// iteration (the later blocks accumulate onto the first). Returns the
 /// fill.
 linalg::FillOp materializeFill(RewriterBase &rewriter, linalg::LinalgOp op) {
-  auto value = op->getAttrOfType<TypedAttr>(kiln::cpu::kFillAttr);
+  auto value = op->getAttrOfType<TypedAttr>(mlir::kiln::cpu::kFillAttr);
   Location loc = op.getLoc();
   rewriter.setInsertionPoint(op);
   Value constant = arith::ConstantOp::create(rewriter, loc, value).getResult();
-  op->removeAttr(kiln::cpu::kFillAttr);
+  op->removeAttr(mlir::kiln::cpu::kFillAttr);
   auto fill = [&](OpBuilder &b, Location l) {
     return linalg::FillOp::create(b, l, constant, op.getDpsInits()[0]);
   };
@@ -676,7 +676,8 @@ linalg::LinalgOp blockForCaches(RewriterBase &rewriter, linalg::LinalgOp op,
   }
   // A deferred fill is done tile by tile in the first reduction block
   // (the later ones accumulate): no pass over the output before the product.
-  bool fillFirstBlock = sizes[k] != 0 && op->hasAttr(kiln::cpu::kFillAttr);
+  bool fillFirstBlock =
+      sizes[k] != 0 && op->hasAttr(mlir::kiln::cpu::kFillAttr);
 
   // Which operands to copy: B stored transposed, always; others when their
   // contiguous dimension blocking cuts them (B's rows only when they alias
@@ -808,7 +809,8 @@ linalg::LinalgOp blockForCaches(RewriterBase &rewriter, linalg::LinalgOp op,
   // (when blocked), n, k, m.
   size_t batchLoops = batchedB ? batch.size() : 0;
   for (size_t i = 0; i < batchLoops; ++i) {
-    tiled->loops[i]->setAttr(kiln::cpu::kParallelAttr, rewriter.getUnitAttr());
+    tiled->loops[i]->setAttr(mlir::kiln::cpu::kParallelAttr,
+                             rewriter.getUnitAttr());
   }
   // Buffers are allocated inside the batch loops (one per thread).
   Operation *outer = tiled->loops.size() > batchLoops
@@ -839,7 +841,7 @@ linalg::LinalgOp blockForCaches(RewriterBase &rewriter, linalg::LinalgOp op,
         return p.operand == lhsT->getOperandNumber();
       });
   if (threadRowBlocks) {
-    rowBlocks->setAttr(kiln::cpu::kParallelAttr, rewriter.getUnitAttr());
+    rowBlocks->setAttr(mlir::kiln::cpu::kParallelAttr, rewriter.getUnitAttr());
   }
   for (const Packing &p : packings) {
     if (threadRowBlocks && p.operand == lhsT->getOperandNumber()) {
@@ -1033,12 +1035,12 @@ void readPanels(RewriterBase &rewriter, const PanelRead &read,
 }
 
 struct KilnTileAndVectorizePass
-    : kiln::impl::KilnTileAndVectorizePassBase<KilnTileAndVectorizePass> {
+    : mlir::kiln::impl::KilnTileAndVectorizePassBase<KilnTileAndVectorizePass> {
   using Base::Base;
 
-  /// The target is looked up, and the pattern sets are built, once per pass
-  /// instance, not per function (a model has hundreds of outlined kernels,
-  /// and every kernel canonicalizes three times).
+  /// The pattern sets are built once per pass instance, not per function (a
+  /// model has hundreds of outlined kernels, and every kernel canonicalizes
+  /// three times).
   LogicalResult initialize(MLIRContext *context) override {
     RewritePatternSet canonical(context);
     for (Dialect *dialect : context->getLoadedDialects()) {
@@ -1059,24 +1061,19 @@ struct KilnTileAndVectorizePass
     vector::ShapeCastOp::getCanonicalizationPatterns(vectors, context);
     vector::ExtractOp::getCanonicalizationPatterns(vectors, context);
     vectorCleanup = FrozenRewritePatternSet(std::move(vectors));
-
-    llvm::Expected<kiln::cpu::TargetInfo> found =
-        kiln::cpu::lookupTarget(targetCpu);
-    if (!found) {
-      targetError = llvm::toString(found.takeError());
-      return success(); // reported on each function, where there is a loc
-    }
-    target = *found;
     return success();
   }
 
   void runOnOperation() override {
     MLIRContext *context = &getContext();
     IRRewriter rewriter(context);
-    if (!targetError.empty()) {
-      getOperation().emitError("kiln-tile-and-vectorize: ") << targetError;
+    FailureOr<mlir::kiln::TargetAttr> resolved = mlir::kiln::cpu::requireTarget(
+        getOperation(), "kiln-tile-and-vectorize");
+    if (failed(resolved)) {
       return signalPassFailure();
     }
+    mlir::kiln::cpu::TargetInfo target =
+        mlir::kiln::cpu::TargetInfo::of(*resolved);
     int64_t rows = tileM ? int64_t(tileM) : target.tileM();
     int64_t columns = tileN ? int64_t(tileN) : target.tileN();
     int64_t width = vectorWidth ? int64_t(vectorWidth) : target.vectorWidth();
@@ -1091,7 +1088,7 @@ struct KilnTileAndVectorizePass
     getOperation().walk([&](linalg::LinalgOp op) {
       if (op.getNumLoops() > 0) {
         ops.push_back(op);
-      } else if (op->hasAttr(kiln::cpu::kFillAttr)) {
+      } else if (op->hasAttr(mlir::kiln::cpu::kFillAttr)) {
         materializeFill(rewriter, op);
       }
     });
@@ -1144,7 +1141,7 @@ struct KilnTileAndVectorizePass
     // 3): the fill's vector then reaches the accumulators directly
     // (kiln-hoist-vector-transfers), with no pass over memory.
     for (linalg::LinalgOp op : taggedTiles()) {
-      if (!op->hasAttr(kiln::cpu::kFillAttr)) {
+      if (!op->hasAttr(mlir::kiln::cpu::kFillAttr)) {
         continue;
       }
       ArrayRef<int64_t> sizes =
@@ -1211,7 +1208,7 @@ struct KilnTileAndVectorizePass
     // Whatever kept a deferred fill (an op left whole) fills first.
     SmallVector<linalg::LinalgOp> unfilled;
     getOperation().walk([&](linalg::LinalgOp op) {
-      if (op->hasAttr(kiln::cpu::kFillAttr)) {
+      if (op->hasAttr(mlir::kiln::cpu::kFillAttr)) {
         unfilled.push_back(op);
       }
     });
@@ -1283,7 +1280,7 @@ struct KilnTileAndVectorizePass
     for (auto [loop, dim] : llvm::zip(tiled->loops, tiledDims)) {
       loop->setAttr(kLoopAttr, rewriter.getUnitAttr());
       if (llvm::is_contained(parallelDims, dim)) {
-        loop->setAttr(kiln::cpu::kParallelAttr, rewriter.getUnitAttr());
+        loop->setAttr(mlir::kiln::cpu::kParallelAttr, rewriter.getUnitAttr());
       }
       if (auto forOp = dyn_cast<scf::ForOp>(loop.getOperation())) {
         tiles.ivs[dim] = forOp.getInductionVar();
@@ -1314,7 +1311,8 @@ struct KilnTileAndVectorizePass
                 scf::peelForLoopAndSimplifyBounds(rewriter, loop, partial)) &&
             partial) {
           partial->removeAttr(
-              kiln::cpu::kParallelAttr); // one iteration: nothing to share
+              mlir::kiln::cpu::kParallelAttr); // one iteration: nothing to
+                                               // share
           partial->removeAttr(kLoopAttr);
         }
       }
@@ -1358,8 +1356,6 @@ struct KilnTileAndVectorizePass
               /*parallelDims=*/{});
   }
 
-  kiln::cpu::TargetInfo target;
-  std::string targetError;
   FrozenRewritePatternSet canonicalization, vectorCleanup;
 };
 } // namespace

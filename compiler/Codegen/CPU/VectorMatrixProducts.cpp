@@ -194,7 +194,7 @@ void buildStreamedProduct(OpBuilder &b, const Product &p, int64_t lanes) {
         Value sum = arith::AddFOp::create(nested, nestedLoc, args[2], product);
         linalg::YieldOp::create(nested, nestedLoc, sum);
       });
-  streamed->setAttr(kiln::cpu::kFillAttr, b.getF32FloatAttr(0.0f));
+  streamed->setAttr(mlir::kiln::cpu::kFillAttr, b.getF32FloatAttr(0.0f));
   // out[m..., n] += sum over l of partial[m..., n, l]; a fill deferred to
   // the product (its bias or zero) moves to this sum.
   SmallVector<AffineExpr> sumExprs, outExprs;
@@ -214,28 +214,26 @@ void buildStreamedProduct(OpBuilder &b, const Product &p, int64_t lanes) {
         Value total = arith::AddFOp::create(nested, nestedLoc, args[1], args[0]);
         linalg::YieldOp::create(nested, nestedLoc, total);
       });
-  if (Attribute fill = op->getAttr(kiln::cpu::kFillAttr)) {
-    sum->setAttr(kiln::cpu::kFillAttr, fill);
+  if (Attribute fill = op->getAttr(mlir::kiln::cpu::kFillAttr)) {
+    sum->setAttr(mlir::kiln::cpu::kFillAttr, fill);
   }
   memref::DeallocOp::create(b, loc, partial);
 }
 
 struct KilnVectorMatrixProductsPass
-    : kiln::impl::KilnVectorMatrixProductsPassBase<
+    : mlir::kiln::impl::KilnVectorMatrixProductsPassBase<
           KilnVectorMatrixProductsPass> {
   using Base::Base;
 
   void runOnOperation() override {
     int64_t lanes = vectorWidth;
     if (lanes <= 0) {
-      llvm::Expected<kiln::cpu::TargetInfo> target =
-          kiln::cpu::lookupTarget(targetCpu);
-      if (!target) {
-        getOperation()->emitError()
-            << llvm::toString(target.takeError());
+      FailureOr<mlir::kiln::TargetAttr> target = mlir::kiln::cpu::requireTarget(
+          getOperation(), "kiln-vector-matrix-products");
+      if (failed(target)) {
         return signalPassFailure();
       }
-      lanes = target->vectorWidth();
+      lanes = mlir::kiln::cpu::TargetInfo::of(*target).vectorWidth();
     }
     SmallVector<Product> products;
     getOperation()->walk([&](linalg::LinalgOp op) {

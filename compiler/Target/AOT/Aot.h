@@ -25,10 +25,10 @@ namespace kiln {
 struct AotOptions {
   /// The C identifier that prefixes every symbol (e.g. "shakespeare").
   std::string name;
-  /// "host", or an LLVM CPU name such as "x86-64-v3" for binaries that must
-  /// run on other machines.
-  std::string cpu = "host";
   unsigned optLevel = 3;
+  /// What to compile and for which CPU: `lowering.cpu` is "host", or an
+  /// LLVM CPU name such as "x86-64-v3" for binaries that must run on other
+  /// machines.
   LoweringOptions lowering;
 };
 

@@ -10,6 +10,7 @@
 #ifndef KILN_COMPILER_TARGET_COMMON_LOWERING_H
 #define KILN_COMPILER_TARGET_COMMON_LOWERING_H
 
+#include "dialects/Kiln/IR/KilnDialect.h"
 #include "runtime/Function.h"
 
 #include "mlir/IR/BuiltinOps.h"
@@ -51,8 +52,10 @@ struct LoweringOptions {
   /// (ArgSpec::onDevice, ResultSpec::onDevice), so that they stay on the
   /// GPU across calls. Off, every argument and result is in host memory.
   bool gpuResidentState = false;
-  /// The CPU the code is tiled for (CPU target): "host" or an LLVM CPU
-  /// name, as createTargetMachine takes.
+  /// The CPU the code is generated for (and, with gpuChip, the host code):
+  /// "host" or an LLVM CPU name ("x86-64-v3", "znver4"), resolved once into
+  /// the module's `kiln.target`, which every pass and the target machine
+  /// read. An unknown name is a kiln::Error before anything is compiled.
   std::string cpu = "host";
   /// CPU target: products read the 2-D parameters they take transposed
   /// from prepared copies, arguments appended to the functions that do
@@ -95,11 +98,12 @@ LoweredModule lowerSourceToLLVMDialect(const std::string &source,
 /// default, 3 and above: aggressive).
 llvm::CodeGenOptLevel codeGenOptLevel(unsigned optLevel);
 
-/// A target machine for "host" or an LLVM CPU name ("x86-64", "x86-64-v3",
-/// "znver4", ...), with FMA contraction, generating code at
-/// codeGenOptLevel(optLevel). Throws kiln::Error for an unknown CPU.
-std::unique_ptr<llvm::TargetMachine> createTargetMachine(const std::string &cpu,
-                                                         unsigned optLevel);
+/// A target machine for `cpu`, the target a lowered module names (its
+/// `kiln.target`, mlir::kiln::cpu::getTarget), with FMA contraction,
+/// generating code at codeGenOptLevel(optLevel). Throws kiln::Error when
+/// `cpu` is null.
+std::unique_ptr<llvm::TargetMachine>
+createTargetMachine(mlir::kiln::TargetAttr cpu, unsigned optLevel);
 
 /// Writes `print`'s output to <dumpDirectory>/<dumpStem>.<suffix> when
 /// dumping is on; `suffix` is one of those LoweringOptions::dumpDirectory

@@ -8,8 +8,9 @@
 
 #include "compiler/Target/JIT/Jit.h"
 
-#include "compiler/Target/JIT/JitMemory.h"
+#include "compiler/Codegen/CPU/TargetInfo.h"
 #include "compiler/Target/Common/Lowering.h"
+#include "compiler/Target/JIT/JitMemory.h"
 #include "runtime/Allocator.h"
 #include "runtime/Cuda.h"
 #include "runtime/Error.h"
@@ -166,8 +167,8 @@ JitModule::compileLowered(LoweredModule lowered, const JitOptions &options) {
   impl->pipelineSeconds = lowered.seconds;
 
   auto start = std::chrono::steady_clock::now();
-  std::unique_ptr<llvm::TargetMachine> machine =
-      createTargetMachine(options.cpu, options.optLevel);
+  std::unique_ptr<llvm::TargetMachine> machine = createTargetMachine(
+      mlir::kiln::cpu::getTarget(*lowered.module), options.optLevel);
   llvm::TargetMachine *target = machine.get();
   std::function<llvm::Error(llvm::Module *)> optimizeAndDump =
       [&](llvm::Module *m) -> llvm::Error {

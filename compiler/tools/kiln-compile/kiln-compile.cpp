@@ -79,7 +79,7 @@ int main(int argc, char **argv) {
   }
   kiln::AotOptions options;
   options.name = name;
-  options.cpu = cpu;
+  options.lowering.cpu = cpu;
   options.optLevel = optLevel;
   options.lowering.dumpDirectory = dumpDirectory;
   options.lowering.dumpStem = name;

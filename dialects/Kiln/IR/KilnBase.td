@@ -124,4 +124,38 @@ class Kiln_Op<string mnemonic, list<Trait> traits = []>
          !listconcat(traits,
                      [DeclareOpInterfaceMethods<Kiln_ShapeContractOpInterface>])>;
 
+//===----------------------------------------------------------------------===//
+// Attributes
+//===----------------------------------------------------------------------===//
+
+def Kiln_TargetAttr : AttrDef<Kiln_Dialect, "Target"> {
+  let mnemonic = "target";
+  let summary = "The CPU code is generated for, resolved once";
+  let description = [{
+    What CPU code generation may assume of the machine, attached to the
+    module as `kiln.target` by `kiln-set-target` (the lowering of the JIT
+    and of `kiln-compile` resolves the requested CPU the same way): an LLVM
+    CPU name (`host` resolved to this machine's, e.g. `znver4`), the LLVM
+    features it has (`+avx2,+avx512f,...`; for a named CPU, its own and
+    every feature they imply), and the per-core data cache sizes that the
+    block sizes derive from. kiln-tile-and-vectorize,
+    kiln-vector-matrix-products, kiln-convert-vector-to-llvm and the LLVM
+    target machine read it, so a dumped module says what it was tiled for:
+
+    ```mlir
+    module attributes {kiln.target = #kiln.target<cpu = "x86-64-v3",
+        features = "+avx,+avx2,+fma,...", l1DataBytes = 32768,
+        l2Bytes = 524288>} { ... }
+    ```
+  }];
+  let parameters = (ins
+    StringRefParameter<"LLVM CPU name">:$cpu,
+    StringRefParameter<"LLVM features, comma-separated">:$features,
+    "int64_t":$l1DataBytes,
+    "int64_t":$l2Bytes
+  );
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
 #endif // KILN_DIALECT_KILN_IR_KILNBASE_TD

@@ -9,8 +9,10 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
-#include "mlir/Interfaces/FunctionInterfaces.h"
 #include "mlir/IR/DialectImplementation.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 using namespace mlir;
@@ -250,6 +252,41 @@ LogicalResult KilnDialect::verifyRegionResultAttribute(
                            << "'";
 }
 
+LogicalResult TargetAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                 StringRef cpu, StringRef features,
+                                 int64_t l1DataBytes, int64_t l2Bytes) {
+  auto isNameChar = [](char c) {
+    return llvm::isAlnum(c) || c == '-' || c == '_' || c == '.';
+  };
+  if (cpu.empty() || cpu == "host" || !llvm::all_of(cpu, isNameChar)) {
+    return emitError() << "expects a resolved LLVM CPU name, got '" << cpu
+                       << "'";
+  }
+  llvm::SmallVector<StringRef> list;
+  features.split(list, ',', -1, /*KeepEmpty=*/true);
+  for (StringRef feature : list) {
+    if (features.empty()) {
+      break;
+    }
+    if (feature.size() < 2 || (feature[0] != '+' && feature[0] != '-') ||
+        !llvm::all_of(feature.drop_front(), isNameChar)) {
+      return emitError() << "expects features as +name or -name separated "
+                            "by commas, got '"
+                         << feature << "'";
+    }
+  }
+  constexpr int64_t kMinCache = 1024, kMaxCache = int64_t(1) << 30;
+  for (auto [name, bytes] :
+       {std::pair<StringRef, int64_t>{"l1DataBytes", l1DataBytes},
+        {"l2Bytes", l2Bytes}}) {
+    if (bytes < kMinCache || bytes > kMaxCache) {
+      return emitError() << "expects '" << name << "' in [" << kMinCache << ", "
+                         << kMaxCache << "], got " << bytes;
+    }
+  }
+  return success();
+}
+
 LogicalResult KilnDialect::verifyOperationAttribute(Operation *op,
                                                     NamedAttribute attribute) {
   StringRef attr = attribute.getName().getValue();
@@ -308,6 +345,13 @@ LogicalResult KilnDialect::verifyOperationAttribute(Operation *op,
                                << "' must be an array on a module";
     }
     return success(); // entries: readParams in the lowering
+  }
+  if (attr == kTargetAttr) {
+    if (!isa<ModuleOp>(op) || !isa<TargetAttr>(attribute.getValue())) {
+      return op->emitOpError() << "'" << kTargetAttr
+                               << "' must be a #kiln.target<...> on a module";
+    }
+    return success();
   }
   if (isCodegenMarker(attr)) {
     return success();

@@ -84,6 +84,10 @@ constexpr llvm::StringLiteral kLossTokensAttr = "kiln.loss_tokens";
 /// by the compilers, which initialize parameters from it.
 constexpr llvm::StringLiteral kParametersAttr = "kiln.parameters";
 
+/// The module attribute `kiln.target = #kiln.target<...>` (a TargetAttr):
+/// the CPU code is generated for, resolved once (kiln-set-target).
+constexpr llvm::StringLiteral kTargetAttr = "kiln.target";
+
 /// Why `name` cannot name a boundary argument or result (empty: it can).
 std::string checkBoundaryName(llvm::StringRef name);
 

@@ -5,7 +5,7 @@
 // columns of a reduction whose reduced dimensions come first (a bias gradient
 // [B, T, D] -> [D]): tiled outside the reduction loops, so the threads start
 // once, each summing its columns over every row.
-// RUN: kiln-opt %s -pass-pipeline="builtin.module(func.func(kiln-tile-and-vectorize),canonicalize,func.func(kiln-parallelize-loops))" | FileCheck %s
+// RUN: kiln-opt %s -pass-pipeline="builtin.module(kiln-set-target{cpu=x86-64-v4},func.func(kiln-tile-and-vectorize),canonicalize,func.func(kiln-parallelize-loops))" | FileCheck %s
 
 // CHECK-LABEL: func.func @elementwise
 // CHECK: scf.parallel (%{{.+}}, %{{.+}}) = (%c0, %c0) to (%{{.+}}, %{{.+}}) step (%c1, %c1)

@@ -1,7 +1,7 @@
 // kiln-tile-and-vectorize{remarks}: a remark at each tile that stays a scalar
 // loop nest, saying why; none without the option.
-// RUN: kiln-opt %s -split-input-file -verify-diagnostics -pass-pipeline="builtin.module(func.func(kiln-tile-and-vectorize{target-cpu=x86-64-v4 remarks=true}))" -o /dev/null
-// RUN: kiln-opt %s -split-input-file -pass-pipeline="builtin.module(func.func(kiln-tile-and-vectorize{target-cpu=x86-64-v4}))" -o /dev/null 2>&1 | FileCheck %s --check-prefix=QUIET --allow-empty
+// RUN: kiln-opt %s -split-input-file -verify-diagnostics -pass-pipeline="builtin.module(kiln-set-target{cpu=x86-64-v4},func.func(kiln-tile-and-vectorize{remarks=true}))" -o /dev/null
+// RUN: kiln-opt %s -split-input-file -pass-pipeline="builtin.module(kiln-set-target{cpu=x86-64-v4},func.func(kiln-tile-and-vectorize))" -o /dev/null 2>&1 | FileCheck %s --check-prefix=QUIET --allow-empty
 // QUIET-NOT: remark: stays
 
 // An i1 buffer: one 16-wide tile, kept scalar.

@@ -3,10 +3,10 @@
 // 6x16; SSE only, 6x8) whose reduction loop carries the accumulators in vector
 // registers; elementwise ops become one-register vectors (16, 8, 4 f32);
 // partial tiles are peeled off.
-// RUN: kiln-opt %s -pass-pipeline="builtin.module(func.func(kiln-tile-and-vectorize{target-cpu=x86-64-v4}),canonicalize,fold-memref-alias-ops,func.func(kiln-hoist-vector-transfers))" | FileCheck %s
-// RUN: kiln-opt %s -pass-pipeline="builtin.module(func.func(kiln-tile-and-vectorize{target-cpu=x86-64-v3}),canonicalize,fold-memref-alias-ops,func.func(kiln-hoist-vector-transfers))" | FileCheck %s --check-prefix=AVX2
-// RUN: kiln-opt %s -pass-pipeline="builtin.module(func.func(kiln-tile-and-vectorize{target-cpu=x86-64-v2}))" | FileCheck %s --check-prefix=SSE
-// RUN: not kiln-opt %s -pass-pipeline="builtin.module(func.func(kiln-tile-and-vectorize{target-cpu=pentium9}))" 2>&1 | FileCheck %s --check-prefix=UNKNOWN
+// RUN: kiln-opt %s -pass-pipeline="builtin.module(kiln-set-target{cpu=x86-64-v4},func.func(kiln-tile-and-vectorize),canonicalize,fold-memref-alias-ops,func.func(kiln-hoist-vector-transfers))" | FileCheck %s
+// RUN: kiln-opt %s -pass-pipeline="builtin.module(kiln-set-target{cpu=x86-64-v3},func.func(kiln-tile-and-vectorize),canonicalize,fold-memref-alias-ops,func.func(kiln-hoist-vector-transfers))" | FileCheck %s --check-prefix=AVX2
+// RUN: kiln-opt %s -pass-pipeline="builtin.module(kiln-set-target{cpu=x86-64-v2},func.func(kiln-tile-and-vectorize))" | FileCheck %s --check-prefix=SSE
+// RUN: not kiln-opt %s -pass-pipeline="builtin.module(kiln-set-target{cpu=pentium9},func.func(kiln-tile-and-vectorize))" 2>&1 | FileCheck %s --check-prefix=UNKNOWN
 
 // AVX2-LABEL: func.func @contraction
 // AVX2: scf.for %{{.+}} = %{{.+}} to %c18 step %c6
@@ -38,7 +38,7 @@
 // SSE: vector<6x8xf32>
 // SSE-LABEL: func.func @elementwise
 // SSE: arith.maximumf {{.*}} : vector<4xf32>
-// UNKNOWN: error: kiln-tile-and-vectorize: unknown target CPU 'pentium9'
+// UNKNOWN: error: kiln-set-target: unknown target CPU 'pentium9'
 
 // A [20, 64] x [64, 96] product into a fresh buffer: rows 0..15 in full
 // 8-row tiles whose k loop keeps the accumulators in registers, rows 16..19

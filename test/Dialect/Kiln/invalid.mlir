@@ -1093,3 +1093,39 @@ func.func @attention_offset_static(%q: tensor<2x1x8xf32>, %k: tensor<2x?x8xf32>,
   %0 = kiln.attention %q, %k, %k offset %p {num_heads = 2 : i64, causal} : (tensor<2x1x8xf32>, tensor<2x?x8xf32>, tensor<2x?x8xf32>, i64) -> tensor<2x1x8xf32>
   return
 }
+
+// -----
+
+// The target on something other than a module.
+// expected-error @+1 {{'func.func' op 'kiln.target' must be a #kiln.target<...> on a module}}
+func.func @target_on_function() attributes {kiln.target = #kiln.target<cpu = "znver4", features = "+avx2", l1DataBytes = 32768, l2Bytes = 1048576>} {
+  return
+}
+
+// -----
+
+// The target as a string.
+// expected-error @+1 {{'builtin.module' op 'kiln.target' must be a #kiln.target<...> on a module}}
+module attributes {kiln.target = "znver4"} {
+}
+
+// -----
+
+// A target whose CPU is not resolved.
+// expected-error @+1 {{expects a resolved LLVM CPU name, got 'host'}}
+module attributes {kiln.target = #kiln.target<cpu = "host", features = "", l1DataBytes = 32768, l2Bytes = 1048576>} {
+}
+
+// -----
+
+// A feature without its sign.
+// expected-error @+1 {{expects features as +name or -name separated by commas, got 'avx2'}}
+module attributes {kiln.target = #kiln.target<cpu = "znver4", features = "+avx,avx2", l1DataBytes = 32768, l2Bytes = 1048576>} {
+}
+
+// -----
+
+// A cache too small to be real.
+// expected-error @+1 {{expects 'l1DataBytes' in [1024, 1073741824], got 0}}
+module attributes {kiln.target = #kiln.target<cpu = "znver4", features = "+avx2", l1DataBytes = 0, l2Bytes = 1048576>} {
+}

@@ -1,0 +1,69 @@
+//===- ConvertVectorToLLVM.cpp - Vectors to LLVM for the target -----------===//
+//
+// Implements kiln-convert-vector-to-llvm.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/Codegen/CPU/Passes.h"
+#include "compiler/Codegen/CPU/TargetInfo.h"
+
+#include "mlir/Conversion/VectorToLLVM/ConvertVectorToLLVMPass.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Pass/PassManager.h"
+
+#include "llvm/Support/Debug.h"
+
+#define DEBUG_TYPE "kiln-convert-vector-to-llvm"
+
+namespace mlir::kiln {
+#define GEN_PASS_DEF_KILNCONVERTVECTORTOLLVMPASS
+#include "compiler/Codegen/CPU/Passes.h.inc"
+} // namespace mlir::kiln
+
+using namespace mlir;
+
+namespace {
+
+/// MLIR's convert-vector-to-llvm with outer-product contractions and
+/// `transposes`.
+std::unique_ptr<Pass> vectorToLLVM(vector::VectorTransposeLowering transposes) {
+  return createConvertVectorToLLVMPass(
+      {.vectorContractLowering = vector::VectorContractLowering::OuterProduct,
+       .vectorTransposeLowering = transposes});
+}
+
+struct KilnConvertVectorToLLVMPass
+    : mlir::kiln::impl::KilnConvertVectorToLLVMPassBase<
+          KilnConvertVectorToLLVMPass> {
+  using Base::Base;
+
+  void getDependentDialects(DialectRegistry &registry) const override {
+    Base::getDependentDialects(registry);
+    vectorToLLVM(vector::VectorTransposeLowering::Shuffle1D)
+        ->getDependentDialects(registry);
+  }
+
+  void runOnOperation() override {
+    FailureOr<mlir::kiln::TargetAttr> target =
+        mlir::kiln::cpu::requireTarget(getOperation(), DEBUG_TYPE);
+    if (failed(target)) {
+      return signalPassFailure();
+    }
+    bool wide = mlir::kiln::cpu::TargetInfo::of(*target).vectorWidth() == 16;
+    LLVM_DEBUG(llvm::dbgs() << DEBUG_TYPE ": transposes as "
+                            << (wide ? "16x16 shuffles" : "1-D shuffles")
+                            << " for " << target->getCpu() << "\n");
+    OpPassManager pm(ModuleOp::getOperationName());
+    pm.addPass(vectorToLLVM(wide ? vector::VectorTransposeLowering::Shuffle16x16
+                                 : vector::VectorTransposeLowering::Shuffle1D));
+    if (failed(runPipeline(pm, getOperation()))) {
+      return signalPassFailure();
+    }
+  }
+};
+
+} // namespace
