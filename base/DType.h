@@ -1,4 +1,4 @@
-//===- DType.h - Kiln's tensor element types ---------------------*- C++ -*-===//
+//===- DType.h - Kiln's tensor element types --------------------*- C++ -*-===//
 //
 // The element types of Kiln's tensors, shared by every layer: the runtime's
 // Tensor holds them, the kiln dialect maps them to MLIR types
