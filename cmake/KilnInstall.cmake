@@ -38,37 +38,37 @@ install(TARGETS ${KILN_INSTALLED_TARGETS}
 install(EXPORT KilnTargets NAMESPACE Kiln::
   DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/Kiln)
 
-# The public headers, rooted as in the repository ("runtime/Tensor.h"), and
-# one include per audience: <kiln/kiln.h> (Kiln::Kiln), <kiln/runtime.h>
-# (Kiln::Runtime). Internal headers (memref copies, the CUDA and OpenMP
-# shims, the spec text) are not installed.
-install(FILES
-  runtime/Allocator.h runtime/Aot.h runtime/AotAbi.h runtime/Checkpoint.h
-  runtime/Communicator.h runtime/Data.h runtime/Error.h runtime/Files.h
-  runtime/Function.h
-  runtime/Generate.h runtime/Init.h runtime/ParameterStore.h
-  runtime/PreparedWeights.h
-  runtime/Safetensors.h runtime/Sampling.h runtime/Schedule.h
-  runtime/StateDict.h runtime/Tensor.h runtime/Trainer.h
-  runtime/TrainingLoop.h
-  DESTINATION include/kiln/runtime)
-if(TARGET KilnMPI)
-  install(FILES runtime/MPI/MpiCommunicator.h
-    DESTINATION include/kiln/runtime/MPI)
-endif()
-install(FILES
-  compiler/DSL/DSL.h compiler/DSL/Graph.h compiler/DSL/Models.h
-  compiler/DSL/NN.h compiler/DSL/Ops.h
-  DESTINATION include/kiln/compiler/DSL)
-install(FILES compiler/Target/AOT/Generator.h
-  DESTINATION include/kiln/compiler/Target/AOT)
-install(FILES compiler/Target/Common/TrainingStep.h
-  DESTINATION include/kiln/compiler/Target/Common)
-install(FILES compiler/Target/JIT/CompiledModel.h compiler/Target/JIT/Jit.h
-  compiler/Target/JIT/Training.h
-  DESTINATION include/kiln/compiler/Target/JIT)
+# The public headers, rooted as in the repository ("runtime/Tensor.h" in
+# include/kiln/runtime/), each library's listed with it (its
+# KILN_PUBLIC_HEADERS property), and one include per audience:
+# <kiln/kiln.h> (Kiln::Kiln), <kiln/runtime.h> (Kiln::Runtime).
+set(installed_headers)
+foreach(library KilnRuntime KilnMPI KilnDSL KilnJIT KilnTargetCommon Kiln)
+  if(TARGET ${library})
+    get_target_property(headers ${library} KILN_PUBLIC_HEADERS)
+    list(APPEND installed_headers ${headers})
+  endif()
+endforeach()
+foreach(header ${installed_headers})
+  get_filename_component(dir ${header} DIRECTORY)
+  install(FILES ${header} DESTINATION include/kiln/${dir})
+endforeach()
 install(FILES compiler/include/kiln/kiln.h runtime/include/kiln/runtime.h
   DESTINATION include/kiln)
+# What an installed header includes is installed too (the runtime's headers
+# include base/DType.h): checked when configuring, not by a user's build.
+foreach(header ${installed_headers} compiler/include/kiln/kiln.h
+    runtime/include/kiln/runtime.h)
+  file(STRINGS ${PROJECT_SOURCE_DIR}/${header} lines REGEX "^#include \"")
+  foreach(line ${lines})
+    string(REGEX REPLACE "^#include \"([^\"]*)\".*" "\\1" included "${line}")
+    if(NOT included IN_LIST installed_headers AND
+       NOT included STREQUAL "kiln/runtime.h")
+      message(FATAL_ERROR "kiln: the installed ${header} includes "
+        "${included}, which is not installed (KILN_PUBLIC_HEADERS)")
+    endif()
+  endforeach()
+endforeach()
 
 configure_package_config_file(cmake/KilnConfig.cmake.in
   ${CMAKE_CURRENT_BINARY_DIR}/KilnConfig.cmake

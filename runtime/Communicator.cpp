@@ -7,8 +7,8 @@
 
 #include "runtime/Communicator.h"
 
+#include "base/SplitMix64.h"
 #include "runtime/Error.h"
-#include "runtime/SplitMix64.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>

@@ -9,8 +9,8 @@
 
 #include "runtime/Init.h"
 
+#include "base/SplitMix64.h"
 #include "runtime/Error.h"
-#include "runtime/SplitMix64.h"
 #include "runtime/Tensor.h"
 
 #include <fmt/format.h>

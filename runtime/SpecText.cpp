@@ -9,7 +9,7 @@
 
 #include "runtime/SpecText.h"
 
-#include "runtime/BoundaryNames.h"
+#include "base/BoundaryNames.h"
 #include "runtime/Error.h"
 
 #include <fmt/format.h>

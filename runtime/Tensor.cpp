@@ -29,34 +29,6 @@ static_assert(sizeof(float) == 4, "f32 tensors store IEEE binary32");
 /// The alignment of every tensor's storage, in bytes.
 static constexpr size_t kAlignment = 64;
 
-size_t kiln::sizeOf(DType dtype) {
-  switch (dtype) {
-  case DType::f32:
-    return 4;
-  case DType::i32:
-    return 4;
-  case DType::i64:
-    return 8;
-  case DType::i1:
-    return 1;
-  }
-  return 0;
-}
-
-const char *kiln::name(DType dtype) {
-  switch (dtype) {
-  case DType::f32:
-    return "f32";
-  case DType::i32:
-    return "i32";
-  case DType::i64:
-    return "i64";
-  case DType::i1:
-    return "i1";
-  }
-  return "?";
-}
-
 std::string kiln::formatShape(const std::vector<int64_t> &shape) {
   std::string text = "[";
   for (size_t i = 0; i < shape.size(); ++i) {

@@ -10,6 +10,8 @@
 #ifndef KILN_RUNTIME_TENSOR_H
 #define KILN_RUNTIME_TENSOR_H
 
+#include "base/DType.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -18,35 +20,6 @@
 #include <vector>
 
 namespace kiln {
-
-/// Element types. f32 computes; i32/i64 hold token ids and targets; i1 (one
-/// byte per element) holds masks.
-enum class DType { f32, i32, i64, i1 };
-
-/// Bytes per element.
-size_t sizeOf(DType dtype);
-/// "f32", "i32", "i64", "i1".
-const char *name(DType dtype);
-
-/// Maps a C++ element type to its DType.
-template <typename T>
-constexpr DType dtypeOf();
-template <>
-constexpr DType dtypeOf<float>() {
-  return DType::f32;
-}
-template <>
-constexpr DType dtypeOf<int32_t>() {
-  return DType::i32;
-}
-template <>
-constexpr DType dtypeOf<int64_t>() {
-  return DType::i64;
-}
-template <>
-constexpr DType dtypeOf<bool>() {
-  return DType::i1;
-}
 
 /// Formats a shape as "[2, 3]", a negative (dynamic) size as '?': "[?, 3]".
 /// The one shape formatter of messages and headers (the DSL's kDynamic and

@@ -6,10 +6,10 @@
 
 #include "runtime/Trainer.h"
 
+#include "base/BoundaryNames.h"
+#include "base/SplitMix64.h"
 #include "runtime/Cuda.h"
 #include "runtime/Error.h"
-#include "runtime/SplitMix64.h"
-#include "runtime/BoundaryNames.h"
 
 #include <fmt/format.h>
 

@@ -55,6 +55,10 @@ config.substitutions.append(("%clangxx", os.path.join(config.llvm_tools_dir, "cl
 config.substitutions.append(("%clang", os.path.join(config.llvm_tools_dir, "clang")))
 config.substitutions.append(("%kiln_src", config.kiln_src_root))
 config.substitutions.append(("%kiln_obj", config.kiln_obj_root))
+# The include paths of the runtime and dialect layers, as clang response
+# files (test/Layering/CMakeLists.txt).
+config.substitutions.append(
+    ("%kiln_layer_flags", os.path.join(config.kiln_obj_root, "test", "Layering")))
 
 # ptxas (CUDA), for the PTX of kiln-to-gpu; tests that need it are
 # UNSUPPORTED where it is absent.

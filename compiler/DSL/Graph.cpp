@@ -8,10 +8,10 @@
 
 #include "compiler/DSL/Graph.h"
 #include "compiler/DSL/Internal.h"
-#include "compiler/InitAll.h"
 #include "dialects/Kiln/IR/DTypes.h"
 #include "dialects/Kiln/IR/KilnDialect.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/DialectRegistry.h"
@@ -490,8 +490,12 @@ int64_t ParamSpec::numel() const {
 }
 
 Module::Module() : impl_(std::make_unique<Impl>()) {
+  // The dialects of the IR the DSL builds: kiln ops in the func.func of a
+  // builtin module. A pass run on it (a generator's training step) loads
+  // the dialects it declares; the JIT lowers a printed copy in a context
+  // with every dialect (compiler/Target/Common/Lowering.cpp).
   mlir::DialectRegistry registry;
-  ::kiln::registerAllDialects(registry);
+  registry.insert<mlir::kiln::KilnDialect, mlir::func::FuncDialect>();
   impl_->context.appendDialectRegistry(registry);
   impl_->context.loadAllAvailableDialects();
   impl_->module =

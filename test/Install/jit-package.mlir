@@ -7,8 +7,10 @@
 // RUN: cmake -S %S/jit-project -B %t/build -G Ninja -DCMAKE_CXX_COMPILER=%clangxx "-DCMAKE_CXX_FLAGS=%kiln_sanitize" -DCMAKE_PREFIX_PATH=%t/prefix > %t/configure.log
 // RUN: cmake --build %t/build > %t/build.log
 // RUN: %t/build/app %t | FileCheck %s
-// The internal headers stay out of the install.
+// The internal headers stay out of the install; the base/ header the
+// runtime's headers include is in it.
 // RUN: ls %t/prefix/include/kiln/runtime | FileCheck %s --check-prefix=HEADERS
+// RUN: ls %t/prefix/include/kiln/base | FileCheck %s --check-prefix=BASE
 
 // CHECK: logits [2, 6, 11], loss {{[0-9.]+}}, 16 gradients, c_attn [48, 16]
 // CHECK: trained: loss {{[0-9.]+}} -> {{[0-9.]+}}
@@ -21,3 +23,7 @@
 // HEADERS-NOT: SpecText.h
 // HEADERS-NOT: ArgumentChecks.h
 // HEADERS: Tensor.h
+
+// BASE-NOT: {{BoundaryNames|SplitMix64}}.h
+// BASE: DType.h
+// BASE-NOT: {{BoundaryNames|SplitMix64}}.h

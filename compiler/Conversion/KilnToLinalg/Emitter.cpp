@@ -6,7 +6,7 @@
 
 #include "compiler/Conversion/KilnToLinalg/Emitter.h"
 
-#include "runtime/SplitMix64.h"
+#include "base/SplitMix64.h"
 
 #include "mlir/Dialect/Math/IR/Math.h"
 
@@ -420,7 +420,7 @@ Value Emitter::linear(Value x, Value w, Value bias, RankedTensorType resultType,
       iterators, mulAdd);
 }
 
-/// splitmix64's `mix` (runtime/SplitMix64.h) on i64 values.
+/// splitmix64's `mix` (base/SplitMix64.h) on i64 values.
 static Value mix64(OpBuilder &b, Location loc, Value z) {
   namespace sm = ::kiln::splitmix64;
   auto c = [&](uint64_t v) {

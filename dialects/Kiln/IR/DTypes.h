@@ -1,15 +1,15 @@
 //===- DTypes.h - Kiln's tensor element types in MLIR ------------*- C++ -*-===//
 //
-// The one mapping between the runtime's element types (kiln::DType,
-// runtime/Tensor.h) and MLIR's, shared by the DSL, which builds IR from
-// DTypes, and the lowering, which reads function signatures back.
+// The one mapping between Kiln's element types (kiln::DType, base/DType.h)
+// and MLIR's, shared by the DSL, which builds IR from DTypes, and the
+// lowering, which reads function signatures back.
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef KILN_DIALECTS_KILN_IR_DTYPES_H
 #define KILN_DIALECTS_KILN_IR_DTYPES_H
 
-#include "runtime/Tensor.h"
+#include "base/DType.h"
 
 #include "mlir/IR/Types.h"
 

@@ -8,7 +8,7 @@
 #ifndef KILN_DIALECTS_KILN_IR_KILNDIALECT_H
 #define KILN_DIALECTS_KILN_IR_KILNDIALECT_H
 
-#include "runtime/BoundaryNames.h"
+#include "base/BoundaryNames.h"
 
 #include "mlir/IR/Dialect.h"
 

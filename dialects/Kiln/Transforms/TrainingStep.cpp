@@ -4,9 +4,9 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "base/BoundaryNames.h"
 #include "dialects/Kiln/IR/KilnOps.h"
 #include "dialects/Kiln/Transforms/Passes.h"
-#include "runtime/BoundaryNames.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"

@@ -10,7 +10,7 @@
 #ifndef KILN_TEST_UNIT_JIT_REFERENCE_H
 #define KILN_TEST_UNIT_JIT_REFERENCE_H
 
-#include "runtime/SplitMix64.h"
+#include "base/SplitMix64.h"
 #include "runtime/Tensor.h"
 
 #include <gtest/gtest.h>
@@ -174,7 +174,7 @@ inline double gelu(double x, bool tanhApprox) {
 
 /// The documented dropout mask: keep iff the top bits of
 /// mix(mix(seed + stream·G) ^ index) reach round(p·2^24); kept values scale
-/// by 1/(1-p). mix is splitmix64 (runtime/SplitMix64.h, whose constants the
+/// by 1/(1-p). mix is splitmix64 (base/SplitMix64.h, whose constants the
 /// lowering reads too).
 inline float dropoutScale(uint64_t seed, int64_t stream, double p,
                           uint64_t index) {

@@ -11,8 +11,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef KILN_RUNTIME_SPLITMIX64_H
-#define KILN_RUNTIME_SPLITMIX64_H
+#ifndef KILN_BASE_SPLITMIX64_H
+#define KILN_BASE_SPLITMIX64_H
 
 #include <cmath>
 #include <cstdint>
@@ -62,4 +62,4 @@ static_assert(mix(kIncrement) == 0x6e789e6aa1b965f4ull);
 
 } // namespace kiln::splitmix64
 
-#endif // KILN_RUNTIME_SPLITMIX64_H
+#endif // KILN_BASE_SPLITMIX64_H

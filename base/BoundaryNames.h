@@ -9,8 +9,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef KILN_RUNTIME_BOUNDARYNAMES_H
-#define KILN_RUNTIME_BOUNDARYNAMES_H
+#ifndef KILN_BASE_BOUNDARYNAMES_H
+#define KILN_BASE_BOUNDARYNAMES_H
 
 namespace kiln::steps {
 
@@ -39,4 +39,4 @@ inline constexpr const char kRequireFiniteNonnegative[] = "finite-nonnegative";
 
 } // namespace kiln::boundary
 
-#endif // KILN_RUNTIME_BOUNDARYNAMES_H
+#endif // KILN_BASE_BOUNDARYNAMES_H
