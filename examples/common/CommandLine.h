@@ -11,7 +11,7 @@
 #ifndef KILN_EXAMPLES_COMMON_COMMANDLINE_H
 #define KILN_EXAMPLES_COMMON_COMMANDLINE_H
 
-#include "runtime/Error.h"
+#include <kiln/runtime.h>
 
 #include <fmt/format.h>
 

@@ -12,8 +12,7 @@
 #ifndef KILN_EXAMPLES_COMMON_WORLD_H
 #define KILN_EXAMPLES_COMMON_WORLD_H
 
-#include "runtime/Communicator.h"
-#include "runtime/Error.h"
+#include <kiln/runtime.h>
 
 #ifdef KILN_WITH_MPI
 #include "runtime/MPI/MpiCommunicator.h"

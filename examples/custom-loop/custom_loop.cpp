@@ -7,13 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "compiler/DSL/DSL.h"
-#include "compiler/DSL/Models.h"
-#include "compiler/Target/JIT/Training.h"
-#include "runtime/Data.h"
-#include "runtime/Error.h"
-#include "runtime/Generate.h"
-#include "runtime/TrainingLoop.h"
+#include <kiln/kiln.h>
 
 #include <fmt/format.h>
 

@@ -11,7 +11,7 @@
 
 #include "../shakespeare/Shakespeare.h"
 
-#include "runtime/Aot.h"
+#include <kiln/runtime.h>
 #include "shakespeare.h"
 
 inline int aotMain(int argc, char **argv, const char *usage,

@@ -9,7 +9,7 @@
 
 #include "../shakespeare/Model.h"
 
-#include "compiler/Target/AOT/Generator.h"
+#include <kiln/kiln.h>
 
 int main(int argc, char **argv) try {
   using namespace kiln;

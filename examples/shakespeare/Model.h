@@ -11,9 +11,7 @@
 
 #include "Shakespeare.h"
 
-#include "compiler/DSL/DSL.h"
-#include "compiler/DSL/Models.h"
-#include "compiler/Target/JIT/Training.h"
+#include <kiln/kiln.h>
 
 namespace kiln::shakespeare {
 

@@ -13,13 +13,7 @@
 
 #include "../common/CommandLine.h"
 
-#include "runtime/Checkpoint.h"
-#include "runtime/Data.h"
-#include "runtime/Error.h"
-#include "runtime/Generate.h"
-#include "runtime/Safetensors.h"
-#include "runtime/Trainer.h"
-#include "runtime/TrainingLoop.h"
+#include <kiln/runtime.h>
 
 #include <fmt/format.h>
 

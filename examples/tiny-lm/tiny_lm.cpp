@@ -5,8 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "compiler/DSL/DSL.h"
-#include "compiler/Target/JIT/CompiledModel.h"
+#include <kiln/kiln.h>
 #include <iostream>
 using namespace kiln;
 using namespace kiln::dsl;

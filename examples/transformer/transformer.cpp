@@ -8,10 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "compiler/DSL/DSL.h"
-#include "compiler/DSL/Models.h"
-#include "compiler/Target/JIT/CompiledModel.h"
-#include "runtime/Error.h"
+#include <kiln/kiln.h>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
