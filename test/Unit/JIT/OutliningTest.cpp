@@ -68,6 +68,11 @@ int64_t gpuKernels(int64_t layers) {
   addGptLoss(module, layers);
   registerAllPasses();
   mlir::OwningOpRef<mlir::ModuleOp> copy = module.op().clone();
+  // The DSL's context knows only the dialects it builds IR of; the
+  // pipeline needs every dialect and its interfaces.
+  mlir::DialectRegistry registry;
+  registerAllDialects(registry);
+  copy->getContext()->appendDialectRegistry(registry);
   mlir::PassManager pm(copy->getContext());
   mlir::kiln::buildKilnToGpuPipeline(pm, "sm_90");
   EXPECT_TRUE(succeeded(pm.run(*copy)));
