@@ -63,12 +63,7 @@ LogicalResult
 ActivationGradOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                    Adaptor adaptor,
                                    SmallVectorImpl<Type> &inferred) {
-  auto grad = getRanked(loc, adaptor.getGrad(), "grad");
-  if (failed(grad)) {
-    return failure();
-  }
-  inferred.push_back(*grad);
-  return success();
+  return inferSameAsInput(loc, adaptor.getGrad(), inferred, "grad");
 }
 
 LogicalResult ActivationGradOp::verify() {

@@ -44,8 +44,9 @@ mlir::kiln::detail::getRanked(std::optional<Location> loc, Value value,
 
 LogicalResult
 mlir::kiln::detail::inferSameAsInput(std::optional<Location> loc, Value input,
-                                     SmallVectorImpl<Type> &inferred) {
-  auto type = getRanked(loc, input, "input");
+                                     SmallVectorImpl<Type> &inferred,
+                                     StringRef name) {
+  auto type = getRanked(loc, input, name);
   if (failed(type)) {
     return failure();
   }

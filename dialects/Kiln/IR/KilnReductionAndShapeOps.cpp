@@ -119,12 +119,7 @@ LogicalResult
 ReduceMaxGradOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                   Adaptor adaptor,
                                   SmallVectorImpl<Type> &inferred) {
-  auto input = getRanked(loc, adaptor.getInput(), "input");
-  if (failed(input)) {
-    return failure();
-  }
-  inferred.push_back(*input);
-  return success();
+  return inferSameAsInput(loc, adaptor.getInput(), inferred);
 }
 
 LogicalResult ReduceMaxGradOp::verify() {
@@ -429,12 +424,7 @@ LogicalResult UpdateSliceOp::inferReturnTypes(MLIRContext *,
                                               std::optional<Location> loc,
                                               Adaptor adaptor,
                                               SmallVectorImpl<Type> &inferred) {
-  auto dest = getRanked(loc, adaptor.getDest(), "dest");
-  if (failed(dest)) {
-    return failure();
-  }
-  inferred.push_back(*dest);
-  return success();
+  return inferSameAsInput(loc, adaptor.getDest(), inferred, "dest");
 }
 
 LogicalResult UpdateSliceOp::verify() {

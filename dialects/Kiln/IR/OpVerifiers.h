@@ -28,9 +28,11 @@ namespace mlir::kiln::detail {
 FailureOr<RankedTensorType> getRanked(std::optional<Location> loc, Value value,
                                       StringRef name);
 
-/// The result type of ops whose result has their (first) input's type.
+/// The result type of ops whose result has the type of `input` (`name` in
+/// diagnostics).
 LogicalResult inferSameAsInput(std::optional<Location> loc, Value input,
-                               SmallVectorImpl<Type> &inferred);
+                               SmallVectorImpl<Type> &inferred,
+                               StringRef name = "input");
 
 /// The type of a value that the ODS constraints made a ranked tensor.
 RankedTensorType tensorType(Value value);
