@@ -11,12 +11,6 @@
 
 namespace mlir::kiln {
 
-namespace cpu {
-/// The most rows a product may have for kiln-vector-matrix-products to
-/// stream its weight (kiln-prepare-weights leaves such products alone).
-constexpr int64_t kMaxStreamedRows = 4;
-} // namespace cpu
-
 #define GEN_PASS_DECL
 #include "compiler/Codegen/CPU/Passes.h.inc"
 

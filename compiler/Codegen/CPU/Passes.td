@@ -61,8 +61,9 @@ def KilnPrepareWeightsPass
   }];
   let options = [
     Option<"maxStreamedRows", "max-streamed-rows", "int64_t",
-           /*default=*/"::mlir::kiln::cpu::kMaxStreamedRows",
-           "Static row counts up to this keep reading the weight as stored">,
+           /*default=*/"0",
+           "Static row counts up to this keep reading the weight as stored "
+           "(0: TargetInfo::maxStreamedRows of the module's kiln.target)">,
   ];
   let dependentDialects = ["::mlir::tensor::TensorDialect"];
 }
@@ -175,9 +176,9 @@ def KilnVectorMatrixProductsPass
   let options = [
     Option<"vectorWidth", "vector-width", "int64_t", /*default=*/"0",
            "Elements per vector (0: from the target)">,
-    Option<"maxRows", "max-rows", "int64_t",
-           /*default=*/"::mlir::kiln::cpu::kMaxStreamedRows",
-           "The most rows a product may have to be streamed">,
+    Option<"maxRows", "max-rows", "int64_t", /*default=*/"0",
+           "The most rows a product may have to be streamed (0: "
+           "TargetInfo::maxStreamedRows of the module's kiln.target)">,
   ];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::linalg::LinalgDialect",

@@ -6,6 +6,8 @@
 
 #include "compiler/Codegen/CPU/Passes.h"
 
+#include "compiler/Codegen/CPU/TargetInfo.h"
+
 #include "dialects/Kiln/IR/KilnDialect.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -92,9 +94,18 @@ struct KilnPrepareWeightsPass
   using Base::Base;
 
   void runOnOperation() override {
+    int64_t rows = maxStreamedRows;
+    if (rows <= 0) {
+      FailureOr<mlir::kiln::TargetAttr> target = mlir::kiln::cpu::requireTarget(
+          getOperation(), "kiln-prepare-weights");
+      if (failed(target)) {
+        return signalPassFailure();
+      }
+      rows = mlir::kiln::cpu::TargetInfo::of(*target).maxStreamedRows;
+    }
     for (auto func : getOperation().getOps<func::FuncOp>()) {
       if (!func.isExternal() && !func.isPrivate()) {
-        prepare(func);
+        prepare(func, rows);
       }
     }
   }
@@ -111,7 +122,7 @@ struct KilnPrepareWeightsPass
     return false;
   }
 
-  void prepare(func::FuncOp func) {
+  void prepare(func::FuncOp func, int64_t maxRows) {
     if (updatesInPlace(func)) {
       LLVM_DEBUG(llvm::dbgs() << DEBUG_TYPE ": " << func.getName()
                               << " updates arguments in place: unchanged\n");
@@ -131,7 +142,7 @@ struct KilnPrepareWeightsPass
         continue;
       }
       BlockArgument param = func.getArgument(i);
-      SmallVector<OpOperand *> direct = transposedReads(param, maxStreamedRows);
+      SmallVector<OpOperand *> direct = transposedReads(param, maxRows);
       // Row blocks of the parameter (the query, key and value weights cut
       // from one [3d, d] weight) whose every use reads them transposed.
       SmallVector<std::pair<tensor::ExtractSliceOp, SmallVector<OpOperand *>>>
@@ -143,7 +154,7 @@ struct KilnPrepareWeightsPass
           continue;
         }
         SmallVector<OpOperand *> reads =
-            transposedReads(slice.getResult(), maxStreamedRows);
+            transposedReads(slice.getResult(), maxRows);
         if (!reads.empty() &&
             reads.size() == llvm::range_size(slice->getUses())) {
           slices.push_back({slice, reads});

@@ -33,6 +33,34 @@ struct TargetInfo {
   int64_t l1DataBytes = 32 * 1024;
   int64_t l2Bytes = 512 * 1024;
 
+  /// Thresholds measured on particular CPUs (the same for every target
+  /// until a family measures otherwise).
+  ///
+  /// The most rows a product may have for kiln-vector-matrix-products to
+  /// stream its weight once, split across the cores, instead of tiling it
+  /// as a matrix product (kiln-prepare-weights leaves such products'
+  /// weights as stored).
+  int64_t maxStreamedRows = 4;
+  /// Row counts below this read a block of B too few times to repay
+  /// copying it (a decoding step multiplies one row by each weight); so do
+  /// column counts for a block of A.
+  int64_t packMinReuse = 32;
+  /// Rows below this do not repay copying a block of B whose rows do not
+  /// alias in the caches into micro-panels: the copy costs more than the
+  /// faster register tiles save (a [2048, 512] B with 128 rows: 205 -> 173
+  /// GFLOP/s on two cores of a Zen 4; with 1536 rows, 10% faster; with 384
+  /// rows, gpt-small's weight gradients [2048, 384]^T [2048, 1536] and
+  /// [2048, 384]^T [2048, 384] on one Zen 4 core: 83-87 -> 96-97 and 85-92
+  /// -> 105-106 GFLOP/s, two cores 153-174 -> 174-189 and unchanged).
+  int64_t panelMinReuse = 256;
+  /// A contraction that copies its transposed A block by block runs its
+  /// row blocks on all cores, each thread copying the blocks it multiplies
+  /// into a buffer of its own, when it has at least this many of them (of
+  /// static count); with fewer, its register tiles are spread instead, as
+  /// in any other contraction, and every block is copied by all threads
+  /// together.
+  int64_t parallelRowBlocks = 8;
+
   /// The facts of a resolved target.
   static TargetInfo of(TargetAttr target);
 

@@ -169,27 +169,6 @@ bool touchesSubByteElements(linalg::LinalgOp op) {
   });
 }
 
-/// Row counts below this read a block of B too few times to repay copying
-/// it (a decoding step multiplies one row by each weight); so do column
-/// counts for a block of A.
-constexpr int64_t kPackMinReuse = 32;
-
-/// Rows below this do not repay copying a block of B whose rows do not
-/// alias in the caches into micro-panels: the copy costs more than the
-/// faster register tiles save (a [2048, 512] B with 128 rows: 205 -> 173
-/// GFLOP/s on two cores of a Zen 4; with 1536 rows, 10% faster; with 384
-/// rows, gpt-small's weight gradients [2048, 384]^T [2048, 1536] and
-/// [2048, 384]^T [2048, 384] on one Zen 4 core: 83-87 -> 96-97 and 85-92 ->
-/// 105-106 GFLOP/s, two cores 153-174 -> 174-189 and unchanged).
-constexpr int64_t kPanelMinReuse = 256;
-
-/// A contraction that copies its transposed A block by block runs its row
-/// blocks on all cores, each thread copying the blocks it multiplies into
-/// a buffer of its own, when it has at least this many of them (of static
-/// count); with fewer, its register tiles are spread instead, as in any
-/// other contraction, and every block is copied by all threads together.
-constexpr int64_t kParallelRowBlocks = 8;
-
 /// The unbatched input of a contraction indexed by exactly the loops
 /// `outer` and `inner` in that order (A [K, M] stored transposed: (k, m);
 /// B: (k, n) or (n, k)), with its innermost dimension contiguous, or null.
@@ -362,7 +341,7 @@ struct Packing {
   SmallVector<int64_t> dims; // its two loops, outer first
   Value reuse; // how often a block is read once copied (null: always copy)
   bool transpose = false; // copy [n, k] blocks into [k, n] (B stored as Bᵀ)
-  int64_t minReuse = kPackMinReuse; // the least reuse worth the copy
+  int64_t minReuse = 0; // the least reuse worth the copy (TargetInfo)
   /// The loop the copy is cut into micro-panels along (B's columns), and
   /// the register tile's size along it; -1 and 0: one row-major block.
   int64_t panelDim = -1;
@@ -612,13 +591,14 @@ void pack(RewriterBase &rewriter, linalg::LinalgOp blocked, Operation *outer,
 /// of 4 KiB) they fall into a few cache sets and the block does not stay in
 /// cache (AVX2 code ran at 70% of its speed for N = 2048, weight gradients
 /// at 60%). Such blocks are copied into one contiguous buffer first, when
-/// a block is read at least kPackMinReuse times (a run-time test for
+/// a block is read at least TargetInfo::packMinReuse times (a run-time test for
 /// dynamic counts): B's [kc, nc] blocks, and, when A is stored transposed
 /// ([K, M]), A's [kc, mc] blocks, rows being blocked by `blockM` then. The
 /// copies (and the fill of an output whose fill kiln-defer-fills deferred,
 /// done whole before the blocks) are appended to `copies`, to be tiled like
 /// any other op.
 linalg::LinalgOp blockForCaches(RewriterBase &rewriter, linalg::LinalgOp op,
+                                const mlir::kiln::cpu::TargetInfo &target,
                                 int64_t blockK, int64_t blockN, int64_t blockM,
                                 int64_t tileM, int64_t tileN,
                                 SmallVectorImpl<linalg::LinalgOp> &copies,
@@ -704,6 +684,9 @@ linalg::LinalgOp blockForCaches(RewriterBase &rewriter, linalg::LinalgOp op,
                         {int64_t(k), int64_t(m)},
                         loopProduct(rewriter, op, {n})});
   }
+  for (Packing &p : packings) {
+    p.minReuse = target.packMinReuse;
+  }
   auto tooFewRows = [](const Packing &p) {
     std::optional<int64_t> reuse =
         p.reuse ? getConstantIntValue(p.reuse) : std::nullopt;
@@ -737,7 +720,7 @@ linalg::LinalgOp blockForCaches(RewriterBase &rewriter, linalg::LinalgOp op,
     if (p.transpose || rowsAlias(&op->getOpOperand(p.operand))) {
       return false;
     }
-    p.minReuse = kPanelMinReuse;
+    p.minReuse = target.panelMinReuse;
     return !p.panelWidth || tooFewRows(p);
   });
   // With a run-time reuse count, the blocked op runs either on panels or
@@ -836,7 +819,8 @@ linalg::LinalgOp blockForCaches(RewriterBase &rewriter, linalg::LinalgOp op,
   // the block it multiplied from the other core's copy).
   bool threadRowBlocks =
       rowBlocks && !batchedB && !ShapedType::isDynamic(ranges[m]) &&
-      llvm::divideCeil(ranges[m], sizes[m]) >= kParallelRowBlocks && lhsT &&
+      llvm::divideCeil(ranges[m], sizes[m]) >= target.parallelRowBlocks &&
+      lhsT &&
       llvm::any_of(packings, [&](const Packing &p) {
         return p.operand == lhsT->getOperandNumber();
       });
@@ -1095,7 +1079,7 @@ struct KilnTileAndVectorizePass
     SmallVector<linalg::LinalgOp> copies;
     SmallVector<PanelRead> panelReads;
     for (linalg::LinalgOp &op : ops) {
-      op = blockForCaches(rewriter, op, cacheK, cacheN, cacheM, rows, columns,
+      op = blockForCaches(rewriter, op, target, cacheK, cacheN, cacheM, rows, columns,
                           copies, panelReads);
     }
     ops.append(copies);

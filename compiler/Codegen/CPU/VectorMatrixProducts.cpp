@@ -226,14 +226,17 @@ struct KilnVectorMatrixProductsPass
   using Base::Base;
 
   void runOnOperation() override {
-    int64_t lanes = vectorWidth;
-    if (lanes <= 0) {
+    int64_t lanes = vectorWidth, rows = maxRows;
+    if (lanes <= 0 || rows <= 0) {
       FailureOr<mlir::kiln::TargetAttr> target = mlir::kiln::cpu::requireTarget(
           getOperation(), "kiln-vector-matrix-products");
       if (failed(target)) {
         return signalPassFailure();
       }
-      lanes = mlir::kiln::cpu::TargetInfo::of(*target).vectorWidth();
+      mlir::kiln::cpu::TargetInfo info =
+          mlir::kiln::cpu::TargetInfo::of(*target);
+      lanes = lanes > 0 ? lanes : info.vectorWidth();
+      rows = rows > 0 ? rows : info.maxStreamedRows;
     }
     SmallVector<Product> products;
     getOperation()->walk([&](linalg::LinalgOp op) {
@@ -242,14 +245,14 @@ struct KilnVectorMatrixProductsPass
       }
     });
     for (const Product &p : products) {
-      rewrite(p, lanes);
+      rewrite(p, lanes, rows);
     }
   }
 
   /// The rows (the product of the m loops' sizes) decide at run time, or
   /// at compile time when static: at most maxRows, the streamed product;
   /// more, the op as it was (kiln-tile-and-vectorize's blocked product).
-  void rewrite(const Product &p, int64_t lanes) {
+  void rewrite(const Product &p, int64_t lanes, int64_t maxRows) {
     linalg::LinalgOp op = p.op;
     OpBuilder b(op);
     Location loc = op.getLoc();

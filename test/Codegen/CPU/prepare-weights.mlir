@@ -1,4 +1,6 @@
-// RUN: kiln-opt %s -split-input-file -kiln-prepare-weights | FileCheck %s
+// RUN: kiln-opt %s -split-input-file -kiln-prepare-weights="max-streamed-rows=4" | FileCheck %s
+// The target's threshold (TargetInfo::maxStreamedRows) is the same 4 rows:
+// RUN: kiln-opt %s -split-input-file -kiln-set-target=cpu=x86-64-v3 -kiln-prepare-weights | FileCheck %s
 
 // A linear's weight read (n, k) by a product of dynamic rows: the function
 // gains the weight's transpose [K, N] after its other arguments, and the

@@ -1,4 +1,4 @@
-// RUN: kiln-opt %s -split-input-file -kiln-vector-matrix-products="vector-width=16" | FileCheck %s
+// RUN: kiln-opt %s -split-input-file -kiln-vector-matrix-products="vector-width=16 max-rows=4" | FileCheck %s
 // RUN: kiln-opt %s -split-input-file -kiln-vector-matrix-products="vector-width=8 max-rows=1" | FileCheck %s --check-prefix=AVX2
 
 #a = affine_map<(b, t, n, k) -> (b, t, k)>
