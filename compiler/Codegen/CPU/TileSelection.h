@@ -1,0 +1,68 @@
+//===- TileSelection.h - The tiles CPU code generation chooses -*- C++ -*-===//
+//
+// The decisions of kiln-tile-and-vectorize apart from the code that applies
+// them: which ops get register tiles, each op's tile sizes, the loops its
+// threads share, and whether the vectorizer computes a tile exactly.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_COMPILER_CODEGEN_CPU_TILESELECTION_H
+#define KILN_COMPILER_CODEGEN_CPU_TILESELECTION_H
+
+#include "mlir/Dialect/Linalg/IR/LinalgInterfaces.h"
+
+namespace mlir::kiln::cpu {
+
+/// Is `op` a contraction that register tiles suit: one whose columns (its
+/// last parallel loop, along which a tile's vectors run) are an `n` loop of
+/// linalg's contraction dimensions, indexing the output and one input only
+/// (B, as (k, n) or (n, k))? A row-wise dot product (a matrix-vector
+/// product, or both inputs indexed by the rows: flash attention's
+/// rowsum(dO * O), a layer norm gradient's sum of g * gamma) has no such
+/// loop: register tiles would make each vector a gather of elements a row
+/// apart (such kernels ran 10-20 times slower than a pass over their
+/// input). It is a row reduction, vectorized along its contiguous
+/// reduction loop like any other.
+bool isTiledContraction(linalg::LinalgOp op);
+
+/// Tile sizes for one linalg op: a register tile for contractions, a vector
+/// along the innermost loop for everything else.
+SmallVector<int64_t> chooseTileSizes(linalg::LinalgOp op, int64_t tileM,
+                                     int64_t tileN, int64_t width);
+
+/// Does linalg::vectorize compute every reduction of `op` exactly?
+///
+/// The vectorizer reads each input as a vector of the whole (tile's)
+/// iteration space and reduces the combiner's other operand over the
+/// reduction dimensions with vector.multi_reduction. A value that is not such
+/// a vector (a constant, a function argument, a scalar operand, or something
+/// computed from those only) is left as it is, and the combiner then applies
+/// it ONCE per tile instead of once per reduced element: a count written as
+/// `acc + 1.0` over a 16-wide tile adds 1, not 16 (MLIR 22). Index-only
+/// bodies get a vector of the innermost loop alone and are no safer. So a
+/// reduction is vectorized only when each accumulator has exactly one
+/// combiner the vectorizer knows and the value it combines is computed from
+/// an input element; anything else stays a scalar loop, which is exact.
+bool reductionsVectorizeExactly(linalg::LinalgOp op);
+
+/// Does `op` read or write buffers of elements narrower than a byte (i1)?
+/// A buffer of i1 holds one byte per element, but LLVM loads and stores a
+/// vector of i1 as packed bits: vectorized, a 16-wide tile of an attention
+/// mask read 2 bytes instead of 16.
+bool touchesSubByteElements(linalg::LinalgOp op);
+
+/// The loops of an op to spread across threads, outermost first: every
+/// parallel loop outside the innermost one (a contraction's: every one but
+/// its column loop; batch, head and row loops together), so that the
+/// threads share the product of their trip counts (a batch of 1 still
+/// splits its rows). An op with a single parallel loop spreads that one,
+/// even when it comes after a reduction loop (a bias gradient summing
+/// [B, T, D] into [D]): parallel loops are tiled first, outside the
+/// reduction loops, so each thread sums its own columns over every row
+/// (the bias gradients had run on one core while the other waited: 1% of
+/// the encoder-decoder training step).
+SmallVector<unsigned> chooseParallelDims(linalg::LinalgOp op);
+
+} // namespace mlir::kiln::cpu
+
+#endif // KILN_COMPILER_CODEGEN_CPU_TILESELECTION_H
