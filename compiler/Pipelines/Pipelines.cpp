@@ -102,6 +102,7 @@ void kiln::buildLinalgToLLVMPipeline(OpPassManager &pm) {
   // Register tiles and vectors, the loops that run on all cores; products
   // of a few rows stream their weight instead.
   pm.addNestedPass<func::FuncOp>(createKilnVectorMatrixProductsPass());
+  pm.addNestedPass<func::FuncOp>(createKilnSelectCpuTilesPass());
   pm.addNestedPass<func::FuncOp>(createKilnTileAndVectorizePass());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());

@@ -186,13 +186,43 @@ def KilnVectorMatrixProductsPass
                            "::mlir::scf::SCFDialect"];
 }
 
+def KilnSelectCpuTilesPass
+    : Pass<"kiln-select-cpu-tiles", "::mlir::func::FuncOp"> {
+  let summary = "Choose the tile and thread loops of every linalg op";
+  let description = [{
+    The decision half of CPU tiling: writes `kiln.cpu_tiles =
+    #kiln.cpu_tiles<tile = ..., threads = ...>` on every linalg op with
+    loops that has none, which kiln-tile-and-vectorize then applies.
+    Contractions with a column loop get a register tile (`m x n` with `n`
+    two vector registers and `m` the accumulator rows that fit the register
+    file: 6 x 16 on AVX2, 8 x 32 on AVX-512; 1 along the reduction), any
+    other op one vector along its innermost loop (and a transpose a square
+    of vectors), each clamped to static loop ranges; the threads share
+    every parallel loop outside the innermost (a contraction: outside its
+    columns). Sizes come from the module's `kiln.target` unless given
+    (compiler/Codegen/CPU/TileSelection.h holds the rules).
+  }];
+  let options = [
+    Option<"tileM", "tile-m", "int64_t", /*default=*/"0",
+           "Rows of a contraction register tile (0: from the target)">,
+    Option<"tileN", "tile-n", "int64_t", /*default=*/"0",
+           "Columns of a contraction register tile (0: from the target)">,
+    Option<"vectorWidth", "vector-width", "int64_t", /*default=*/"0",
+           "Elements per vector for elementwise ops and reductions (0: from "
+           "the target)">,
+  ];
+}
+
 def KilnTileAndVectorizePass
     : Pass<"kiln-tile-and-vectorize", "::mlir::func::FuncOp"> {
   let summary = "Tile linalg ops on buffers into register tiles and vectorize them";
   let description = [{
     CPU code generation for the linalg ops that kiln-to-linalg produces, with
     sizes derived from the target CPU, the module's `kiln.target`
-    (kiln-set-target; see compiler/Codegen/CPU/TargetInfo.h):
+    (kiln-set-target; see compiler/Codegen/CPU/TargetInfo.h). Each op's
+    tile and thread loops are those of its `kiln.cpu_tiles`
+    (kiln-select-cpu-tiles); an op without one (the copies cache blocking
+    makes, or any op when the pass runs alone) gets the same choice here:
 
     - contractions (matrix products, attention scores) are tiled into
       `m x n x 1` register tiles (`n` = two vector registers of f32, `m` the

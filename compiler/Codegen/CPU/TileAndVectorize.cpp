@@ -299,18 +299,20 @@ struct KilnTileAndVectorizePass
       SmallVector<PanelRead> reads;
       llvm::copy_if(panelReads, std::back_inserter(reads),
                     [&](const PanelRead &read) { return read.op == op; });
-      SmallVector<int64_t> sizes = chooseTileSizes(op, rows, columns, width);
-      LLVM_DEBUG({
-        llvm::dbgs() << DEBUG_TYPE ": tiles";
-        for (int64_t size : sizes) {
-          llvm::dbgs() << " " << size;
-        }
-        llvm::dbgs() << " for " << op->getName() << " at " << op->getLoc()
-                     << "\n";
-      });
-      Tiles tiles =
-          tileLoops(rewriter, op, sizes, utils::IteratorType::parallel,
-                    chooseParallelDims(op));
+      FailureOr<mlir::kiln::CpuTilesAttr> config =
+          takeConfig(op, rows, columns, width);
+      if (failed(config)) {
+        return signalPassFailure();
+      }
+      LLVM_DEBUG(llvm::dbgs()
+                 << DEBUG_TYPE ": " << *config << " for " << op->getName()
+                 << " at " << op->getLoc() << "\n");
+      SmallVector<unsigned> threads;
+      for (int64_t dim : config->getThreads().asArrayRef()) {
+        threads.push_back(dim);
+      }
+      Tiles tiles = tileLoops(rewriter, op, config->getTile().asArrayRef(),
+                              utils::IteratorType::parallel, threads);
       for (const PanelRead &read : reads) {
         if (tiles.op) {
           readPanels(rewriter, read, tiles);
@@ -412,6 +414,38 @@ struct KilnTileAndVectorizePass
     }
     getOperation().walk(
         [](scf::ForOp loop) { loop->removeAttr(kFillFirstBlockAttr); });
+  }
+
+  /// The tile of `op`: its kiln.cpu_tiles (kiln-select-cpu-tiles, or
+  /// written by hand), dropped from the op before tiling copies it onto the
+  /// tiles, or the same choice made here for an op without one (the copies
+  /// blockForCaches makes; any op when the pass runs alone). A config that
+  /// does not fit the op is an error.
+  FailureOr<mlir::kiln::CpuTilesAttr> takeConfig(linalg::LinalgOp op,
+                                                 int64_t rows, int64_t columns,
+                                                 int64_t width) {
+    auto config =
+        op->getAttrOfType<mlir::kiln::CpuTilesAttr>(mlir::kiln::kCpuTilesAttr);
+    if (!config) {
+      return selectCpuTiles(op, rows, columns, width);
+    }
+    op->removeAttr(mlir::kiln::kCpuTilesAttr);
+    if (int64_t(config.getTile().size()) != int64_t(op.getNumLoops())) {
+      return op->emitOpError()
+             << "has a '" << mlir::kiln::kCpuTilesAttr << "' of "
+             << config.getTile().size() << " tile sizes for "
+             << op.getNumLoops() << " loops";
+    }
+    SmallVector<utils::IteratorType> iterators = op.getIteratorTypesArray();
+    for (int64_t dim : config.getThreads().asArrayRef()) {
+      if (iterators[dim] != utils::IteratorType::parallel) {
+        return op->emitOpError()
+               << "has a '" << mlir::kiln::kCpuTilesAttr
+               << "' that shares loop " << dim
+               << " between threads, which is no parallel loop";
+      }
+    }
+    return config;
   }
 
   /// The ops tiling has produced (and tagged with their tile sizes).

@@ -124,4 +124,17 @@ SmallVector<unsigned> chooseParallelDims(linalg::LinalgOp op) {
   return parallel;
 }
 
+CpuTilesAttr selectCpuTiles(linalg::LinalgOp op, int64_t tileM, int64_t tileN,
+                            int64_t width) {
+  Builder b(op->getContext());
+  SmallVector<int64_t> threads;
+  for (unsigned dim : chooseParallelDims(op)) {
+    threads.push_back(dim);
+  }
+  return CpuTilesAttr::get(
+      op->getContext(),
+      b.getDenseI64ArrayAttr(chooseTileSizes(op, tileM, tileN, width)),
+      b.getDenseI64ArrayAttr(threads));
+}
+
 } // namespace mlir::kiln::cpu

@@ -9,6 +9,8 @@
 #ifndef KILN_COMPILER_CODEGEN_CPU_TILESELECTION_H
 #define KILN_COMPILER_CODEGEN_CPU_TILESELECTION_H
 
+#include "dialects/Kiln/IR/KilnDialect.h"
+
 #include "mlir/Dialect/Linalg/IR/LinalgInterfaces.h"
 
 namespace mlir::kiln::cpu {
@@ -62,6 +64,11 @@ bool touchesSubByteElements(linalg::LinalgOp op);
 /// (the bias gradients had run on one core while the other waited: 1% of
 /// the encoder-decoder training step).
 SmallVector<unsigned> chooseParallelDims(linalg::LinalgOp op);
+
+/// The tile (chooseTileSizes) and thread loops (chooseParallelDims) of `op`
+/// as the attribute kiln-select-cpu-tiles writes (kCpuTilesAttr).
+CpuTilesAttr selectCpuTiles(linalg::LinalgOp op, int64_t tileM, int64_t tileN,
+                            int64_t width);
 
 } // namespace mlir::kiln::cpu
 

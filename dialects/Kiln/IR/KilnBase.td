@@ -158,4 +158,28 @@ def Kiln_TargetAttr : AttrDef<Kiln_Dialect, "Target"> {
   let genVerifyDecl = 1;
 }
 
+def Kiln_CpuTilesAttr : AttrDef<Kiln_Dialect, "CpuTiles"> {
+  let mnemonic = "cpu_tiles";
+  let summary = "The tile CPU code generation chose for one linalg op";
+  let description = [{
+    The decision kiln-select-cpu-tiles writes on each linalg op with loops,
+    as `kiln.cpu_tiles`, and kiln-tile-and-vectorize applies: `tile` holds
+    one size per loop of the op (a contraction's register tile, `m x n x 1`;
+    one vector along the innermost loop of any other op; 0 leaves a loop
+    whole), `threads` the loops the threads share (ascending). A config
+    written by hand is applied as it is:
+
+    ```mlir
+    linalg.matmul {kiln.cpu_tiles = #kiln.cpu_tiles<tile = [6, 16, 1],
+        threads = [0]>} ins(...) outs(...)
+    ```
+  }];
+  let parameters = (ins
+    "::mlir::DenseI64ArrayAttr":$tile,
+    "::mlir::DenseI64ArrayAttr":$threads
+  );
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
 #endif // KILN_DIALECT_KILN_IR_KILNBASE_TD

@@ -252,6 +252,29 @@ LogicalResult KilnDialect::verifyRegionResultAttribute(
                            << "'";
 }
 
+LogicalResult CpuTilesAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                   DenseI64ArrayAttr tile,
+                                   DenseI64ArrayAttr threads) {
+  if (!tile || !threads || tile.empty()) {
+    return emitError() << "expects a tile size for each loop";
+  }
+  for (int64_t size : tile.asArrayRef()) {
+    if (size < 0) {
+      return emitError() << "expects tile sizes >= 0, got " << size;
+    }
+  }
+  int64_t previous = -1;
+  for (int64_t loop : threads.asArrayRef()) {
+    if (loop <= previous || loop >= int64_t(tile.size())) {
+      return emitError() << "expects the thread loops ascending, each one "
+                            "of the "
+                         << tile.size() << " loops, got " << loop;
+    }
+    previous = loop;
+  }
+  return success();
+}
+
 LogicalResult TargetAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                  StringRef cpu, StringRef features,
                                  int64_t l1DataBytes, int64_t l2Bytes) {
@@ -352,6 +375,15 @@ LogicalResult KilnDialect::verifyOperationAttribute(Operation *op,
                                << "' must be a #kiln.target<...> on a module";
     }
     return success();
+  }
+  if (attr == kCpuTilesAttr) {
+    auto tiles = dyn_cast<CpuTilesAttr>(attribute.getValue());
+    if (!tiles || op->getName().getDialectNamespace() != "linalg") {
+      return op->emitOpError() << "'" << kCpuTilesAttr
+                               << "' must be a #kiln.cpu_tiles<...> on a "
+                                  "linalg op";
+    }
+    return success(); // its loop count: kiln-tile-and-vectorize
   }
   if (isCodegenMarker(attr)) {
     return success();

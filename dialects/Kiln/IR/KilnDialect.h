@@ -88,6 +88,11 @@ constexpr llvm::StringLiteral kParametersAttr = "kiln.parameters";
 /// the CPU code is generated for, resolved once (kiln-set-target).
 constexpr llvm::StringLiteral kTargetAttr = "kiln.target";
 
+/// The attribute `kiln.cpu_tiles = #kiln.cpu_tiles<...>` (a CpuTilesAttr) of
+/// a linalg op: the tile sizes and thread loops kiln-select-cpu-tiles chose
+/// for it, applied by kiln-tile-and-vectorize.
+constexpr llvm::StringLiteral kCpuTilesAttr = "kiln.cpu_tiles";
+
 /// Why `name` cannot name a boundary argument or result (empty: it can).
 std::string checkBoundaryName(llvm::StringRef name);
 

@@ -1129,3 +1129,37 @@ module attributes {kiln.target = #kiln.target<cpu = "znver4", features = "+avx,a
 // expected-error @+1 {{expects 'l1DataBytes' in [1024, 1073741824], got 0}}
 module attributes {kiln.target = #kiln.target<cpu = "znver4", features = "+avx2", l1DataBytes = 0, l2Bytes = 1048576>} {
 }
+
+// -----
+
+// A tile config on a module.
+// expected-error @+1 {{'builtin.module' op 'kiln.cpu_tiles' must be a #kiln.cpu_tiles<...> on a linalg op}}
+module attributes {kiln.cpu_tiles = #kiln.cpu_tiles<tile = [8], threads = []>} {
+}
+
+// -----
+
+// A negative tile size.
+func.func @negative_tile(%a: memref<4x4xf32>, %b: memref<4x4xf32>) {
+  // expected-error @+1 {{expects tile sizes >= 0, got -1}}
+  linalg.copy {kiln.cpu_tiles = #kiln.cpu_tiles<tile = [1, -1], threads = [0]>} ins(%a : memref<4x4xf32>) outs(%b : memref<4x4xf32>)
+  return
+}
+
+// -----
+
+// Thread loops out of order.
+func.func @threads_out_of_order(%a: memref<4x4xf32>, %b: memref<4x4xf32>) {
+  // expected-error @+1 {{expects the thread loops ascending, each one of the 2 loops, got 0}}
+  linalg.copy {kiln.cpu_tiles = #kiln.cpu_tiles<tile = [1, 8], threads = [1, 0]>} ins(%a : memref<4x4xf32>) outs(%b : memref<4x4xf32>)
+  return
+}
+
+// -----
+
+// A thread loop past the op's loops.
+func.func @thread_loop_past_the_loops(%a: memref<4x4xf32>, %b: memref<4x4xf32>) {
+  // expected-error @+1 {{expects the thread loops ascending, each one of the 2 loops, got 2}}
+  linalg.copy {kiln.cpu_tiles = #kiln.cpu_tiles<tile = [1, 8], threads = [2]>} ins(%a : memref<4x4xf32>) outs(%b : memref<4x4xf32>)
+  return
+}
