@@ -15,15 +15,19 @@
 //   along two random directions over all elements (which catches a wrong
 //   scale anywhere, such as a count that is 16x too small).
 //
-// Each case runs with every symbol dynamic (one compilation, all sizes), for
-// the host CPU and for x86-64-v3 and x86-64-v4 (run where the host has the
-// features, compiled otherwise), and with static shapes (one compilation per
-// size) for the host. Symbols a case keeps static (sizes an attribute needs,
-// or that kiln-autodiff needs static) are swept by compiling once per value;
-// the other CPU levels then take the base value only, and the static variant
-// skips the sizes that differ from the base in such symbols only (the
-// dynamic variant compiled each of them with that symbol static already;
-// the static variant's sweep of every other symbol runs at the base value).
+// Each case runs with every symbol dynamic (one compilation; every symbol
+// swept on its own through it, the others at their base value), for the
+// host CPU and for x86-64-v3 and x86-64-v4 (run where the host has the
+// features, compiled otherwise), and with static shapes for the host (one
+// compilation per size). Compilation is nearly all of a case's time, so the
+// static sizes sweep the symbols together (`diagonal`): the k-th gives each
+// symbol the k-th value of its sweep (descending for every other symbol, so
+// that large values do not meet), so every value of every symbol is compiled
+// static, in as many compilations as the longest sweep has values. Symbols a
+// case keeps static in the dynamic variant (sizes an attribute needs, or
+// that kiln-autodiff needs static) are swept together the same way, one
+// host compilation of the dynamic variant per step; the static variant
+// keeps them at their base value.
 //
 // Nothing here shares code with the compiler: references are plain loops.
 //
@@ -39,6 +43,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <map>
@@ -108,6 +113,10 @@ struct Case {
   /// at least 1). Smaller where the reference has kinks (relu), so that no
   /// step crosses one.
   double fdStep = 1e-6;
+  /// When set, the sizes the op accepts (causal attention: no more queries
+  /// than keys). Symbols swept together (see `diagonal`) take a rejected
+  /// step's values one at a time instead.
+  std::function<bool(const Sizes &)> admits;
   /// |compiled - reference| <= atol + rtol·|reference|, fixed per case.
   double atol = 1e-5, rtol = 1e-4;
 };
@@ -259,6 +268,8 @@ compile(const std::string &source, bool differentiate, const std::string &cpu) {
   options.cpu = cpu;
   if (differentiate) {
     options.prePipeline = "kiln-autodiff{function=loss},canonicalize";
+    // @loss itself is only the source of @loss_grad: not compiled.
+    options.functions = {"f", "loss_grad"};
   }
   try {
     return JitModule::compileSource(source, options);
@@ -569,99 +580,141 @@ inline void runAt(const Case &c, const JitModule &jit, const Sizes &sizes,
 
 } // namespace detail
 
-/// The size assignments of a case: each symbol through its sweep, the
-/// others at their base value.
-inline std::vector<Sizes> sweeps(const Case &c) {
-  std::vector<std::string> symbols = detail::symbols(c);
-  Sizes base;
+/// The size assignments of a case, by the compilation that runs them.
+struct Plan {
+  /// The base sizes, then each symbol the dynamic variant leaves dynamic
+  /// through its sweep, the others at their base value: one compilation.
+  std::vector<Sizes> dynamicSweep;
+  /// The symbols the dynamic variant keeps static, swept together (the
+  /// k-th value of each, see `diagonal`), the others at their base value:
+  /// one compilation each.
+  std::vector<Sizes> staticSymbolSteps;
+  /// Static shapes: the base sizes, then the dynamic symbols swept
+  /// together: one compilation each.
+  std::vector<Sizes> staticShapes;
+};
+
+namespace detail {
+
+inline const std::vector<int64_t> &sweepOf(const Case &c,
+                                           const std::string &symbol) {
+  return c.sweep.count(symbol) ? c.sweep.at(symbol) : kBoundarySizes;
+}
+
+/// `symbols` swept together from `base`: step k gives each symbol the k-th
+/// value of its sweep (ascending for every other symbol, descending for the
+/// rest, so that the large values of two symbols do not meet; a symbol
+/// whose sweep is shorter keeps its base value past its end), until every
+/// value of every sweep has been taken. Steps equal to `base` are left out;
+/// a step the case does not admit becomes one step per symbol it changes.
+inline std::vector<Sizes> diagonal(const Case &c, const Sizes &base,
+                                   const std::vector<std::string> &symbols) {
+  size_t steps = 0;
   for (const std::string &s : symbols) {
-    base[s] = c.base.count(s) ? c.base.at(s) : 17;
+    steps = std::max(steps, sweepOf(c, s).size());
   }
-  std::vector<Sizes> out = {base};
-  for (const std::string &s : symbols) {
-    const std::vector<int64_t> &sizes =
-        c.sweep.count(s) ? c.sweep.at(s) : kBoundarySizes;
-    for (int64_t size : sizes) {
-      Sizes at = base;
-      at[s] = size;
-      if (at != base) {
-        out.push_back(at);
+  std::vector<Sizes> out;
+  for (size_t k = 0; k < steps; ++k) {
+    Sizes at = base;
+    for (size_t i = 0; i < symbols.size(); ++i) {
+      const std::vector<int64_t> &values = sweepOf(c, symbols[i]);
+      if (k < values.size()) {
+        at[symbols[i]] = values[i % 2 ? values.size() - 1 - k : k];
+      }
+    }
+    if (at == base) {
+      continue;
+    }
+    if (!c.admits || c.admits(at)) {
+      out.push_back(at);
+      continue;
+    }
+    for (const std::string &s : symbols) {
+      if (at.at(s) != base.at(s)) {
+        Sizes one = base;
+        one[s] = at.at(s);
+        out.push_back(one);
       }
     }
   }
   return out;
 }
 
+} // namespace detail
+
+inline Plan plan(const Case &c) {
+  std::vector<std::string> symbols = detail::symbols(c);
+  Sizes base;
+  std::vector<std::string> dynamic, keptStatic;
+  for (const std::string &s : symbols) {
+    base[s] = c.base.count(s) ? c.base.at(s) : 17;
+    (c.alwaysStatic.count(s) ? keptStatic : dynamic).push_back(s);
+  }
+  Plan p;
+  p.dynamicSweep = {base};
+  for (const std::string &s : dynamic) {
+    for (int64_t size : detail::sweepOf(c, s)) {
+      Sizes at = base;
+      at[s] = size;
+      if (at != base) {
+        p.dynamicSweep.push_back(at);
+      }
+    }
+  }
+  p.staticSymbolSteps = detail::diagonal(c, base, keptStatic);
+  if (!dynamic.empty()) {
+    p.staticShapes = {base};
+    for (const Sizes &at : detail::diagonal(c, base, dynamic)) {
+      p.staticShapes.push_back(at);
+    }
+  }
+  return p;
+}
+
 /// Every check of the header comment for one case.
 inline void run(const Case &c) {
-  std::vector<std::string> symbols = detail::symbols(c);
   std::set<std::string> dynamic;
-  for (const std::string &s : symbols) {
+  for (const std::string &s : detail::symbols(c)) {
     if (!c.alwaysStatic.count(s)) {
       dynamic.insert(s);
     }
   }
-  std::vector<Sizes> all = sweeps(c);
+  Plan p = plan(c);
   std::map<Sizes, detail::Expected> cache;
-  // The sizes grouped by the values of the symbols that stay static (one
-  // group unless such a symbol is swept), in the order of `all`.
-  std::vector<std::vector<Sizes>> groups;
-  std::map<Sizes, size_t> groupOf;
-  for (const Sizes &sizes : all) {
-    Sizes key;
-    for (const std::string &s : c.alwaysStatic) {
-      if (sizes.count(s)) {
-        key[s] = sizes.at(s);
-      }
-    }
-    auto [it, inserted] = groupOf.try_emplace(key, groups.size());
-    if (inserted) {
-      groups.emplace_back();
-    }
-    groups[it->second].push_back(sizes);
-  }
-  // Dynamic sizes: one compilation per CPU and group, every size of the
-  // group through it; the other CPU levels take the first group (the one
-  // with the base sizes) only.
-  for (const std::string cpu : {"host", "x86-64-v3", "x86-64-v4"}) {
-    for (const std::vector<Sizes> &group : groups) {
-      if (cpu != "host" && &group != &groups.front()) {
-        break;
-      }
-      std::string source = detail::moduleSource(c, group.front(), dynamic);
-      auto jit = detail::compile(source, c.differentiable, cpu);
-      ASSERT_TRUE(jit) << c.name;
-      if (!detail::hostRuns(cpu)) {
-        continue; // compiled, not run
-      }
-      for (const Sizes &sizes : group) {
-        detail::runAt(c, *jit, sizes, c.name + " (dynamic, " + cpu + ")",
-                      cache);
-        if (::testing::Test::HasFatalFailure()) {
-          return;
-        }
-      }
-    }
-  }
-  // Static sizes: one compilation per size, on the host CPU, but for the
-  // sizes that sweep a symbol the dynamic variant keeps static.
-  const Sizes &base = all.front();
-  auto sweepsAnAlwaysStatic = [&](const Sizes &sizes) {
-    for (const auto &[symbol, size] : sizes) {
-      if (size != base.at(symbol) && c.alwaysStatic.count(symbol)) {
-        return true;
-      }
-    }
-    return false;
-  };
-  for (const Sizes &sizes : all) {
-    if (sweepsAnAlwaysStatic(sizes)) {
-      continue;
-    }
-    auto jit = detail::compile(detail::moduleSource(c, sizes, {}),
-                               c.differentiable, "host");
+  auto compileAndRun = [&](const std::vector<Sizes> &sizes,
+                           const std::set<std::string> &dynamicSymbols,
+                           const std::string &cpu, const std::string &what) {
+    auto jit =
+        detail::compile(detail::moduleSource(c, sizes.front(), dynamicSymbols),
+                        c.differentiable, cpu);
     ASSERT_TRUE(jit) << c.name;
-    detail::runAt(c, *jit, sizes, c.name + " (static)", cache);
+    if (!detail::hostRuns(cpu)) {
+      return; // compiled, not run
+    }
+    for (const Sizes &at : sizes) {
+      detail::runAt(c, *jit, at, c.name + " (" + what + ")", cache);
+      if (::testing::Test::HasFatalFailure()) {
+        return;
+      }
+    }
+  };
+  // Dynamic sizes: one compilation per CPU, every size of the sweep through
+  // it; for the host, also one per step of the symbols kept static.
+  for (const std::string cpu : {"host", "x86-64-v3", "x86-64-v4"}) {
+    compileAndRun(p.dynamicSweep, dynamic, cpu, "dynamic, " + cpu);
+    if (::testing::Test::HasFatalFailure()) {
+      return;
+    }
+  }
+  for (const Sizes &at : p.staticSymbolSteps) {
+    compileAndRun({at}, dynamic, "host", "dynamic, host");
+    if (::testing::Test::HasFatalFailure()) {
+      return;
+    }
+  }
+  // Static shapes: one compilation per size, on the host CPU.
+  for (const Sizes &at : p.staticShapes) {
+    compileAndRun({at}, {}, "host", "static");
     if (::testing::Test::HasFatalFailure()) {
       return;
     }

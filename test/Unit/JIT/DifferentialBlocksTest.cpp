@@ -715,6 +715,9 @@ Case attentionCase(const std::string &name, bool masked, bool causal,
         in[0], in[1], in[2], masked ? &in[3] : nullptr, s.at("B"), s.at("Q"),
         s.at("K"), s.at("D"), heads, causal)};
   };
+  if (causal) {
+    c.admits = [](const diff::Sizes &s) { return s.at("Q") <= s.at("K"); };
+  }
   // num_heads must divide the static model width.
   c.alwaysStatic = {"D"};
   c.base = {{"B", 2}, {"Q", 17}, {"K", 33}, {"D", 9 * heads}};
