@@ -13,6 +13,7 @@
 #include "compiler/Codegen/Common/Passes.h"
 #include "compiler/Codegen/GPU/Passes.h"
 #include "compiler/Conversion/KilnToLinalg/KilnToLinalg.h"
+#include "dialects/Kiln/IR/KilnDialect.h"
 
 #include "mlir/Conversion/Passes.h"
 #include "mlir/Dialect/Bufferization/Pipelines/Passes.h"
@@ -38,7 +39,7 @@ namespace {
 
 /// kiln-check-lowered at `stage`, the last pass of every pipeline.
 std::unique_ptr<Pass> checkLowered(const std::string &stage) {
-  return kiln::createKilnCheckLoweredPass({.stage = stage});
+  return mlir::kiln::createKilnCheckLoweredPass({.stage = stage});
 }
 
 /// One-shot bufferization of whole modules, with plain (identity-layout)
@@ -65,8 +66,9 @@ std::unique_ptr<Pass> inlineWithoutSimplifying() {
 
 } // namespace
 
-void kiln::buildKilnToLinalgPipeline(OpPassManager &pm, int64_t attentionBlock,
-                                     bool prepareWeights) {
+void mlir::kiln::buildKilnToLinalgPipeline(OpPassManager &pm,
+                                           int64_t attentionBlock,
+                                           bool prepareWeights) {
   pm.addPass(createConvertKilnToLinalgPass({.attentionBlock = attentionBlock}));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createKilnFuseElementwisePass());
@@ -79,14 +81,15 @@ void kiln::buildKilnToLinalgPipeline(OpPassManager &pm, int64_t attentionBlock,
   }
 }
 
-void kiln::buildKilnToLLVMPipeline(OpPassManager &pm, const std::string &cpu,
-                                   bool prepareWeights) {
+void mlir::kiln::buildKilnToLLVMPipeline(OpPassManager &pm,
+                                         const std::string &cpu,
+                                         bool prepareWeights) {
   pm.addPass(createKilnSetTargetPass({.cpu = cpu}));
   buildKilnToLinalgPipeline(pm, kCpuAttentionBlock, prepareWeights);
   buildLinalgToLLVMPipeline(pm);
 }
 
-void kiln::buildLinalgToLLVMPipeline(OpPassManager &pm) {
+void mlir::kiln::buildLinalgToLLVMPipeline(OpPassManager &pm) {
   // Buffers: arguments updated in place, fills per user, freed early.
   pm.addNestedPass<func::FuncOp>(createKilnCloneFillsPerUsePass());
   pm.addPass(createKilnMarkInPlaceArgumentsPass());
@@ -143,7 +146,7 @@ void kiln::buildLinalgToLLVMPipeline(OpPassManager &pm) {
   pm.addPass(checkLowered("llvm"));
 }
 
-std::string kiln::cudaToolkitPath() {
+std::string mlir::kiln::cudaToolkitPath() {
   for (const char *variable : {"CUDA_HOME", "CUDA_PATH", "CUDA_ROOT"}) {
     if (const char *path = std::getenv(variable); path && *path) {
       return path;
@@ -154,20 +157,15 @@ std::string kiln::cudaToolkitPath() {
              : "";
 }
 
-bool kiln::isGpuChip(llvm::StringRef chip) {
-  unsigned version = 0;
-  return chip.consume_front("sm_") && !chip.getAsInteger(10, version) &&
-         version >= 50;
-}
-
-void kiln::buildKilnToGpuPipeline(OpPassManager &pm, const std::string &chip,
-                                  bool resident) {
+void mlir::kiln::buildKilnToGpuPipeline(OpPassManager &pm,
+                                        const std::string &gpu,
+                                        const std::string &cpu, bool resident) {
+  pm.addPass(createKilnSetTargetPass({.cpu = cpu, .gpu = gpu}));
   buildKilnToLinalgPipeline(pm);
-  buildLinalgToGpuPipeline(pm, chip, resident);
+  buildLinalgToGpuPipeline(pm, resident);
 }
 
-void kiln::buildLinalgToGpuPipeline(OpPassManager &pm, const std::string &chip,
-                                    bool resident) {
+void mlir::kiln::buildLinalgToGpuPipeline(OpPassManager &pm, bool resident) {
   // Every distinct linalg op becomes one GPU kernel (kiln-outline-kernels
   // shares it between identical layers): its parallel loops, innermost
   // dimension first (on threadIdx.x: consecutive threads, consecutive
@@ -175,11 +173,11 @@ void kiln::buildLinalgToGpuPipeline(OpPassManager &pm, const std::string &chip,
   // blocks and threads (a third dimension to blocks only, later ones stay
   // serial in each thread, as do reduction loops), its buffers live in
   // device memory, the host code runs on one stream, and the kernels are
-  // compiled to PTX for `chip`. Math functions come from CUDA's libdevice,
-  // linked when a toolkit is found. Arguments stay read-only and results
-  // fresh (no in-place updates: the host code stages arguments through
-  // device buffers); readSpec in compiler/Target/Common/Lowering.cpp then
-  // records no ResultSpec::updates for a GPU target.
+  // compiled to PTX for the module's kiln.target. Math functions come from
+  // CUDA's libdevice, linked when a toolkit is found. Arguments stay read-only
+  // and results fresh (no in-place updates: the host code stages arguments
+  // through device buffers); readSpec in compiler/Target/Common/Lowering.cpp
+  // then records no ResultSpec::updates for a GPU target.
   pm.addPass(createKilnMarkInPlaceArgumentsPass({.inPlace = false}));
   pm.addPass(bufferizeModule());
   bufferization::buildBufferDeallocationPipeline(pm);
@@ -206,11 +204,8 @@ void kiln::buildLinalgToGpuPipeline(OpPassManager &pm, const std::string &chip,
   pm.addNestedPass<func::FuncOp>(createGpuAsyncRegionPass());
   pm.addPass(createLowerAffinePass());
   pm.addPass(createCanonicalizerPass());
-  // The kernels: NVVM, then PTX.
-  GpuNVVMAttachTargetOptions target;
-  target.chip = chip;
-  target.optLevel = 3;
-  pm.addPass(createGpuNVVMAttachTarget(target));
+  // The kernels: NVVM, then PTX for the architecture kiln.target names.
+  pm.addPass(createKilnAttachGpuTargetPass());
   OpPassManager &kernels = pm.nest<gpu::GPUModuleOp>();
   kernels.addPass(createKilnApproximateMathPass());
   kernels.addPass(createSCFToControlFlowPass());
@@ -239,8 +234,8 @@ void kiln::buildLinalgToGpuPipeline(OpPassManager &pm, const std::string &chip,
   pm.addPass(checkLowered("llvm"));
 }
 
-LogicalResult kiln::addPipeline(OpPassManager &pm,
-                                const std::string &pipeline) {
+LogicalResult mlir::kiln::addPipeline(OpPassManager &pm,
+                                      const std::string &pipeline) {
   std::string errors;
   llvm::raw_string_ostream os(errors);
   if (failed(parsePassPipeline(pipeline, pm, os))) {
@@ -252,9 +247,13 @@ LogicalResult kiln::addPipeline(OpPassManager &pm,
 
 namespace {
 struct GpuPipelineOptions : public PassPipelineOptions<GpuPipelineOptions> {
-  Option<std::string> chip{*this, "chip",
-                           llvm::cl::desc("The GPU architecture: sm_80, sm_90"),
-                           llvm::cl::init("sm_90")};
+  Option<std::string> gpu{
+      *this, "gpu", llvm::cl::desc("The NVIDIA GPU architecture: sm_80, sm_90"),
+      llvm::cl::init("sm_90")};
+  Option<std::string> cpu{
+      *this, "cpu",
+      llvm::cl::desc("The host code's CPU: host, or an LLVM CPU name"),
+      llvm::cl::init("host")};
   Option<bool> resident{
       *this, "resident",
       llvm::cl::desc("Parameters and optimizer state stay in device memory"),
@@ -274,12 +273,12 @@ struct CpuPipelineOptions : public PassPipelineOptions<CpuPipelineOptions> {
 };
 } // namespace
 
-void kiln::registerKilnPipelines() {
+void mlir::kiln::registerKilnPipelines() {
   registerKilnCodegenCommonPasses();
   registerKilnCodegenCPUPasses();
   registerKilnCodegenGPUPasses();
-  // Registered by hand (not PassPipelineRegistration) so that a chip that
-  // is no NVIDIA architecture is an error, not a crash in nvvm-attach-target.
+  // Registered by hand (not PassPipelineRegistration) so that a `gpu` that
+  // is no NVIDIA architecture is an error before the pipeline runs.
   registerPassPipeline(
       "kiln-to-gpu",
       "Lower kiln to GPU kernels compiled to PTX, with host code that "
@@ -290,15 +289,15 @@ void kiln::registerKilnPipelines() {
         if (failed(options.parseFromString(text))) {
           return failure();
         }
-        if (!isGpuChip(options.chip)) {
-          return errorHandler("kiln-to-gpu: chip '" + options.chip +
+        if (!isGpuChip(options.gpu)) {
+          return errorHandler("kiln-to-gpu: gpu '" + options.gpu +
                               "' is not an NVIDIA GPU architecture (sm_80, "
                               "sm_90, ...)");
         }
-        buildKilnToGpuPipeline(pm, options.chip, options.resident);
+        buildKilnToGpuPipeline(pm, options.gpu, options.cpu, options.resident);
         return success();
       },
-      [](function_ref<void(const detail::PassOptions &)> optHandler) {
+      [](function_ref<void(const mlir::detail::PassOptions &)> optHandler) {
         optHandler(GpuPipelineOptions());
       });
   PassPipelineRegistration<>(

@@ -40,20 +40,21 @@ void buildLinalgToLLVMPipeline(OpPassManager &pm);
 /// (attention by blocks), then linalg-to-LLVM: the kiln-to-llvm pipeline.
 void buildKilnToLLVMPipeline(OpPassManager &pm, const std::string &cpu = "host",
                              bool prepareWeights = false);
-/// Adds the passes from linalg on tensors to GPU kernels (PTX for `chip`,
-/// e.g. "sm_90", which must satisfy isGpuChip) and host code in the LLVM
-/// dialect that launches them through the mgpu* runtime functions; public
+/// Adds the passes from linalg on tensors to GPU kernels (PTX for the
+/// architecture the module's `kiln.target` names: kiln-set-target{gpu}; a
+/// module without one fails) and host code in the LLVM dialect that
+/// launches them through the mgpu* runtime functions; public
 /// functions take and return host buffers, but with `resident` their
 /// parameters and optimizer state, and the results that update them, are
 /// device buffers (kiln-host-interface{resident}). Ends with
 /// kiln-check-lowered{stage=llvm}.
-void buildLinalgToGpuPipeline(OpPassManager &pm, const std::string &chip,
-                              bool resident = false);
-/// kiln-to-linalg followed by linalg-to-GPU: the kiln-to-gpu pipeline.
-void buildKilnToGpuPipeline(OpPassManager &pm, const std::string &chip,
+void buildLinalgToGpuPipeline(OpPassManager &pm, bool resident = false);
+/// kiln-set-target{gpu, cpu} (`gpu` an NVIDIA architecture, "sm_90", which
+/// must satisfy isGpuChip; `cpu` the host code's), kiln-to-linalg, then
+/// linalg-to-GPU: the kiln-to-gpu pipeline.
+void buildKilnToGpuPipeline(OpPassManager &pm, const std::string &gpu,
+                            const std::string &cpu = "host",
                             bool resident = false);
-/// Whether `chip` names an NVIDIA architecture ("sm_80", "sm_90", ...).
-bool isGpuChip(llvm::StringRef chip);
 /// The CUDA toolkit whose libdevice GPU kernels link ($CUDA_HOME,
 /// $CUDA_PATH, $CUDA_ROOT or /usr/local/cuda), or "" when there is none.
 std::string cudaToolkitPath();

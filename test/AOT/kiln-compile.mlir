@@ -29,7 +29,7 @@
 // Errors: nothing is written.
 // RUN: not kiln-compile %S/Inputs/relu2.mlir -o %t/bad.o --header %t/bad.h --name relu2 --gpu sm_x 2>&1 | FileCheck %s --check-prefix=CHIP
 // RUN: not kiln-compile %S/Inputs/relu2.mlir -o %t/bad.o --header %t/bad.h --name relu2 --gpu '' 2>&1 | FileCheck %s --check-prefix=NOCHIP
-// RUN: not kiln-opt --kiln-to-gpu=chip= %S/Inputs/relu2.mlir 2>&1 | FileCheck %s --check-prefix=OPTCHIP
+// RUN: not kiln-opt --kiln-to-gpu=gpu= %S/Inputs/relu2.mlir 2>&1 | FileCheck %s --check-prefix=OPTCHIP
 // RUN: not kiln-compile %S/Inputs/two.mlir -o %t/bad.o --header %t/bad.h --name two --functions second,third 2>&1 | FileCheck %s --check-prefix=NOFUNC
 // RUN: not kiln-compile %S/Inputs/relu2.mlir -o %t/bad.o --header %t/bad.h --name relu2 --cpu pentium9 2>&1 | FileCheck %s --check-prefix=CPU
 // RUN: not kiln-compile %S/Inputs/relu2.mlir -o %t/bad.o --header %t/bad.h --name 2fast 2>&1 | FileCheck %s --check-prefix=NAME
@@ -73,7 +73,7 @@ this is not IR
 // FAKEGPU: kiln: cuModuleLoadData (loading GPU kernels) failed: invalid image (fake)
 // CHIP: kiln: 'sm_x' is not an NVIDIA GPU architecture (sm_80, sm_90, ...)
 // NOCHIP: kiln-compile: --gpu needs an NVIDIA GPU architecture (sm_80, sm_90, ...); leave it out for the CPU
-// OPTCHIP: error: kiln-to-gpu: chip '' is not an NVIDIA GPU architecture (sm_80, sm_90, ...)
+// OPTCHIP: error: kiln-to-gpu: gpu '' is not an NVIDIA GPU architecture (sm_80, sm_90, ...)
 
 // COMPILE: kiln-compile: relu2 (1 functions, cpu x86-64-v2) in {{.*}} s (MLIR {{.*}} s, LLVM {{.*}} s) -> {{.*}}relu2.o, {{.*}}relu2.h
 

@@ -9,7 +9,7 @@
 // it is a block reduction.
 // RUN: kiln-opt %kiln_src/examples/gpt/gpt_tiny_block.mlir --kiln-to-gpu | %python %S/Inputs/ptxas-all.py %ptxas sm_90 --budget 64,8320 | FileCheck %s --check-prefix=BLOCK
 // RUN: kiln-opt %s -kiln-training-step="optimizer=adamw clip-norm=1.0" --kiln-to-gpu | %python %S/Inputs/ptxas-all.py %ptxas sm_90 --budget 64,8320 | FileCheck %s --check-prefix=STEP
-// RUN: kiln-opt %s -kiln-training-step="optimizer=adamw clip-norm=1.0" --kiln-to-gpu="chip=sm_80" | %python %S/Inputs/ptxas-all.py %ptxas sm_80 --budget 64,8320 | FileCheck %s --check-prefix=STEP80
+// RUN: kiln-opt %s -kiln-training-step="optimizer=adamw clip-norm=1.0" --kiln-to-gpu="gpu=sm_80" | %python %S/Inputs/ptxas-all.py %ptxas sm_80 --budget 64,8320 | FileCheck %s --check-prefix=STEP80
 // REQUIRES: ptxas
 
 // BLOCK: {{[0-9]+}} kernels within the budget: registers at most 64 (largest {{[0-9]+}}), shared memory at most 8320 bytes (largest 8320), no stack, no spills

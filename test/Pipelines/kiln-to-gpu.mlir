@@ -1,7 +1,7 @@
 // RUN: kiln-opt %s --kiln-to-gpu | FileCheck %s
-// RUN: kiln-opt %s --kiln-to-gpu="chip=sm_80" | FileCheck %s --check-prefix=SM80
+// RUN: kiln-opt %s --kiln-to-gpu="gpu=sm_80" | FileCheck %s --check-prefix=SM80
 // RUN: kiln-opt %s --kiln-to-gpu | %python %S/Inputs/ptxas-all.py %ptxas sm_90 | FileCheck %s --check-prefix=PTXAS
-// RUN: kiln-opt %s --kiln-to-gpu="chip=sm_80" | %python %S/Inputs/ptxas-all.py %ptxas sm_80 | FileCheck %s --check-prefix=PTXAS80
+// RUN: kiln-opt %s --kiln-to-gpu="gpu=sm_80" | %python %S/Inputs/ptxas-all.py %ptxas sm_80 | FileCheck %s --check-prefix=PTXAS80
 // RUN: kiln-opt %kiln_src/examples/gpt/gpt_tiny_block.mlir --kiln-to-gpu | %python %S/Inputs/ptxas-all.py %ptxas sm_90 | FileCheck %s --check-prefix=BLOCK
 // REQUIRES: ptxas
 
@@ -15,6 +15,10 @@ func.func @f(%x: tensor<?x64xf32>, %w: tensor<128x64xf32>, %b: tensor<128xf32>) 
   return %s : tensor<?x128xf32>
 }
 
+// The target is resolved once, on the module: the kernels' architecture and
+// the host code's CPU.
+// CHECK:       module attributes {{{.*}}kiln.target = #kiln.target<cpu = "{{[a-z0-9-]+}}", {{.*}}gpu = "sm_90">
+// SM80:        module attributes {{{.*}}kiln.target = #kiln.target<cpu = "{{[a-z0-9-]+}}", {{.*}}gpu = "sm_80">
 // CHECK-NOT:   llvm.func @malloc
 // CHECK-LABEL: llvm.func @f(
 // CHECK:         %[[STREAM:.*]] = llvm.call @mgpuStreamCreate()

@@ -24,11 +24,18 @@ def KilnSetTargetPass : Pass<"kiln-set-target", "::mlir::ModuleOp"> {
     kiln-llvm-target-attributes, the LLVM target machine), so the name is
     parsed once per compile and a dumped module says what it was generated
     for. An unknown CPU is an error that lists the usual names. The first
-    pass of kiln-to-llvm (its `cpu` option).
+    pass of kiln-to-llvm (its `cpu` option). For GPU code, `gpu` names the
+    NVIDIA architecture of the kernels (`sm_90`; kiln-attach-gpu-target reads
+    it) and `cpu` the host code's CPU: the first pass of kiln-to-gpu (its
+    `gpu` and `cpu` options). A `gpu` that is no such architecture is an
+    error.
   }];
   let options = [
     Option<"cpu", "cpu", "std::string", /*default=*/"\"host\"",
            "The CPU: host, or an LLVM CPU name (x86-64-v3, znver4, ...)">,
+    Option<"gpu", "gpu", "std::string", /*default=*/"\"\"",
+           "The NVIDIA GPU architecture of GPU code (sm_80, sm_90); empty: "
+           "CPU code">,
   ];
   let dependentDialects = ["::mlir::kiln::KilnDialect"];
 }

@@ -28,14 +28,16 @@ struct KilnSetTargetPass
 
   void runOnOperation() override {
     llvm::Expected<mlir::kiln::TargetAttr> target =
-        mlir::kiln::cpu::resolveTarget(&getContext(), cpu);
+        mlir::kiln::cpu::resolveTarget(&getContext(), cpu, gpu);
     if (!target) {
       getOperation().emitError("kiln-set-target: ")
           << llvm::toString(target.takeError());
       return signalPassFailure();
     }
     LLVM_DEBUG(llvm::dbgs()
-               << DEBUG_TYPE ": '" << cpu << "' is " << *target << "\n");
+               << DEBUG_TYPE ": '" << cpu << "'"
+               << (gpu.empty() ? "" : " and '") << gpu
+               << (gpu.empty() ? "" : "'") << " is " << *target << "\n");
     getOperation()->setAttr(mlir::kiln::kTargetAttr, *target);
   }
 };

@@ -87,8 +87,13 @@ static std::string featureString(const llvm::StringMap<bool> &features) {
   return llvm::join(list, ",");
 }
 
-llvm::Expected<TargetAttr> resolveTarget(MLIRContext *context,
-                                         llvm::StringRef cpu) {
+llvm::Expected<TargetAttr>
+resolveTarget(MLIRContext *context, llvm::StringRef cpu, llvm::StringRef gpu) {
+  if (!gpu.empty() && !isGpuChip(gpu)) {
+    return llvm::createStringError(
+        "'" + gpu.str() +
+        "' is not an NVIDIA GPU architecture (sm_80, sm_90, ...)");
+  }
   TargetInfo defaults;
   int64_t l1 = defaults.l1DataBytes, l2 = defaults.l2Bytes;
   std::string name;
@@ -121,7 +126,7 @@ llvm::Expected<TargetAttr> resolveTarget(MLIRContext *context,
       llvm::X86::updateImpliedFeatures(feature, true, features);
     }
   }
-  return TargetAttr::get(context, name, featureString(features), l1, l2);
+  return TargetAttr::get(context, name, featureString(features), l1, l2, gpu);
 }
 
 TargetInfo TargetInfo::of(TargetAttr target) {

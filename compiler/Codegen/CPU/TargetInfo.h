@@ -99,9 +99,12 @@ struct TargetInfo {
 /// name (its features and every feature they imply, the caches of
 /// TargetInfo's defaults) into the attribute every decision reads: the one
 /// place a CPU name is parsed. An unknown name is an error that lists the
-/// usual ones.
+/// usual ones. `gpu`, when not empty, is the NVIDIA architecture of GPU
+/// code's kernels (the CPU is then the host code's); one that is not such an
+/// architecture (isGpuChip) is an error.
 llvm::Expected<TargetAttr> resolveTarget(MLIRContext *context,
-                                         llvm::StringRef cpu);
+                                         llvm::StringRef cpu,
+                                         llvm::StringRef gpu = "");
 
 /// The `kiln.target` of the module that holds `op` (or of `op` itself), or
 /// null when there is none.

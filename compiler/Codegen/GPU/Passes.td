@@ -122,4 +122,19 @@ def KilnHostInterfacePass : Pass<"kiln-host-interface", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::gpu::GPUDialect", "::mlir::memref::MemRefDialect"];
 }
 
+def KilnAttachGpuTargetPass
+    : Pass<"kiln-attach-gpu-target", "::mlir::ModuleOp"> {
+  let summary = "Attach the module's GPU architecture to its GPU modules";
+  let description = [{
+    For kiln-to-gpu, after kernel outlining: reads the NVIDIA architecture
+    from the module's `kiln.target` (`#kiln.target<..., gpu = "sm_90">`,
+    written by kiln-set-target{gpu=...}) and attaches it to every
+    `gpu.module` as upstream `nvvm-attach-target` does (`#nvvm.target<O = 3,
+    chip = "sm_90">`), so that the architecture is named once, in the IR,
+    and a dumped module says what its kernels were compiled for. A module
+    whose target names no GPU is an error that says how to set one.
+  }];
+  let dependentDialects = ["::mlir::NVVM::NVVMDialect"];
+}
+
 #endif // KILN_COMPILER_CODEGEN_GPU_PASSES_TD

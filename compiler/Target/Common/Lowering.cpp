@@ -370,14 +370,10 @@ static void lower(LoweredModule &lowered, const LoweringOptions &options,
   MLIRContext *context = lowered.context.get();
   ModuleOp module = *lowered.module;
   checkDumpsSpareTheSource(options);
-  if (!options.gpuChip.empty() && !mlir::kiln::isGpuChip(options.gpuChip)) {
-    throw Error("kiln: '" + options.gpuChip +
-                "' is not an NVIDIA GPU architecture (sm_80, sm_90, ...)");
-  }
-  // The target CPU, resolved once: the passes and the target machine read
-  // it from the module.
+  // The target CPU (and GPU), resolved once: the passes and the target
+  // machine read it from the module.
   llvm::Expected<mlir::kiln::TargetAttr> target =
-      mlir::kiln::cpu::resolveTarget(context, options.cpu);
+      mlir::kiln::cpu::resolveTarget(context, options.cpu, options.gpuChip);
   if (!target) {
     throw Error("kiln: " + llvm::toString(target.takeError()));
   }
@@ -425,8 +421,7 @@ static void lower(LoweredModule &lowered, const LoweringOptions &options,
     mlir::kiln::buildLinalgToLLVMPipeline(llvmPm);
   } else {
     mlir::kiln::buildKilnToLinalgPipeline(linalg);
-    mlir::kiln::buildLinalgToGpuPipeline(llvmPm, options.gpuChip,
-                                         options.gpuResidentState);
+    mlir::kiln::buildLinalgToGpuPipeline(llvmPm, options.gpuResidentState);
   }
   if (failed(linalg.run(module))) {
     throw Error("kiln: lowering to linalg failed:" + diagnostics.str());

@@ -130,7 +130,7 @@ class Kiln_Op<string mnemonic, list<Trait> traits = []>
 
 def Kiln_TargetAttr : AttrDef<Kiln_Dialect, "Target"> {
   let mnemonic = "target";
-  let summary = "The CPU code is generated for, resolved once";
+  let summary = "The CPU (and GPU) code is generated for, resolved once";
   let description = [{
     What CPU code generation may assume of the machine, attached to the
     module as `kiln.target` by `kiln-set-target` (the lowering of the JIT
@@ -147,12 +147,18 @@ def Kiln_TargetAttr : AttrDef<Kiln_Dialect, "Target"> {
         features = "+avx,+avx2,+fma,...", l1DataBytes = 32768,
         l2Bytes = 524288>} { ... }
     ```
+
+    Code for an NVIDIA GPU also names the architecture its kernels are
+    compiled for (`gpu = "sm_90"`, read by kiln-attach-gpu-target); the CPU
+    is then the host code's. Without `gpu`, the module is CPU code.
   }];
   let parameters = (ins
     StringRefParameter<"LLVM CPU name">:$cpu,
     StringRefParameter<"LLVM features, comma-separated">:$features,
     "int64_t":$l1DataBytes,
-    "int64_t":$l2Bytes
+    "int64_t":$l2Bytes,
+    StringRefParameter<"NVIDIA GPU architecture (sm_90), empty for CPU code",
+                       "\"\"">:$gpu
   );
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;

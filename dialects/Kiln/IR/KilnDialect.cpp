@@ -275,9 +275,21 @@ LogicalResult CpuTilesAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   return success();
 }
 
+bool mlir::kiln::isGpuChip(StringRef gpu) {
+  unsigned version = 0;
+  return gpu.consume_front("sm_") && !gpu.getAsInteger(10, version) &&
+         version >= 50;
+}
+
 LogicalResult TargetAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                  StringRef cpu, StringRef features,
-                                 int64_t l1DataBytes, int64_t l2Bytes) {
+                                 int64_t l1DataBytes, int64_t l2Bytes,
+                                 StringRef gpu) {
+  if (!gpu.empty() && !isGpuChip(gpu)) {
+    return emitError() << "expects 'gpu' to be an NVIDIA GPU architecture "
+                          "(sm_80, sm_90, ...), got '"
+                       << gpu << "'";
+  }
   auto isNameChar = [](char c) {
     return llvm::isAlnum(c) || c == '-' || c == '_' || c == '.';
   };

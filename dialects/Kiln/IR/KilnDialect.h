@@ -85,8 +85,12 @@ constexpr llvm::StringLiteral kLossTokensAttr = "kiln.loss_tokens";
 constexpr llvm::StringLiteral kParametersAttr = "kiln.parameters";
 
 /// The module attribute `kiln.target = #kiln.target<...>` (a TargetAttr):
-/// the CPU code is generated for, resolved once (kiln-set-target).
+/// the CPU (and GPU) code is generated for, resolved once (kiln-set-target).
 constexpr llvm::StringLiteral kTargetAttr = "kiln.target";
+
+/// Whether `gpu` names an NVIDIA GPU architecture ("sm_80", "sm_90", ...):
+/// the one check of a GPU target's spelling.
+bool isGpuChip(llvm::StringRef gpu);
 
 /// The attribute `kiln.cpu_tiles = #kiln.cpu_tiles<...>` (a CpuTilesAttr) of
 /// a linalg op: the tile sizes and thread loops kiln-select-cpu-tiles chose

@@ -1125,6 +1125,13 @@ module attributes {kiln.target = #kiln.target<cpu = "znver4", features = "+avx,a
 
 // -----
 
+// A GPU that is no NVIDIA architecture.
+// expected-error @+1 {{expects 'gpu' to be an NVIDIA GPU architecture (sm_80, sm_90, ...), got 'gfx90a'}}
+module attributes {kiln.target = #kiln.target<cpu = "znver4", features = "+avx2", l1DataBytes = 32768, l2Bytes = 1048576, gpu = "gfx90a">} {
+}
+
+// -----
+
 // A cache too small to be real.
 // expected-error @+1 {{expects 'l1DataBytes' in [1024, 1073741824], got 0}}
 module attributes {kiln.target = #kiln.target<cpu = "znver4", features = "+avx2", l1DataBytes = 0, l2Bytes = 1048576>} {
