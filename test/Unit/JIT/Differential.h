@@ -268,8 +268,6 @@ compile(const std::string &source, bool differentiate, const std::string &cpu) {
   options.cpu = cpu;
   if (differentiate) {
     options.prePipeline = "kiln-autodiff{function=loss},canonicalize";
-    // @loss itself is only the source of @loss_grad: not compiled.
-    options.functions = {"f", "loss_grad"};
   }
   try {
     return JitModule::compileSource(source, options);
