@@ -7,14 +7,16 @@
 # it may include, so that including a higher layer fails to compile:
 #
 #   base/      header-only vocabulary, nothing but the standard library
-#   runtime/   runtime/ and base/             KILN_RUNTIME_INCLUDE_DIRS
+#   runtime/   runtime/ and base/; no LLVM    KILN_RUNTIME_INCLUDE_DIRS
 #   dialects/  dialects/ and base/, and MLIR  KILN_DIALECTS_INCLUDE_DIRS
 #              (its generated .inc files in a root of their own)
 #   compiler/, examples/, test/: everything   KILN_ALL_INCLUDE_DIRS
 #
-# Each layer's CMakeLists.txt puts its roots on the include path of the
-# targets it defines; test/Layering checks that a runtime or dialect source
-# cannot reach a higher layer's headers.
+# LLVM's and MLIR's headers (KILN_MLIR_INCLUDE_DIRS, system directories) are
+# on the path of every layer but the runtime. Each layer's CMakeLists.txt
+# puts its roots on the include path of the targets it defines;
+# test/Layering checks that a runtime or dialect source cannot reach a
+# higher layer's headers, nor a runtime source LLVM's or MLIR's.
 #
 #===------------------------------------------------------------------------===#
 
@@ -46,3 +48,4 @@ set(KILN_RUNTIME_INCLUDE_DIRS ${PROJECT_BINARY_DIR}/layers/runtime/src)
 set(KILN_DIALECTS_INCLUDE_DIRS ${PROJECT_BINARY_DIR}/layers/dialects/src
   ${PROJECT_BINARY_DIR}/layers/dialects/gen)
 set(KILN_ALL_INCLUDE_DIRS ${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR})
+set(KILN_MLIR_INCLUDE_DIRS ${LLVM_INCLUDE_DIRS} ${MLIR_INCLUDE_DIRS})

@@ -406,6 +406,15 @@ Case layerNormCase(bool stdEps) {
     // The unbiased standard deviation needs two features (the verifier
     // rejects D = 1 when it is static).
     c.sweep["D"] = {2, 7, 15, 16, 17, 31, 32, 33, 65, 257};
+  } else {
+    // A row of one feature normalizes to beta whatever x is: the gradient
+    // with respect to x is exactly 0, and the compiled fp32 code returns its
+    // rounding, amplified by 1/sqrt(eps) (316). Summed along a direction over
+    // the base's 34 rows it stays within the fixed tolerance, over 257 rows
+    // it does not: D = 1 is not combined with more rows than the base has.
+    c.admits = [](const diff::Sizes &s) {
+      return s.at("D") > 1 || s.at("B") * s.at("T") <= 2 * 17;
+    };
   }
   return c;
 }
