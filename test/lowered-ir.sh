@@ -3,12 +3,18 @@
 # forward pass, training step and decoding step; the encoder-decoder's
 # forward pass), for x86-64-v2, x86-64-v3, x86-64-v4 and the host, both as
 # the JIT lowers them (kiln-bench --dump) and as `kiln-opt --kiln-to-llvm`
-# does, into OUT_DIR. Run it with the builds before and after a change that
-# must not change code generation and compare the folders:
+# does, into OUT_DIR, and the JIT's as LLVM IR (.ll, mlir-translate). Run it
+# with the builds before and after a change that must not change code
+# generation and compare the folders:
 #
 #   test/lowered-ir.sh build-before /tmp/before
 #   test/lowered-ir.sh build /tmp/after
 #   diff -r /tmp/before /tmp/after && echo identical
+#
+# A change that only moves where constants are created (a pass that builds
+# them in another order) changes the order of llvm.mlir.constant ops in the
+# .mlir files, not the LLVM IR, where constants are operands: then compare
+# the .ll files (diff -r -x '*.mlir').
 #
 # Code for a CPU this machine lacks features of is lowered but not run (its
 # first call may fault). CPUS="x86-64-v3 host" limits the CPUs.
@@ -58,6 +64,8 @@ for cpu in ${CPUS:-x86-64-v2 x86-64-v3 x86-64-v4 host}; do
       echo "  (lowered; it does not run on this machine)" >&2
     fi
     strip_target <"$dump/module.llvm.mlir" >"$out/$model-$mode-$cpu.jit.mlir"
+    "${MLIR_TRANSLATE:-/usr/lib/llvm-22/bin/mlir-translate}" --mlir-to-llvmir \
+      "$out/$model-$mode-$cpu.jit.mlir" -o "$out/$model-$mode-$cpu.ll"
     "$build/bin/kiln-opt" "$dump/module.kiln.mlir" --kiln-to-llvm="cpu=$cpu" |
       strip_target >"$out/$model-$mode-$cpu.opt.mlir"
   done

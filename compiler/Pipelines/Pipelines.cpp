@@ -89,6 +89,21 @@ void mlir::kiln::buildKilnToLLVMPipeline(OpPassManager &pm,
   buildLinalgToLLVMPipeline(pm);
 }
 
+/// Adds CPU tiling to a pass manager of functions on buffers: the decision
+/// (kiln-select-cpu-tiles, with `select`'s sizes) and the passes that apply
+/// it, `remarks` where a tile stays scalar. Registered as the pipeline
+/// kiln-tile-and-vectorize.
+static void buildCpuTilingPipeline(
+    OpPassManager &pm,
+    const mlir::kiln::KilnSelectCpuTilesPassOptions &select = {},
+    bool remarks = false) {
+  using namespace mlir::kiln;
+  pm.addPass(createKilnSelectCpuTilesPass(select));
+  pm.addPass(createKilnBlockForCachesPass());
+  pm.addPass(createKilnTileAndPeelPass({.vectorWidth = select.vectorWidth}));
+  pm.addPass(createKilnVectorizeTilesPass({.remarks = remarks}));
+}
+
 void mlir::kiln::buildLinalgToLLVMPipeline(OpPassManager &pm) {
   // Buffers: arguments updated in place, fills per user, freed early.
   pm.addNestedPass<func::FuncOp>(createKilnCloneFillsPerUsePass());
@@ -105,8 +120,7 @@ void mlir::kiln::buildLinalgToLLVMPipeline(OpPassManager &pm) {
   // Register tiles and vectors, the loops that run on all cores; products
   // of a few rows stream their weight instead.
   pm.addNestedPass<func::FuncOp>(createKilnVectorMatrixProductsPass());
-  pm.addNestedPass<func::FuncOp>(createKilnSelectCpuTilesPass());
-  pm.addNestedPass<func::FuncOp>(createKilnTileAndVectorizePass());
+  buildCpuTilingPipeline(pm.nest<func::FuncOp>());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
   pm.addPass(memref::createFoldMemRefAliasOpsPass());
@@ -259,6 +273,37 @@ struct GpuPipelineOptions : public PassPipelineOptions<GpuPipelineOptions> {
       llvm::cl::desc("Parameters and optimizer state stay in device memory"),
       llvm::cl::init(false)};
 };
+struct CpuTilingOptions : public PassPipelineOptions<CpuTilingOptions> {
+  Option<int64_t> tileM{*this, "tile-m",
+                        llvm::cl::desc("Rows of a contraction register tile "
+                                       "(0: from the target)"),
+                        llvm::cl::init(0)};
+  Option<int64_t> tileN{*this, "tile-n",
+                        llvm::cl::desc("Columns of a contraction register "
+                                       "tile (0: from the target)"),
+                        llvm::cl::init(0)};
+  Option<int64_t> vectorWidth{
+      *this, "vector-width",
+      llvm::cl::desc("Elements per vector (0: from the target)"),
+      llvm::cl::init(0)};
+  Option<int64_t> blockK{*this, "block-k",
+                         llvm::cl::desc("Reduction steps of a contraction's "
+                                        "cache block (0: from the target)"),
+                         llvm::cl::init(0)};
+  Option<int64_t> blockN{*this, "block-n",
+                         llvm::cl::desc("Columns of a contraction's cache "
+                                        "block (0: from the target)"),
+                         llvm::cl::init(0)};
+  Option<int64_t> blockM{*this, "block-m",
+                         llvm::cl::desc("Rows of a contraction's cache block "
+                                        "when its A is stored transposed (0: "
+                                        "from the target)"),
+                         llvm::cl::init(0)};
+  Option<bool> remarks{*this, "remarks",
+                       llvm::cl::desc("Emit a remark at each tile that stays "
+                                      "a scalar loop nest, saying why"),
+                       llvm::cl::init(false)};
+};
 struct CpuPipelineOptions : public PassPipelineOptions<CpuPipelineOptions> {
   Option<std::string> cpu{
       *this, "cpu",
@@ -299,6 +344,20 @@ void mlir::kiln::registerKilnPipelines() {
       },
       [](function_ref<void(const mlir::detail::PassOptions &)> optHandler) {
         optHandler(GpuPipelineOptions());
+      });
+  PassPipelineRegistration<CpuTilingOptions>(
+      "kiln-tile-and-vectorize",
+      "CPU tiling on buffers: kiln-select-cpu-tiles, kiln-block-for-caches, "
+      "kiln-tile-and-peel, kiln-vectorize-tiles",
+      [](OpPassManager &pm, const CpuTilingOptions &options) {
+        buildCpuTilingPipeline(pm,
+                               {.tileM = options.tileM,
+                                .tileN = options.tileN,
+                                .vectorWidth = options.vectorWidth,
+                                .blockK = options.blockK,
+                                .blockN = options.blockN,
+                                .blockM = options.blockM},
+                               options.remarks);
       });
   PassPipelineRegistration<>(
       "kiln-to-linalg", "Lower kiln to linalg on tensors",

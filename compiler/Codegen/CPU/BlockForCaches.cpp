@@ -1,6 +1,7 @@
 //===- BlockForCaches.cpp - Cache blocks and packed copies of products ----===//
 //
-// Implements the cache blocking of kiln-tile-and-vectorize (BlockForCaches.h).
+// Implements kiln-block-for-caches: the cache blocks and block copies that
+// kiln-select-cpu-tiles chose (TileSelection.h says when and why).
 //
 //===----------------------------------------------------------------------===//
 
@@ -16,76 +17,12 @@
 #include "mlir/Dialect/SCF/Transforms/TileUsingInterface.h"
 #include "mlir/Transforms/LoopInvariantCodeMotionUtils.h"
 
+#include "llvm/Support/Debug.h"
+
+#define DEBUG_TYPE "kiln-block-for-caches"
+
 namespace mlir::kiln::cpu {
 namespace {
-
-/// The unbatched input of a contraction indexed by exactly the loops
-/// `outer` and `inner` in that order (A [K, M] stored transposed: (k, m);
-/// B: (k, n) or (n, k)), with its innermost dimension contiguous, or null.
-OpOperand *matrixOperand(linalg::LinalgOp op, unsigned outer, unsigned inner) {
-  for (OpOperand *input : op.getDpsInputOperands()) {
-    AffineMap map = op.getMatchingIndexingMap(input);
-    auto type = dyn_cast<MemRefType>(input->get().getType());
-    int64_t offset;
-    SmallVector<int64_t> strides;
-    if (type && map.getNumResults() == 2 && map.isProjectedPermutation() &&
-        map.getDimPosition(0) == outer && map.getDimPosition(1) == inner &&
-        succeeded(type.getStridesAndOffset(strides, offset)) &&
-        strides.back() == 1) {
-      return input;
-    }
-  }
-  return nullptr;
-}
-
-/// Do the rows of a matrix operand lie a multiple of 4 KiB apart (or a
-/// dynamic stride apart, which may be)? Such rows share cache sets, and a
-/// block of them does not stay in cache unless copied; rows of other
-/// strides spread over the sets, and copying them into a row-major block
-/// measured slower (N = 8000: 196 -> 190 GFLOP/s on one core; M = 1536
-/// gradients: 206 -> 187).
-bool rowsAlias(OpOperand *operand) {
-  auto type = cast<MemRefType>(operand->get().getType());
-  int64_t offset;
-  SmallVector<int64_t> strides;
-  return succeeded(type.getStridesAndOffset(strides, offset)) &&
-         (ShapedType::isDynamic(strides.front()) ||
-          strides.front() * type.getElementTypeBitWidth() / 8 % 4096 == 0);
-}
-
-/// The input of a linalg.generic contraction stored as B transposed: indexed
-/// by exactly the loops (n, k), of static shape, contiguous along k (a
-/// kiln.linear weight [N, K]). Its register tiles would read a column of N
-/// scattered elements per vector, so it is always copied, transposed, into
-/// contiguous [kc, nc] blocks (the copy kiln.linear made of the whole
-/// weight once per call, now made block by block while the block is in
-/// cache). Null when there is none.
-OpOperand *transposedOperand(linalg::LinalgOp op, unsigned n, unsigned k,
-                             ArrayRef<unsigned> batch) {
-  if (!isa<linalg::GenericOp>(op.getOperation())) {
-    return nullptr;
-  }
-  SmallVector<unsigned> dims(batch);
-  dims.append({n, k});
-  for (OpOperand *input : op.getDpsInputOperands()) {
-    AffineMap map = op.getMatchingIndexingMap(input);
-    auto type = dyn_cast<MemRefType>(input->get().getType());
-    int64_t offset;
-    SmallVector<int64_t> strides;
-    if (!type || map.getNumResults() != int64_t(dims.size()) ||
-        !map.isProjectedPermutation() ||
-        failed(type.getStridesAndOffset(strides, offset)) ||
-        strides.back() != 1) {
-      continue;
-    }
-    if (llvm::all_of(llvm::enumerate(dims), [&](auto d) {
-          return map.getDimPosition(d.index()) == d.value();
-        })) {
-      return input;
-    }
-  }
-  return nullptr;
-}
 
 /// The subview of `source` at `offsets` of `sizes`, all but the last two
 /// of them 1, with those unit dimensions dropped: a matrix.
@@ -150,13 +87,14 @@ Value loopProduct(RewriterBase &rewriter, linalg::LinalgOp op,
   return product;
 }
 
-/// One operand of a blocked contraction to copy block by block.
+/// One operand of a blocked contraction to copy block by block: a
+/// CpuPackAttr with its reads counted (when the copy depends on them).
 struct Packing {
   unsigned operand;          // operand number
   SmallVector<int64_t> dims; // its two loops, outer first
   Value reuse; // how often a block is read once copied (null: always copy)
   bool transpose = false; // copy [n, k] blocks into [k, n] (B stored as Bᵀ)
-  int64_t minReuse = 0;   // the least reuse worth the copy (TargetInfo)
+  int64_t minReuse = 0;   // the least reuse worth the copy
   /// The loop the copy is cut into micro-panels along (B's columns), and
   /// the register tile's size along it; -1 and 0: one row-major block.
   int64_t panelDim = -1;
@@ -187,15 +125,14 @@ Value allocateAround(RewriterBase &rewriter, Location loc, Operation *outer,
 
 /// Copies operand `p.operand` of `blocked` (a [kc, nc] or, transposed,
 /// [nc, kc] window) into micro-panels `p.panelWidth` wide along
-/// `p.panelDim` (see PanelRead), in a [P, kc + 1, T] buffer allocated around
-/// `outer`: the whole panels with one copy of the window viewed as [kc,
+/// `p.panelDim` (see kPanelReadsAttr), in a [P, kc + 1, T] buffer allocated
+/// around `outer`: the whole panels with one copy of the window viewed as [kc,
 /// P', T] (or [P', T, kc]), the last partial panel, if any, with another.
 /// The copies are made right before `copyAt`, and only when `when` holds
 /// (when given).
-PanelRead packPanels(RewriterBase &rewriter, linalg::LinalgOp blocked,
-                     Operation *outer, Operation *copyAt, Value when,
-                     const Packing &p, ArrayRef<int64_t> bounds,
-                     SmallVectorImpl<linalg::LinalgOp> &copies) {
+Value packPanels(RewriterBase &rewriter, linalg::LinalgOp blocked,
+                 Operation *outer, Operation *copyAt, Value when,
+                 const Packing &p, ArrayRef<int64_t> bounds) {
   Location loc = blocked.getLoc();
   Type elementType = cast<MemRefType>(blocked->getOperand(p.operand).getType())
                          .getElementType();
@@ -251,12 +188,11 @@ PanelRead packPanels(RewriterBase &rewriter, linalg::LinalgOp blocked,
     Value target = memref::SubViewOp::create(
         rewriter, loc, buffer, SmallVector<OpFoldResult>(3, zero),
         {whole, reduced, rewriter.getIndexAttr(width)}, ones3);
-    Operation *copy;
     if (pos == 0) {
       // [P', T, kc] -> [P', kc, T]: T x kc panels of a transposed B, each
       // read row by row and transposed in registers.
-      copy = linalg::TransposeOp::create(rewriter, loc, expanded, target,
-                                         ArrayRef<int64_t>{0, 2, 1});
+      linalg::TransposeOp::create(rewriter, loc, expanded, target,
+                                  ArrayRef<int64_t>{0, 2, 1});
     } else {
       // [kc, P', T] -> [P', kc, T], copied in the order it is read: into
       // the panels seen as [kc, P', T], not panel after panel (which reads
@@ -265,9 +201,8 @@ PanelRead packPanels(RewriterBase &rewriter, linalg::LinalgOp blocked,
                                                     rewriter.getContext());
       Value view = memref::TransposeOp::create(rewriter, loc, target,
                                                AffineMapAttr::get(swap));
-      copy = linalg::CopyOp::create(rewriter, loc, expanded, view);
+      linalg::CopyOp::create(rewriter, loc, expanded, view);
     }
-    copies.push_back(cast<linalg::LinalgOp>(copy));
   }
 
   std::optional<int64_t> restSize = getConstantIntValue(rest);
@@ -279,13 +214,12 @@ PanelRead packPanels(RewriterBase &rewriter, linalg::LinalgOp blocked,
       Value source =
           memref::SubViewOp::create(b, l, window, offsets, cut, ones2);
       Value target = panelView(b, l, buffer, whole, reduced, rest);
-      Operation *copy =
-          pos == 0
-              ? linalg::TransposeOp::create(b, l, source, target,
-                                            ArrayRef<int64_t>{1, 0})
-                    .getOperation()
-              : linalg::CopyOp::create(b, l, source, target).getOperation();
-      copies.push_back(cast<linalg::LinalgOp>(copy));
+      if (pos == 0) {
+        linalg::TransposeOp::create(b, l, source, target,
+                                    ArrayRef<int64_t>{1, 0});
+      } else {
+        linalg::CopyOp::create(b, l, source, target);
+      }
     };
     if (restSize) {
       copyRest(rewriter, loc);
@@ -300,19 +234,19 @@ PanelRead packPanels(RewriterBase &rewriter, linalg::LinalgOp blocked,
       });
     }
   }
-  return PanelRead{blocked, p.operand, p.panelDim, width, buffer};
+  return buffer;
 }
 
 /// Copies operand `p.operand` of `blocked` (a window of a wider matrix)
 /// into a contiguous buffer before each use, and makes the op read the copy
-/// (when the run-time reuse count is at least `p.minReuse`). The buffer,
+/// (always, or when the run-time reuse count `p.reuse` is at least
+/// `p.minReuse`). The buffer,
 /// `bounds` in size, is allocated around `outer`, the outermost block loop
 /// (or the op itself when it is not blocked); the copy is made right before
 /// `copyAt`. A transposing packing copies the [n, k] window into a [k, n]
 /// buffer and makes the op index it (k, n).
 void pack(RewriterBase &rewriter, linalg::LinalgOp blocked, Operation *outer,
-          Operation *copyAt, const Packing &p, ArrayRef<int64_t> bounds,
-          SmallVectorImpl<linalg::LinalgOp> &copies) {
+          Operation *copyAt, const Packing &p, ArrayRef<int64_t> bounds) {
   Location loc = blocked.getLoc();
   rewriter.setInsertionPoint(copyAt);
   Value window = matrixOf(rewriter, loc, blocked->getOperand(p.operand));
@@ -341,12 +275,11 @@ void pack(RewriterBase &rewriter, linalg::LinalgOp blocked, Operation *outer,
     SmallVector<OpFoldResult> zeros(2, b.getIndexAttr(0));
     SmallVector<OpFoldResult> ones(2, b.getIndexAttr(1));
     Value view = memref::SubViewOp::create(b, l, buffer, zeros, sizes, ones);
-    Operation *copy =
-        p.transpose ? linalg::TransposeOp::create(b, l, window, view,
-                                                  ArrayRef<int64_t>{1, 0})
-                          .getOperation()
-                    : linalg::CopyOp::create(b, l, window, view).getOperation();
-    copies.push_back(cast<linalg::LinalgOp>(copy));
+    if (p.transpose) {
+      linalg::TransposeOp::create(b, l, window, view, ArrayRef<int64_t>{1, 0});
+    } else {
+      linalg::CopyOp::create(b, l, window, view);
+    }
     return memref::CastOp::create(b, l, anyRowStride, view).getResult();
   };
   if (p.transpose) {
@@ -362,7 +295,7 @@ void pack(RewriterBase &rewriter, linalg::LinalgOp blocked, Operation *outer,
     return;
   }
   Value operand;
-  if (getConstantIntValue(p.reuse)) {
+  if (!p.reuse) {
     operand = copied(rewriter, loc);
   } else {
     Value enough = arith::CmpIOp::create(
@@ -384,104 +317,70 @@ void pack(RewriterBase &rewriter, linalg::LinalgOp blocked, Operation *outer,
                            [&] { blocked->setOperand(p.operand, operand); });
 }
 
-} // namespace
-
-linalg::LinalgOp blockForCaches(RewriterBase &rewriter, linalg::LinalgOp op,
-                                const mlir::kiln::cpu::TargetInfo &target,
-                                int64_t blockK, int64_t blockN, int64_t blockM,
-                                int64_t tileM, int64_t tileN,
-                                SmallVectorImpl<linalg::LinalgOp> &copies,
-                                SmallVectorImpl<PanelRead> &panelReads) {
-  if (!isTiledContraction(op)) {
-    return op;
-  }
+/// Blocks `op` for the caches as `config` says (see CpuTilesAttr): loops
+/// over the batches blocked by one (outermost), then column blocks, then
+/// reduction blocks, then row blocks, around the op (whose register tiles
+/// then run over a block); the operands of `config.getPacks()` copied block
+/// by block. Returns the blocked op (`op` when nothing is blocked), whose
+/// config keeps only its tile and thread loops. `panels` numbers the
+/// micro-panel buffers of the function.
+FailureOr<linalg::LinalgOp> applyCacheBlocking(RewriterBase &rewriter,
+                                               linalg::LinalgOp op,
+                                               CpuTilesAttr config,
+                                               int64_t &panels) {
   SmallVector<unsigned> parallel, reduction;
   op.getParallelDims(parallel);
   op.getReductionDims(reduction);
-  if (parallel.size() < 2 || reduction.size() != 1) {
-    return op;
+  unsigned loops = op.getNumLoops();
+  if (parallel.size() < 2 || reduction.size() != 1 ||
+      config.getTile().size() != loops) {
+    return op->emitOpError()
+           << "has a '" << kCpuTilesAttr
+           << "' with cache blocks, which need a contraction with rows, "
+              "columns and one reduction loop, and a tile size per loop";
   }
-  SmallVector<int64_t> ranges = op.getStaticLoopRanges();
-  auto exceeds = [&](unsigned dim, int64_t block) {
-    return ShapedType::isDynamic(ranges[dim]) || ranges[dim] > block;
-  };
   unsigned m = parallel[parallel.size() - 2], n = parallel.back(),
            k = reduction.front();
-  SmallVector<int64_t> sizes(op.getNumLoops(), 0);
-  if (exceeds(n, blockN)) {
-    sizes[n] = blockN;
+  SmallVector<int64_t> sizes(loops, 0);
+  if (config.getBlocks()) {
+    sizes.assign(config.getBlocks().asArrayRef().begin(),
+                 config.getBlocks().asArrayRef().end());
   }
-  if (exceeds(k, blockK)) {
-    sizes[k] = blockK;
-  }
-  OpOperand *lhsT = matrixOperand(op, k, m);
-  if (lhsT && !rowsAlias(lhsT)) {
-    lhsT = nullptr; // read in place
-  }
-  if (lhsT && exceeds(m, blockM)) {
-    sizes[m] = blockM;
-  }
-  // The other parallel loops are batch loops (batch, heads). A B stored
-  // transposed per batch (attention's keys) is copied batch by batch: the
-  // batch loops are blocked by one, outermost, and run on all cores, each
-  // thread copying into a buffer of its own.
-  SmallVector<unsigned> batch;
-  llvm::copy_if(parallel, std::back_inserter(batch),
-                [&](unsigned d) { return d != m && d != n; });
-  OpOperand *rhsT = transposedOperand(op, n, k, {});
-  bool batchedB = false;
-  if (!rhsT && !batch.empty()) {
-    rhsT = transposedOperand(op, n, k, batch);
-    batchedB = rhsT != nullptr;
-  }
-  if (batchedB) {
-    for (unsigned d : batch) {
-      sizes[d] = 1;
-    }
-  }
-  bool unblocked = llvm::all_of(sizes, [](int64_t s) { return s == 0; });
-  if (unblocked && !rhsT) {
-    return op;
-  }
-  // A deferred fill is done tile by tile in the first reduction block
-  // (the later ones accumulate): no pass over the output before the product.
-  bool fillFirstBlock =
-      sizes[k] != 0 && op->hasAttr(mlir::kiln::cpu::kFillAttr);
-
-  // Which operands to copy: B stored transposed, always; others when their
-  // contiguous dimension blocking cuts them (B's rows only when they alias
-  // in the caches or the copy is cut into micro-panels, below).
+  ArrayRef<int64_t> blockThreads = config.getBlockThreads()
+                                       ? config.getBlockThreads().asArrayRef()
+                                       : ArrayRef<int64_t>();
+  SmallVector<int64_t> ranges = op.getStaticLoopRanges();
+  // The packings, their reads counted before the op (outside every block
+  // loop).
   rewriter.setInsertionPoint(op);
   SmallVector<Packing> packings;
-  SmallVector<unsigned> rowDims;
-  llvm::copy_if(parallel, std::back_inserter(rowDims),
-                [&](unsigned d) { return d != n; });
-  if (rhsT) {
-    packings.push_back(
-        {rhsT->getOperandNumber(), {int64_t(n), int64_t(k)}, Value(), true});
-  }
-  for (OpOperand *rhs : {matrixOperand(op, k, n), matrixOperand(op, n, k)}) {
-    AffineMap map = rhs ? op.getMatchingIndexingMap(rhs) : AffineMap();
-    if (rhs && rhs != rhsT && sizes[map.getDimPosition(1)] != 0) {
-      packings.push_back({rhs->getOperandNumber(),
-                          {map.getDimPosition(0), map.getDimPosition(1)},
-                          loopProduct(rewriter, op, rowDims)});
+  for (Attribute attr : config.getPacks() ? config.getPacks().getValue()
+                                          : ArrayRef<Attribute>()) {
+    auto pack = cast<CpuPackAttr>(attr);
+    int64_t operand = pack.getOperand();
+    auto type = operand < op.getNumDpsInputs()
+                    ? dyn_cast<MemRefType>(op->getOperand(operand).getType())
+                    : MemRefType();
+    if (!type || type.getRank() < 2 ||
+        llvm::any_of(pack.getDims().asArrayRef(),
+                     [&](int64_t d) { return d >= int64_t(loops); })) {
+      return op->emitOpError()
+             << "has a '" << kCpuTilesAttr << "' that packs operand " << operand
+             << ", which is no matrix input of the op";
     }
+    Packing p;
+    p.operand = operand;
+    llvm::append_range(p.dims, pack.getDims().asArrayRef());
+    p.transpose = pack.getTranspose();
+    p.minReuse = pack.getMinReuse();
+    p.panelDim = pack.getPanelDim();
+    p.panelWidth = pack.getPanelWidth();
+    if (DenseI64ArrayAttr reuse = pack.getReuse()) {
+      SmallVector<unsigned> dims(reuse.asArrayRef());
+      p.reuse = loopProduct(rewriter, op, dims);
+    }
+    packings.push_back(std::move(p));
   }
-  if (lhsT && sizes[m] != 0) {
-    packings.push_back({lhsT->getOperandNumber(),
-                        {int64_t(k), int64_t(m)},
-                        loopProduct(rewriter, op, {n})});
-  }
-  for (Packing &p : packings) {
-    p.minReuse = target.packMinReuse;
-  }
-  auto tooFewRows = [](const Packing &p) {
-    std::optional<int64_t> reuse =
-        p.reuse ? getConstantIntValue(p.reuse) : std::nullopt;
-    return reuse && *reuse < p.minReuse;
-  };
-  llvm::erase_if(packings, tooFewRows);
   auto bounds = [&](const Packing &p) {
     SmallVector<int64_t> result;
     for (int64_t dim : p.dims) {
@@ -489,40 +388,31 @@ linalg::LinalgOp blockForCaches(RewriterBase &rewriter, linalg::LinalgOp op,
     }
     return result;
   };
-  // A copy of B is cut into micro-panels along its columns when the block
-  // is wider than one register tile (a linalg.generic can read a
-  // transposed B's panels as (k, n)); then B is copied whatever its stride
-  // (+10% for the [2048, 384] B of a weight gradient on Zen 4). A transposed
-  // A stays one row-major block (micro-panels of its rows measured slower:
-  // a copy scattered over many panels costs more than it saves).
-  for (Packing &p : packings) {
-    int64_t dim = p.dims[0] == int64_t(k) ? p.dims[1] : p.dims[0];
-    int64_t extent = sizes[dim] ? sizes[dim] : ranges[dim];
-    bool readable = p.dims[1] == dim || isa<linalg::GenericOp>(op);
-    if (dim == int64_t(n) && readable && !ShapedType::isDynamic(extent) &&
-        extent > tileN) {
-      p.panelDim = dim;
-      p.panelWidth = tileN;
+  // Panels: a link from the op to the buffer it reads (kPanelReadsAttr),
+  // followed by kiln-tile-and-peel.
+  auto linkPanels = [&](linalg::LinalgOp blocked, const Packing &p,
+                        Value buffer) {
+    int64_t id = panels++;
+    buffer.getDefiningOp()->setAttr(kPanelBufferAttr,
+                                    rewriter.getI64IntegerAttr(id));
+    SmallVector<Attribute> reads;
+    if (auto existing = blocked->getAttrOfType<ArrayAttr>(kPanelReadsAttr)) {
+      llvm::append_range(reads, existing.getValue());
     }
-  }
-  llvm::erase_if(packings, [&](Packing &p) {
-    if (p.transpose || rowsAlias(&op->getOpOperand(p.operand))) {
-      return false;
-    }
-    p.minReuse = target.panelMinReuse;
-    return !p.panelWidth || tooFewRows(p);
-  });
+    reads.push_back(rewriter.getDenseI64ArrayAttr(
+        {int64_t(p.operand), p.panelDim, p.panelWidth, id}));
+    blocked->setAttr(kPanelReadsAttr, rewriter.getArrayAttr(reads));
+  };
   // With a run-time reuse count, the blocked op runs either on panels or
-  // as it is: a copy of it (appended to `copies`, tiled like them) in the
-  // other branch of an scf.if.
+  // as it is: a copy of it in the other branch of an scf.if.
   auto packOne = [&](linalg::LinalgOp blocked, Operation *outer,
                      Operation *copyAt, const Packing &p) {
     if (!p.panelWidth) {
-      pack(rewriter, blocked, outer, copyAt, p, bounds(p), copies);
+      pack(rewriter, blocked, outer, copyAt, p, bounds(p));
       return;
     }
     Value enough;
-    if (p.reuse && !getConstantIntValue(p.reuse)) {
+    if (p.reuse) {
       Location loc = blocked.getLoc();
       rewriter.setInsertionPoint(outer);
       enough = arith::CmpIOp::create(
@@ -533,19 +423,35 @@ linalg::LinalgOp blockForCaches(RewriterBase &rewriter, linalg::LinalgOp op,
                                       /*withElseRegion=*/true);
       rewriter.moveOpBefore(blocked, choose.thenBlock()->getTerminator());
       rewriter.setInsertionPoint(choose.elseBlock()->getTerminator());
-      copies.push_back(cast<linalg::LinalgOp>(rewriter.clone(*blocked)));
+      rewriter.clone(*blocked);
       if (copyAt == blocked.getOperation()) {
         copyAt = choose;
       }
     }
-    panelReads.push_back(packPanels(rewriter, blocked, outer, copyAt, enough, p,
-                                    bounds(p), copies));
+    linkPanels(
+        blocked, p,
+        packPanels(rewriter, blocked, outer, copyAt, enough, p, bounds(p)));
   };
+  auto keepTiles = [&](linalg::LinalgOp blocked) {
+    rewriter.modifyOpInPlace(blocked, [&] {
+      blocked->setAttr(kCpuTilesAttr, CpuTilesAttr::get(rewriter.getContext(),
+                                                        config.getTile(),
+                                                        config.getThreads()));
+    });
+  };
+  bool unblocked = llvm::all_of(sizes, [](int64_t s) { return s == 0; });
   if (unblocked) {
-    // Only the transposed copy of B, whole, around the op itself.
-    packOne(op, op, op, packings.front());
+    // Only copies (a transposed B, whole) around the op itself.
+    keepTiles(op);
+    for (const Packing &p : packings) {
+      packOne(op, op, op, p);
+    }
     return op;
   }
+  // A deferred fill is done tile by tile in the first reduction block
+  // (the later ones accumulate): no pass over the output before the product.
+  bool fillFirstBlock =
+      sizes[k] != 0 && op->hasAttr(mlir::kiln::cpu::kFillAttr);
 
   SmallVector<OpFoldResult> tileSizes;
   for (int64_t s : sizes) {
@@ -555,11 +461,15 @@ linalg::LinalgOp blockForCaches(RewriterBase &rewriter, linalg::LinalgOp op,
   // column block of C is finished before the next one starts), then
   // m-blocks.
   SmallVector<int64_t> interchange;
-  if (batchedB) {
-    interchange.append(batch.begin(), batch.end());
+  for (unsigned d : parallel) {
+    if (d != m && d != n) {
+      interchange.push_back(d);
+    }
   }
+  size_t batchLoops =
+      llvm::count_if(interchange, [&](int64_t d) { return sizes[d] != 0; });
   interchange.append({int64_t(n), int64_t(k), int64_t(m)});
-  for (unsigned d = 0; d < op.getNumLoops(); ++d) {
+  for (unsigned d = 0; d < loops; ++d) {
     if (!llvm::is_contained(interchange, int64_t(d))) {
       interchange.push_back(d);
     }
@@ -574,15 +484,18 @@ linalg::LinalgOp blockForCaches(RewriterBase &rewriter, linalg::LinalgOp op,
   }
   rewriter.replaceOp(op, tiled->replacements);
   auto blocked = cast<linalg::LinalgOp>(tiled->tiledOps.front());
+  keepTiles(blocked);
   if (tiled->loops.empty()) {
     return blocked;
   }
-  // The loops follow `interchange` over the tiled dimensions: the batches
-  // (when blocked), n, k, m.
-  size_t batchLoops = batchedB ? batch.size() : 0;
-  for (size_t i = 0; i < batchLoops; ++i) {
-    tiled->loops[i]->setAttr(mlir::kiln::cpu::kParallelAttr,
-                             rewriter.getUnitAttr());
+  // The loops follow `interchange` over the blocked dimensions.
+  SmallVector<int64_t> loopDims;
+  llvm::copy_if(interchange, std::back_inserter(loopDims),
+                [&](int64_t d) { return sizes[d] != 0; });
+  for (auto [loop, dim] : llvm::zip(tiled->loops, loopDims)) {
+    if (llvm::is_contained(blockThreads, dim)) {
+      loop->setAttr(mlir::kiln::cpu::kParallelAttr, rewriter.getUnitAttr());
+    }
   }
   // Buffers are allocated inside the batch loops (one per thread).
   Operation *outer = tiled->loops.size() > batchLoops
@@ -600,25 +513,12 @@ linalg::LinalgOp blockForCaches(RewriterBase &rewriter, linalg::LinalgOp op,
   if (rowBlocks) {
     moveLoopInvariantCode(cast<LoopLikeOpInterface>(rowBlocks));
   }
-  // Row blocks on all cores: a block of A is then copied and multiplied by
-  // the same thread, from its own caches, with no barrier in between (the
-  // head's weight gradient, [2048, 4096]^T [2048, 384], had spent 9% of
-  // its time in libomp's barriers, copying and multiplying each of its 128
-  // blocks in two parallel loops of their own, and each core read half of
-  // the block it multiplied from the other core's copy).
-  bool threadRowBlocks = rowBlocks && !batchedB &&
-                         !ShapedType::isDynamic(ranges[m]) &&
-                         int64_t(llvm::divideCeil(ranges[m], sizes[m])) >=
-                             target.parallelRowBlocks &&
-                         lhsT && llvm::any_of(packings, [&](const Packing &p) {
-                           return p.operand == lhsT->getOperandNumber();
-                         });
-  if (threadRowBlocks) {
-    rowBlocks->setAttr(mlir::kiln::cpu::kParallelAttr, rewriter.getUnitAttr());
-  }
+  // Row blocks on all cores: each thread copies the blocks of A it
+  // multiplies, right before it does.
+  bool threadRowBlocks = rowBlocks && llvm::is_contained(blockThreads, m);
   for (const Packing &p : packings) {
-    if (threadRowBlocks && p.operand == lhsT->getOperandNumber()) {
-      pack(rewriter, blocked, blocked, blocked, p, bounds(p), copies);
+    if (threadRowBlocks && llvm::is_contained(p.dims, int64_t(m))) {
+      pack(rewriter, blocked, blocked, blocked, p, bounds(p));
       continue;
     }
     Operation *copyAt = blocked;
@@ -632,4 +532,40 @@ linalg::LinalgOp blockForCaches(RewriterBase &rewriter, linalg::LinalgOp op,
   return blocked;
 }
 
+} // namespace
 } // namespace mlir::kiln::cpu
+
+namespace mlir::kiln {
+#define GEN_PASS_DEF_KILNBLOCKFORCACHESPASS
+#include "compiler/Codegen/CPU/Passes.h.inc"
+} // namespace mlir::kiln
+
+using namespace mlir;
+
+namespace {
+struct KilnBlockForCachesPass
+    : mlir::kiln::impl::KilnBlockForCachesPassBase<KilnBlockForCachesPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    using namespace mlir::kiln;
+    SmallVector<std::pair<linalg::LinalgOp, CpuTilesAttr>> ops;
+    getOperation().walk([&](linalg::LinalgOp op) {
+      auto config = op->getAttrOfType<CpuTilesAttr>(kCpuTilesAttr);
+      if (config && (config.getBlocks() || config.getPacks())) {
+        ops.push_back({op, config});
+      }
+    });
+    IRRewriter rewriter(&getContext());
+    int64_t panels = 0;
+    for (auto [op, config] : ops) {
+      LLVM_DEBUG(llvm::dbgs()
+                 << DEBUG_TYPE ": " << config << " for " << op->getName()
+                 << " at " << op->getLoc() << "\n");
+      if (failed(cpu::applyCacheBlocking(rewriter, op, config, panels))) {
+        return signalPassFailure();
+      }
+    }
+  }
+};
+} // namespace

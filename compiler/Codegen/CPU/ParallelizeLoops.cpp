@@ -139,10 +139,10 @@ void guardEmptyInnerLoop(RewriterBase &rewriter, scf::ParallelOp parallel) {
   rewriter.moveOpBefore(parallel, guard.thenBlock()->getTerminator());
 }
 
-/// Turns the loops that kiln-tile-and-vectorize marked into scf.parallel:
-/// the outermost marked loop of each nest, with the marked loops perfectly
-/// nested in it (one multi-dimensional scf.parallel, which libomp runs as
-/// one collapsed iteration space), when they carry no values.
+/// Turns the loops that kiln-block-for-caches and kiln-tile-and-peel marked
+/// into scf.parallel: the outermost marked loop of each nest, with the marked
+/// loops perfectly nested in it (one multi-dimensional scf.parallel, which
+/// libomp runs as one collapsed iteration space), when they carry no values.
 struct KilnParallelizeLoopsPass
     : mlir::kiln::impl::KilnParallelizeLoopsPassBase<KilnParallelizeLoopsPass> {
   void runOnOperation() override {

@@ -20,7 +20,7 @@ def KilnSetTargetPass : Pass<"kiln-set-target", "::mlir::ModuleOp"> {
     attaches it to the module as `kiln.target` (`#kiln.target<...>`),
     replacing any target already there. Every later decision that depends on
     the CPU reads that attribute (kiln-vector-matrix-products,
-    kiln-tile-and-vectorize, kiln-convert-vector-to-llvm,
+    kiln-select-cpu-tiles, kiln-tile-and-peel, kiln-convert-vector-to-llvm,
     kiln-llvm-target-attributes, the LLVM target machine), so the name is
     parsed once per compile and a dumped module says what it was generated
     for. An unknown CPU is an error that lists the usual names. The first
@@ -121,7 +121,7 @@ def KilnDeferFillsPass : Pass<"kiln-defer-fills"> {
     a row maximum) is a pass over the whole buffer before the op's pass:
     for the [B, H, T, T] attention scores, a 64-deep product, as much
     memory traffic as the product itself. This pass erases such a fill and
-    marks the op `kiln.fill = <value>`: kiln-tile-and-vectorize fills each
+    marks the op `kiln.fill = <value>`: kiln-tile-and-peel fills each
     register tile of the output right before the tile is computed (or, for
     an op it blocks along its reduction, the whole output first), and
     kiln-hoist-vector-transfers then forwards the filled vector to the
@@ -195,76 +195,41 @@ def KilnVectorMatrixProductsPass
 
 def KilnSelectCpuTilesPass
     : Pass<"kiln-select-cpu-tiles", "::mlir::func::FuncOp"> {
-  let summary = "Choose the tile and thread loops of every linalg op";
+  let summary = "Choose the cache blocks, copies, tiles and thread loops of every linalg op";
   let description = [{
     The decision half of CPU tiling: writes `kiln.cpu_tiles =
-    #kiln.cpu_tiles<tile = ..., threads = ...>` on every linalg op with
-    loops that has none, which kiln-tile-and-vectorize then applies.
-    Contractions with a column loop get a register tile (`m x n` with `n`
-    two vector registers and `m` the accumulator rows that fit the register
-    file: 6 x 16 on AVX2, 8 x 32 on AVX-512; 1 along the reduction), any
-    other op one vector along its innermost loop (and a transpose a square
-    of vectors), each clamped to static loop ranges; the threads share
-    every parallel loop outside the innermost (a contraction: outside its
-    columns). Sizes come from the module's `kiln.target` unless given
-    (compiler/Codegen/CPU/TileSelection.h holds the rules).
-  }];
-  let options = [
-    Option<"tileM", "tile-m", "int64_t", /*default=*/"0",
-           "Rows of a contraction register tile (0: from the target)">,
-    Option<"tileN", "tile-n", "int64_t", /*default=*/"0",
-           "Columns of a contraction register tile (0: from the target)">,
-    Option<"vectorWidth", "vector-width", "int64_t", /*default=*/"0",
-           "Elements per vector for elementwise ops and reductions (0: from "
-           "the target)">,
-  ];
-}
+    #kiln.cpu_tiles<...>` on every linalg op with loops that has none,
+    which three mechanism passes then apply, each reading only that:
+    kiln-block-for-caches (`blocks`, `block_threads`, `packs`),
+    kiln-tile-and-peel (`tile`, `threads`) and kiln-vectorize-tiles.
 
-def KilnTileAndVectorizePass
-    : Pass<"kiln-tile-and-vectorize", "::mlir::func::FuncOp"> {
-  let summary = "Tile linalg ops on buffers into register tiles and vectorize them";
-  let description = [{
-    CPU code generation for the linalg ops that kiln-to-linalg produces, with
-    sizes derived from the target CPU, the module's `kiln.target`
-    (kiln-set-target; see compiler/Codegen/CPU/TargetInfo.h). Each op's
-    tile and thread loops are those of its `kiln.cpu_tiles`
-    (kiln-select-cpu-tiles); an op without one (the copies cache blocking
-    makes, or any op when the pass runs alone) gets the same choice here:
+    - Contractions with a column loop get a register tile (`m x n` with `n`
+      two vector registers and `m` the accumulator rows that fit the
+      register file: 6 x 16 on AVX2, 8 x 32 on AVX-512; 1 along the
+      reduction), any other op one vector along its innermost loop (and a
+      transpose a square of vectors), each clamped to static loop ranges;
+      the threads share every parallel loop outside the innermost (a
+      contraction: outside its columns).
+    - A contraction larger than the caches is blocked around its register
+      tiles (`nc` columns, `kc` reduction steps) so that a register tile's
+      rows of A stay in L1 and a `kc x nc` block of B stays in L2 while
+      every row tile reads it (TargetInfo::blockK/blockN: 512 x 256 with a
+      48 KiB L1 and 1 MiB L2 on AVX-512). A block of B is copied into
+      micro-panels (each register tile's columns contiguous) when at least
+      `panelMinReuse` rows read it, or at least `packMinReuse` when its rows
+      lie a multiple of 4 KiB apart (a run-time test when the rows are
+      dynamic); a linear's weight (B stored transposed) is always copied,
+      transposed. When A is stored transposed ([K, M]) with rows 4 KiB
+      apart, rows are blocked too (`mc`, TargetInfo::blockM) and each kc x
+      mc block of A is copied into one contiguous buffer, by the thread
+      that multiplies it when there are enough row blocks. A B stored
+      transposed per batch (attention's keys) is copied batch by batch,
+      the batches blocked by one and run on all cores.
 
-    - contractions (matrix products, attention scores) are tiled into
-      `m x n x 1` register tiles (`n` = two vector registers of f32, `m` the
-      rows of accumulators that fit the register file, at most 8: 6 x 16 on
-      AVX2, 8 x 32 on AVX-512) and vectorized into `vector.contract`, which
-      later becomes one broadcast-FMA outer product per reduction step.
-      Around the register tiles, a contraction larger than the caches is
-      blocked (`nc` columns, `kc` reduction steps; loops n-block, k-block,
-      then the tiles) so that a register tile's rows of A stay in L1 and a
-      `kc x nc` block of B stays in L2 while every row tile reads it
-      (TargetInfo::blockK/blockN: 512 x 256 with a 48 KiB L1 and 1 MiB L2 on
-      AVX-512). A block of B is copied into micro-panels first: `nc / n`
-      panels of `kc x n`, each register tile's columns contiguous, so that a
-      tile reads one stream instead of rows `nc` apart. A linear's weight
-      (B stored transposed) is always copied so, transposed in registers; a
-      B whose rows lie a multiple of 4 KiB apart (which share cache sets)
-      when at least 32 rows read it, any other B when at least 512 do (a
-      run-time test chooses between the copy and the product on B in place
-      when the rows are dynamic). The copy does not depend on the rows: it
-      is made before the row-block loop. When A is stored transposed ([K,
-      M]) with rows 4 KiB apart, rows are blocked too (`mc`,
-      TargetInfo::blockM) and each kc x mc block of A is copied into one
-      contiguous buffer. A fill deferred to a product blocked along `k` is
-      done tile by tile in the first `k` block (kiln-defer-fills);
-    - every other op is tiled along its innermost loop by one vector
-      register (8 f32 on AVX2, 16 on AVX-512) and vectorized.
-
-    Partial tiles are tiled again by one row and one vector; what is left
-    short of a vector stays a scalar loop nest, and so do tiles the
-    vectorizer would get wrong: reductions whose combined value is not read from an
-    input element, and ops on i1 buffers. With `remarks`, each tile that
-    stays scalar gets a remark saying which of these kept it so (the
-    shapes, the reduction, the element type, or the vectorizer's refusal);
-    `-debug-only=kiln-tile-and-vectorize` (a debug build) prints the sizes
-    chosen for every op. A module without a target is an error.
+    Sizes come from the module's `kiln.target` unless given
+    (compiler/Codegen/CPU/TileSelection.h holds the rules). A module
+    without a target is an error. `kiln-tile-and-vectorize` is the pipeline
+    of this pass and the three that apply it.
   }];
   let options = [
     Option<"tileM", "tile-m", "int64_t", /*default=*/"0",
@@ -282,14 +247,95 @@ def KilnTileAndVectorizePass
     Option<"blockM", "block-m", "int64_t", /*default=*/"0",
            "Rows of a contraction's cache block when its A is stored "
            "transposed (0: from the target)">,
+  ];
+}
+
+def KilnBlockForCachesPass
+    : Pass<"kiln-block-for-caches", "::mlir::func::FuncOp"> {
+  let summary = "Cut contractions into cache blocks and copy their blocks";
+  let description = [{
+    Applies the `blocks`, `block_threads` and `packs` of each op's
+    `kiln.cpu_tiles` (kiln-select-cpu-tiles, or written by hand): tiles the
+    op by its block sizes into loops over batches (outermost), column
+    blocks, reduction blocks, then row blocks, marks the `block_threads`
+    loops to run on all cores, and copies each block of the packed operands
+    into a buffer allocated around the block loops (64-byte aligned, freed
+    after them): a row-major block the op then reads, transposed for a B
+    stored as Bᵀ, or micro-panels `panel_width` wide along `panel_dim` with
+    one row of padding after each panel (panels 4 KiB apart would share
+    cache sets). A block of B is copied before the row-block loop, not
+    once per row block. With a run-time `reuse` count, an `scf.if` chooses
+    between the copy and the op on the operand in place. A deferred fill
+    (kiln-defer-fills) of an op blocked along its reduction is done in the
+    first reduction block only. The blocked op keeps its tile and thread
+    loops; the op that reads micro-panels is linked to their buffer
+    (`kiln.panel_reads`, BlockForCaches.h) for kiln-tile-and-peel.
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::memref::MemRefDialect",
+                           "::mlir::scf::SCFDialect"];
+}
+
+def KilnTileAndPeelPass
+    : Pass<"kiln-tile-and-peel", "::mlir::func::FuncOp"> {
+  let summary = "Tile linalg ops on buffers into register tiles and peel the partial ones";
+  let description = [{
+    Applies the `tile` and `threads` of each op's `kiln.cpu_tiles` (an op
+    without one, such as the copies kiln-block-for-caches makes, gets
+    kiln-select-cpu-tiles' choice here): the parallel loops are tiled first
+    (those in `threads` marked `kiln.parallel` for
+    kiln-parallelize-loops), and a tile of an op that reads micro-panels
+    reads its own panel. The partial last tile of every tiled loop is
+    peeled off, so that the main loops see full tiles of static size, and
+    tiled once more, one row by one vector (the M remainder of a 6x16
+    register tile becomes 1x16 tiles, its N remainder 6x8 ones), so that
+    only the last columns short of a vector stay scalar. A tile whose
+    output kiln-defer-fills left unfilled is filled right before it is
+    computed. Then the reduction loops are tiled inside, so that a register
+    tile's accumulators stay in registers across them. Each tile is marked
+    `kiln.tile` with its sizes for kiln-vectorize-tiles. A config that does
+    not fit its op is an error; so is a module without a target.
+  }];
+  let options = [
+    Option<"vectorWidth", "vector-width", "int64_t", /*default=*/"0",
+           "Elements per vector, the partial tiles' width (0: from the "
+           "target)">,
+  ];
+  let dependentDialects = ["::mlir::affine::AffineDialect",
+                           "::mlir::arith::ArithDialect",
+                           "::mlir::memref::MemRefDialect",
+                           "::mlir::scf::SCFDialect"];
+}
+
+def KilnVectorizeTilesPass
+    : Pass<"kiln-vectorize-tiles", "::mlir::func::FuncOp"> {
+  let summary = "Vectorize the register tiles of static size";
+  let description = [{
+    Vectorizes every op kiln-tile-and-peel marked `kiln.tile`: a
+    contraction's register tile becomes products reduced into the
+    accumulator tile (canonicalized into a `vector.contract`, later one
+    broadcast-FMA outer product per reduction step), any other tile vectors
+    along its innermost loop. A transpose's tile read becomes a read of
+    contiguous rows and a `vector.transpose` (shuffles in registers); a
+    tile read that broadcasts contiguous elements is read element by
+    element (one broadcasting load each); unit dimensions are dropped so
+    that vectors lower to plain 1-D registers. A tile stays a scalar loop
+    nest when its shape is dynamic (a loop left whole, or a partial tile
+    short of a vector), when its reduction combines a value not read from
+    an input element (the vectorizer would apply it once per tile), when it
+    reads or writes i1 buffers (vectors would read them as packed bits), or
+    when the vectorizer refuses it. With `remarks`, each such tile gets a
+    remark saying which; `-debug-only=kiln-vectorize-tiles` (a debug build)
+    prints them.
+  }];
+  let options = [
     Option<"remarks", "remarks", "bool", /*default=*/"false",
            "Emit a remark at each tile that stays a scalar loop nest, "
            "saying why">
   ];
-  let dependentDialects = [
-    "::mlir::scf::SCFDialect", "::mlir::vector::VectorDialect",
-    "::mlir::tensor::TensorDialect", "::mlir::arith::ArithDialect"
-  ];
+  let dependentDialects = ["::mlir::vector::VectorDialect",
+                           "::mlir::tensor::TensorDialect",
+                           "::mlir::arith::ArithDialect"];
 }
 
 def KilnHoistVectorTransfersPass
@@ -324,7 +370,7 @@ def KilnParallelizeLoopsPass
     : Pass<"kiln-parallelize-loops", "::mlir::func::FuncOp"> {
   let summary = "Run the chosen tile loop of each op on all cores";
   let description = [{
-    Rewrites the tile loop that kiln-tile-and-vectorize chose for threading
+    Rewrites the tile loop that kiln-select-cpu-tiles chose for threading
     (the row-tile loop of a contraction, the outermost non-trivial parallel
     loop otherwise) into `scf.parallel`, which convert-scf-to-openmp then
     turns into an OpenMP work-sharing loop. Loops that carry values (the

@@ -1,5 +1,5 @@
-//===- SelectCpuTiles.cpp - Choose each linalg op's tile
-//-------------------===//
+//===- SelectCpuTiles.cpp - Choose each linalg op's tiles
+//------------------===//
 //
 // Implements kiln-select-cpu-tiles.
 //
@@ -30,26 +30,20 @@ struct KilnSelectCpuTilesPass
   using Base::Base;
 
   void runOnOperation() override {
-    int64_t rows = tileM, columns = tileN, width = vectorWidth;
-    if (rows <= 0 || columns <= 0 || width <= 0) {
-      FailureOr<mlir::kiln::TargetAttr> resolved =
-          mlir::kiln::cpu::requireTarget(getOperation(),
-                                         "kiln-select-cpu-tiles");
-      if (failed(resolved)) {
-        return signalPassFailure();
-      }
-      mlir::kiln::cpu::TargetInfo target =
-          mlir::kiln::cpu::TargetInfo::of(*resolved);
-      rows = rows > 0 ? rows : target.tileM();
-      columns = columns > 0 ? columns : target.tileN();
-      width = width > 0 ? width : target.vectorWidth();
+    FailureOr<mlir::kiln::TargetAttr> resolved =
+        mlir::kiln::cpu::requireTarget(getOperation(), "kiln-select-cpu-tiles");
+    if (failed(resolved)) {
+      return signalPassFailure();
     }
+    mlir::kiln::cpu::TileParams params = mlir::kiln::cpu::TileParams::of(
+        mlir::kiln::cpu::TargetInfo::of(*resolved), tileM, tileN, vectorWidth,
+        blockK, blockN, blockM);
     getOperation().walk([&](linalg::LinalgOp op) {
       if (op.getNumLoops() == 0 || op->hasAttr(mlir::kiln::kCpuTilesAttr)) {
         return;
       }
       mlir::kiln::CpuTilesAttr tiles =
-          mlir::kiln::cpu::selectCpuTiles(op, rows, columns, width);
+          mlir::kiln::cpu::selectCpuTiles(op, params);
       LLVM_DEBUG(llvm::dbgs()
                  << DEBUG_TYPE ": " << tiles << " for " << op->getName()
                  << " at " << op->getLoc() << "\n");

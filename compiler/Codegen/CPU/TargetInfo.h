@@ -2,7 +2,7 @@
 //
 // The target CPU, resolved once per compile into the module's `kiln.target`
 // attribute (resolveTarget, kiln-set-target), and the register tile, vector
-// and cache block sizes kiln-tile-and-vectorize derives from it.
+// and cache block sizes CPU tiling derives from it (TileSelection.h).
 //
 //===----------------------------------------------------------------------===//
 

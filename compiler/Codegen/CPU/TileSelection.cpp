@@ -9,6 +9,7 @@
 #include "mlir/Analysis/SliceAnalysis.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Linalg/Transforms/Transforms.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
 
 namespace mlir::kiln::cpu {
 
@@ -124,17 +125,281 @@ SmallVector<unsigned> chooseParallelDims(linalg::LinalgOp op) {
   return parallel;
 }
 
-CpuTilesAttr selectCpuTiles(linalg::LinalgOp op, int64_t tileM, int64_t tileN,
-                            int64_t width) {
+TileParams TileParams::of(const TargetInfo &target, int64_t tileM,
+                          int64_t tileN, int64_t width, int64_t blockK,
+                          int64_t blockN, int64_t blockM) {
+  auto either = [](int64_t given, int64_t derived) {
+    return given > 0 ? given : derived;
+  };
+  return {either(tileM, target.tileM()),
+          either(tileN, target.tileN()),
+          either(width, target.vectorWidth()),
+          either(blockK, target.blockK()),
+          either(blockN, target.blockN()),
+          either(blockM, target.blockM()),
+          target.packMinReuse,
+          target.panelMinReuse,
+          target.parallelRowBlocks};
+}
+
+namespace {
+
+/// The unbatched input of a contraction indexed by exactly the loops
+/// `outer` and `inner` in that order (A [K, M] stored transposed: (k, m);
+/// B: (k, n) or (n, k)), with its innermost dimension contiguous, or null.
+OpOperand *matrixOperand(linalg::LinalgOp op, unsigned outer, unsigned inner) {
+  for (OpOperand *input : op.getDpsInputOperands()) {
+    AffineMap map = op.getMatchingIndexingMap(input);
+    auto type = dyn_cast<MemRefType>(input->get().getType());
+    int64_t offset;
+    SmallVector<int64_t> strides;
+    if (type && map.getNumResults() == 2 && map.isProjectedPermutation() &&
+        map.getDimPosition(0) == outer && map.getDimPosition(1) == inner &&
+        succeeded(type.getStridesAndOffset(strides, offset)) &&
+        strides.back() == 1) {
+      return input;
+    }
+  }
+  return nullptr;
+}
+
+/// Do the rows of a matrix operand lie a multiple of 4 KiB apart (or a
+/// dynamic stride apart, which may be)? Such rows share cache sets, and a
+/// block of them does not stay in cache unless copied; rows of other
+/// strides spread over the sets, and copying them into a row-major block
+/// measured slower (N = 8000: 196 -> 190 GFLOP/s on one core; M = 1536
+/// gradients: 206 -> 187).
+bool rowsAlias(OpOperand *operand) {
+  auto type = cast<MemRefType>(operand->get().getType());
+  int64_t offset;
+  SmallVector<int64_t> strides;
+  return succeeded(type.getStridesAndOffset(strides, offset)) &&
+         (ShapedType::isDynamic(strides.front()) ||
+          strides.front() * type.getElementTypeBitWidth() / 8 % 4096 == 0);
+}
+
+/// The input of a linalg.generic contraction stored as B transposed: indexed
+/// by exactly the loops (n, k), of static shape, contiguous along k (a
+/// kiln.linear weight [N, K]). Its register tiles would read a column of N
+/// scattered elements per vector, so it is always copied, transposed, into
+/// contiguous [kc, nc] blocks (the copy kiln.linear made of the whole
+/// weight once per call, now made block by block while the block is in
+/// cache). Null when there is none.
+OpOperand *transposedOperand(linalg::LinalgOp op, unsigned n, unsigned k,
+                             ArrayRef<unsigned> batch) {
+  if (!isa<linalg::GenericOp>(op.getOperation())) {
+    return nullptr;
+  }
+  SmallVector<unsigned> dims(batch);
+  dims.append({n, k});
+  for (OpOperand *input : op.getDpsInputOperands()) {
+    AffineMap map = op.getMatchingIndexingMap(input);
+    auto type = dyn_cast<MemRefType>(input->get().getType());
+    int64_t offset;
+    SmallVector<int64_t> strides;
+    if (!type || map.getNumResults() != int64_t(dims.size()) ||
+        !map.isProjectedPermutation() ||
+        failed(type.getStridesAndOffset(strides, offset)) ||
+        strides.back() != 1) {
+      continue;
+    }
+    if (llvm::all_of(llvm::enumerate(dims), [&](auto d) {
+          return map.getDimPosition(d.index()) == d.value();
+        })) {
+      return input;
+    }
+  }
+  return nullptr;
+}
+
+/// A candidate copy of one operand (CpuPackAttr's fields).
+struct Packing {
+  unsigned operand;
+  SmallVector<int64_t> dims;  // its two loops, outer first
+  SmallVector<int64_t> reuse; // loops whose product is a block's reads
+  bool transpose = false;
+  int64_t minReuse = 0;
+  int64_t panelDim = -1;
+  int64_t panelWidth = 0;
+};
+
+} // namespace
+
+CacheBlocking chooseCacheBlocking(linalg::LinalgOp op, const TileParams &p) {
+  if (!isTiledContraction(op)) {
+    return {};
+  }
+  SmallVector<unsigned> parallel, reduction;
+  op.getParallelDims(parallel);
+  op.getReductionDims(reduction);
+  if (parallel.size() < 2 || reduction.size() != 1) {
+    return {};
+  }
+  SmallVector<int64_t> ranges = op.getStaticLoopRanges();
+  auto exceeds = [&](unsigned dim, int64_t block) {
+    return ShapedType::isDynamic(ranges[dim]) || ranges[dim] > block;
+  };
+  unsigned m = parallel[parallel.size() - 2], n = parallel.back(),
+           k = reduction.front();
+  SmallVector<int64_t> sizes(op.getNumLoops(), 0);
+  if (exceeds(n, p.blockN)) {
+    sizes[n] = p.blockN;
+  }
+  if (exceeds(k, p.blockK)) {
+    sizes[k] = p.blockK;
+  }
+  OpOperand *lhsT = matrixOperand(op, k, m);
+  if (lhsT && !rowsAlias(lhsT)) {
+    lhsT = nullptr; // read in place
+  }
+  if (lhsT && exceeds(m, p.blockM)) {
+    sizes[m] = p.blockM;
+  }
+  // The other parallel loops are batch loops (batch, heads). A B stored
+  // transposed per batch (attention's keys) is copied batch by batch: the
+  // batch loops are blocked by one, outermost, and run on all cores, each
+  // thread copying into a buffer of its own.
+  SmallVector<unsigned> batch;
+  llvm::copy_if(parallel, std::back_inserter(batch),
+                [&](unsigned d) { return d != m && d != n; });
+  OpOperand *rhsT = transposedOperand(op, n, k, {});
+  bool batchedB = false;
+  if (!rhsT && !batch.empty()) {
+    rhsT = transposedOperand(op, n, k, batch);
+    batchedB = rhsT != nullptr;
+  }
+  if (batchedB) {
+    for (unsigned d : batch) {
+      sizes[d] = 1;
+    }
+  }
+  bool unblocked = llvm::all_of(sizes, [](int64_t s) { return s == 0; });
+  if (unblocked && !rhsT) {
+    return {};
+  }
+
+  // Which operands to copy: B stored transposed, always; others when their
+  // contiguous dimension blocking cuts them (B's rows only when they alias
+  // in the caches or the copy is cut into micro-panels, below).
+  SmallVector<Packing> packings;
+  SmallVector<int64_t> rowDims;
+  llvm::copy_if(parallel, std::back_inserter(rowDims),
+                [&](unsigned d) { return d != n; });
+  if (rhsT) {
+    packings.push_back(
+        {rhsT->getOperandNumber(), {int64_t(n), int64_t(k)}, {}, true});
+  }
+  for (OpOperand *rhs : {matrixOperand(op, k, n), matrixOperand(op, n, k)}) {
+    AffineMap map = rhs ? op.getMatchingIndexingMap(rhs) : AffineMap();
+    if (rhs && rhs != rhsT && sizes[map.getDimPosition(1)] != 0) {
+      packings.push_back({rhs->getOperandNumber(),
+                          {map.getDimPosition(0), map.getDimPosition(1)},
+                          rowDims});
+    }
+  }
+  if (lhsT && sizes[m] != 0) {
+    packings.push_back(
+        {lhsT->getOperandNumber(), {int64_t(k), int64_t(m)}, {int64_t(n)}});
+  }
+  for (Packing &packing : packings) {
+    packing.minReuse = p.packMinReuse;
+  }
+  // The reads of a block, when known at compile time.
+  auto staticReuse = [&](const Packing &packing) -> std::optional<int64_t> {
+    int64_t product = 1;
+    for (int64_t dim : packing.reuse) {
+      if (ShapedType::isDynamic(ranges[dim])) {
+        return std::nullopt;
+      }
+      product *= ranges[dim];
+    }
+    return product;
+  };
+  auto tooFewRows = [&](const Packing &packing) {
+    std::optional<int64_t> reuse = staticReuse(packing);
+    return !packing.reuse.empty() && reuse && *reuse < packing.minReuse;
+  };
+  llvm::erase_if(packings, tooFewRows);
+  // A copy of B is cut into micro-panels along its columns when the block
+  // is wider than one register tile (a linalg.generic can read a
+  // transposed B's panels as (k, n)); then B is copied whatever its stride
+  // (+10% for the [2048, 384] B of a weight gradient on Zen 4). A transposed
+  // A stays one row-major block (micro-panels of its rows measured slower:
+  // a copy scattered over many panels costs more than it saves).
+  for (Packing &packing : packings) {
+    int64_t dim =
+        packing.dims[0] == int64_t(k) ? packing.dims[1] : packing.dims[0];
+    int64_t extent = sizes[dim] ? sizes[dim] : ranges[dim];
+    bool readable = packing.dims[1] == dim || isa<linalg::GenericOp>(op);
+    if (dim == int64_t(n) && readable && !ShapedType::isDynamic(extent) &&
+        extent > p.tileN) {
+      packing.panelDim = dim;
+      packing.panelWidth = p.tileN;
+    }
+  }
+  llvm::erase_if(packings, [&](Packing &packing) {
+    if (packing.transpose || rowsAlias(&op->getOpOperand(packing.operand))) {
+      return false;
+    }
+    packing.minReuse = p.panelMinReuse;
+    return !packing.panelWidth || tooFewRows(packing);
+  });
+
+  CacheBlocking result;
+  if (!unblocked) {
+    result.blocks = sizes;
+  }
+  // Batch blocks (one batch each) on all cores. Row blocks too when A is
+  // copied block by block and there are enough of them: a block of A is
+  // then copied and multiplied by the same thread, from its own caches,
+  // with no barrier in between (the head's weight gradient, [2048, 4096]^T
+  // [2048, 384], had spent 9% of its time in libomp's barriers, copying and
+  // multiplying each of its 128 blocks in two parallel loops of their own,
+  // and each core read half of the block it multiplied from the other
+  // core's copy).
+  if (batchedB) {
+    llvm::append_range(result.threads, batch);
+  } else if (sizes[m] != 0 && !ShapedType::isDynamic(ranges[m]) &&
+             int64_t(llvm::divideCeil(ranges[m], sizes[m])) >=
+                 p.parallelRowBlocks &&
+             lhsT && llvm::any_of(packings, [&](const Packing &packing) {
+               return packing.operand == lhsT->getOperandNumber();
+             })) {
+    result.threads.push_back(m);
+  }
+  llvm::sort(result.threads);
+  Builder b(op->getContext());
+  for (const Packing &packing : packings) {
+    // A run-time test only where the reads are not known here.
+    bool dynamic = !packing.reuse.empty() && !staticReuse(packing);
+    result.packs.push_back(CpuPackAttr::get(
+        op->getContext(), packing.operand, b.getDenseI64ArrayAttr(packing.dims),
+        packing.transpose, packing.panelDim, packing.panelWidth,
+        dynamic ? b.getDenseI64ArrayAttr(packing.reuse) : DenseI64ArrayAttr(),
+        dynamic ? packing.minReuse : 0));
+  }
+  return result;
+}
+
+CpuTilesAttr selectCpuTiles(linalg::LinalgOp op, const TileParams &params) {
   Builder b(op->getContext());
   SmallVector<int64_t> threads;
   for (unsigned dim : chooseParallelDims(op)) {
     threads.push_back(dim);
   }
+  CacheBlocking blocking = chooseCacheBlocking(op, params);
+  auto optional = [&](ArrayRef<int64_t> values, bool present) {
+    return present ? b.getDenseI64ArrayAttr(values) : DenseI64ArrayAttr();
+  };
+  SmallVector<Attribute> packs(blocking.packs.begin(), blocking.packs.end());
   return CpuTilesAttr::get(
       op->getContext(),
-      b.getDenseI64ArrayAttr(chooseTileSizes(op, tileM, tileN, width)),
-      b.getDenseI64ArrayAttr(threads));
+      b.getDenseI64ArrayAttr(
+          chooseTileSizes(op, params.tileM, params.tileN, params.width)),
+      b.getDenseI64ArrayAttr(threads),
+      optional(blocking.blocks, !blocking.blocks.empty()),
+      optional(blocking.threads, !blocking.threads.empty()),
+      packs.empty() ? ArrayAttr() : b.getArrayAttr(packs));
 }
 
 } // namespace mlir::kiln::cpu

@@ -1,14 +1,17 @@
 //===- TileSelection.h - The tiles CPU code generation chooses -*- C++ -*-===//
 //
-// The decisions of kiln-tile-and-vectorize apart from the code that applies
-// them: which ops get register tiles, each op's tile sizes, the loops its
-// threads share, and whether the vectorizer computes a tile exactly.
+// The decisions of CPU tiling apart from the code that applies them (written
+// as each op's #kiln.cpu_tiles by kiln-select-cpu-tiles): which ops get
+// register tiles, each op's tile sizes, the loops its threads share, the
+// cache blocks of a large contraction and the operands copied block by
+// block, and whether the vectorizer computes a tile exactly.
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef KILN_COMPILER_CODEGEN_CPU_TILESELECTION_H
 #define KILN_COMPILER_CODEGEN_CPU_TILESELECTION_H
 
+#include "compiler/Codegen/CPU/TargetInfo.h"
 #include "dialects/Kiln/IR/KilnDialect.h"
 
 #include "mlir/Dialect/Linalg/IR/LinalgInterfaces.h"
@@ -65,10 +68,45 @@ bool touchesSubByteElements(linalg::LinalgOp op);
 /// the encoder-decoder training step).
 SmallVector<unsigned> chooseParallelDims(linalg::LinalgOp op);
 
-/// The tile (chooseTileSizes) and thread loops (chooseParallelDims) of `op`
-/// as the attribute kiln-select-cpu-tiles writes (kCpuTilesAttr).
-CpuTilesAttr selectCpuTiles(linalg::LinalgOp op, int64_t tileM, int64_t tileN,
-                            int64_t width);
+/// The sizes and thresholds the tiling decisions derive from: the target's
+/// (TargetInfo), each size overridden by a pass option when positive.
+struct TileParams {
+  int64_t tileM, tileN, width, blockK, blockN, blockM;
+  int64_t packMinReuse, panelMinReuse, parallelRowBlocks;
+
+  static TileParams of(const TargetInfo &target, int64_t tileM = 0,
+                       int64_t tileN = 0, int64_t width = 0, int64_t blockK = 0,
+                       int64_t blockN = 0, int64_t blockM = 0);
+};
+
+/// How a contraction larger than the caches is blocked around its register
+/// tiles (the `blocks`, `block_threads` and `packs` of a #kiln.cpu_tiles):
+/// loops over `blockN` columns, then `blockK` reduction steps (and `blockM`
+/// rows where A is stored transposed and copied), and which operands are
+/// copied block by block.
+///
+/// A block of an operand that is a strided window of a wider matrix has
+/// rows a whole matrix row apart; for N = 1024, 2048 or M = 4096 (multiples
+/// of 4 KiB) they fall into a few cache sets and the block does not stay in
+/// cache (AVX2 code ran at 70% of its speed for N = 2048, weight gradients
+/// at 60%). Such blocks are copied into one contiguous buffer first, when a
+/// block is read at least packMinReuse times (a run-time test for dynamic
+/// counts): B's [kc, nc] blocks, and, when A is stored transposed ([K, M]),
+/// A's [kc, mc] blocks, rows being blocked by `blockM` then. A linear's
+/// weight (B stored transposed) is always copied, transposed. A copy of B
+/// is cut into micro-panels along its columns when the block is wider than
+/// one register tile. Empty `blocks` and `packs`: the op is left as it is.
+struct CacheBlocking {
+  SmallVector<int64_t> blocks;
+  SmallVector<int64_t> threads;
+  SmallVector<CpuPackAttr> packs;
+};
+CacheBlocking chooseCacheBlocking(linalg::LinalgOp op, const TileParams &p);
+
+/// The tile (chooseTileSizes), thread loops (chooseParallelDims) and cache
+/// blocking (chooseCacheBlocking) of `op` as the attribute
+/// kiln-select-cpu-tiles writes (kCpuTilesAttr).
+CpuTilesAttr selectCpuTiles(linalg::LinalgOp op, const TileParams &params);
 
 } // namespace mlir::kiln::cpu
 

@@ -167,7 +167,7 @@ void buildStreamedProduct(OpBuilder &b, const Product &p, int64_t lanes) {
   aExprs.append({j, l});
   partialExprs.append({n, l});
   // The partial sums [m..., n, lanes], zeroed tile by tile
-  // (kiln-tile-and-vectorize fills each accumulator in registers).
+  // (kiln-tile-and-peel fills each accumulator in registers).
   auto outType = cast<MemRefType>(out.getType());
   SmallVector<int64_t> partialShape(outType.getShape());
   partialShape.push_back(lanes);

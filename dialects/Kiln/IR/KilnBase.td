@@ -138,7 +138,7 @@ def Kiln_TargetAttr : AttrDef<Kiln_Dialect, "Target"> {
     CPU name (`host` resolved to this machine's, e.g. `znver4`), the LLVM
     features it has (`+avx2,+avx512f,...`; for a named CPU, its own and
     every feature they imply), and the per-core data cache sizes that the
-    block sizes derive from. kiln-tile-and-vectorize,
+    block sizes derive from. kiln-select-cpu-tiles, kiln-tile-and-peel,
     kiln-vector-matrix-products, kiln-convert-vector-to-llvm and the LLVM
     target machine read it, so a dumped module says what it was tiled for:
 
@@ -164,26 +164,76 @@ def Kiln_TargetAttr : AttrDef<Kiln_Dialect, "Target"> {
   let genVerifyDecl = 1;
 }
 
+def Kiln_CpuPackAttr : AttrDef<Kiln_Dialect, "CpuPack"> {
+  let mnemonic = "cpu_pack";
+  let summary = "One operand of a cache-blocked product to copy block by block";
+  let description = [{
+    Part of a `#kiln.cpu_tiles` (its `packs`): kiln-block-for-caches copies
+    each block of input `operand` (a matrix indexed by the op's loops `dims`,
+    outer first) into a contiguous buffer before the block is multiplied.
+    `transpose`: the operand is stored as B transposed ([n, k]) and copied
+    as [k, n]. `panel_dim` and `panel_width` (when set): the copy is cut into
+    micro-panels `panel_width` wide along loop `panel_dim` (a register
+    tile's columns), each panel's rows contiguous. `reuse` (when set): the
+    loops whose trip counts' product is how often a copied block is read;
+    the copy is made only when that product reaches `min_reuse` at run time
+    (when absent, the block is always copied).
+
+    ```mlir
+    #kiln.cpu_pack<operand = 1, dims = [2, 1], transpose = true,
+        panel_dim = 1, panel_width = 16>
+    ```
+  }];
+  let parameters = (ins
+    "int64_t":$operand,
+    "::mlir::DenseI64ArrayAttr":$dims,
+    DefaultValuedParameter<"bool", "false">:$transpose,
+    DefaultValuedParameter<"int64_t", "-1">:$panel_dim,
+    DefaultValuedParameter<"int64_t", "0">:$panel_width,
+    OptionalParameter<"::mlir::DenseI64ArrayAttr">:$reuse,
+    DefaultValuedParameter<"int64_t", "0">:$min_reuse
+  );
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
 def Kiln_CpuTilesAttr : AttrDef<Kiln_Dialect, "CpuTiles"> {
   let mnemonic = "cpu_tiles";
-  let summary = "The tile CPU code generation chose for one linalg op";
+  let summary = "The tiles, cache blocks and copies CPU code generation chose for one linalg op";
   let description = [{
     The decision kiln-select-cpu-tiles writes on each linalg op with loops,
-    as `kiln.cpu_tiles`, and kiln-tile-and-vectorize applies: `tile` holds
-    one size per loop of the op (a contraction's register tile, `m x n x 1`;
-    one vector along the innermost loop of any other op; 0 leaves a loop
-    whole), `threads` the loops the threads share (ascending). A config
-    written by hand is applied as it is:
+    as `kiln.cpu_tiles`, and the mechanism passes apply:
+
+    - `blocks`, `block_threads`, `packs` (a contraction larger than the
+      caches; kiln-block-for-caches): the cache block size of each loop (0
+      leaves a loop whole), the block loops that run on all cores, and the
+      operands copied block by block (`#kiln.cpu_pack`);
+    - `tile`, `threads` (kiln-tile-and-peel): one size per loop (a
+      contraction's register tile, `m x n x 1`; one vector along the
+      innermost loop of any other op; 0 leaves a loop whole), and the tile
+      loops the threads share (ascending).
+
+    A config written by hand is applied as it is:
 
     ```mlir
     linalg.matmul {kiln.cpu_tiles = #kiln.cpu_tiles<tile = [6, 16, 1],
-        threads = [0]>} ins(...) outs(...)
+        threads = [0], blocks = [0, 256, 512]>} ins(...) outs(...)
     ```
   }];
   let parameters = (ins
     "::mlir::DenseI64ArrayAttr":$tile,
-    "::mlir::DenseI64ArrayAttr":$threads
+    "::mlir::DenseI64ArrayAttr":$threads,
+    OptionalParameter<"::mlir::DenseI64ArrayAttr">:$blocks,
+    OptionalParameter<"::mlir::DenseI64ArrayAttr">:$block_threads,
+    OptionalParameter<"::mlir::ArrayAttr">:$packs
   );
+  let builders = [
+    AttrBuilder<(ins "::mlir::DenseI64ArrayAttr":$tile,
+                     "::mlir::DenseI64ArrayAttr":$threads), [{
+      return $_get($_ctxt, tile, threads, ::mlir::DenseI64ArrayAttr(),
+                   ::mlir::DenseI64ArrayAttr(), ::mlir::ArrayAttr());
+    }]>
+  ];
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
 }

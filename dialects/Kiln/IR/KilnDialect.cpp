@@ -87,10 +87,10 @@ std::string mlir::kiln::checkBoundaryName(StringRef name) {
 /// The codegen passes' own markers (compiler/Codegen/Common/Attributes.h and
 /// the tiling and parallelization passes), not part of the boundary.
 static bool isCodegenMarker(StringRef name) {
-  return llvm::is_contained({"kiln.noalias", "kiln.noalias_args",
-                             "kiln.serial", "kiln.fill",
-                             "kiln.fill_first_block", "kiln.parallel",
-                             "kiln.tile", "kiln.tile_loop"},
+  return llvm::is_contained({"kiln.noalias", "kiln.noalias_args", "kiln.serial",
+                             "kiln.fill", "kiln.fill_first_block",
+                             "kiln.parallel", "kiln.tile", "kiln.tile_loop",
+                             "kiln.panel_reads", "kiln.panel_buffer"},
                             name);
 }
 
@@ -252,25 +252,88 @@ LogicalResult KilnDialect::verifyRegionResultAttribute(
                            << "'";
 }
 
+/// Checks that `loops` (loop numbers of an op with `count` loops, or null)
+/// ascend, each one of the op's loops.
+static LogicalResult
+verifyLoopList(function_ref<InFlightDiagnostic()> emitError, StringRef what,
+               DenseI64ArrayAttr loops, int64_t count) {
+  int64_t previous = -1;
+  for (int64_t loop : loops ? loops.asArrayRef() : ArrayRef<int64_t>()) {
+    if (loop <= previous || loop >= count) {
+      return emitError() << "expects the " << what
+                         << " ascending, each one of the " << count
+                         << " loops, got " << loop;
+    }
+    previous = loop;
+  }
+  return success();
+}
+
 LogicalResult CpuTilesAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                    DenseI64ArrayAttr tile,
-                                   DenseI64ArrayAttr threads) {
+                                   DenseI64ArrayAttr threads,
+                                   DenseI64ArrayAttr blocks,
+                                   DenseI64ArrayAttr blockThreads,
+                                   ArrayAttr packs) {
   if (!tile || !threads || tile.empty()) {
     return emitError() << "expects a tile size for each loop";
   }
-  for (int64_t size : tile.asArrayRef()) {
-    if (size < 0) {
-      return emitError() << "expects tile sizes >= 0, got " << size;
+  int64_t loops = tile.size();
+  for (auto [what, sizes] :
+       {std::pair<StringRef, DenseI64ArrayAttr>{"tile", tile},
+        {"block", blocks}}) {
+    for (int64_t size : sizes ? sizes.asArrayRef() : ArrayRef<int64_t>()) {
+      if (size < 0) {
+        return emitError() << "expects " << what << " sizes >= 0, got " << size;
+      }
     }
   }
-  int64_t previous = -1;
-  for (int64_t loop : threads.asArrayRef()) {
-    if (loop <= previous || loop >= int64_t(tile.size())) {
-      return emitError() << "expects the thread loops ascending, each one "
-                            "of the "
-                         << tile.size() << " loops, got " << loop;
+  if (blocks && int64_t(blocks.size()) != loops) {
+    return emitError() << "expects a block size for each of the " << loops
+                       << " loops, got " << blocks.size();
+  }
+  if (failed(verifyLoopList(emitError, "thread loops", threads, loops)) ||
+      failed(verifyLoopList(emitError, "block thread loops", blockThreads,
+                            loops))) {
+    return failure();
+  }
+  for (Attribute pack : packs ? packs.getValue() : ArrayRef<Attribute>()) {
+    auto packAttr = dyn_cast<CpuPackAttr>(pack);
+    if (!packAttr) {
+      return emitError() << "expects 'packs' of #kiln.cpu_pack<...>, got "
+                         << pack;
     }
-    previous = loop;
+    for (int64_t dim : packAttr.getDims().asArrayRef()) {
+      if (dim >= loops) {
+        return emitError() << "expects a pack's dims among the " << loops
+                           << " loops, got " << dim;
+      }
+    }
+  }
+  return success();
+}
+
+LogicalResult CpuPackAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                  int64_t operand, DenseI64ArrayAttr dims,
+                                  bool transpose, int64_t panelDim,
+                                  int64_t panelWidth, DenseI64ArrayAttr reuse,
+                                  int64_t minReuse) {
+  if (operand < 0) {
+    return emitError() << "expects an operand number >= 0, got " << operand;
+  }
+  if (!dims || dims.size() != 2 || dims[0] < 0 || dims[1] < 0 ||
+      dims[0] == dims[1]) {
+    return emitError() << "expects 'dims' to be two different loops";
+  }
+  if ((panelWidth > 0) != (panelDim >= 0) || panelWidth < 0 ||
+      (panelDim >= 0 && !llvm::is_contained(dims.asArrayRef(), panelDim))) {
+    return emitError() << "expects 'panel_dim' (one of 'dims') and a "
+                          "'panel_width' > 0 together, or neither";
+  }
+  if (reuse &&
+      (reuse.empty() || minReuse <= 0 ||
+       llvm::any_of(reuse.asArrayRef(), [](int64_t d) { return d < 0; }))) {
+    return emitError() << "expects 'reuse' loops with a 'min_reuse' > 0";
   }
   return success();
 }
@@ -395,7 +458,7 @@ LogicalResult KilnDialect::verifyOperationAttribute(Operation *op,
                                << "' must be a #kiln.cpu_tiles<...> on a "
                                   "linalg op";
     }
-    return success(); // its loop count: kiln-tile-and-vectorize
+    return success(); // its loop count: the passes that apply it
   }
   if (isCodegenMarker(attr)) {
     return success();

@@ -94,7 +94,8 @@ bool isGpuChip(llvm::StringRef gpu);
 
 /// The attribute `kiln.cpu_tiles = #kiln.cpu_tiles<...>` (a CpuTilesAttr) of
 /// a linalg op: the tile sizes and thread loops kiln-select-cpu-tiles chose
-/// for it, applied by kiln-tile-and-vectorize.
+/// for it (and its cache blocks and copies), applied by kiln-block-for-caches
+/// and kiln-tile-and-peel.
 constexpr llvm::StringLiteral kCpuTilesAttr = "kiln.cpu_tiles";
 
 /// Why `name` cannot name a boundary argument or result (empty: it can).

@@ -1,10 +1,11 @@
-// kiln-select-cpu-tiles writes each linalg op's tile and thread loops as
-// kiln.cpu_tiles, from the module's target: a contraction gets a register
-// tile (8 x 32 on x86-64-v4, 6 x 16 on x86-64-v3; 1 along the reduction)
-// clamped to static ranges, with the threads on the rows (and batches);
-// an elementwise op one vector along its innermost loop, the threads on
-// the loops outside it; a transpose a square of vectors; a reduction into
-// a vector its parallel loop on the threads. A config already there stays.
+// kiln-select-cpu-tiles writes each linalg op's tile and thread loops, and
+// a large contraction's cache blocks and block copies, as kiln.cpu_tiles,
+// from the module's target: a contraction gets a register tile (8 x 32 on
+// x86-64-v4, 6 x 16 on x86-64-v3; 1 along the reduction) clamped to static
+// ranges, with the threads on the rows (and batches); an elementwise op one
+// vector along its innermost loop, the threads on the loops outside it; a
+// transpose a square of vectors; a reduction into a vector its parallel
+// loop on the threads. A config already there stays.
 // RUN: kiln-opt %s -split-input-file -kiln-set-target=cpu=x86-64-v4 -kiln-select-cpu-tiles | FileCheck %s --check-prefix=V4
 // RUN: kiln-opt %s -split-input-file -kiln-set-target=cpu=x86-64-v3 -kiln-select-cpu-tiles | FileCheck %s --check-prefix=V3
 // Without a target (and without the sizes as options) it says how to set one:
@@ -17,10 +18,15 @@
 
 // NONE: error: kiln-select-cpu-tiles needs the target CPU: the module's 'kiln.target' attribute, set by kiln-set-target{cpu=...}
 
+// Its columns may exceed a cache block (128 for a named CPU's 512 KiB L2):
+// blocked by 128, and each [64, 128] block of B, whose rows may alias in the
+// caches (a dynamic stride), copied into micro-panels one register tile
+// wide when at least 32 rows read it (a run-time test: the rows are
+// dynamic).
 // V4-LABEL: func.func @matmul
-// V4: linalg.matmul {kiln.cpu_tiles = #kiln.cpu_tiles<tile = [8, 32, 1], threads = [0]>}
+// V4: linalg.matmul {kiln.cpu_tiles = #kiln.cpu_tiles<tile = [8, 32, 1], threads = [0], blocks = [0, 128, 0], packs = [#kiln.cpu_pack<operand = 1, dims = [2, 1], panel_dim = 1, panel_width = 32, reuse = [0], min_reuse = 32>]>}
 // V3-LABEL: func.func @matmul
-// V3: linalg.matmul {kiln.cpu_tiles = #kiln.cpu_tiles<tile = [6, 16, 1], threads = [0]>}
+// V3: linalg.matmul {kiln.cpu_tiles = #kiln.cpu_tiles<tile = [6, 16, 1], threads = [0], blocks = [0, 128, 0], packs = [#kiln.cpu_pack<operand = 1, dims = [2, 1], panel_dim = 1, panel_width = 16, reuse = [0], min_reuse = 32>]>}
 func.func @matmul(%a: memref<?x64xf32>, %b: memref<64x?xf32>, %c: memref<?x?xf32>) {
   linalg.matmul ins(%a, %b : memref<?x64xf32>, memref<64x?xf32>) outs(%c : memref<?x?xf32>)
   return
@@ -40,9 +46,10 @@ func.func @small_matmul(%a: memref<3x7xf32>, %b: memref<7x5xf32>, %c: memref<3x5
 
 // -----
 
-// A batched product: threads on the batch and the rows.
+// A batched product: threads on the batch and the rows; its columns blocked
+// (a batched B is read in place).
 // V4-LABEL: func.func @batch_matmul
-// V4: linalg.batch_matmul {kiln.cpu_tiles = #kiln.cpu_tiles<tile = [1, 8, 32, 1], threads = [0, 1]>}
+// V4: linalg.batch_matmul {kiln.cpu_tiles = #kiln.cpu_tiles<tile = [1, 8, 32, 1], threads = [0, 1], blocks = [0, 0, 128, 0]>}
 func.func @batch_matmul(%a: memref<?x?x64xf32>, %b: memref<?x64x?xf32>, %c: memref<?x?x?xf32>) {
   linalg.batch_matmul ins(%a, %b : memref<?x?x64xf32>, memref<?x64x?xf32>) outs(%c : memref<?x?x?xf32>)
   return
@@ -90,6 +97,82 @@ func.func @column_sums(%a: memref<?x?xf32>, %b: memref<?xf32>) {
     %s = arith.addf %x, %y : f32
     linalg.yield %s : f32
   }
+  return
+}
+
+// -----
+
+// A linear layer, [64, 1024] x [1024, 1024]ᵀ: blocked by 128 columns and
+// 512 reduction steps; its weight (B stored transposed, [n, k]) always
+// copied, transposed, into micro-panels one register tile wide.
+// V4-LABEL: func.func @linear
+// V4: kiln.cpu_tiles = #kiln.cpu_tiles<tile = [8, 32, 1], threads = [0], blocks = [0, 128, 512], packs = [#kiln.cpu_pack<operand = 1, dims = [1, 2], transpose = true, panel_dim = 1, panel_width = 32>]>
+// V3-LABEL: func.func @linear
+// V3: kiln.cpu_tiles = #kiln.cpu_tiles<tile = [6, 16, 1], threads = [0], blocks = [0, 128, 512], packs = [#kiln.cpu_pack<operand = 1, dims = [1, 2], transpose = true, panel_dim = 1, panel_width = 16>]>
+#mk = affine_map<(m, n, k) -> (m, k)>
+#nk = affine_map<(m, n, k) -> (n, k)>
+#mn = affine_map<(m, n, k) -> (m, n)>
+func.func @linear(%x: memref<64x1024xf32>, %w: memref<1024x1024xf32>, %y: memref<64x1024xf32>) {
+  linalg.generic {indexing_maps = [#mk, #nk, #mn], iterator_types = ["parallel", "parallel", "reduction"]} ins(%x, %w : memref<64x1024xf32>, memref<1024x1024xf32>) outs(%y : memref<64x1024xf32>) {
+  ^bb0(%a: f32, %b: f32, %c: f32):
+    %p = arith.mulf %a, %b : f32
+    %s = arith.addf %c, %p : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+
+// -----
+
+// A weight gradient gᵀ·x with g [2048, 1024] (rows 4 KiB apart): rows blocked
+// too (128 on AVX-512, 126 = 21 register tiles on AVX2), each block of A
+// copied (384 columns read it); 8 or more row blocks run on all cores. B's
+// rows (1,536 bytes apart) do not alias, but 1,024 rows read each block:
+// micro-panels.
+// V4-LABEL: func.func @weight_gradient
+// V4: kiln.cpu_tiles = #kiln.cpu_tiles<tile = [8, 32, 1], threads = [0], blocks = [128, 128, 512], block_threads = [0], packs = [#kiln.cpu_pack<operand = 1, dims = [2, 1], panel_dim = 1, panel_width = 32>, #kiln.cpu_pack<operand = 0, dims = [2, 0]>]>
+// V3-LABEL: func.func @weight_gradient
+// V3: kiln.cpu_tiles = #kiln.cpu_tiles<tile = [6, 16, 1], threads = [0], blocks = [126, 128, 512], block_threads = [0], packs = [#kiln.cpu_pack<operand = 1, dims = [2, 1], panel_dim = 1, panel_width = 16>, #kiln.cpu_pack<operand = 0, dims = [2, 0]>]>
+#km = affine_map<(m, n, k) -> (k, m)>
+#kn = affine_map<(m, n, k) -> (k, n)>
+#mn = affine_map<(m, n, k) -> (m, n)>
+func.func @weight_gradient(%g: memref<2048x1024xf32>, %x: memref<2048x384xf32>, %dw: memref<1024x384xf32>) {
+  linalg.generic {indexing_maps = [#km, #kn, #mn], iterator_types = ["parallel", "parallel", "reduction"]} ins(%g, %x : memref<2048x1024xf32>, memref<2048x384xf32>) outs(%dw : memref<1024x384xf32>) {
+  ^bb0(%a: f32, %b: f32, %c: f32):
+    %p = arith.mulf %a, %b : f32
+    %s = arith.addf %c, %p : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+
+// -----
+
+// Attention scores Q·Kᵀ per batch: the keys (B stored transposed per batch)
+// copied batch by batch, the batches blocked by one and run on all cores.
+// V4-LABEL: func.func @scores
+// V4: kiln.cpu_tiles = #kiln.cpu_tiles<tile = [1, 8, 32, 1], threads = [0, 1], blocks = [1, 0, 0, 0], block_threads = [0], packs = [#kiln.cpu_pack<operand = 1, dims = [2, 3], transpose = true, panel_dim = 2, panel_width = 32>]>
+#q = affine_map<(b, i, j, d) -> (b, i, d)>
+#k = affine_map<(b, i, j, d) -> (b, j, d)>
+#s = affine_map<(b, i, j, d) -> (b, i, j)>
+func.func @scores(%q: memref<8x64x32xf32>, %k: memref<8x64x32xf32>, %s: memref<8x64x64xf32>) {
+  linalg.generic {indexing_maps = [#q, #k, #s], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%q, %k : memref<8x64x32xf32>, memref<8x64x32xf32>) outs(%s : memref<8x64x64xf32>) {
+  ^bb0(%a: f32, %b: f32, %c: f32):
+    %p = arith.mulf %a, %b : f32
+    %t = arith.addf %c, %p : f32
+    linalg.yield %t : f32
+  }
+  return
+}
+
+// -----
+
+// 8 rows read a block of B (rows 8 KiB apart) too few times to repay a
+// copy: blocked, read in place.
+// V4-LABEL: func.func @few_rows
+// V4: linalg.matmul {kiln.cpu_tiles = #kiln.cpu_tiles<tile = [8, 32, 1], threads = [0], blocks = [0, 128, 512]>}
+func.func @few_rows(%a: memref<8x1024xf32>, %b: memref<1024x2048xf32>, %c: memref<8x2048xf32>) {
+  linalg.matmul ins(%a, %b : memref<8x1024xf32>, memref<1024x2048xf32>) outs(%c : memref<8x2048xf32>)
   return
 }
 

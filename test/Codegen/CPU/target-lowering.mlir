@@ -7,6 +7,7 @@
 // RUN: not kiln-opt %s -kiln-convert-vector-to-llvm 2>&1 | FileCheck %s --check-prefix=NONE
 // RUN: not kiln-opt %s -kiln-llvm-target-attributes 2>&1 | FileCheck %s --check-prefix=NONE-ATTRS
 // RUN: not kiln-opt %s -pass-pipeline="builtin.module(func.func(kiln-tile-and-vectorize))" 2>&1 | FileCheck %s --check-prefix=NONE-TILES
+// RUN: not kiln-opt %s -pass-pipeline="builtin.module(func.func(kiln-tile-and-peel))" 2>&1 | FileCheck %s --check-prefix=NONE-PEEL
 // RUN: not kiln-opt %s -kiln-prepare-weights 2>&1 | FileCheck %s --check-prefix=NONE-PREPARE
 // RUN: not kiln-opt %s -kiln-vector-matrix-products=vector-width=8 2>&1 | FileCheck %s --check-prefix=NONE-STREAM
 // RUN: kiln-opt %s -kiln-set-target=cpu=x86-64-v4 -kiln-convert-vector-to-llvm -convert-func-to-llvm -reconcile-unrealized-casts -kiln-llvm-target-attributes | FileCheck %s --check-prefix=V4
@@ -14,7 +15,8 @@
 
 // NONE: error: kiln-convert-vector-to-llvm needs the target CPU: the module's 'kiln.target' attribute, set by kiln-set-target{cpu=...}
 // NONE-ATTRS: error: kiln-llvm-target-attributes needs the target CPU: the module's 'kiln.target' attribute, set by kiln-set-target{cpu=...}
-// NONE-TILES: error: kiln-tile-and-vectorize needs the target CPU: the module's 'kiln.target' attribute, set by kiln-set-target{cpu=...}
+// NONE-TILES: error: kiln-select-cpu-tiles needs the target CPU: the module's 'kiln.target' attribute, set by kiln-set-target{cpu=...}
+// NONE-PEEL: error: kiln-tile-and-peel needs the target CPU: the module's 'kiln.target' attribute, set by kiln-set-target{cpu=...}
 // NONE-PREPARE: error: kiln-prepare-weights needs the target CPU: the module's 'kiln.target' attribute, set by kiln-set-target{cpu=...}
 // NONE-STREAM: error: kiln-vector-matrix-products needs the target CPU: the module's 'kiln.target' attribute, set by kiln-set-target{cpu=...}
 

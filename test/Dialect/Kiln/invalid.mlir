@@ -1170,3 +1170,78 @@ func.func @thread_loop_past_the_loops(%a: memref<4x4xf32>, %b: memref<4x4xf32>) 
   linalg.copy {kiln.cpu_tiles = #kiln.cpu_tiles<tile = [1, 8], threads = [2]>} ins(%a : memref<4x4xf32>) outs(%b : memref<4x4xf32>)
   return
 }
+
+// -----
+
+// Block sizes for fewer loops than the tile's.
+func.func @blocks_per_loop(%a: memref<4x4xf32>, %b: memref<4x4xf32>, %c: memref<4x4xf32>) {
+  // expected-error @+1 {{expects a block size for each of the 3 loops, got 2}}
+  linalg.matmul {kiln.cpu_tiles = #kiln.cpu_tiles<tile = [2, 4, 1], threads = [0], blocks = [0, 4]>} ins(%a, %b : memref<4x4xf32>, memref<4x4xf32>) outs(%c : memref<4x4xf32>)
+  return
+}
+
+// -----
+
+// A negative block size.
+func.func @negative_block(%a: memref<4x4xf32>, %b: memref<4x4xf32>, %c: memref<4x4xf32>) {
+  // expected-error @+1 {{expects block sizes >= 0, got -4}}
+  linalg.matmul {kiln.cpu_tiles = #kiln.cpu_tiles<tile = [2, 4, 1], threads = [0], blocks = [0, -4, 0]>} ins(%a, %b : memref<4x4xf32>, memref<4x4xf32>) outs(%c : memref<4x4xf32>)
+  return
+}
+
+// -----
+
+// Block thread loops past the op's loops.
+func.func @block_threads_past_the_loops(%a: memref<4x4xf32>, %b: memref<4x4xf32>, %c: memref<4x4xf32>) {
+  // expected-error @+1 {{expects the block thread loops ascending, each one of the 3 loops, got 3}}
+  linalg.matmul {kiln.cpu_tiles = #kiln.cpu_tiles<tile = [2, 4, 1], threads = [0], blocks = [0, 4, 0], block_threads = [3]>} ins(%a, %b : memref<4x4xf32>, memref<4x4xf32>) outs(%c : memref<4x4xf32>)
+  return
+}
+
+// -----
+
+// Something other than a #kiln.cpu_pack among the packs.
+func.func @packs_not_packs(%a: memref<4x4xf32>, %b: memref<4x4xf32>, %c: memref<4x4xf32>) {
+  // expected-error @+1 {{expects 'packs' of #kiln.cpu_pack<...>, got 1 : i64}}
+  linalg.matmul {kiln.cpu_tiles = #kiln.cpu_tiles<tile = [2, 4, 1], threads = [0], packs = [1]>} ins(%a, %b : memref<4x4xf32>, memref<4x4xf32>) outs(%c : memref<4x4xf32>)
+  return
+}
+
+// -----
+
+// A pack along a loop the op does not have.
+func.func @pack_past_the_loops(%a: memref<4x4xf32>, %b: memref<4x4xf32>, %c: memref<4x4xf32>) {
+  // expected-error @+1 {{expects a pack's dims among the 3 loops, got 5}}
+  linalg.matmul {kiln.cpu_tiles = #kiln.cpu_tiles<tile = [2, 4, 1], threads = [0], packs = [#kiln.cpu_pack<operand = 1, dims = [2, 5]>]>} ins(%a, %b : memref<4x4xf32>, memref<4x4xf32>) outs(%c : memref<4x4xf32>)
+  return
+}
+
+// -----
+
+// A pack whose two loops are one.
+func.func @pack_one_loop(%a: memref<4x4xf32>, %b: memref<4x4xf32>, %c: memref<4x4xf32>) {
+  // expected-error @+2 {{expects 'dims' to be two different loops}}
+  // expected-error @+1 {{failed to parse Kiln_CpuTilesAttr parameter 'packs'}}
+  linalg.matmul {kiln.cpu_tiles = #kiln.cpu_tiles<tile = [2, 4, 1], threads = [0], packs = [#kiln.cpu_pack<operand = 1, dims = [2, 2]>]>} ins(%a, %b : memref<4x4xf32>, memref<4x4xf32>) outs(%c : memref<4x4xf32>)
+  return
+}
+
+// -----
+
+// Micro-panels without their width.
+func.func @panel_without_width(%a: memref<4x4xf32>, %b: memref<4x4xf32>, %c: memref<4x4xf32>) {
+  // expected-error @+2 {{expects 'panel_dim' (one of 'dims') and a 'panel_width' > 0 together, or neither}}
+  // expected-error @+1 {{failed to parse Kiln_CpuTilesAttr parameter 'packs'}}
+  linalg.matmul {kiln.cpu_tiles = #kiln.cpu_tiles<tile = [2, 4, 1], threads = [0], packs = [#kiln.cpu_pack<operand = 1, dims = [2, 1], panel_dim = 1>]>} ins(%a, %b : memref<4x4xf32>, memref<4x4xf32>) outs(%c : memref<4x4xf32>)
+  return
+}
+
+// -----
+
+// A run-time reuse test without the reuse it needs.
+func.func @reuse_without_minimum(%a: memref<4x4xf32>, %b: memref<4x4xf32>, %c: memref<4x4xf32>) {
+  // expected-error @+2 {{expects 'reuse' loops with a 'min_reuse' > 0}}
+  // expected-error @+1 {{failed to parse Kiln_CpuTilesAttr parameter 'packs'}}
+  linalg.matmul {kiln.cpu_tiles = #kiln.cpu_tiles<tile = [2, 4, 1], threads = [0], packs = [#kiln.cpu_pack<operand = 1, dims = [2, 1], reuse = [0]>]>} ins(%a, %b : memref<4x4xf32>, memref<4x4xf32>) outs(%c : memref<4x4xf32>)
+  return
+}

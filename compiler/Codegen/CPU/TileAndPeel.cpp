@@ -1,6 +1,7 @@
-//===- TileAndVectorize.cpp - Register tiles and vectors for the CPU ------===//
+//===- TileAndPeel.cpp - Register tiles, full and partial
+//------------------===//
 //
-// Implements kiln-tile-and-vectorize.
+// Implements kiln-tile-and-peel.
 //
 //===----------------------------------------------------------------------===//
 
@@ -10,30 +11,23 @@
 #include "compiler/Codegen/CPU/TargetInfo.h"
 #include "compiler/Codegen/CPU/TileSelection.h"
 
-#include "mlir/Analysis/SliceAnalysis.h"
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
-#include "mlir/Dialect/Linalg/IR/LinalgInterfaces.h"
-#include "mlir/Dialect/Linalg/Transforms/Transforms.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/SCF/Transforms/TileUsingInterface.h"
 #include "mlir/Dialect/SCF/Transforms/Transforms.h"
-#include "mlir/Dialect/Tensor/IR/Tensor.h"
-#include "mlir/Dialect/Vector/IR/VectorOps.h"
-#include "mlir/Dialect/Vector/Transforms/VectorRewritePatterns.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
-#include "mlir/Transforms/LoopInvariantCodeMotionUtils.h"
 
 #include "llvm/Support/Debug.h"
 
-#define DEBUG_TYPE "kiln-tile-and-vectorize"
+#define DEBUG_TYPE "kiln-tile-and-peel"
 
 namespace mlir::kiln {
-#define GEN_PASS_DEF_KILNTILEANDVECTORIZEPASS
+#define GEN_PASS_DEF_KILNTILEANDPEELPASS
 #include "compiler/Codegen/CPU/Passes.h.inc"
 } // namespace mlir::kiln
 
@@ -75,113 +69,8 @@ linalg::FillOp materializeFill(RewriterBase &rewriter, linalg::LinalgOp op) {
   return result;
 }
 
-/// Marks ops created by tiling with the vector sizes they were tiled for.
-constexpr llvm::StringLiteral kTileAttr = "kiln.tile";
+/// Marks the loops tiling made, to be peeled.
 constexpr llvm::StringLiteral kLoopAttr = "kiln.tile_loop";
-
-/// A transpose's tile read (a 2-D transfer_read whose columns run along
-/// the source's last dimension: a [K, N] tile of a [N, K] weight, a
-/// [dh, T] tile of [B, T, H, dh] keys) becomes a read of contiguous rows and a
-/// vector.transpose, which LLVM lowers to shuffles in registers; read as it
-/// is, every column of the tile would be a gather of scalar loads.
-struct TransposedTileRead : OpRewritePattern<vector::TransferReadOp> {
-  using OpRewritePattern::OpRewritePattern;
-  LogicalResult matchAndRewrite(vector::TransferReadOp read,
-                                PatternRewriter &rewriter) const override {
-    VectorType type = read.getVectorType();
-    auto source = dyn_cast<MemRefType>(read.getBase().getType());
-    if (type.getRank() != 2 || !source || source.getRank() < 2 ||
-        read.getMask() || read.hasOutOfBoundsDim()) {
-      return failure();
-    }
-    MLIRContext *context = rewriter.getContext();
-    unsigned rank = source.getRank();
-    AffineMap map = read.getPermutationMap();
-    auto first = dyn_cast<AffineDimExpr>(map.getResult(0));
-    auto second = dyn_cast<AffineDimExpr>(map.getResult(1));
-    if (!first || !second || first.getPosition() != rank - 1 ||
-        second.getPosition() == rank - 1) {
-      return failure();
-    }
-    // Rows along the other dimension, each contiguous along the last.
-    AffineMap rowsMap = AffineMap::get(rank, 0, {second, first}, context);
-    auto rowsType = VectorType::get({type.getDimSize(1), type.getDimSize(0)},
-                                    type.getElementType());
-    Value rows = vector::TransferReadOp::create(
-        rewriter, read.getLoc(), rowsType, read.getBase(), read.getIndices(),
-        read.getPadding(), rowsMap, ArrayRef<bool>{true, true});
-    rewriter.replaceOpWithNewOp<vector::TransposeOp>(read, rows,
-                                                     ArrayRef<int64_t>{1, 0});
-    return success();
-  }
-};
-
-/// A tile read that spreads contiguous elements along a vector dimension
-/// other than the innermost and broadcasts them along another: a register
-/// tile's column of A when A is stored transposed ([K, M]: 8 consecutive
-/// elements, each broadcast across a row of 32). Read as one vector, every
-/// element then needs a shuffle to broadcast it (8 per 16 FMAs, which kept
-/// weight gradients at 75% of the other products); read element by
-/// element, each is one broadcasting load.
-struct SplitBroadcastRead : OpRewritePattern<vector::TransferReadOp> {
-  using OpRewritePattern::OpRewritePattern;
-  LogicalResult matchAndRewrite(vector::TransferReadOp read,
-                                PatternRewriter &rewriter) const override {
-    VectorType type = read.getVectorType();
-    auto source = dyn_cast<MemRefType>(read.getBase().getType());
-    AffineMap map = read.getPermutationMap();
-    if (!source || read.getMask() || type.isScalable()) {
-      return failure();
-    }
-    unsigned last = source.getRank() - 1;
-    std::optional<unsigned> contiguous, innermost;
-    bool broadcasts = false;
-    for (unsigned i = 0; i < map.getNumResults(); ++i) {
-      if (type.getDimSize(i) > 1) {
-        innermost = i;
-      }
-      if (auto dim = dyn_cast<AffineDimExpr>(map.getResult(i))) {
-        if (dim.getPosition() == last) {
-          contiguous = i;
-        }
-        continue;
-      }
-      auto zero = dyn_cast<AffineConstantExpr>(map.getResult(i));
-      if (!zero || zero.getValue() != 0) {
-        return failure();
-      }
-      if (type.getDimSize(i) > 1) {
-        broadcasts = true; // a constant 0: broadcast along this dimension
-      }
-    }
-    if (!contiguous || !broadcasts || contiguous == innermost ||
-        type.getDimSize(*contiguous) <= 1) {
-      return failure();
-    }
-    Location loc = read.getLoc();
-    SmallVector<int64_t> pieceShape(type.getShape());
-    pieceShape[*contiguous] = 1;
-    auto pieceType = VectorType::get(pieceShape, type.getElementType());
-    Value result = arith::ConstantOp::create(rewriter, loc, type,
-                                             rewriter.getZeroAttr(type));
-    SmallVector<int64_t> strides(type.getRank(), 1);
-    for (int64_t j = 0; j < type.getDimSize(*contiguous); ++j) {
-      SmallVector<Value> indices(read.getIndices());
-      indices[last] = arith::AddIOp::create(
-          rewriter, loc, indices[last],
-          arith::ConstantIndexOp::create(rewriter, loc, j));
-      Value piece = vector::TransferReadOp::create(
-          rewriter, loc, pieceType, read.getBase(), indices, read.getPadding(),
-          map, read.getInBoundsValues());
-      SmallVector<int64_t> offsets(type.getRank(), 0);
-      offsets[*contiguous] = j;
-      result = vector::InsertStridedSliceOp::create(rewriter, loc, piece,
-                                                    result, offsets, strides);
-    }
-    rewriter.replaceOp(read, result);
-    return success();
-  }
-};
 
 /// A register tile made by tiling an op, and the induction variable of
 /// each loop tiling made (by the op's loop dimension).
@@ -190,8 +79,16 @@ struct Tiles {
   DenseMap<unsigned, Value> ivs;
 };
 
-/// Makes the register tile `tiles.op` of `read.op` read its block of
-/// operand `read.operand` from its micro-panel: the panel of the tile's
+/// One entry of an op's kPanelReadsAttr: operand `operand` of the op is
+/// read from micro-panels `width` wide along loop `panelDim`, in `buffer`.
+struct PanelRead {
+  unsigned operand;
+  int64_t panelDim, width;
+  Value buffer;
+};
+
+/// Makes the register tile `tiles.op` read its block of operand
+/// `read.operand` from its micro-panel: the panel of the tile's
 /// first column along `read.panelDim` (the tile is `read.width` wide there,
 /// starting at a multiple of it, so it lies in one panel; the partial tiles
 /// that peeling and re-tiling cut from it too). A tile not cut along the
@@ -229,13 +126,13 @@ void readPanels(RewriterBase &rewriter, const PanelRead &read,
   });
 }
 
-struct KilnTileAndVectorizePass
-    : mlir::kiln::impl::KilnTileAndVectorizePassBase<KilnTileAndVectorizePass> {
+struct KilnTileAndPeelPass
+    : mlir::kiln::impl::KilnTileAndPeelPassBase<KilnTileAndPeelPass> {
   using Base::Base;
 
-  /// The pattern sets are built once per pass instance, not per function (a
-  /// model has hundreds of outlined kernels, and every kernel canonicalizes
-  /// three times).
+  /// The canonicalization patterns are built once per pass instance, not
+  /// per function (a model has hundreds of outlined kernels, and every
+  /// kernel canonicalizes three times).
   LogicalResult initialize(MLIRContext *context) override {
     RewritePatternSet canonical(context);
     for (Dialect *dialect : context->getLoadedDialects()) {
@@ -245,40 +142,32 @@ struct KilnTileAndVectorizePass
       op.getCanonicalizationPatterns(canonical, context);
     }
     canonicalization = FrozenRewritePatternSet(std::move(canonical));
-    RewritePatternSet vectors(context);
-    vector::populateCastAwayVectorLeadingOneDimPatterns(vectors);
-    vectors.add<TransposedTileRead, SplitBroadcastRead>(context);
-    vector::populateVectorTransferDropUnitDimsPatterns(vectors);
-    vector::populateDropUnitDimWithShapeCastPatterns(vectors);
-    vector::TransferReadOp::getCanonicalizationPatterns(vectors, context);
-    vector::TransferWriteOp::getCanonicalizationPatterns(vectors, context);
-    vector::BroadcastOp::getCanonicalizationPatterns(vectors, context);
-    vector::ShapeCastOp::getCanonicalizationPatterns(vectors, context);
-    vector::ExtractOp::getCanonicalizationPatterns(vectors, context);
-    vectorCleanup = FrozenRewritePatternSet(std::move(vectors));
     return success();
   }
 
   void runOnOperation() override {
     MLIRContext *context = &getContext();
     IRRewriter rewriter(context);
-    FailureOr<mlir::kiln::TargetAttr> resolved = mlir::kiln::cpu::requireTarget(
-        getOperation(), "kiln-tile-and-vectorize");
+    FailureOr<mlir::kiln::TargetAttr> resolved =
+        mlir::kiln::cpu::requireTarget(getOperation(), "kiln-tile-and-peel");
     if (failed(resolved)) {
       return signalPassFailure();
     }
-    mlir::kiln::cpu::TargetInfo target =
-        mlir::kiln::cpu::TargetInfo::of(*resolved);
-    int64_t rows = tileM ? int64_t(tileM) : target.tileM();
-    int64_t columns = tileN ? int64_t(tileN) : target.tileN();
-    int64_t width = vectorWidth ? int64_t(vectorWidth) : target.vectorWidth();
-    int64_t cacheK = blockK ? int64_t(blockK) : target.blockK();
-    int64_t cacheN = blockN ? int64_t(blockN) : target.blockN();
-    int64_t cacheM = blockM ? int64_t(blockM) : target.blockM();
+    TileParams params = TileParams::of(
+        mlir::kiln::cpu::TargetInfo::of(*resolved), 0, 0, vectorWidth);
 
     // 1. Tile the parallel loops of every linalg op (on buffers); its
     //    reduction loops are tiled last (step 3), innermost, so that a
-    //    register tile's accumulators stay in registers across them.
+    //    register tile's accumulators stay in registers across them. A
+    //    tile whose op reads micro-panels (kiln-block-for-caches) reads
+    //    its own panel.
+    DenseMap<int64_t, Value> panelBuffers;
+    getOperation().walk([&](memref::AllocOp alloc) {
+      if (auto id = alloc->getAttrOfType<IntegerAttr>(kPanelBufferAttr)) {
+        panelBuffers[id.getInt()] = alloc.getResult();
+        alloc->removeAttr(kPanelBufferAttr);
+      }
+    });
     SmallVector<linalg::LinalgOp> ops;
     getOperation().walk([&](linalg::LinalgOp op) {
       if (op.getNumLoops() > 0) {
@@ -287,21 +176,11 @@ struct KilnTileAndVectorizePass
         materializeFill(rewriter, op);
       }
     });
-    SmallVector<linalg::LinalgOp> copies;
-    SmallVector<PanelRead> panelReads;
-    for (linalg::LinalgOp &op : ops) {
-      op = blockForCaches(rewriter, op, target, cacheK, cacheN, cacheM, rows,
-                          columns, copies, panelReads);
-    }
-    ops.append(copies);
     for (linalg::LinalgOp op : ops) {
-      // The op's panel reads, found before tiling replaces it.
-      SmallVector<PanelRead> reads;
-      llvm::copy_if(panelReads, std::back_inserter(reads),
-                    [&](const PanelRead &read) { return read.op == op; });
-      FailureOr<mlir::kiln::CpuTilesAttr> config =
-          takeConfig(op, rows, columns, width);
-      if (failed(config)) {
+      FailureOr<SmallVector<PanelRead>> reads =
+          takePanelReads(op, panelBuffers);
+      FailureOr<mlir::kiln::CpuTilesAttr> config = takeConfig(op, params);
+      if (failed(reads) || failed(config)) {
         return signalPassFailure();
       }
       LLVM_DEBUG(llvm::dbgs()
@@ -313,7 +192,7 @@ struct KilnTileAndVectorizePass
       }
       Tiles tiles = tileLoops(rewriter, op, config->getTile().asArrayRef(),
                               utils::IteratorType::parallel, threads);
-      for (const PanelRead &read : reads) {
+      for (const PanelRead &read : *reads) {
         if (tiles.op) {
           readPanels(rewriter, read, tiles);
         }
@@ -329,7 +208,7 @@ struct KilnTileAndVectorizePass
     //    speed.
     peelTiledLoops(rewriter);
     for (linalg::LinalgOp op : taggedTiles()) {
-      retilePartial(rewriter, op, width);
+      retilePartial(rewriter, op, params.width);
     }
     peelTiledLoops(rewriter);
 
@@ -361,47 +240,6 @@ struct KilnTileAndVectorizePass
     }
     peelTiledLoops(rewriter);
 
-    // 4. Vectorize the tiles of static shape; the rest stay scalar loops,
-    //    and so do tiles the vectorizer would get wrong (reductions of
-    //    values not read from an input element, i1 buffers).
-    for (linalg::LinalgOp op : taggedTiles()) {
-      op->removeAttr(kTileAttr);
-      // A full tile of an op on dynamically sized operands (a transposing
-      // copy of a partial weight block) reads static subviews through
-      // casts to the dynamic type; read them directly (linalg.transpose's
-      // folder does not, unlike linalg.copy's and linalg.generic's).
-      rewriter.modifyOpInPlace(op, [&] { (void)memref::foldMemRefCast(op); });
-      StringRef scalar;
-      if (llvm::any_of(op.getStaticLoopRanges(), ShapedType::isDynamic)) {
-        scalar = "its tile has a dynamic size (a loop left whole, or a "
-                 "partial tile short of a vector)";
-      } else if (!reductionsVectorizeExactly(op)) {
-        scalar = "its reduction combines a value not read from an input "
-                 "element, which the vectorizer would apply once per tile";
-      } else if (touchesSubByteElements(op)) {
-        scalar = "it reads or writes i1 buffers, which vectors would read "
-                 "as packed bits";
-      } else {
-        rewriter.setInsertionPoint(op);
-        FailureOr<linalg::VectorizationResult> vectorized =
-            linalg::vectorize(rewriter, op);
-        if (succeeded(vectorized)) {
-          rewriter.replaceOp(op, vectorized->replacements);
-          continue;
-        }
-        scalar = "the vectorizer refused it";
-      }
-      LLVM_DEBUG(llvm::dbgs() << DEBUG_TYPE ": stays scalar, " << scalar << ": "
-                              << *op << "\n");
-      if (remarks) {
-        op->emitRemark() << "stays a scalar loop nest: " << scalar;
-      }
-    }
-
-    // 5. Drop the unit dimensions of the tiles' vectors (leading batch and
-    //    head dims), so that they lower to plain 1-D vector registers.
-    (void)applyPatternsGreedily(getOperation(), vectorCleanup);
-
     // Whatever kept a deferred fill (an op left whole) fills first.
     SmallVector<linalg::LinalgOp> unfilled;
     getOperation().walk([&](linalg::LinalgOp op) {
@@ -416,18 +254,45 @@ struct KilnTileAndVectorizePass
         [](scf::ForOp loop) { loop->removeAttr(kFillFirstBlockAttr); });
   }
 
+  /// The micro-panels `op` reads (its kPanelReadsAttr, dropped from it),
+  /// each found among `buffers`. A link to no buffer is an error.
+  FailureOr<SmallVector<PanelRead>>
+  takePanelReads(linalg::LinalgOp op, const DenseMap<int64_t, Value> &buffers) {
+    SmallVector<PanelRead> reads;
+    auto links = op->getAttrOfType<ArrayAttr>(kPanelReadsAttr);
+    if (!links) {
+      return reads;
+    }
+    op->removeAttr(kPanelReadsAttr);
+    for (Attribute link : links) {
+      auto fields = dyn_cast<DenseI64ArrayAttr>(link);
+      auto buffer = fields && fields.size() == 4 ? buffers.find(fields[3])
+                                                 : buffers.end();
+      if (buffer == buffers.end() || fields[0] < 0 ||
+          fields[0] >= op.getNumDpsInputs() || fields[1] < 0 ||
+          fields[1] >= int64_t(op.getNumLoops()) || fields[2] <= 0) {
+        return op->emitOpError()
+               << "has a '" << kPanelReadsAttr << "' entry " << link
+               << " that names no input, loop or panel buffer ('"
+               << kPanelBufferAttr << "')";
+      }
+      reads.push_back(
+          {unsigned(fields[0]), fields[1], fields[2], buffer->second});
+    }
+    return reads;
+  }
+
   /// The tile of `op`: its kiln.cpu_tiles (kiln-select-cpu-tiles, or
   /// written by hand), dropped from the op before tiling copies it onto the
   /// tiles, or the same choice made here for an op without one (the copies
-  /// blockForCaches makes; any op when the pass runs alone). A config that
-  /// does not fit the op is an error.
+  /// kiln-block-for-caches makes; any op when the pass runs alone). A config
+  /// that does not fit the op is an error.
   FailureOr<mlir::kiln::CpuTilesAttr> takeConfig(linalg::LinalgOp op,
-                                                 int64_t rows, int64_t columns,
-                                                 int64_t width) {
+                                                 const TileParams &params) {
     auto config =
         op->getAttrOfType<mlir::kiln::CpuTilesAttr>(mlir::kiln::kCpuTilesAttr);
     if (!config) {
-      return selectCpuTiles(op, rows, columns, width);
+      return selectCpuTiles(op, params);
     }
     op->removeAttr(mlir::kiln::kCpuTilesAttr);
     if (int64_t(config.getTile().size()) != int64_t(op.getNumLoops())) {
@@ -585,6 +450,6 @@ struct KilnTileAndVectorizePass
               /*parallelDims=*/{});
   }
 
-  FrozenRewritePatternSet canonicalization, vectorCleanup;
+  FrozenRewritePatternSet canonicalization;
 };
 } // namespace
