@@ -76,9 +76,9 @@ struct ArgSpec {
     positive,          ///< an i64 scalar >= 1 (a training step's `step`)
     finiteNonnegative, ///< an f32 tensor, every element finite and >= 0
   } require = Require::any;
-  /// GPU code compiled with its state resident (a JIT "cuda" target): the
-  /// argument (a parameter, optimizer state, or what a result updates: a
-  /// decoder's key/value cache) is read from device memory.
+  /// GPU code compiled with its state resident (a JIT on a GPU,
+  /// JitOptions::gpu): the argument (a parameter, optimizer state, or what a
+  /// result updates: a decoder's key/value cache) is read from device memory.
   /// A tensor on the GPU is passed as it is; a host tensor is copied to the
   /// device for the call.
   bool onDevice = false;

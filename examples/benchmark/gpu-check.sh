@@ -3,8 +3,8 @@
 # PyTorch for the peer): unpacks the bundle gpu-bundle.sh made (kiln-bench
 # and the JIT tests, linked statically against LLVM and MLIR, so the GPU
 # machine needs no LLVM), runs every GpuTarget test, each in a process of
-# its own, in parallel; then Kiln's GPU benchmark rows (kiln-bench --target
-# cuda, then a profile of two more steps: each kernel's time from CUDA
+# its own, in parallel; then Kiln's GPU benchmark rows (kiln-bench --gpu
+# native, then a profile of two more steps: each kernel's time from CUDA
 # events, launches and bytes copied per step) and PyTorch's on the same
 # device (torch_gpu_peer.py: eager and torch.compile, fp32 and TF32); and
 # prints one table. Each phase has a time limit, so the whole stays under 8
@@ -107,7 +107,7 @@ if ((tests)); then
 fi
 
 phase "Kiln on the GPU"
-timeout 240 "$bin/kiln-bench" --target cuda --models "$models" \
+timeout 240 "$bin/kiln-bench" --gpu native --models "$models" \
   --steps "$steps" --gpu-profile 2>&1 | tee "$out/kiln.log" || failed=1
 
 if ((torch)); then

@@ -19,14 +19,9 @@
 #include "examples/benchmark/fma_peak.h"
 #include "examples/benchmark/memory_bandwidth.h"
 
-#include "compiler/DSL/DSL.h"
-#include "compiler/DSL/Models.h"
-#include "compiler/Target/JIT/CompiledModel.h"
-#include "compiler/Target/JIT/Training.h"
-#include "runtime/Allocator.h"
+#include <kiln/kiln.h>
+// The GPU's profile and device queries: not part of the public headers.
 #include "runtime/Cuda.h"
-#include "runtime/Error.h"
-#include "runtime/Generate.h"
 
 #include <fmt/format.h>
 
@@ -108,8 +103,9 @@ struct Options {
   bool batch1 = true;
   /// The CPU the models are compiled for (JitOptions::cpu).
   std::string cpu = "host";
-  /// Where they run (JitOptions::target): "cpu", or "cuda" for the GPU.
-  std::string target = "cpu";
+  /// The GPU they run on (JitOptions::gpu): empty for the CPU, "native"
+  /// or an architecture (sm_90).
+  std::string gpu;
   /// Where each compiled stage is written (JitOptions::dumpDirectory).
   std::string dumpDirectory;
   /// On the GPU: after the timed steps, profile a few more (each kernel's
@@ -130,11 +126,12 @@ struct Options {
   double bandwidth = 0;
 };
 
-/// How every model is compiled: for options.cpu, run on options.target.
+/// How every model is compiled: for options.cpu, run on options.gpu when
+/// given.
 JitOptions jitOptions(const Options &options) {
   JitOptions jit;
   jit.cpu = options.cpu;
-  jit.target = options.target;
+  jit.gpu = options.gpu;
   jit.dumpDirectory = options.dumpDirectory;
   jit.prepareWeights = options.prepareWeights;
   return jit;
@@ -536,8 +533,8 @@ int main(int argc, char **argv) try {
       options.steps = std::max(1, std::atoi(argv[++i]));
     } else if (arg == "--cpu" && i + 1 < argc) {
       options.cpu = argv[++i];
-    } else if (arg == "--target" && i + 1 < argc) {
-      options.target = argv[++i];
+    } else if (arg == "--gpu" && i + 1 < argc) {
+      options.gpu = argv[++i];
     } else if (arg == "--gpu-profile") {
       options.gpuProfile = true;
     } else if (arg == "--unprepared-weights") {
@@ -562,13 +559,13 @@ int main(int argc, char **argv) try {
                  "[--modes forward,forward-b1,train,prefill,decode,decode-b4] "
                  "[--steps N] "
                  "[--cpu host|x86-64-v3|"
-                 "x86-64-v4|<llvm cpu>] [--target cpu|cuda] [--gpu-profile] "
+                 "x86-64-v4|<llvm cpu>] [--gpu native|sm_XX] [--gpu-profile] "
                  "[--unprepared-weights] [--prepared-ab] [--dump DIR]\n");
       return 2;
     }
   }
-  if (options.gpuProfile && options.target.rfind("cuda", 0) != 0) {
-    fmt::print(stderr, "--gpu-profile needs --target cuda\n");
+  if (options.gpuProfile && options.gpu.empty()) {
+    fmt::print(stderr, "--gpu-profile needs --gpu\n");
     return 2;
   }
   for (const std::string &m : options.modes) {
@@ -588,7 +585,7 @@ int main(int argc, char **argv) try {
   }
   options.threads = std::max(1, options.threads);
   // The share of the CPU's FMA peak; none on the GPU (peak_pct 0).
-  bool onGpu = options.target.rfind("cuda", 0) == 0;
+  bool onGpu = !options.gpu.empty();
   options.peak = onGpu ? 0 : kiln::bench::measureFmaPeak(options.threads);
   if (!onGpu && (wants(options, "decode") || wants(options, "decode-b4"))) {
     options.bandwidth = kiln::bench::measureReadBandwidth(options.threads);
@@ -598,7 +595,8 @@ int main(int argc, char **argv) try {
   fmt::print("Kiln forward pass (+ mean cross-entropy) and training step "
              "(+ backward + AdamW), target {}, {} threads, measured CPU FMA "
              "peak {}\n",
-             options.target, options.threads,
+             onGpu ? "GPU " + options.gpu : "CPU " + options.cpu,
+             options.threads,
              onGpu ? std::string("not measured (GPU target)")
                    : fmt::format("{:.1f} GFLOP/s", options.peak));
   // Each model and mode in a process of its own (as the libtorch peer

@@ -10,8 +10,7 @@
 
 #include "examples/benchmark/gemm_shapes.h"
 
-#include "compiler/Target/JIT/Jit.h"
-#include "runtime/Error.h"
+#include <kiln/kiln.h>
 
 #include <fmt/format.h>
 

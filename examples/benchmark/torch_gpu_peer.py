@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """PyTorch (CUDA) peer for Kiln's GPU benchmark: the BENCHMARKS.md models.
 
-Measures, on one GPU, what kiln_bench.cpp measures with `--target cuda`: the
+Measures, on one GPU, what kiln_bench.cpp measures with `--gpu native`: the
 forward pass (eval mode, no grad, mean cross-entropy over every target, the
 loss read back) and the training step (zero grads, forward, loss, backward,
 AdamW lr 3e-4, betas 0.9/0.999, eps 1e-8, weight decay 0.01 on every
@@ -280,7 +280,7 @@ def split_list(text):
 
 def parse_args(argv):
     parser = argparse.ArgumentParser(
-        description="PyTorch CUDA peer of kiln-bench --target cuda.")
+        description="PyTorch CUDA peer of kiln-bench --gpu native.")
     parser.add_argument("--models", default=",".join(MODELS))
     parser.add_argument("--modes", default=",".join(MODES))
     parser.add_argument("--steps", type=int, default=10)

@@ -11,6 +11,7 @@
 #include "compiler/Codegen/CPU/TargetInfo.h"
 #include "compiler/Target/Common/Lowering.h"
 #include "compiler/Target/JIT/JitMemory.h"
+#include "dialects/Kiln/IR/KilnDialect.h"
 #include "runtime/Allocator.h"
 #include "runtime/Cuda.h"
 #include "runtime/Error.h"
@@ -58,30 +59,26 @@ double JitModule::pipelineSeconds() const { return impl_->pipelineSeconds; }
 double JitModule::codegenSeconds() const { return impl_->codegenSeconds; }
 size_t JitModule::codeBytes() const { return impl_->memory->used(); }
 
-/// The GPU architecture `target` names ("" for the CPU); checks that there
-/// is a GPU to run on.
-static std::string gpuChip(const std::string &target) {
-  if (target == "cpu") {
+/// The GPU architecture JitOptions::gpu names ("" for the CPU); checks
+/// its spelling, then that there is a GPU to run on.
+static std::string gpuChip(const std::string &gpu) {
+  if (gpu.empty()) {
     return "";
   }
-  llvm::StringRef rest = target;
-  if (rest.consume_front("cuda")) {
-    if (!rest.empty() && !rest.consume_front(":")) {
-      rest = target; // "cudafoo"
-    } else {
-      cuda::requireDevice();
-      return rest.empty() ? cuda::architecture() : rest.str();
-    }
+  if (gpu != "native" && !mlir::kiln::isGpuChip(gpu)) {
+    throw Error("kiln: JitOptions::gpu: '" + gpu +
+                "' is not an NVIDIA GPU architecture: use native (this "
+                "machine's GPU) or sm_NN (sm_80, sm_90)");
   }
-  throw Error("kiln: unknown target '" + target +
-              "': use cpu, cuda or cuda:<architecture> (cuda:sm_90)");
+  cuda::requireDevice();
+  return gpu == "native" ? cuda::architecture() : gpu;
 }
 
 /// Whether compiled code gets AddressSanitizer's checks
 /// (JitOptions::addressSanitizer).
 static bool instrumentsAddresses(const JitOptions &options) {
   return options.addressSanitizer.value_or(kAddressSanitizer) &&
-         options.target == "cpu";
+         options.gpu.empty();
 }
 
 /// The lowering's share of `options` (every compile path goes through
@@ -108,7 +105,7 @@ static LoweringOptions loweringOptions(const JitOptions &options) {
 /// loweringOptions() with the target's architecture.
 static LoweringOptions targetLoweringOptions(const JitOptions &options) {
   LoweringOptions lowering = loweringOptions(options);
-  lowering.gpuChip = gpuChip(options.target);
+  lowering.gpuChip = gpuChip(options.gpu);
   // In-process, the runtime keeps parameters and optimizer state on the GPU
   // (a Trainer's across steps); an ahead-of-time object keeps the C calling
   // convention of host buffers only.
@@ -232,7 +229,7 @@ JitModule::compileLowered(LoweredModule lowered, const JitOptions &options) {
     }
     return symbols;
   });
-  if (options.target != "cpu") {
+  if (!options.gpu.empty()) {
     // The constructors that register the GPU kernels' modules.
     impl->engine->initialize();
   }
@@ -263,7 +260,7 @@ std::shared_ptr<JitModule> JitModule::compileCached(ModuleOp module,
     llvm::raw_string_ostream os(key);
     module->print(os, OpPrintingFlags().printGenericOpForm());
     os << "\n// opt=" << options.optLevel << " dump=" << options.dumpDirectory
-       << " pre=" << options.prePipeline << " target=" << options.target
+       << " pre=" << options.prePipeline << " gpu=" << options.gpu
        << " cpu=" << options.cpu << " asan=" << instrumentsAddresses(options)
        << " prepare=" << options.prepareWeights.value_or(false)
        << " functions=";

@@ -38,17 +38,18 @@ struct JitOptions {
   std::string prePipeline;
   /// The public functions to compile (after prePipeline); empty: all.
   std::vector<std::string> functions;
-  /// Where the functions run: "cpu"; "cuda", this machine's NVIDIA GPU
-  /// (kernels compiled for its architecture); or "cuda:sm_80"-style, a
-  /// given architecture. Functions take host tensors either way; on the
+  /// Where the functions run: empty, the CPU; "native", this machine's
+  /// NVIDIA GPU (kernels compiled for its architecture); or an NVIDIA
+  /// architecture, "sm_80", "sm_90" (the spelling of kiln-compile's --gpu
+  /// and kiln-to-gpu's gpu=). Functions take host tensors either way; on the
   /// GPU, every buffer they use lives in device memory during the call, and
   /// parameters and optimizer state may also be passed as GPU tensors (kept
   /// there across calls, as a Trainer does), while a training step returns
   /// its new parameters and optimizer state as GPU tensors
   /// (ArgSpec/ResultSpec::onDevice; runtime/Cuda.h moves tensors). A GPU
-  /// target where there is no usable GPU is a kiln::Error that says why,
-  /// before anything is compiled.
-  std::string target = "cpu";
+  /// where there is no usable one, or a name that is neither, is a
+  /// kiln::Error that says why, before anything is compiled.
+  std::string gpu;
   /// The CPU code is generated for: "host" (this machine's CPU and
   /// features), or an LLVM CPU name as kiln-compile's --cpu takes
   /// ("x86-64-v3", "x86-64-v4", "znver4"). Code for a CPU the host lacks
