@@ -69,11 +69,57 @@ static std::optional<DType> parseDType(std::string_view name) {
 /// hold (so the message can say "unsupported" rather than "unknown").
 static bool isOtherSafetensorsDType(std::string_view name) {
   static constexpr std::string_view others[] = {
-      "F64",     "F16",     "BF16", "I8",      "I16",     "U8",
-      "U16",     "U32",     "U64",  "F8_E4M3", "F8_E5M2", "F8_E8M0",
-      "F6_E2M3", "F6_E3M2", "F4",   "C64"};
+      "F64",     "I8",      "I16",     "U8",      "U16",     "U32", "U64",
+      "F8_E4M3", "F8_E5M2", "F8_E8M0", "F6_E2M3", "F6_E3M2", "F4",  "C64"};
   return std::find(std::begin(others), std::end(others), name) !=
          std::end(others);
+}
+
+//===----------------------------------------------------------------------===//
+// 16-bit floats
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// The 16-bit float formats a file may store F32 tensors in.
+enum class Half { none, bf16, f16 };
+} // namespace
+
+static const char *halfName(Half half) {
+  return half == Half::bf16 ? "BF16" : "F16";
+}
+
+/// The F32 bits of a BF16 value: its 16 bits are the F32's upper half.
+static uint32_t widenBF16(uint16_t bits) { return uint32_t(bits) << 16; }
+
+/// The F32 bits of an IEEE 754 binary16 value (1 sign, 5 exponent, 10
+/// fraction bits): every one is an F32 value, subnormals included.
+static uint32_t widenF16(uint16_t bits) {
+  uint32_t sign = uint32_t(bits & 0x8000) << 16;
+  uint32_t exponent = (bits >> 10) & 0x1f;
+  uint32_t fraction = bits & 0x3ff;
+  if (exponent == 0x1f) { // infinity, NaN (payload kept)
+    return sign | 0x7f800000u | (fraction << 13);
+  }
+  if (exponent == 0) {
+    if (fraction == 0) {
+      return sign; // zero
+    }
+    // Subnormal: fraction * 2^-24, normalized for F32.
+    int shift = std::countl_zero(uint16_t(fraction)) - 5; // to bit 10
+    fraction = (fraction << shift) & 0x3ff;
+    return sign | (uint32_t(113 - shift) << 23) | (fraction << 13);
+  }
+  return sign | ((exponent + 112) << 23) | (fraction << 13);
+}
+
+/// `bits` (an F32) rounded to BF16: to the nearest, ties to even; a NaN
+/// stays a (quiet) NaN of the same sign.
+static uint16_t roundToBF16(uint32_t bits) {
+  if ((bits & 0x7fffffffu) > 0x7f800000u) {
+    return uint16_t((bits >> 16) | 0x0040);
+  }
+  uint32_t lsb = (bits >> 16) & 1;
+  return uint16_t((bits + 0x7fffu + lsb) >> 16);
 }
 
 //===----------------------------------------------------------------------===//
@@ -143,11 +189,17 @@ static bool writeAll(int fd, const void *data, size_t size) {
   return true;
 }
 
+/// Whether `tensor` is stored as BF16 (FloatStorage::bf16 and an F32).
+static bool storedAsBF16(const Tensor &tensor, FloatStorage floats) {
+  return floats == FloatStorage::bf16 && tensor.dtype() == DType::f32;
+}
+
 /// Builds the header (JSON padded with spaces to a multiple of 8) for
 /// `tensors` laid out in order.
 static std::string
 buildHeader(const std::string &path, const NamedTensors &tensors,
-            const std::map<std::string, std::string> &metadata) {
+            const std::map<std::string, std::string> &metadata,
+            FloatStorage floats) {
   std::string header = "{";
   bool first = true;
   auto separate = [&] {
@@ -188,11 +240,14 @@ buildHeader(const std::string &path, const NamedTensors &tensors,
       throw Error(
           fmt::format("{}: cannot save: tensor '{}' is undefined", path, name));
     }
-    uint64_t end = offset + tensor.nbytes();
+    bool bf16 = storedAsBF16(tensor, floats);
+    uint64_t end =
+        offset + (bf16 ? uint64_t(tensor.numel()) * 2 : tensor.nbytes());
     separate();
     header += fmt::format(
         "{}:{{\"dtype\":\"{}\",\"shape\":[{}],\"data_offsets\":[{},{}]}}",
-        jsonString(path, name, "tensor name"), safetensorsName(tensor.dtype()),
+        jsonString(path, name, "tensor name"),
+        bf16 ? "BF16" : safetensorsName(tensor.dtype()),
         fmt::join(tensor.shape(), ","), offset, end);
     offset = end;
   }
@@ -201,11 +256,30 @@ buildHeader(const std::string &path, const NamedTensors &tensors,
   return header;
 }
 
+/// Writes `tensor`'s elements rounded to BF16 (roundToBF16), a block at a
+/// time.
+static bool writeBF16(int fd, const Tensor &tensor) {
+  const float *values = static_cast<const float *>(tensor.raw());
+  uint16_t block[4096];
+  for (int64_t start = 0, n = tensor.numel(); start < n;) {
+    int64_t count = std::min<int64_t>(n - start, std::size(block));
+    for (int64_t i = 0; i < count; ++i) {
+      block[i] = roundToBF16(std::bit_cast<uint32_t>(values[start + i]));
+    }
+    if (!writeAll(fd, block, size_t(count) * 2)) {
+      return false;
+    }
+    start += count;
+  }
+  return true;
+}
+
 void kiln::saveSafetensors(const std::string &path, const NamedTensors &tensors,
-                           const std::map<std::string, std::string> &metadata) {
+                           const std::map<std::string, std::string> &metadata,
+                           FloatStorage floats) {
   // Everything that can be refused is refused before the file system is
   // touched.
-  std::string header = buildHeader(path, tensors, metadata);
+  std::string header = buildHeader(path, tensors, metadata, floats);
 
   // One temporary file per destination, "<path>.tmp": a save killed part
   // way leaves it behind, and the next save of that path reuses it (unique
@@ -271,7 +345,9 @@ void kiln::saveSafetensors(const std::string &path, const NamedTensors &tensors,
     fail("cannot write");
   }
   for (const auto &[name, tensor] : tensors) {
-    if (!writeAll(file.get(), tensor.raw(), tensor.nbytes())) {
+    if (!(storedAsBF16(tensor, floats)
+              ? writeBF16(file.get(), tensor)
+              : writeAll(file.get(), tensor.raw(), tensor.nbytes()))) {
       fail("cannot write");
     }
   }
@@ -298,8 +374,9 @@ void kiln::saveSafetensors(const std::string &path, const NamedTensors &tensors,
 }
 
 void kiln::saveParameters(const std::string &path, const ParameterStore &store,
-                          const std::map<std::string, std::string> &metadata) {
-  saveSafetensors(path, store.namedTensors(), metadata);
+                          const std::map<std::string, std::string> &metadata,
+                          FloatStorage floats) {
+  saveSafetensors(path, store.namedTensors(), metadata, floats);
 }
 
 //===----------------------------------------------------------------------===//
@@ -311,6 +388,8 @@ namespace {
 struct Entry {
   std::string name;
   DType dtype;
+  /// The 16-bit format an F32 tensor is stored in (none: as `dtype`).
+  Half stored = Half::none;
   std::vector<int64_t> shape;
   uint64_t begin;
   uint64_t end;
@@ -492,14 +571,18 @@ Entry Loader::parseEntry(const std::string &name, const json &value,
   }
   const std::string &dtypeName = dtype.get_ref<const std::string &>();
   std::optional<DType> parsed = parseDType(dtypeName);
+  if (dtypeName == "BF16" || dtypeName == "F16") {
+    parsed = DType::f32;
+    entry.stored = dtypeName == "BF16" ? Half::bf16 : Half::f16;
+  }
   if (!parsed) {
     if (isOtherSafetensorsDType(dtypeName)) {
       fail("tensor '{}' has dtype {}, which Kiln does not support (it reads "
-           "F32, I32, I64 and BOOL)",
+           "F32, BF16 and F16 as F32, I32, I64 and BOOL)",
            name, dtypeName);
     }
-    fail("tensor '{}' has unknown dtype {} (Kiln reads F32, I32, I64 and "
-         "BOOL)",
+    fail("tensor '{}' has unknown dtype {} (Kiln reads F32, BF16 and F16 as "
+         "F32, I32, I64 and BOOL)",
          name, dtype.dump());
   }
   entry.dtype = *parsed;
@@ -528,7 +611,9 @@ Entry Loader::parseEntry(const std::string &name, const json &value,
     }
   }
   uint64_t nbytes = 0;
-  if (__builtin_mul_overflow(numel, sizeOf(entry.dtype), &nbytes)) {
+  uint64_t elementBytes =
+      entry.stored == Half::none ? sizeOf(entry.dtype) : uint64_t(2);
+  if (__builtin_mul_overflow(numel, elementBytes, &nbytes)) {
     fail("tensor '{}' has shape {} of {} whose byte size overflows", name,
          shape.dump(), dtypeName);
   }
@@ -679,6 +764,20 @@ SafetensorsFile Loader::load() {
     Tensor tensor = Tensor::empty(std::move(entry.shape), entry.dtype);
     readAt(file.get(), tensor.raw(), entry.end - entry.begin,
            dataStart + entry.begin);
+    if (entry.stored != Half::none) {
+      // Widened in place, last element first: element i's 4 bytes cover
+      // the 2-byte elements 2i and 2i + 1, both read by then (i = 0: its
+      // own, read before it is written).
+      auto *bytes = static_cast<unsigned char *>(tensor.raw());
+      for (int64_t i = tensor.numel() - 1; i >= 0; --i) {
+        uint16_t bits;
+        std::memcpy(&bits, bytes + 2 * i, sizeof(bits));
+        uint32_t word =
+            entry.stored == Half::bf16 ? widenBF16(bits) : widenF16(bits);
+        std::memcpy(bytes + 4 * i, &word, sizeof(word));
+      }
+      result.widened.emplace(entry.name, halfName(entry.stored));
+    }
     if (entry.dtype == DType::i1) {
       // A bool holding any byte but 0 or 1 is undefined behavior in C++.
       const unsigned char *bytes =

@@ -6,7 +6,9 @@
 //    "name": {"dtype": "F32", "shape": [2, 3], "data_offsets": [0, 24]}, ...}
 // padded with spaces to a multiple of 8, then the data buffer, which the
 // tensors' [begin, end) byte ranges cover exactly. Kiln's dtypes map to F32,
-// I32, I64 and BOOL. Files written here load in PyTorch, and back.
+// I32, I64 and BOOL; BF16 and F16 tensors (the usual storage of published
+// weights) load widened to F32, exactly, and F32 tensors may be written as
+// BF16. Files written here load in PyTorch, and back.
 //
 //===----------------------------------------------------------------------===//
 
@@ -31,10 +33,21 @@ inline constexpr uint64_t kMaxSafetensorsHeaderBytes = 100ull << 20;
 /// parsed JSON.
 inline constexpr uint64_t kMaxSafetensorsTensors = 200000;
 
+/// How saveSafetensors writes F32 tensors: as they are, or rounded to BF16
+/// (to the nearest, ties to even; NaN stays NaN, a value beyond BF16's
+/// largest becomes infinity), half the bytes. Other dtypes are written as
+/// they are either way.
+enum class FloatStorage { f32, bf16 };
+
 /// A loaded safetensors file.
 struct SafetensorsFile {
-  /// The tensors, in the order of the file's header.
+  /// The tensors, in the order of the file's header. BF16 and F16 tensors
+  /// are F32 tensors here: every BF16 and F16 value is an F32 value, so
+  /// nothing is lost.
   NamedTensors tensors;
+  /// The tensors the file stores as BF16 or F16, widened to F32 on load:
+  /// each name and its stored dtype ("BF16", "F16").
+  std::map<std::string, std::string> widened;
   /// The "__metadata__" entries (empty when the file has none).
   std::map<std::string, std::string> metadata;
 
@@ -56,18 +69,24 @@ inline std::string checkpointTemporary(const std::string &path) {
 /// symbolic or a hard link there is refused, and nothing is written).
 /// Throws kiln::Error naming `path` for a duplicate, reserved
 /// ("__metadata__") or non-UTF-8 name, an undefined tensor, or an I/O error.
+/// `floats` says how F32 tensors are stored.
 void saveSafetensors(const std::string &path, const NamedTensors &tensors,
-                     const std::map<std::string, std::string> &metadata = {});
+                     const std::map<std::string, std::string> &metadata = {},
+                     FloatStorage floats = FloatStorage::f32);
 
 /// Reads `path`, treating it as untrusted: any file that does not follow the
 /// format exactly (header length, JSON, dtypes, shapes, offsets that cover
 /// the data buffer exactly without overlap, BOOL bytes that are 0 or 1) is
-/// refused with a kiln::Error naming the file and the problem.
+/// refused with a kiln::Error naming the file and the problem. BF16 and F16
+/// tensors are widened to F32 (SafetensorsFile::widened lists them); other
+/// dtypes Kiln does not hold (F64, I8, ...) are refused by name.
 SafetensorsFile loadSafetensors(const std::string &path);
 
-/// Saves every parameter of `store`, in insertion order.
+/// Saves every parameter of `store`, in insertion order (F32 ones stored as
+/// `floats` says).
 void saveParameters(const std::string &path, const ParameterStore &store,
-                    const std::map<std::string, std::string> &metadata = {});
+                    const std::map<std::string, std::string> &metadata = {},
+                    FloatStorage floats = FloatStorage::f32);
 
 /// Loads `path` into `store` (ParameterStore::setFrom: every parameter with
 /// its shape and dtype, nothing else) and returns the file's metadata.

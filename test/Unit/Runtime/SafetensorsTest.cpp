@@ -7,7 +7,9 @@
 
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <cstring>
 #include <filesystem>
@@ -448,16 +450,200 @@ TEST_F(SafetensorsTest, RefusesUnknownDType) {
   expectRefused(fileWithHeader(R"({"t":{"dtype":"Q7","shape":[1],)"
                                R"("data_offsets":[0,4]}})",
                                Bytes(4, 0)),
-                "tensor 't' has unknown dtype \"Q7\" (Kiln reads F32, I32, "
-                "I64 and BOOL)");
-  expectRefused(fileWithHeader(R"({"t":{"dtype":"F16","shape":[2],)"
-                               R"("data_offsets":[0,4]}})",
-                               Bytes(4, 0)),
-                "tensor 't' has dtype F16, which Kiln does not support");
+                "tensor 't' has unknown dtype \"Q7\" (Kiln reads F32, BF16 and "
+                "F16 as F32, I32, I64 and BOOL)");
+  expectRefused(fileWithHeader(R"({"t":{"dtype":"F64","shape":[1],)"
+                               R"("data_offsets":[0,8]}})",
+                               Bytes(8, 0)),
+                "tensor 't' has dtype F64, which Kiln does not support");
   expectRefused(fileWithHeader(R"({"t":{"dtype":7,"shape":[1],)"
                                R"("data_offsets":[0,4]}})",
                                Bytes(4, 0)),
                 "tensor 't' has dtype 7, not a string");
+}
+
+//===----------------------------------------------------------------------===//
+// 16-bit floats
+//===----------------------------------------------------------------------===//
+
+/// The F32 bits of `value`.
+uint32_t bitsOf(float value) { return std::bit_cast<uint32_t>(value); }
+
+/// The F32 values of a loaded tensor, as bits (NaN payloads compared too).
+std::vector<uint32_t> bitsOf(const Tensor &tensor) {
+  std::vector<uint32_t> bits;
+  for (float value : tensor.toVector<float>()) {
+    bits.push_back(bitsOf(value));
+  }
+  return bits;
+}
+
+/// The little-endian bytes of 16-bit values.
+Bytes halves(const std::vector<uint16_t> &values) {
+  Bytes bytes;
+  for (uint16_t v : values) {
+    bytes.push_back(uint8_t(v));
+    bytes.push_back(uint8_t(v >> 8));
+  }
+  return bytes;
+}
+
+TEST_F(SafetensorsTest, WidensBF16ToF32Exactly) {
+  // A BF16 value is the upper half of an F32: 1.0, -2.5, the smallest
+  // subnormal, the largest finite, -0, infinity, a NaN with a payload.
+  std::vector<uint16_t> stored = {0x3F80, 0xC020, 0x0001, 0x7F7F,
+                                  0x8000, 0x7F80, 0x7FC1};
+  std::vector<uint32_t> expected = {
+      bitsOf(1.0f),  bitsOf(-2.5f), bitsOf(0x1p-133f), 0x7F7F0000u,
+      bitsOf(-0.0f), 0x7F800000u,   0x7FC10000u};
+  std::string file = path("bf16.safetensors");
+  writeBytes(file, fileWithHeader(R"({"w":{"dtype":"BF16","shape":[7],)"
+                                  R"("data_offsets":[0,14]},)"
+                                  R"("n":{"dtype":"I32","shape":[],)"
+                                  R"("data_offsets":[14,18]}})",
+                                  [&] {
+                                    Bytes data = halves(stored);
+                                    data.insert(data.end(), {5, 0, 0, 0});
+                                    return data;
+                                  }()));
+  SafetensorsFile loaded = loadSafetensors(file);
+  const Tensor *w = loaded.find("w");
+  ASSERT_NE(w, nullptr);
+  EXPECT_EQ(w->dtype(), DType::f32);
+  EXPECT_EQ(w->shape(), std::vector<int64_t>{7});
+  EXPECT_EQ(bitsOf(*w), expected);
+  EXPECT_EQ(loaded.find("n")->toVector<int32_t>(), std::vector<int32_t>{5});
+  EXPECT_EQ(loaded.widened,
+            (std::map<std::string, std::string>{{"w", "BF16"}}));
+}
+
+TEST_F(SafetensorsTest, WidensF16ToF32Exactly) {
+  // binary16: 1.0, -2.0, 65504 (the largest), the smallest subnormal
+  // (2^-24), the largest subnormal (1023 * 2^-24), the smallest normal
+  // (2^-14), 1/3 rounded (0x3555 = 1365/4096), -0, infinities, a NaN.
+  std::vector<uint16_t> stored = {0x3C00, 0xC000, 0x7BFF, 0x0001,
+                                  0x03FF, 0x0400, 0x3555, 0x8000,
+                                  0x7C00, 0xFC00, 0x7E00, 0x8001};
+  std::vector<double> values = {1.0,
+                                -2.0,
+                                65504.0,
+                                std::ldexp(1.0, -24),
+                                std::ldexp(1023.0, -24),
+                                std::ldexp(1.0, -14),
+                                1365.0 / 4096.0,
+                                -0.0,
+                                INFINITY,
+                                -INFINITY,
+                                0.0, // the NaN: compared below
+                                -std::ldexp(1.0, -24)};
+  // Every value, and a single element (the loader widens in place, last
+  // element first).
+  for (size_t count : {stored.size(), size_t(1)}) {
+    std::vector<uint16_t> part(stored.begin(), stored.begin() + count);
+    std::string file = path("f16.safetensors");
+    writeBytes(file, fileWithHeader(R"({"h":{"dtype":"F16","shape":[)" +
+                                        std::to_string(count) +
+                                        R"(],"data_offsets":[0,)" +
+                                        std::to_string(2 * count) + "]}}",
+                                    halves(part)));
+    SafetensorsFile loaded = loadSafetensors(file);
+    const Tensor *h = loaded.find("h");
+    ASSERT_NE(h, nullptr);
+    ASSERT_EQ(h->dtype(), DType::f32);
+    std::vector<uint32_t> bits = bitsOf(*h);
+    ASSERT_EQ(bits.size(), count);
+    for (size_t i = 0; i < count; ++i) {
+      if (i == 10) {
+        EXPECT_EQ(bits[i], 0x7FC00000u) << "the quiet NaN";
+        continue;
+      }
+      EXPECT_EQ(bits[i], bitsOf(float(values[i])))
+          << "element " << i << " (0x" << std::hex << stored[i] << ")";
+    }
+    EXPECT_EQ(loaded.widened,
+              (std::map<std::string, std::string>{{"h", "F16"}}));
+  }
+}
+
+TEST_F(SafetensorsTest, ChecksBF16AndF16OffsetsInTwoByteElements) {
+  // Offsets sized for F32 elements do not fit a BF16 tensor.
+  expectRefused(fileWithHeader(R"({"t":{"dtype":"BF16","shape":[2],)"
+                               R"("data_offsets":[0,8]}})",
+                               Bytes(8, 0)),
+                "tensor 't' has data_offsets [0, 8] but shape [2] of BF16 "
+                "needs 4 bytes");
+  expectRefused(fileWithHeader(R"({"t":{"dtype":"F16","shape":[3],)"
+                               R"("data_offsets":[0,4]}})",
+                               Bytes(4, 0)),
+                "tensor 't' has data_offsets [0, 4] but shape [3] of F16 "
+                "needs 6 bytes");
+}
+
+TEST_F(SafetensorsTest, WritesF32AsBF16RoundedToNearestEven) {
+  // Ties go to the even BF16 (0x3F80 stays, 0x3F81 goes up to 0x3F82);
+  // above a tie rounds up; the largest F32 overflows to infinity; NaNs stay
+  // NaNs (quiet, with their sign); integers are written as they are.
+  std::vector<uint32_t> bits = {0x3F808000u, 0x3F818000u, 0x3F808001u,
+                                0x3F807FFFu, 0x7F7FFFFFu, 0xFF800000u,
+                                0xFF800001u, 0x00000001u, 0x80000000u};
+  std::vector<uint16_t> rounded = {0x3F80, 0x3F82, 0x3F81, 0x3F80, 0x7F80,
+                                   0xFF80, 0xFFC0, 0x0000, 0x8000};
+  std::vector<float> values;
+  for (uint32_t b : bits) {
+    values.push_back(std::bit_cast<float>(b));
+  }
+  Tensor ids = Tensor::fromVector<int64_t>({2}, {3, -1});
+  std::string file = path("out.safetensors");
+  saveSafetensors(
+      file, {{"w", Tensor::fromVector<float>({3, 3}, values)}, {"ids", ids}},
+      {}, FloatStorage::bf16);
+  std::string header =
+      R"({"w":{"dtype":"BF16","shape":[3,3],"data_offsets":[0,18]},)"
+      R"("ids":{"dtype":"I64","shape":[2],"data_offsets":[18,34]}})";
+  while (header.size() % 8 != 0) {
+    header += ' ';
+  }
+  Bytes expected = fileWithHeader(header, halves(rounded));
+  for (uint8_t b : Bytes{3, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF,
+                         0xFF, 0xFF, 0xFF}) {
+    expected.push_back(b);
+  }
+  EXPECT_EQ(readBytes(file), expected);
+
+  // And back: each value is its BF16's F32.
+  SafetensorsFile loaded = loadSafetensors(file);
+  std::vector<uint32_t> widened;
+  for (uint16_t r : rounded) {
+    widened.push_back(uint32_t(r) << 16);
+  }
+  EXPECT_EQ(bitsOf(*loaded.find("w")), widened);
+  EXPECT_EQ(loaded.find("ids")->toVector<int64_t>(),
+            (std::vector<int64_t>{3, -1}));
+}
+
+TEST_F(SafetensorsTest, WritesLargeTensorsAsBF16BlockByBlock) {
+  // More elements than one block of the writer (4096), not a multiple.
+  std::vector<float> values(10000);
+  for (size_t i = 0; i < values.size(); ++i) {
+    values[i] = float(i) - 5000.5f; // every one exact in BF16 up to 256
+  }
+  std::string file = path("large.safetensors");
+  ParameterStore store;
+  store.add("w", Tensor::fromVector<float>({100, 100}, values));
+  saveParameters(file, store, {}, FloatStorage::bf16);
+  // Loaded into an F32 parameter of the same shape (widened on load).
+  ParameterStore restored;
+  restored.add("w", Tensor::fromVector<float>(
+                        {100, 100}, std::vector<float>(values.size(), 0.0f)));
+  loadParameters(file, restored);
+  std::vector<float> loaded = restored.get("w").toVector<float>();
+  ASSERT_EQ(loaded.size(), values.size());
+  for (size_t i = 0; i < values.size(); ++i) {
+    // Independently: BF16 keeps 8 significant bits; round to nearest even.
+    uint32_t b = bitsOf(values[i]);
+    uint32_t expected = ((b + 0x7FFFu + ((b >> 16) & 1)) >> 16) << 16;
+    ASSERT_EQ(bitsOf(loaded[i]), expected) << "element " << i;
+  }
 }
 
 TEST_F(SafetensorsTest, RefusesBadShapes) {

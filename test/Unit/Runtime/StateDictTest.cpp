@@ -15,6 +15,8 @@
 
 #include <gtest/gtest.h>
 
+#include <bit>
+
 #include <regex>
 
 using namespace kiln;
@@ -111,14 +113,10 @@ class StateDictTest : public kiln::test::TempDirTest {};
 
 } // namespace
 
-TEST_F(StateDictTest, LoadsAHuggingFaceGpt2StateDict) {
-  NamedTensors file = huggingFaceGpt2();
-  saveSafetensors(path("gpt2.safetensors"), file, {{"format", "pt"}});
-  ParameterStore store = kilnGpt();
-  auto metadata =
-      loadParameters(path("gpt2.safetensors"), store, gpt2Mapping());
-  EXPECT_EQ(metadata.at("format"), "pt");
-
+/// Expects `store` to hold the file's GPT-2 tensors (huggingFaceGpt2),
+/// renamed and transposed by gpt2Mapping, each value as `stored` makes it.
+static void expectGpt2(const ParameterStore &store, const NamedTensors &file,
+                       float (*stored)(float)) {
   for (const Parameter &p : store) {
     const Tensor &source = find(file, "transformer." + p.name);
     bool transposed = p.name.find(".c_") != std::string::npos &&
@@ -128,7 +126,7 @@ TEST_F(StateDictTest, LoadsAHuggingFaceGpt2StateDict) {
     if (!transposed) {
       ASSERT_EQ(p.tensor.shape(), source.shape()) << p.name;
       for (int64_t i = 0; i < p.tensor.numel(); ++i) {
-        ASSERT_EQ(got[i], want[i]) << p.name << " element " << i;
+        ASSERT_EQ(got[i], stored(want[i])) << p.name << " element " << i;
       }
       continue;
     }
@@ -137,11 +135,38 @@ TEST_F(StateDictTest, LoadsAHuggingFaceGpt2StateDict) {
     ASSERT_EQ(source.shape(), (std::vector<int64_t>{in, out})) << p.name;
     for (int64_t o = 0; o < out; ++o) {
       for (int64_t i = 0; i < in; ++i) {
-        ASSERT_EQ(got[o * in + i], want[i * out + o])
+        ASSERT_EQ(got[o * in + i], stored(want[i * out + o]))
             << p.name << " [" << o << ", " << i << "]";
       }
     }
   }
+}
+
+TEST_F(StateDictTest, LoadsAHuggingFaceGpt2StateDict) {
+  NamedTensors file = huggingFaceGpt2();
+  saveSafetensors(path("gpt2.safetensors"), file, {{"format", "pt"}});
+  ParameterStore store = kilnGpt();
+  auto metadata =
+      loadParameters(path("gpt2.safetensors"), store, gpt2Mapping());
+  EXPECT_EQ(metadata.at("format"), "pt");
+  expectGpt2(store, file, [](float v) { return v; });
+}
+
+TEST_F(StateDictTest, LoadsABF16StateDictIntoF32Parameters) {
+  // Published weights are usually BF16: written so here (rounded to
+  // nearest even), they load widened into the model's F32 parameters,
+  // renamed and transposed as the F32 ones.
+  NamedTensors file = huggingFaceGpt2();
+  saveSafetensors(path("gpt2-bf16.safetensors"), file, {}, FloatStorage::bf16);
+  ParameterStore store = kilnGpt();
+  loadParameters(path("gpt2-bf16.safetensors"), store, gpt2Mapping());
+  expectGpt2(store, file, [](float v) {
+    // BF16 keeps the upper 16 bits, rounded to nearest, ties to even (the
+    // test's values are finite).
+    uint32_t bits = std::bit_cast<uint32_t>(v);
+    bits = ((bits + 0x7FFFu + ((bits >> 16) & 1)) >> 16) << 16;
+    return std::bit_cast<float>(bits);
+  });
 }
 
 TEST_F(StateDictTest, RenamesWithWildcardsInsideComponents) {
