@@ -10,6 +10,7 @@
 #include "runtime/Safetensors.h"
 
 #include "runtime/Error.h"
+#include "runtime/StrictJson.h"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -441,86 +442,9 @@ void Loader::readAt(int fd, void *data, uint64_t size, uint64_t offset) const {
   }
 }
 
-namespace {
-/// The first pass over a header: sees the top-level keys in file order (the
-/// json object itself is sorted), refuses duplicate keys (which json would
-/// silently merge), nesting deeper than the format's {name: {field: [..]}}
-/// and more tensors than kMaxSafetensorsTensors, before any document is
-/// built. Linear in the header's size (nlohmann's parser callback rescans
-/// the enclosing object at the end of every nested one: quadratic).
-class HeaderKeys : public nlohmann::json_sax<json> {
-public:
-  std::vector<std::string> order;
-  /// Why the header was refused (empty while it is fine).
-  std::string problem;
-
-  bool null() override { return true; }
-  bool boolean(bool) override { return true; }
-  bool number_integer(number_integer_t) override { return true; }
-  bool number_unsigned(number_unsigned_t) override { return true; }
-  bool number_float(number_float_t, const string_t &) override { return true; }
-  bool string(string_t &) override { return true; }
-  bool binary(binary_t &) override { return true; }
-  bool start_object(std::size_t) override {
-    objectKeys_.emplace_back();
-    return enter();
-  }
-  bool end_object() override {
-    objectKeys_.pop_back();
-    --depth_;
-    return true;
-  }
-  bool start_array(std::size_t) override { return enter(); }
-  bool end_array() override {
-    --depth_;
-    return true;
-  }
-  bool key(string_t &key) override {
-    if (!objectKeys_.back().insert(key).second) {
-      problem =
-          fmt::format("the header has the key '{}' twice in one object", key);
-      return false;
-    }
-    if (objectKeys_.size() == 1) {
-      if (key != "__metadata__" && ++tensors_ > kMaxSafetensorsTensors) {
-        problem = fmt::format("the header describes more than {} tensors",
-                              kMaxSafetensorsTensors);
-        return false;
-      }
-      order.push_back(key);
-    }
-    return true;
-  }
-  bool parse_error(std::size_t, const std::string &,
-                   const nlohmann::detail::exception &error) override {
-    // Drop the "[json.exception.parse_error.101] " prefix.
-    std::string_view message = error.what();
-    size_t bracket = message.find("] ");
-    if (message.starts_with("[json.") && bracket != std::string_view::npos) {
-      message.remove_prefix(bracket + 2);
-    }
-    problem = fmt::format("the header is not valid JSON: {}", message);
-    return false;
-  }
-
-private:
-  bool enter() {
-    if (++depth_ > 3) {
-      problem = "the header nests deeper than the format allows";
-      return false;
-    }
-    return true;
-  }
-
-  std::vector<std::set<std::string>> objectKeys_;
-  int depth_ = 0;
-  uint64_t tensors_ = 0;
-};
-} // namespace
-
 json Loader::parseHeader(const std::string &text,
                          std::vector<std::string> &order) {
-  HeaderKeys keys;
+  StrictJsonKeys keys(kMaxSafetensorsTensors);
   if (!json::sax_parse(text, &keys)) {
     fail("{}",
          keys.problem.empty() ? "the header is not valid JSON" : keys.problem);
@@ -810,7 +734,7 @@ const Tensor *SafetensorsFile::find(const std::string &name) const {
 
 std::map<std::string, std::string> kiln::loadParameters(const std::string &path,
                                                         ParameterStore &store) {
-  SafetensorsFile file = loadSafetensors(path);
+  SafetensorsFile file = loadCheckpointTensors(path);
   try {
     store.setFrom(file.tensors);
   } catch (const Error &error) {

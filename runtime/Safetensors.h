@@ -82,14 +82,33 @@ void saveSafetensors(const std::string &path, const NamedTensors &tensors,
 /// dtypes Kiln does not hold (F64, I8, ...) are refused by name.
 SafetensorsFile loadSafetensors(const std::string &path);
 
+/// Reads a checkpoint sharded over several files as Hugging Face writes
+/// them: `indexPath` (model.safetensors.index.json) is a JSON object
+/// {"metadata": {...}, "weight_map": {tensor name: shard file name}}, each
+/// shard a safetensors file in the index's directory. Returns every shard's
+/// tensors (shards by file name, each in its header's order; widened as
+/// loadSafetensors does) and the index's metadata (numbers as their JSON
+/// text). Untrusted like a safetensors file: an index that is not such an
+/// object (duplicate or unknown keys, more than kMaxSafetensorsTensors
+/// names), a shard name with a directory part, a shard that does not hold
+/// exactly the tensors the index puts there, or a malformed shard is a
+/// kiln::Error naming the file and the problem.
+SafetensorsFile loadShardedSafetensors(const std::string &indexPath);
+
+/// loadShardedSafetensors for a path ending in ".index.json", else
+/// loadSafetensors.
+SafetensorsFile loadCheckpointTensors(const std::string &path);
+
 /// Saves every parameter of `store`, in insertion order (F32 ones stored as
 /// `floats` says).
 void saveParameters(const std::string &path, const ParameterStore &store,
                     const std::map<std::string, std::string> &metadata = {},
                     FloatStorage floats = FloatStorage::f32);
 
-/// Loads `path` into `store` (ParameterStore::setFrom: every parameter with
-/// its shape and dtype, nothing else) and returns the file's metadata.
+/// Loads `path` (a safetensors file, or a sharded checkpoint's index:
+/// loadCheckpointTensors) into `store` (ParameterStore::setFrom: every
+/// parameter with its shape and dtype, nothing else) and returns the file's
+/// metadata.
 std::map<std::string, std::string> loadParameters(const std::string &path,
                                                   ParameterStore &store);
 

@@ -314,7 +314,7 @@ NamedTensors kiln::mapStateDict(const NamedTensors &tensors,
 std::map<std::string, std::string>
 kiln::loadParameters(const std::string &path, ParameterStore &store,
                      const StateDictMapping &mapping) {
-  SafetensorsFile file = loadSafetensors(path);
+  SafetensorsFile file = loadCheckpointTensors(path);
   try {
     store.setFrom(mapStateDict(file.tensors, mapping, store));
   } catch (const Error &e) {

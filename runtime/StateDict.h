@@ -72,7 +72,8 @@ NamedTensors mapStateDict(const NamedTensors &tensors,
                           const StateDictMapping &mapping,
                           const ParameterStore &store);
 
-/// Loads the safetensors file `path` into `store` through `mapping`
+/// Loads the safetensors file `path` (or a sharded checkpoint's index:
+/// loadCheckpointTensors) into `store` through `mapping`
 /// (mapStateDict, then ParameterStore::setFrom: on any problem nothing is
 /// changed) and returns the file's metadata.
 std::map<std::string, std::string>
