@@ -618,7 +618,9 @@ void Loader::checkCoverage(std::vector<const Entry *> entries,
 }
 
 SafetensorsFile Loader::load() {
-  FileDescriptor file(::open(path_.c_str(), O_RDONLY | O_CLOEXEC));
+  // Without waiting: a FIFO there (a shard an index names, say) is refused
+  // below instead of blocking the open.
+  FileDescriptor file(::open(path_.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
   if (file.get() < 0) {
     fail("cannot open: {}", lastError());
   }
@@ -681,7 +683,8 @@ SafetensorsFile Loader::load() {
   }
   checkCoverage(std::move(pointers), bufferSize);
 
-  // Every check passed: the allocations below add up to the file's size.
+  // Every check passed: the allocations below add up to the file's size
+  // (twice the bytes of BF16 and F16 tensors, widened to F32).
   uint64_t dataStart = 8 + headerSize;
   result.tensors.reserve(entries.size());
   for (Entry &entry : entries) {

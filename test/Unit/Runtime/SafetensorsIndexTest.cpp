@@ -15,6 +15,8 @@
 
 #include <fstream>
 
+#include <sys/stat.h>
+
 using namespace kiln;
 
 namespace {
@@ -179,6 +181,16 @@ TEST_F(SafetensorsIndexTest, RefusesShardsThatDoNotHoldWhatTheIndexSays) {
              "corrupt.index.json");
   EXPECT_KILN_ERROR(loadShardedSafetensors(path("corrupt.index.json")),
                     path("corrupt.safetensors") + ": the file is 5 bytes");
+}
+
+TEST_F(SafetensorsIndexTest, RefusesAShardThatIsAFifoWithoutWaiting) {
+  ASSERT_EQ(::mkfifo(path("fifo.safetensors").c_str(), 0600), 0);
+  writeIndex(R"({"weight_map": {"a": "fifo.safetensors"}})", "fifo.index.json");
+  EXPECT_KILN_ERROR(loadShardedSafetensors(path("fifo.index.json")),
+                    path("fifo.safetensors") + ": not a regular file");
+  ASSERT_EQ(::mkfifo(path("fifo.index.json.2").c_str(), 0600), 0);
+  EXPECT_KILN_ERROR(loadShardedSafetensors(path("fifo.index.json.2")),
+                    path("fifo.index.json.2") + ": not a regular file");
 }
 
 TEST_F(SafetensorsIndexTest, RefusesAnIndexThatIsNoRegularFile) {

@@ -3,6 +3,7 @@
 #include "runtime/Safetensors.h"
 
 #include "test/Unit/Runtime/ExpectError.h"
+#include "test/Unit/Runtime/NearestBF16.h"
 #include "test/Unit/Runtime/TempDirTest.h"
 
 #include <gtest/gtest.h>
@@ -520,7 +521,8 @@ TEST_F(SafetensorsTest, WidensBF16ToF32Exactly) {
 TEST_F(SafetensorsTest, WidensF16ToF32Exactly) {
   // binary16: 1.0, -2.0, 65504 (the largest), the smallest subnormal
   // (2^-24), the largest subnormal (1023 * 2^-24), the smallest normal
-  // (2^-14), 1/3 rounded (0x3555 = 1365/4096), -0, infinities, a NaN.
+  // (2^-14), 1/3 rounded (0x3555 = 1365/4096), -0, infinities, a NaN,
+  // -2^-24, a subnormal from the middle (0x0155 = 341 * 2^-24).
   std::vector<uint16_t> stored = {0x3C00, 0xC000, 0x7BFF, 0x0001,
                                   0x03FF, 0x0400, 0x3555, 0x8000,
                                   0x7C00, 0xFC00, 0x7E00, 0x8001};
@@ -535,7 +537,8 @@ TEST_F(SafetensorsTest, WidensF16ToF32Exactly) {
                                 INFINITY,
                                 -INFINITY,
                                 0.0, // the NaN: compared below
-                                -std::ldexp(1.0, -24)};
+                                -std::ldexp(1.0, -24),
+                                std::ldexp(341.0, -24)};
   // Every value, and a single element (the loader widens in place, last
   // element first).
   for (size_t count : {stored.size(), size_t(1)}) {
@@ -625,7 +628,7 @@ TEST_F(SafetensorsTest, WritesLargeTensorsAsBF16BlockByBlock) {
   // More elements than one block of the writer (4096), not a multiple.
   std::vector<float> values(10000);
   for (size_t i = 0; i < values.size(); ++i) {
-    values[i] = float(i) - 5000.5f; // every one exact in BF16 up to 256
+    values[i] = float(i) - 5000.5f; // most of them rounded in BF16
   }
   std::string file = path("large.safetensors");
   ParameterStore store;
@@ -639,10 +642,7 @@ TEST_F(SafetensorsTest, WritesLargeTensorsAsBF16BlockByBlock) {
   std::vector<float> loaded = restored.get("w").toVector<float>();
   ASSERT_EQ(loaded.size(), values.size());
   for (size_t i = 0; i < values.size(); ++i) {
-    // Independently: BF16 keeps 8 significant bits; round to nearest even.
-    uint32_t b = bitsOf(values[i]);
-    uint32_t expected = ((b + 0x7FFFu + ((b >> 16) & 1)) >> 16) << 16;
-    ASSERT_EQ(bitsOf(loaded[i]), expected) << "element " << i;
+    ASSERT_EQ(loaded[i], test::nearestBF16(values[i])) << "element " << i;
   }
 }
 

@@ -11,11 +11,10 @@
 
 #include "runtime/Safetensors.h"
 #include "test/Unit/Runtime/ExpectError.h"
+#include "test/Unit/Runtime/NearestBF16.h"
 #include "test/Unit/Runtime/TempDirTest.h"
 
 #include <gtest/gtest.h>
-
-#include <bit>
 
 #include <regex>
 
@@ -160,13 +159,7 @@ TEST_F(StateDictTest, LoadsABF16StateDictIntoF32Parameters) {
   saveSafetensors(path("gpt2-bf16.safetensors"), file, {}, FloatStorage::bf16);
   ParameterStore store = kilnGpt();
   loadParameters(path("gpt2-bf16.safetensors"), store, gpt2Mapping());
-  expectGpt2(store, file, [](float v) {
-    // BF16 keeps the upper 16 bits, rounded to nearest, ties to even (the
-    // test's values are finite).
-    uint32_t bits = std::bit_cast<uint32_t>(v);
-    bits = ((bits + 0x7FFFu + ((bits >> 16) & 1)) >> 16) << 16;
-    return std::bit_cast<float>(bits);
-  });
+  expectGpt2(store, file, test::nearestBF16);
 }
 
 TEST_F(StateDictTest, RenamesWithWildcardsInsideComponents) {
