@@ -368,6 +368,37 @@ FailureOr<linalg::LinalgOp> applyCacheBlocking(RewriterBase &rewriter,
              << "has a '" << kCpuTilesAttr << "' that packs operand " << operand
              << ", which is no matrix input of the op";
     }
+    // What the copies can do (a config written by hand may ask for more):
+    // the operand's last two dimensions are the pack's loops, in order; its
+    // other dimensions are loops blocked by one (a batch); each block has a
+    // static size; a copy that changes the op's indexing (transposed, or
+    // micro-panels read as (k, n)) needs a linalg.generic.
+    AffineMap map = op.getMatchingIndexingMap(&op->getOpOperand(operand));
+    unsigned rank = map.getNumResults();
+    auto isLoop = [&](unsigned result, int64_t loop) {
+      auto dim = dyn_cast<AffineDimExpr>(map.getResult(result));
+      return dim && int64_t(dim.getPosition()) == loop;
+    };
+    bool fits = isLoop(rank - 2, pack.getDims()[0]) &&
+                isLoop(rank - 1, pack.getDims()[1]);
+    for (unsigned r = 0; r + 2 < rank && fits; ++r) {
+      auto dim = dyn_cast<AffineDimExpr>(map.getResult(r));
+      fits = dim && sizes[dim.getPosition()] == 1;
+    }
+    for (int64_t dim : pack.getDims().asArrayRef()) {
+      fits &= sizes[dim] != 0 || !ShapedType::isDynamic(ranges[dim]);
+    }
+    bool reindexes = pack.getTranspose() ||
+                     (pack.getPanelWidth() > 0 &&
+                      (pack.getPanelDim() == pack.getDims()[0] || rank > 2));
+    if (!fits || (reindexes && !isa<linalg::GenericOp>(op.getOperation()))) {
+      return op->emitOpError()
+             << "has a '" << kCpuTilesAttr << "' that packs operand " << operand
+             << " in a way its copies cannot: the operand's last two "
+                "dimensions must be the pack's loops, its others loops "
+                "blocked by one, each block of static size, and a "
+                "transposed or (k, n) panel copy needs a linalg.generic";
+    }
     Packing p;
     p.operand = operand;
     llvm::append_range(p.dims, pack.getDims().asArrayRef());

@@ -268,13 +268,17 @@ struct KilnTileAndPeelPass
       auto fields = dyn_cast<DenseI64ArrayAttr>(link);
       auto buffer = fields && fields.size() == 4 ? buffers.find(fields[3])
                                                  : buffers.end();
-      if (buffer == buffers.end() || fields[0] < 0 ||
-          fields[0] >= op.getNumDpsInputs() || fields[1] < 0 ||
-          fields[1] >= int64_t(op.getNumLoops()) || fields[2] <= 0) {
+      auto panels = buffer == buffers.end()
+                        ? MemRefType()
+                        : dyn_cast<MemRefType>(buffer->second.getType());
+      if (!panels || fields[0] < 0 || fields[0] >= op.getNumDpsInputs() ||
+          fields[1] < 0 || fields[1] >= int64_t(op.getNumLoops()) ||
+          fields[2] <= 0 || panels.getRank() != 3 || !panels.hasStaticShape() ||
+          panels.getDimSize(2) != fields[2]) {
         return op->emitOpError()
                << "has a '" << kPanelReadsAttr << "' entry " << link
                << " that names no input, loop or panel buffer ('"
-               << kPanelBufferAttr << "')";
+               << kPanelBufferAttr << "', a static [panels, rows, width])";
       }
       reads.push_back(
           {unsigned(fields[0]), fields[1], fields[2], buffer->second});

@@ -110,3 +110,28 @@ func.func @pack_the_output(%a: memref<64x64xf32>, %b: memref<64x64xf32>, %c: mem
   linalg.matmul {kiln.cpu_tiles = #kiln.cpu_tiles<tile = [8, 32, 1], threads = [0], blocks = [0, 32, 0], packs = [#kiln.cpu_pack<operand = 2, dims = [0, 1]>]>} ins(%a, %b : memref<64x64xf32>, memref<64x64xf32>) outs(%c : memref<64x64xf32>)
   return
 }
+
+// -----
+
+// A transposed copy of a named op's operand (only a linalg.generic can read
+// it as (k, n)).
+// ERR: error: 'linalg.matmul' op has a 'kiln.cpu_tiles' that packs operand 1 in a way its copies cannot: the operand's last two dimensions must be the pack's loops, its others loops blocked by one, each block of static size, and a transposed or (k, n) panel copy needs a linalg.generic
+func.func @transposed_named(%a: memref<64x64xf32>, %b: memref<64x64xf32>, %c: memref<64x64xf32>) {
+  linalg.matmul {kiln.cpu_tiles = #kiln.cpu_tiles<tile = [8, 32, 1], threads = [0], packs = [#kiln.cpu_pack<operand = 1, dims = [2, 1], transpose = true>]>} ins(%a, %b : memref<64x64xf32>, memref<64x64xf32>) outs(%c : memref<64x64xf32>)
+  return
+}
+
+// -----
+
+// Loops that are not the operand's (B is indexed (k, n)), and a block of
+// dynamic size.
+// ERR: error: 'linalg.matmul' op has a 'kiln.cpu_tiles' that packs operand 1 in a way its copies cannot
+// ERR: error: 'linalg.matmul' op has a 'kiln.cpu_tiles' that packs operand 1 in a way its copies cannot
+func.func @pack_other_loops(%a: memref<64x64xf32>, %b: memref<64x64xf32>, %c: memref<64x64xf32>) {
+  linalg.matmul {kiln.cpu_tiles = #kiln.cpu_tiles<tile = [8, 32, 1], threads = [0], blocks = [0, 32, 0], packs = [#kiln.cpu_pack<operand = 1, dims = [1, 2]>]>} ins(%a, %b : memref<64x64xf32>, memref<64x64xf32>) outs(%c : memref<64x64xf32>)
+  return
+}
+func.func @dynamic_block(%a: memref<64x?xf32>, %b: memref<?x?xf32>, %c: memref<64x?xf32>) {
+  linalg.matmul {kiln.cpu_tiles = #kiln.cpu_tiles<tile = [8, 32, 1], threads = [0], blocks = [0, 32, 0], packs = [#kiln.cpu_pack<operand = 1, dims = [2, 1]>]>} ins(%a, %b : memref<64x?xf32>, memref<?x?xf32>) outs(%c : memref<64x?xf32>)
+  return
+}

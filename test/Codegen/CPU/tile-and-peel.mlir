@@ -63,10 +63,23 @@ func.func @panels(%x: memref<12x8xf32>, %w: memref<32x8xf32>, %y: memref<12x32xf
 
 // -----
 
-// ERR: error: 'linalg.matmul' op has a 'kiln.panel_reads' entry array<i64: 1, 1, 16, 7> that names no input, loop or panel buffer ('kiln.panel_buffer')
+// ERR: error: 'linalg.matmul' op has a 'kiln.panel_reads' entry array<i64: 1, 1, 16, 7> that names no input, loop or panel buffer ('kiln.panel_buffer', a static [panels, rows, width])
 module attributes {kiln.target = #kiln.target<cpu = "x86-64-v3", features = "+avx,+avx2,+fma", l1DataBytes = 32768, l2Bytes = 524288>} {
 func.func @no_panel_buffer(%a: memref<12x8xf32>, %b: memref<8x32xf32>, %c: memref<12x32xf32>) {
   linalg.matmul {kiln.cpu_tiles = #kiln.cpu_tiles<tile = [6, 16, 1], threads = [0]>, kiln.panel_reads = [array<i64: 1, 1, 16, 7>]} ins(%a, %b : memref<12x8xf32>, memref<8x32xf32>) outs(%c : memref<12x32xf32>)
+  return
+}
+}
+
+// -----
+
+// A panel buffer of another width than the link says.
+// ERR: error: 'linalg.matmul' op has a 'kiln.panel_reads' entry array<i64: 1, 1, 16, 0> that names no input, loop or panel buffer
+module attributes {kiln.target = #kiln.target<cpu = "x86-64-v3", features = "+avx,+avx2,+fma", l1DataBytes = 32768, l2Bytes = 524288>} {
+func.func @panel_width_mismatch(%a: memref<12x8xf32>, %b: memref<8x32xf32>, %c: memref<12x32xf32>) {
+  %panels = memref.alloc() {kiln.panel_buffer = 0 : i64} : memref<4x9x8xf32>
+  linalg.matmul {kiln.cpu_tiles = #kiln.cpu_tiles<tile = [6, 16, 1], threads = [0]>, kiln.panel_reads = [array<i64: 1, 1, 16, 0>]} ins(%a, %b : memref<12x8xf32>, memref<8x32xf32>) outs(%c : memref<12x32xf32>)
+  memref.dealloc %panels : memref<4x9x8xf32>
   return
 }
 }
