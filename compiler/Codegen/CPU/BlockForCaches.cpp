@@ -349,6 +349,15 @@ FailureOr<linalg::LinalgOp> applyCacheBlocking(RewriterBase &rewriter,
   ArrayRef<int64_t> blockThreads = config.getBlockThreads()
                                        ? config.getBlockThreads().asArrayRef()
                                        : ArrayRef<int64_t>();
+  // Threads share batch blocks and row blocks only: column blocks share
+  // the copies made around them, and reduction blocks accumulate.
+  for (int64_t loop : blockThreads) {
+    if (!llvm::is_contained(parallel, unsigned(loop)) || loop == int64_t(n)) {
+      return op->emitOpError()
+             << "has a '" << kCpuTilesAttr << "' that shares block loop "
+             << loop << " between threads, which is no batch or row loop";
+    }
+  }
   SmallVector<int64_t> ranges = op.getStaticLoopRanges();
   // The packings, their reads counted before the op (outside every block
   // loop).

@@ -135,3 +135,12 @@ func.func @dynamic_block(%a: memref<64x?xf32>, %b: memref<?x?xf32>, %c: memref<6
   linalg.matmul {kiln.cpu_tiles = #kiln.cpu_tiles<tile = [8, 32, 1], threads = [0], blocks = [0, 32, 0], packs = [#kiln.cpu_pack<operand = 1, dims = [2, 1]>]>} ins(%a, %b : memref<64x?xf32>, memref<?x?xf32>) outs(%c : memref<64x?xf32>)
   return
 }
+
+// -----
+
+// Threads on the column blocks (which share the copies made around them).
+// ERR: error: 'linalg.matmul' op has a 'kiln.cpu_tiles' that shares block loop 1 between threads, which is no batch or row loop
+func.func @threads_on_columns(%a: memref<64x64xf32>, %b: memref<64x64xf32>, %c: memref<64x64xf32>) {
+  linalg.matmul {kiln.cpu_tiles = #kiln.cpu_tiles<tile = [8, 32, 1], threads = [0], blocks = [0, 32, 0], block_threads = [1]>} ins(%a, %b : memref<64x64xf32>, memref<64x64xf32>) outs(%c : memref<64x64xf32>)
+  return
+}
