@@ -1,13 +1,15 @@
 //===- Models.cpp - The reference models, written in the DSL --------------===//
 //
-// GPT-2 style decoder, BERT embeddings and the encoder-decoder Transformer,
-// each as a module plus the entry points ("forward", "loss") a runtime
-// compiles.
+// GPT-2 style decoder, Llama-architecture decoder, BERT embeddings and the
+// encoder-decoder Transformer, each as a module plus the entry points
+// ("forward", "loss") a runtime compiles.
 //
 //===----------------------------------------------------------------------===//
 
 #include "compiler/DSL/Models.h"
 #include "compiler/DSL/Internal.h"
+
+#include <cmath>
 
 namespace kiln::dsl::models {
 
@@ -209,6 +211,228 @@ Graph &addGptLoss(Module &module, const GptConfig &config, GraphOptions options,
   Var targets = graph.input("targets", {kDynamic, kDynamic}, DType::i64, loc);
   Gpt gpt(graph, config, loc);
   graph.finish({crossEntropy(gpt(idx, loc), targets, {}, loc)}, loc);
+  return graph;
+}
+
+//===----------------------------------------------------------------------===//
+// Llama-architecture decoder
+//===----------------------------------------------------------------------===//
+
+LlamaConfig llamaTiny() {
+  LlamaConfig config;
+  config.vocabSize = 65;
+  config.dModel = 64;
+  config.numLayers = 2;
+  config.numHeads = 4;
+  config.numKvHeads = 2;
+  config.dFF = 176;
+  config.maxSeqLen = 128;
+  config.rmsNormEps = 1e-5;
+  return config;
+}
+
+/// `c`, its sizes checked (before any parameter is declared).
+static const LlamaConfig &checked(const LlamaConfig &c, const SourceLoc &loc) {
+  auto positive = [&](int64_t v, const char *field) {
+    if (v < 1) {
+      detail::fail(loc, std::string("LlamaConfig: '") + field +
+                            "' must be positive, got " + std::to_string(v));
+    }
+  };
+  positive(c.vocabSize, "vocabSize");
+  positive(c.dModel, "dModel");
+  positive(c.numLayers, "numLayers");
+  positive(c.numHeads, "numHeads");
+  positive(c.dFF, "dFF");
+  positive(c.maxSeqLen, "maxSeqLen");
+  if (c.numKvHeads < 0) {
+    detail::fail(loc, "LlamaConfig: 'numKvHeads' must be positive (or 0 for "
+                      "numHeads), got " +
+                          std::to_string(c.numKvHeads));
+  }
+  if (c.dModel % c.numHeads != 0 || c.headDim() % 2 != 0) {
+    detail::fail(loc, "LlamaConfig: 'numHeads' (" + std::to_string(c.numHeads) +
+                          ") must divide 'dModel' (" +
+                          std::to_string(c.dModel) +
+                          ") into heads of even width (rotary pairs)");
+  }
+  if (c.numHeads % c.kvHeads() != 0) {
+    detail::fail(loc, "LlamaConfig: 'numKvHeads' (" +
+                          std::to_string(c.kvHeads()) +
+                          ") must divide 'numHeads' (" +
+                          std::to_string(c.numHeads) + ")");
+  }
+  if (!(c.rmsNormEps >= 0.0) || !std::isfinite(c.rmsNormEps) ||
+      !(c.ropeTheta > 0.0) || !std::isfinite(c.ropeTheta)) {
+    detail::fail(loc, "LlamaConfig: 'rmsNormEps' must be finite and >= 0 and "
+                      "'ropeTheta' finite and > 0");
+  }
+  return c;
+}
+
+static nn::LinearConfig llamaLinear(const LlamaConfig &config, int64_t in,
+                                    int64_t out) {
+  return {in, out, /*bias=*/false, Init::normal(0.0, config.initStd),
+          std::nullopt};
+}
+
+static nn::FeedForwardConfig llamaMlp(const LlamaConfig &config) {
+  nn::FeedForwardConfig mlp;
+  mlp.dModel = config.dModel;
+  mlp.dFF = config.dFF;
+  mlp.activation = Activation::silu;
+  mlp.gated = true;
+  mlp.bias = false;
+  mlp.weightInit = Init::normal(0.0, config.initStd);
+  return mlp;
+}
+
+LlamaBlock::LlamaBlock(Graph &graph, const std::string &name,
+                       const LlamaConfig &config, SourceLoc loc)
+    : config(checked(config, loc)),
+      inputNorm(graph, join(name, "input_layernorm"),
+                {config.dModel, config.rmsNormEps}, loc),
+      q(graph, join(name, "self_attn.q_proj"),
+        llamaLinear(config, config.dModel, config.dModel), loc),
+      k(graph, join(name, "self_attn.k_proj"),
+        llamaLinear(config, config.dModel, config.kvDim()), loc),
+      v(graph, join(name, "self_attn.v_proj"),
+        llamaLinear(config, config.dModel, config.kvDim()), loc),
+      o(graph, join(name, "self_attn.o_proj"),
+        llamaLinear(config, config.dModel, config.dModel), loc),
+      postNorm(graph, join(name, "post_attention_layernorm"),
+               {config.dModel, config.rmsNormEps}, loc),
+      mlp(graph, join(name, "mlp"), llamaMlp(config), loc) {}
+
+/// Hugging Face's rotate_half convention at positions pos + t.
+static RotaryOptions llamaRope(const LlamaConfig &config, Var pos) {
+  RotaryOptions rope;
+  rope.headDim = config.headDim();
+  rope.theta = config.ropeTheta;
+  rope.style = RotaryStyle::half;
+  rope.offset = pos;
+  return rope;
+}
+
+Var LlamaBlock::attend(Var h, Var keys, Var values, Var pos,
+                       const SourceLoc &loc) const {
+  AttentionOptions options;
+  options.numHeads = config.numHeads;
+  options.numKvHeads = config.kvHeads();
+  options.causal = true;
+  options.offset = pos;
+  Var query = rotary(q(h, loc), llamaRope(config, pos), loc);
+  return o(attention(query, keys, values, options, loc), loc);
+}
+
+Var LlamaBlock::operator()(Var x, SourceLoc loc) const {
+  Var h = inputNorm(x, loc);
+  Var keys = rotary(k(h, loc), llamaRope(config, {}), loc);
+  x = add(x, attend(h, keys, v(h, loc), {}, loc), loc);
+  return add(x, mlp(postNorm(x, loc), loc), loc);
+}
+
+GptBlock::Step LlamaBlock::step(Var x, Var keyCache, Var valueCache, Var pos,
+                                SourceLoc loc) const {
+  Var h = inputNorm(x, loc);
+  Var key = updateSlice(
+      keyCache, rotary(k(h, loc), llamaRope(config, pos), loc), pos, 1, loc);
+  Var value = updateSlice(valueCache, v(h, loc), pos, 1, loc);
+  x = add(x, attend(h, key, value, pos, loc), loc);
+  return {add(x, mlp(postNorm(x, loc), loc), loc), key, value};
+}
+
+static std::vector<LlamaBlock>
+llamaLayers(Graph &graph, const LlamaConfig &config, const SourceLoc &loc) {
+  std::vector<LlamaBlock> layers;
+  for (int64_t i = 0; i < config.numLayers; ++i) {
+    layers.emplace_back(graph, "model.layers." + std::to_string(i), config,
+                        loc);
+  }
+  return layers;
+}
+
+static nn::EmbeddingConfig llamaEmbedding(const LlamaConfig &config) {
+  nn::EmbeddingConfig embedding;
+  embedding.numEmbeddings = config.vocabSize;
+  embedding.dim = config.dModel;
+  embedding.init = Init::normal(0.0, config.initStd);
+  return embedding;
+}
+
+static std::optional<nn::Linear>
+llamaHead(Graph &graph, const LlamaConfig &config, const SourceLoc &loc) {
+  if (config.tiedHead) {
+    return std::nullopt;
+  }
+  return nn::Linear(graph, "lm_head",
+                    llamaLinear(config, config.dModel, config.vocabSize), loc);
+}
+
+Llama::Llama(Graph &graph, const LlamaConfig &config, SourceLoc loc)
+    : config(checked(config, loc)),
+      embed(graph, "model.embed_tokens", llamaEmbedding(config), loc),
+      layers(llamaLayers(graph, config, loc)),
+      norm(graph, "model.norm", {config.dModel, config.rmsNormEps}, loc),
+      lmHead(llamaHead(graph, config, loc)) {}
+
+Var Llama::head(Var x, SourceLoc loc) const {
+  Var h = norm(x, loc);
+  return lmHead ? (*lmHead)(h, loc) : linear(h, embed.weight, {}, loc);
+}
+
+Var Llama::operator()(Var idx, SourceLoc loc) const {
+  Var x = embed(idx, loc);
+  for (const LlamaBlock &layer : layers) {
+    x = layer(x, loc);
+  }
+  return head(x, loc);
+}
+
+Graph &addLlamaForward(Module &module, const LlamaConfig &config,
+                       GraphOptions options, std::string name, SourceLoc loc) {
+  Graph &graph = module.addGraph(std::move(name), options, loc);
+  Var idx = graph.input("idx", {kDynamic, kDynamic}, DType::i64, loc);
+  Llama llama(graph, config, loc);
+  graph.finish({llama(idx, loc)}, loc);
+  return graph;
+}
+
+Graph &addLlamaLoss(Module &module, const LlamaConfig &config,
+                    GraphOptions options, std::string name, SourceLoc loc) {
+  Graph &graph = module.addGraph(std::move(name), options, loc);
+  Var idx = graph.input("idx", {kDynamic, kDynamic}, DType::i64, loc);
+  Var targets = graph.input("targets", {kDynamic, kDynamic}, DType::i64, loc);
+  Llama llama(graph, config, loc);
+  graph.finish({crossEntropy(llama(idx, loc), targets, {}, loc)}, loc);
+  return graph;
+}
+
+Graph &addLlamaDecode(Module &module, const LlamaConfig &config,
+                      std::string name, SourceLoc loc) {
+  Graph &graph = module.addGraph(std::move(name), {}, loc);
+  Var idx = graph.input("idx", {kDynamic, kDynamic}, DType::i64, loc);
+  Var pos = graph.scalarInput("pos", loc);
+  Llama llama(graph, config, loc);
+  Var x = llama.embed(idx, loc);
+  std::vector<Var> outputs(1);
+  std::vector<std::pair<size_t, Var>> inPlace;
+  for (size_t i = 0; i < llama.layers.size(); ++i) {
+    std::string past = "past." + std::to_string(i);
+    Shape cache = {kDynamic, config.maxSeqLen, config.kvDim()};
+    Var key = graph.input(past + ".key", cache, DType::f32, loc);
+    Var value = graph.input(past + ".value", cache, DType::f32, loc);
+    GptBlock::Step s = llama.layers[i].step(x, key, value, pos, loc);
+    x = s.x;
+    inPlace.emplace_back(outputs.size(), key);
+    outputs.push_back(s.key);
+    inPlace.emplace_back(outputs.size(), value);
+    outputs.push_back(s.value);
+  }
+  Var last =
+      reshape(slice(x, 1, -1, std::nullopt, loc), {0, config.dModel}, loc);
+  outputs[0] = llama.head(last, loc);
+  graph.finish(outputs, inPlace, loc);
   return graph;
 }
 

@@ -2,7 +2,8 @@
 //-*-===//
 //
 // Ready-made builders for the models of docs/BENCHMARKS.md and the seed
-// documents: the GPT-2 style decoder (gpt-tiny, gpt-small), BERT's embeddings
+// documents: the GPT-2 style decoder (gpt-tiny, gpt-small), the Llama
+// architecture's decoder, BERT's embeddings
 // (seed 003) and the encoder-decoder Transformer ("Attention is all you
 // need", post-LN, as benchmarked; seed 002's pre-LN variant as a preset).
 // Every entry point takes dynamic batch and sequence sizes.
@@ -114,6 +115,99 @@ Graph &addGptLoss(Module &module, const GptConfig &config,
                   SourceLoc loc = SourceLoc::current());
 
 //===----------------------------------------------------------------------===//
+// Llama-architecture decoder
+//===----------------------------------------------------------------------===//
+
+/// The Llama family's decoder (Llama 2 and 3, Mistral without sliding
+/// windows, SmolLM, TinyLlama): pre-RMSNorm blocks, rotary positions,
+/// grouped-query attention, a SwiGLU feed-forward block, no biases.
+struct LlamaConfig {
+  int64_t vocabSize = 0;
+  /// hidden_size.
+  int64_t dModel = 0;
+  int64_t numLayers = 0;
+  int64_t numHeads = 0;
+  /// num_key_value_heads (dividing numHeads); 0 for numHeads.
+  int64_t numKvHeads = 0;
+  /// intermediate_size.
+  int64_t dFF = 0;
+  /// max_position_embeddings: the decode caches' capacity.
+  int64_t maxSeqLen = 0;
+  double rmsNormEps = 1e-6;
+  double ropeTheta = 10000.0;
+  /// tie_word_embeddings: logits = norm(x)·embed_tokensᵀ, no "lm_head".
+  bool tiedHead = false;
+  /// N(0, initStd) for every 2-D weight (Hugging Face's initializer_range).
+  double initStd = 0.02;
+
+  int64_t kvHeads() const { return numKvHeads > 0 ? numKvHeads : numHeads; }
+  int64_t headDim() const { return numHeads > 0 ? dModel / numHeads : 0; }
+  /// The width of the keys and values (and of each decode cache).
+  int64_t kvDim() const { return kvHeads() * headDim(); }
+};
+
+/// A small configuration for tests and the example: V 65, d 64, 2 layers,
+/// 4 query heads over 2 key/value heads of 16, d_ff 176, T 128.
+LlamaConfig llamaTiny();
+
+/// One block "model.layers.{i}" with Hugging Face's names:
+/// x += o_proj(attention(rope(q_proj(h)), rope(k_proj(h)), v_proj(h))),
+/// h = input_layernorm(x); x += mlp(post_attention_layernorm(x)) with
+/// mlp.{gate,up,down}_proj (SwiGLU).
+struct LlamaBlock {
+  LlamaBlock(Graph &graph, const std::string &name, const LlamaConfig &config,
+             SourceLoc loc = SourceLoc::current());
+  Var operator()(Var x, SourceLoc loc = SourceLoc::current()) const;
+
+  /// Incremental decoding, as GptBlock::step: `x` [B, n, d] are positions
+  /// pos .. pos + n - 1; the caches [B, maxSeqLen, kvDim] hold the rotated
+  /// keys and the values of the positions before them.
+  GptBlock::Step step(Var x, Var keyCache, Var valueCache, Var pos,
+                      SourceLoc loc = SourceLoc::current()) const;
+
+  LlamaConfig config;
+  nn::RMSNorm inputNorm;
+  nn::Linear q, k, v, o;
+  nn::RMSNorm postNorm;
+  nn::FeedForward mlp;
+
+private:
+  Var attend(Var h, Var keys, Var values, Var pos, const SourceLoc &loc) const;
+};
+
+/// The decoder: "model.embed_tokens", "model.layers.{i}", "model.norm",
+/// "lm_head" (absent with a tied head).
+struct Llama {
+  Llama(Graph &graph, const LlamaConfig &config,
+        SourceLoc loc = SourceLoc::current());
+  /// Token ids [B, T] (i32/i64) -> logits [B, T, V].
+  Var operator()(Var idx, SourceLoc loc = SourceLoc::current()) const;
+  /// The logits of hidden states [..., d].
+  Var head(Var x, SourceLoc loc = SourceLoc::current()) const;
+
+  LlamaConfig config;
+  nn::Embedding embed;
+  std::vector<LlamaBlock> layers;
+  nn::RMSNorm norm;
+  std::optional<nn::Linear> lmHead;
+};
+
+/// As addGptForward: input "idx" [?, ?] i64 -> logits [?, ?, V].
+Graph &addLlamaForward(Module &module, const LlamaConfig &config,
+                       GraphOptions options = {}, std::string name = "forward",
+                       SourceLoc loc = SourceLoc::current());
+/// As addGptLoss: inputs "idx", "targets" -> the mean cross-entropy.
+Graph &addLlamaLoss(Module &module, const LlamaConfig &config,
+                    GraphOptions options = {}, std::string name = "loss",
+                    SourceLoc loc = SourceLoc::current());
+/// As addGptDecode, with caches "past.{i}.key"/"past.{i}.value"
+/// [?, maxSeqLen, kvDim] that hold only the key/value heads (the keys
+/// rotated at their positions).
+Graph &addLlamaDecode(Module &module, const LlamaConfig &config,
+                      std::string name = "decode",
+                      SourceLoc loc = SourceLoc::current());
+
+//===----------------------------------------------------------------------===//
 // BERT embeddings (seed 003)
 //===----------------------------------------------------------------------===//
 
@@ -219,6 +313,11 @@ Graph &addEncDecDecode(Module &module, const nn::TransformerConfig &config,
 /// The sizes generateGpt and translateGreedy (runtime/Generate.h) need.
 inline GptShape decodeShape(const GptConfig &c) {
   return {c.vocabSize, c.maxSeqLen, c.numLayers, c.dModel};
+}
+/// The caches of addLlamaDecode are kvDim wide (GptShape::dModel is the
+/// width of each cache).
+inline GptShape decodeShape(const LlamaConfig &c) {
+  return {c.vocabSize, c.maxSeqLen, c.numLayers, c.kvDim()};
 }
 /// `maxLength`: the capacity addEncDecDecode was given.
 inline EncDecShape decodeShape(const nn::TransformerConfig &c,

@@ -116,6 +116,31 @@ Var LayerNorm::operator()(Var x, SourceLoc loc) const {
   return layerNorm(x, gamma, beta, {config.eps, config.mode}, loc);
 }
 
+/// `act` of x, one kiln op.
+static Var activate(Var x, Activation act, const SourceLoc &loc) {
+  switch (act) {
+  case Activation::relu:
+    return relu(x, loc);
+  case Activation::silu:
+    return silu(x, loc);
+  case Activation::gelu:
+  case Activation::geluTanh:
+    break;
+  }
+  return gelu(x, act == Activation::geluTanh, loc);
+}
+
+RMSNorm::RMSNorm(Graph &graph, const std::string &name, RMSNormConfig config,
+                 SourceLoc loc)
+    : config(config) {
+  checkPositive(config.dim, "RMSNorm", "dim", loc);
+  weight = graph.param(join(name, "weight"), {config.dim}, Init::ones(), loc);
+}
+
+Var RMSNorm::operator()(Var x, SourceLoc loc) const {
+  return rmsNorm(x, weight, config.eps, loc);
+}
+
 //===----------------------------------------------------------------------===//
 // Attention, feed-forward, residual
 //===----------------------------------------------------------------------===//
@@ -175,6 +200,20 @@ FeedForward::FeedForward(Graph &graph, const std::string &name,
     : config(config) {
   checkPositive(config.dModel, "FeedForward", "dModel", loc);
   checkPositive(config.dFF, "FeedForward", "dFF", loc);
+  if (config.gated) {
+    LinearConfig in{config.dModel, config.dFF, config.bias, config.weightInit,
+                    config.biasInit};
+    Linear gate(graph, join(name, "gate_proj"), in, loc);
+    Linear upProj(graph, join(name, "up_proj"), in, loc);
+    Linear down(graph, join(name, "down_proj"),
+                {config.dFF, config.dModel, config.bias, config.weightInit,
+                 config.biasInit},
+                loc);
+    weights = {gate.weight, down.weight, gate.bias, down.bias};
+    up = upProj.weight;
+    upBias = upProj.bias;
+    return;
+  }
   Linear first(graph, join(name, "linear_1"),
                {config.dModel, config.dFF, config.bias, config.weightInit,
                 config.biasInit},
@@ -187,6 +226,13 @@ FeedForward::FeedForward(Graph &graph, const std::string &name,
 }
 
 Var FeedForward::operator()(Var x, SourceLoc loc) const {
+  if (config.gated) {
+    Var gate = linear(x, weights.w1, weights.b1, loc);
+    Var activated = activate(gate, config.activation, loc);
+    Var hidden = mul(activated, linear(x, up, upBias, loc), loc);
+    return linear(dropout(hidden, config.dropout, loc), weights.w2, weights.b2,
+                  loc);
+  }
   return feedForward(x, weights, {config.activation, config.dropout}, loc);
 }
 

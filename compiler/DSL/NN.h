@@ -121,6 +121,22 @@ struct LayerNorm {
   Var gamma, beta;
 };
 
+struct RMSNormConfig {
+  int64_t dim = 0;
+  double eps = 1e-6;
+};
+
+/// RMS normalization over the last dimension (Hugging Face's LlamaRMSNorm,
+/// torch.nn.RMSNorm): "weight" [dim], initialized to 1.
+struct RMSNorm {
+  RMSNorm(Graph &graph, const std::string &name, RMSNormConfig config,
+          SourceLoc loc = SourceLoc::current());
+  Var operator()(Var x, SourceLoc loc = SourceLoc::current()) const;
+
+  RMSNormConfig config;
+  Var weight;
+};
+
 //===----------------------------------------------------------------------===//
 // Attention, feed-forward, residual
 //===----------------------------------------------------------------------===//
@@ -175,6 +191,10 @@ struct FeedForwardConfig {
   int64_t dModel = 0;
   int64_t dFF = 0;
   Activation activation = Activation::relu;
+  /// A gated block (SwiGLU with Activation::silu, Llama's MLP):
+  /// down_proj(act(gate_proj(x)) · up_proj(x)) with Hugging Face's names
+  /// "gate_proj", "up_proj" [dFF, dModel] and "down_proj" [dModel, dFF].
+  bool gated = false;
   /// Between the activation and the second projection.
   double dropout = 0.0;
   bool bias = true;
@@ -183,14 +203,18 @@ struct FeedForwardConfig {
 };
 
 /// linear_2(dropout(act(linear_1(x)))) as one kiln.ffn: "linear_1" [dFF,
-/// dModel], "linear_2" [dModel, dFF] (seed 002's FeedForwardBlock).
+/// dModel], "linear_2" [dModel, dFF] (seed 002's FeedForwardBlock); gated
+/// (config.gated): see FeedForwardConfig.
 struct FeedForward {
   FeedForward(Graph &graph, const std::string &name, FeedForwardConfig config,
               SourceLoc loc = SourceLoc::current());
   Var operator()(Var x, SourceLoc loc = SourceLoc::current()) const;
 
   FeedForwardConfig config;
+  /// Ungated: w1, w2 (and biases). Gated: w1 = gate_proj, w2 = down_proj.
   FeedForwardWeights weights;
+  /// Gated only: up_proj's weight and bias.
+  Var up{}, upBias{};
 };
 
 /// Where a residual block normalizes.

@@ -101,8 +101,12 @@ static mlir::IntegerAttr optionalI64Attr(Graph &graph,
 KILN_SAME_ENUM_CASE(Activation::relu, mk::Activation::relu);
 KILN_SAME_ENUM_CASE(Activation::gelu, mk::Activation::gelu);
 KILN_SAME_ENUM_CASE(Activation::geluTanh, mk::Activation::gelu_tanh);
-static_assert(mk::getMaxEnumValForActivation() ==
-              uint32_t(Activation::geluTanh));
+KILN_SAME_ENUM_CASE(Activation::silu, mk::Activation::silu);
+static_assert(mk::getMaxEnumValForActivation() == uint32_t(Activation::silu));
+KILN_SAME_ENUM_CASE(RotaryStyle::half, mk::RotaryStyle::half);
+KILN_SAME_ENUM_CASE(RotaryStyle::interleaved, mk::RotaryStyle::interleaved);
+static_assert(mk::getMaxEnumValForRotaryStyle() ==
+              uint32_t(RotaryStyle::interleaved));
 KILN_SAME_ENUM_CASE(NormMode::standard, mk::NormMode::standard);
 KILN_SAME_ENUM_CASE(NormMode::stdEps, mk::NormMode::std_eps);
 static_assert(mk::getMaxEnumValForNormMode() == uint32_t(NormMode::stdEps));
@@ -121,6 +125,9 @@ static mk::Activation toKiln(Activation activation) {
   return mk::Activation(activation);
 }
 static mk::NormMode toKiln(NormMode mode) { return mk::NormMode(mode); }
+static mk::RotaryStyle toKiln(RotaryStyle style) {
+  return mk::RotaryStyle(style);
+}
 static mk::ReduceKind toKiln(Reduction kind) { return mk::ReduceKind(kind); }
 static mk::LossReduction toKiln(LossReduction reduction) {
   return mk::LossReduction(reduction);
@@ -168,6 +175,22 @@ Var layerNorm(Var x, Var gamma, Var beta, LayerNormOptions options,
                                toKiln(options.mode));
 }
 
+Var rmsNorm(Var x, Var weight, double eps, SourceLoc loc) {
+  Graph &graph =
+      checkOperands(loc, "rmsNorm", {{x, "input"}, {weight, "weight"}});
+  return emit<mk::RmsNormOp>(graph, loc, x.value(), weight.value(),
+                             llvm::APFloat(eps));
+}
+
+Var rotary(Var x, RotaryOptions options, SourceLoc loc) {
+  Graph &graph = checkOperands(
+      loc, "rotary",
+      {{x, "input"}, {options.offset, "offset", Role::optionalScalar}});
+  return emit<mk::RotaryOp>(
+      graph, loc, x.value(), options.offset.value(), uint64_t(options.headDim),
+      llvm::APFloat(options.theta), toKiln(options.style), false);
+}
+
 /// A key-padding mask, when given, is i1/i32/i64.
 static void checkKeyPaddingMask(const AttentionOptions &options, const char *op,
                                 const SourceLoc &loc) {
@@ -197,6 +220,11 @@ Var multiHeadAttention(Var query, Var keyValue, const AttentionWeights &weights,
   if (options.offset) {
     fail(loc, std::string(op) + ": 'offset' is for attention() over a "
                                 "key/value cache, not multiHeadAttention()");
+  }
+  if (options.numKvHeads != 0) {
+    fail(loc, std::string(op) + ": 'numKvHeads' (grouped-query attention) is "
+                                "for attention() on projected heads, not "
+                                "multiHeadAttention()");
   }
   DropoutSite site = dropoutSite(graph, options.dropout, op, loc);
   mlir::OpBuilder &b = builderOf(graph);
@@ -230,7 +258,9 @@ Var attention(Var query, Var key, Var value, const AttentionOptions &options,
       b.getI64IntegerAttr(options.numHeads),
       options.causal ? b.getUnitAttr() : mlir::UnitAttr(),
       b.getF64FloatAttr(site.p),
-      site.seed ? b.getI64IntegerAttr(site.stream) : mlir::IntegerAttr());
+      site.seed ? b.getI64IntegerAttr(site.stream) : mlir::IntegerAttr(),
+      options.numKvHeads != 0 ? b.getI64IntegerAttr(options.numKvHeads)
+                              : mlir::IntegerAttr());
 }
 
 Var feedForward(Var x, const FeedForwardWeights &weights,
@@ -305,6 +335,10 @@ static Var unary(const char *op, Var x, const SourceLoc &loc) {
 }
 
 Var relu(Var x, SourceLoc loc) { return unary<mk::ReluOp>("relu", x, loc); }
+Var silu(Var x, SourceLoc loc) { return unary<mk::SiluOp>("silu", x, loc); }
+Var swiglu(Var gate, Var up, SourceLoc loc) {
+  return mul(silu(gate, loc), up, loc);
+}
 Var tanh(Var x, SourceLoc loc) { return unary<mk::TanhOp>("tanh", x, loc); }
 Var exp(Var x, SourceLoc loc) { return unary<mk::ExpOp>("exp", x, loc); }
 Var log(Var x, SourceLoc loc) { return unary<mk::LogOp>("log", x, loc); }

@@ -37,6 +37,8 @@ enum class Activation {
   gelu,
   /// GELU's tanh approximation (GPT-2's).
   geluTanh,
+  /// x·sigmoid(x) (SiLU, Swish).
+  silu,
 };
 
 /// The layer normalization formula.
@@ -57,6 +59,26 @@ enum class LossReduction {
   none,
 };
 
+/// How rotary embeddings pair the features of a head.
+enum class RotaryStyle {
+  /// Hugging Face Llama's rotate_half: feature i with i + headDim/2.
+  half,
+  /// The RoFormer paper's (GPT-J, Meta's Llama code): 2i with 2i + 1.
+  interleaved,
+};
+
+struct RotaryOptions {
+  /// The width of one head (even, dividing the input's last dimension).
+  int64_t headDim = 0;
+  /// The base of the angles: pair i of position p turns by
+  /// p·theta^(-2i/headDim).
+  double theta = 10000.0;
+  RotaryStyle style = RotaryStyle::half;
+  /// An optional i64 scalar: the position of the first element (cached
+  /// decoding).
+  Var offset = {};
+};
+
 struct LayerNormOptions {
   double eps = 1e-5;
   NormMode mode = NormMode::standard;
@@ -71,6 +93,11 @@ struct AttentionWeights {
 
 struct AttentionOptions {
   int64_t numHeads = 0;
+  /// attention() only: grouped-query attention with this many key/value heads
+  /// (dividing numHeads; the key and value are [B, Tk, numKvHeads·D/numHeads]
+  /// and query head h reads key/value head h / (numHeads/numKvHeads)); 0
+  /// for numHeads.
+  int64_t numKvHeads = 0;
   /// Query i sees key j only when j <= i + (Tk − Tq).
   bool causal = false;
   /// [B, Tk] of i1/i32/i64: non-zero = attend, zero = padding.
@@ -125,6 +152,15 @@ Var learnedPositionalEncoding(Var x, Var table, Var offset = {},
 Var layerNorm(Var x, Var gamma, Var beta, LayerNormOptions options = {},
               SourceLoc loc = SourceLoc::current());
 
+/// RMS normalization over the last dimension, `x·rsqrt(mean(x²) + eps)·weight`
+/// with weight [D] (Hugging Face's LlamaRMSNorm, torch.nn.RMSNorm).
+Var rmsNorm(Var x, Var weight, double eps = 1e-6,
+            SourceLoc loc = SourceLoc::current());
+
+/// Rotary position embedding of projected heads: x [..., T, D] with heads of
+/// options.headDim side by side along D; position t is offset + t.
+Var rotary(Var x, RotaryOptions options, SourceLoc loc = SourceLoc::current());
+
 /// Multi-head attention of `query` [B, Tq, D] over `keyValue` [B, Tk, Dkv]
 /// (the same Var for self-attention). In a training graph a non-zero
 /// `options.dropout` uses the graph's seed and a fresh stream; in evaluation
@@ -170,6 +206,10 @@ Var div(Var lhs, Var rhs, SourceLoc loc = SourceLoc::current());
 Var scale(Var x, double factor, SourceLoc loc = SourceLoc::current());
 
 Var relu(Var x, SourceLoc loc = SourceLoc::current());
+/// x·sigmoid(x).
+Var silu(Var x, SourceLoc loc = SourceLoc::current());
+/// silu(gate)·up (Llama's SwiGLU; one loop after lowering).
+Var swiglu(Var gate, Var up, SourceLoc loc = SourceLoc::current());
 Var gelu(Var x, bool approximateTanh = false,
          SourceLoc loc = SourceLoc::current());
 Var tanh(Var x, SourceLoc loc = SourceLoc::current());

@@ -16,21 +16,72 @@ using namespace mlir::kiln;
 // Attention on whole score tensors
 //===----------------------------------------------------------------------===//
 
-Value Attention::split(Value x) {
+Value Attention::split(Value x, int64_t n) {
   auto t = Emitter::type(x);
   if (t.isDynamicDim(2)) {
-    t = RankedTensorType::get(
-        {t.getDimSize(0), t.getDimSize(1), heads * headDim}, e.f32());
+    t = RankedTensorType::get({t.getDimSize(0), t.getDimSize(1), n * headDim},
+                              e.f32());
     x = tensor::CastOp::create(b(), loc(), t, x);
   }
   auto splitType = RankedTensorType::get(
-      {t.getDimSize(0), t.getDimSize(1), heads, headDim}, e.f32());
+      {t.getDimSize(0), t.getDimSize(1), n, headDim}, e.f32());
   SmallVector<OpFoldResult> shape = {e.size(x, 0), e.size(x, 1),
-                                     b().getIndexAttr(heads),
+                                     b().getIndexAttr(n),
                                      b().getIndexAttr(headDim)};
   return tensor::ExpandShapeOp::create(
       b(), loc(), splitType, x,
       ArrayRef<ReassociationIndices>{{0}, {1}, {2, 3}}, shape);
+}
+
+Value Attention::repeatKv(Value xh) {
+  if (kvHeads == heads) {
+    return xh;
+  }
+  int64_t group = heads / kvHeads;
+  auto t = Emitter::type(xh);
+  // [B, T, Hkv, dh] read at (b, t, g, d) for every r of [B, T, Hkv, G, dh],
+  // then G folded into the heads: query head g·G + r reads head g.
+  auto groupedType = RankedTensorType::get(
+      {t.getDimSize(0), t.getDimSize(1), kvHeads, group, headDim}, e.f32());
+  SmallVector<OpFoldResult> shape = {
+      e.size(xh, 0), e.size(xh, 1), b().getIndexAttr(kvHeads),
+      b().getIndexAttr(group), b().getIndexAttr(headDim)};
+  Value grouped = e.generic(
+      groupedType, xh, e.empty(shape, e.f32()),
+      {e.select(5, {0, 1, 2, 4}), e.identity(5)}, Emitter::parallel(5),
+      [](OpBuilder &, Location, ValueRange args) { return args[0]; });
+  return tensor::CollapseShapeOp::create(
+      b(), loc(), grouped,
+      ArrayRef<ReassociationIndices>{{0}, {1}, {2, 3}, {4}});
+}
+
+Value Attention::sumGroups(Value xh) {
+  if (kvHeads == heads) {
+    return xh;
+  }
+  int64_t group = heads / kvHeads;
+  auto t = Emitter::type(xh);
+  auto groupedType = RankedTensorType::get(
+      {t.getDimSize(0), t.getDimSize(1), kvHeads, group, headDim}, e.f32());
+  SmallVector<OpFoldResult> grouped = {
+      e.size(xh, 0), e.size(xh, 1), b().getIndexAttr(kvHeads),
+      b().getIndexAttr(group), b().getIndexAttr(headDim)};
+  Value expanded = tensor::ExpandShapeOp::create(
+      b(), loc(), groupedType, xh,
+      ArrayRef<ReassociationIndices>{{0}, {1}, {2, 3}, {4}}, grouped);
+  SmallVector<OpFoldResult> shape = {e.size(xh, 0), e.size(xh, 1),
+                                     b().getIndexAttr(kvHeads),
+                                     b().getIndexAttr(headDim)};
+  auto sumType = RankedTensorType::get(
+      {t.getDimSize(0), t.getDimSize(1), kvHeads, headDim}, e.f32());
+  return e.generic(sumType, expanded, e.filled(shape, 0.0),
+                   {e.identity(5), e.select(5, {0, 1, 2, 4})},
+                   {IteratorType::parallel, IteratorType::parallel,
+                    IteratorType::parallel, IteratorType::reduction,
+                    IteratorType::parallel},
+                   [](OpBuilder &nb, Location l, ValueRange args) -> Value {
+                     return arith::AddFOp::create(nb, l, args[0], args[1]);
+                   });
 }
 
 Value Attention::merge(Value x) {
@@ -39,7 +90,8 @@ Value Attention::merge(Value x) {
 }
 
 Value Attention::headsMajor(Value xh, Value like) {
-  SmallVector<OpFoldResult> shape = {e.size(like, 0), b().getIndexAttr(heads),
+  int64_t n = Emitter::type(xh).getDimSize(2);
+  SmallVector<OpFoldResult> shape = {e.size(like, 0), b().getIndexAttr(n),
                                      b().getIndexAttr(headDim),
                                      e.size(like, 1)};
   return linalg::TransposeOp::create(b(), loc(), xh, e.empty(shape, e.f32()),
@@ -188,7 +240,8 @@ Value Attention::weightedColumns(Value w, Value xh) {
 }
 
 Value Attention::forward(Value value) {
-  Value qh = split(query), kh = split(key), vh = split(value);
+  Value qh = split(query), kh = repeatKv(splitKv(key)),
+        vh = repeatKv(splitKv(value));
   Value probs = withDropout(probabilities(qh, kh));
   return merge(weightedRows(probs, vh));
 }
@@ -216,9 +269,14 @@ static Attention attentionFor(Emitter &e, Op op, Value query, Value key,
   }
   int64_t dim = Emitter::type(query).getDimSize(2);
   int64_t heads = int64_t(op.getNumHeads());
+  int64_t kvHeads = heads;
+  if constexpr (!std::is_same_v<Op, MultiHeadAttentionOp>) {
+    kvHeads = int64_t(op.getNumKvHeads().value_or(heads));
+  }
   return Attention{e,
                    heads,
                    dim / heads,
+                   kvHeads,
                    op.getCausal(),
                    mask,
                    seed,
@@ -334,8 +392,10 @@ struct AttentionGradPattern : AttentionBlockPattern<AttentionGradOp> {
           adaptor.getGrad(), adaptor.getValue(), adaptor.getOutput(), block);
       return results;
     }
-    Value qh = a.split(adaptor.getQuery()), kh = a.split(adaptor.getKey()),
-          vh = a.split(adaptor.getValue()), gh = a.split(adaptor.getGrad());
+    Value qh = a.split(adaptor.getQuery()),
+          kh = a.repeatKv(a.splitKv(adaptor.getKey())),
+          vh = a.repeatKv(a.splitKv(adaptor.getValue())),
+          gh = a.split(adaptor.getGrad());
     Value probs = a.probabilities(qh, kh);
     Value dropped = a.withDropout(probs);
     Value dProbs = a.withDropout(a.rowProducts(gh, a.headsMajor(vh, a.key)));
@@ -366,8 +426,8 @@ struct AttentionGradPattern : AttentionBlockPattern<AttentionGradOp> {
                     return Attention::masked(nb, l, d, visible, 0.0);
                   });
     Value dq = a.merge(a.weightedRows(dScores, kh));
-    Value dk = a.merge(a.weightedColumns(dScores, qh));
-    Value dv = a.merge(a.weightedColumns(dropped, gh));
+    Value dk = a.merge(a.sumGroups(a.weightedColumns(dScores, qh)));
+    Value dv = a.merge(a.sumGroups(a.weightedColumns(dropped, gh)));
     return {dq, dk, dv};
   }
 };

@@ -24,6 +24,9 @@ inline constexpr double kMaskedScore = -1e9;
 struct Attention {
   Emitter &e;
   int64_t heads, headDim;
+  /// The key/value heads (grouped-query attention; `heads` otherwise):
+  /// query head h reads key/value head h / (heads / kvHeads).
+  int64_t kvHeads;
   bool causal;
   Value mask, seed;
   double dropout;
@@ -35,11 +38,22 @@ struct Attention {
 
   /// [B, T, D] -> [B, T, H, dh]. An operand whose width is dynamic has the
   /// width of the others (the call checks it): cast to it first.
-  Value split(Value x);
+  Value split(Value x) { return split(x, heads); }
+  /// [B, T, n·dh] -> [B, T, n, dh].
+  Value split(Value x, int64_t n);
+  /// Keys or values [B, T, Hkv·dh] -> [B, T, Hkv, dh].
+  Value splitKv(Value x) { return split(x, kvHeads); }
   /// [B, T, H, dh] -> [B, T, D]
   Value merge(Value x);
-  /// [B, T, H, dh] -> [B, H, dh, T] (rows of keys or values contiguous).
+  /// [B, T, n, dh] -> [B, n, dh, T] (rows of keys or values contiguous).
   Value headsMajor(Value xh, Value like);
+  /// Key/value heads [B, T, Hkv, dh] repeated for their groups of query
+  /// heads into [B, T, H, dh] (Hugging Face's repeat_kv; `xh` itself
+  /// without groups).
+  Value repeatKv(Value xh);
+  /// The gradient of repeatKv: [B, T, H, dh] summed over each group into
+  /// [B, T, Hkv, dh] (`xh` itself without groups).
+  Value sumGroups(Value xh);
   RankedTensorType scoreType();
   SmallVector<OpFoldResult> scoreShape();
   /// Inside a generic: whether key j (loop `jDim`, plus `jOffset` if

@@ -1,7 +1,7 @@
 //===- Elementwise.cpp - Elementwise arithmetic and activations -----------===//
 //
-// kiln.add/sub/mul/div (broadcasting), relu, tanh, exp, log, abs, gelu and
-// scale: one linalg.generic each, with the op's scalar body.
+// kiln.add/sub/mul/div (broadcasting), relu, tanh, exp, log, abs, silu, gelu
+// and scale: one linalg.generic each, with the op's scalar body.
 //
 //===----------------------------------------------------------------------===//
 
@@ -37,6 +37,10 @@ Value scalarBody<ScaleOp>(ScaleOp op, OpBuilder &b, Location loc,
   return arith::MulFOp::create(b, loc, args[0], factor);
 }
 template <>
+Value scalarBody<SiluOp>(SiluOp, OpBuilder &b, Location loc, ValueRange args) {
+  return silu(b, loc, args[0]);
+}
+template <>
 Value scalarBody<GeluOp>(GeluOp op, OpBuilder &b, Location loc,
                          ValueRange args) {
   return gelu(b, loc, args[0], op.getApproximateTanh());
@@ -66,15 +70,15 @@ using ElementwisePattern = Lowering<Op, lowerElementwise<Op, ScalarOp>>;
 } // namespace
 
 void mlir::kiln::populateElementwisePatterns(RewritePatternSet &patterns) {
-  patterns
-      .add<ElementwisePattern<AddOp, arith::AddFOp>,
-           ElementwisePattern<SubOp, arith::SubFOp>,
-           ElementwisePattern<MulOp, arith::MulFOp>,
-           ElementwisePattern<DivOp, arith::DivFOp>,
-           ElementwisePattern<TanhOp, math::TanhOp>,
-           ElementwisePattern<ExpOp, math::ExpOp>,
-           ElementwisePattern<LogOp, math::LogOp>,
-           ElementwisePattern<AbsOp, math::AbsFOp>, ElementwisePattern<ReluOp>,
-           ElementwisePattern<GeluOp>, ElementwisePattern<ScaleOp>>(
-          patterns.getContext());
+  patterns.add<ElementwisePattern<AddOp, arith::AddFOp>,
+               ElementwisePattern<SubOp, arith::SubFOp>,
+               ElementwisePattern<MulOp, arith::MulFOp>,
+               ElementwisePattern<DivOp, arith::DivFOp>,
+               ElementwisePattern<TanhOp, math::TanhOp>,
+               ElementwisePattern<ExpOp, math::ExpOp>,
+               ElementwisePattern<LogOp, math::LogOp>,
+               ElementwisePattern<AbsOp, math::AbsFOp>,
+               ElementwisePattern<ReluOp>, ElementwisePattern<SiluOp>,
+               ElementwisePattern<GeluOp>, ElementwisePattern<ScaleOp>>(
+      patterns.getContext());
 }

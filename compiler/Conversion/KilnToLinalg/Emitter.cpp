@@ -49,6 +49,27 @@ Value mlir::kiln::gelu(OpBuilder &b, Location loc, Value x, bool tanhApprox) {
                                onePlus);
 }
 
+Value mlir::kiln::silu(OpBuilder &b, Location loc, Value x) {
+  Value one = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(1.0f));
+  Value e = math::ExpOp::create(b, loc, arith::NegFOp::create(b, loc, x));
+  return arith::DivFOp::create(b, loc, x,
+                               arith::AddFOp::create(b, loc, one, e));
+}
+
+Value mlir::kiln::activation(OpBuilder &b, Location loc, Activation act,
+                             Value x) {
+  switch (act) {
+  case Activation::relu:
+    return relu(b, loc, x);
+  case Activation::silu:
+    return silu(b, loc, x);
+  case Activation::gelu:
+  case Activation::gelu_tanh:
+    break;
+  }
+  return gelu(b, loc, x, act == Activation::gelu_tanh);
+}
+
 int64_t mlir::kiln::normalizedAxis(uint64_t axis, int64_t rank) {
   auto signedAxis = static_cast<int64_t>(axis);
   return signedAxis < 0 ? signedAxis + rank : signedAxis;
@@ -303,6 +324,22 @@ Emitter::RowStats Emitter::rowStats(Value x, Value width) {
                 return arith::AddFOp::create(nb, nl, d2, args[2]);
               });
   return stats;
+}
+
+Value Emitter::rmsScale(Value x, float eps, SmallVector<OpFoldResult> &rows) {
+  int64_t axis = type(x).getRank() - 1;
+  Value width = sizeAsFloat(x, axis);
+  Value squares =
+      reduce(x, axis, 0.0, [](OpBuilder &nb, Location nl, Value v, Value acc) {
+        Value v2 = arith::MulFOp::create(nb, nl, v, v);
+        return arith::AddFOp::create(nb, nl, v2, acc);
+      });
+  rows = sizes(squares);
+  return mapRows(squares, rows, [&](OpBuilder &nb, Location nl, Value sq) {
+    Value meanSquare = arith::DivFOp::create(nb, nl, sq, width);
+    return math::RsqrtOp::create(
+        nb, nl, arith::AddFOp::create(nb, nl, meanSquare, f32c(nb, nl, eps)));
+  });
 }
 
 Value mlir::kiln::layerNormScale(OpBuilder &b, Location loc, Value squares,

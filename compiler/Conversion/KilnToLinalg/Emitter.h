@@ -76,6 +76,12 @@ Value relu(OpBuilder &b, Location loc, Value x);
 /// GELU of `x`, exact (erf) or tanh-approximated, as scalar arith/math ops.
 Value gelu(OpBuilder &b, Location loc, Value x, bool tanhApprox);
 
+/// x·sigmoid(x) = x / (1 + exp(-x)) as scalar arith/math ops.
+Value silu(OpBuilder &b, Location loc, Value x);
+
+/// The feed-forward activation `act` of `x` (relu, gelu, silu above).
+Value activation(OpBuilder &b, Location loc, Activation act, Value x);
+
 /// An axis attribute (I64Attr getters return uint64_t) mapped into [0, rank);
 /// the verifier has checked the range.
 int64_t normalizedAxis(uint64_t axis, int64_t rank);
@@ -257,6 +263,10 @@ struct Emitter {
     SmallVector<OpFoldResult> rows; ///< the sizes of both
   };
   RowStats rowStats(Value x, Value width);
+
+  /// RMS norm's scale of each row of `x` (along its last axis):
+  /// rsqrt(mean(x²) + eps), of the sizes `rows` of the row statistics.
+  Value rmsScale(Value x, float eps, SmallVector<OpFoldResult> &rows);
 };
 
 /// Layer norm's scale of (x - mean) from a row's sum of squared deviations:

@@ -38,7 +38,7 @@ struct FlashAttention : Attention {
     OpBuilder &rb = b();
     Location l = loc();
     Flash f = flash(block);
-    Value vh = split(value);
+    Value vh = splitKv(value);
     auto forall = scf::ForallOp::create(
         rb, l,
         ArrayRef<OpFoldResult>{f.batch, rb.getIndexAttr(heads),
@@ -76,7 +76,7 @@ struct FlashAttention : Attention {
             return arith::MulFOp::create(nb, nl, args[1], args[0]);
           });
       Value accNew = blockProduct(
-          weights, {0, 2}, headRows(vh, qb, kb.k0, kb.cols), {2, 1}, scaledAcc);
+          weights, {0, 2}, kvRows(vh, qb, kb.k0, kb.cols), {2, 1}, scaledAcc);
       scf::YieldOp::create(rb, l,
                            ValueRange{finishMax(o.rowMax, m), o.sum, accNew});
     }
@@ -96,7 +96,9 @@ struct FlashAttention : Attention {
 
   /// The gradients (dQ, dK, dV) of `fusedForward`, block by block as
   /// flash attention's backward pass computes them: one parallel iteration
-  /// per (batch, head) (dK and dV sum over the query blocks) runs over
+  /// per (batch, query head) (dK and dV sum over the query blocks; with
+  /// grouped-query attention each query head's are summed over its group
+  /// after the loop) runs over
   /// blocks of `block` query rows; for each, a first pass over the key
   /// blocks recomputes the row maxima m and sums l, and a second recomputes
   /// the probabilities P = exp(s - m)/l block by block and adds
@@ -109,7 +111,7 @@ struct FlashAttention : Attention {
     OpBuilder &rb = b();
     Location l = loc();
     Flash f = flash(block);
-    Value kh = split(key), vh = split(value), gh = split(grad),
+    Value kh = splitKv(key), vh = splitKv(value), gh = split(grad),
           oh = split(output);
     auto forall = scf::ForallOp::create(
         rb, l, ArrayRef<OpFoldResult>{f.batch, rb.getIndexAttr(heads)},
@@ -120,7 +122,7 @@ struct FlashAttention : Attention {
     OpBuilder::InsertionGuard guard(rb);
     rb.setInsertionPoint(forall.getTerminator());
     Value bi = forall.getInductionVar(0), h = forall.getInductionVar(1);
-    QueryBlock whole{bi, h, f.zero, f.tq, f.tk, f.shift, {}};
+    QueryBlock whole{bi, h, f.zero, f.tq, f.tk, f.shift, {}, kvHead(h)};
     auto zeroed = [&](Value out, Value rows) {
       return linalg::FillOp::create(
                  rb, l, ValueRange{e.f32c(0.0)},
@@ -190,8 +192,8 @@ struct FlashAttention : Attention {
           scf::YieldOp::create(rb, l, ValueRange{m, sum});
         }
         Value rowMax = oneBlock.getResult(0), rowSum = oneBlock.getResult(1);
-        Value kBlock = headRows(kh, qb, kb.k0, kb.cols);
-        Value vBlock = headRows(vh, qb, kb.k0, kb.cols);
+        Value kBlock = kvRows(kh, qb, kb.k0, kb.cols);
+        Value vBlock = kvRows(vh, qb, kb.k0, kb.cols);
         Value probs = e.generic(
             blockType(), ValueRange{scores, rowMax, rowSum},
             e.empty(kb.scoreShape, e.f32()),
@@ -249,8 +251,8 @@ struct FlashAttention : Attention {
                      lengths[i]);
     }
     rb.setInsertionPointAfter(forall);
-    return {merge(forall.getResult(0)), merge(forall.getResult(1)),
-            merge(forall.getResult(2))};
+    return {merge(forall.getResult(0)), merge(sumGroups(forall.getResult(1))),
+            merge(sumGroups(forall.getResult(2)))};
   }
 
   // Pieces of the flash-attention loops.
@@ -290,7 +292,7 @@ struct FlashAttention : Attention {
   /// What every block of one attention shares.
   struct Flash {
     int64_t block;
-    Value qh, kt;        ///< [B, Tq, H, dh], [B, H, dh, Tk]
+    Value qh, kt;        ///< [B, Tq, H, dh], [B, Hkv, dh, Tk]
     Value batch, tq, tk; ///< sizes
     Value shift, first;  ///< Tk - Tq; first kept key per batch row or null
     Value mask;          ///< i8 [B, Tk] or null
@@ -300,7 +302,7 @@ struct FlashAttention : Attention {
     Flash f;
     f.block = block;
     f.qh = split(query);
-    f.kt = headsMajor(split(key), key);
+    f.kt = headsMajor(splitKv(key), key);
     f.batch = e.sizeValue(query, 0);
     f.tq = e.sizeValue(query, 1);
     f.tk = e.sizeValue(key, 1);
@@ -317,12 +319,20 @@ struct FlashAttention : Attention {
     Value b, h, q0, rows, kEnd;
     Value rowShift; ///< q0 + Tk - Tq: query q0 + i sees keys <= i + rowShift
     SmallVector<OpFoldResult> rowShape;
+    Value kvH; ///< the key/value head of query head h
   };
+  /// The key/value head that query head `h` reads.
+  Value kvHead(Value h) {
+    if (kvHeads == heads) {
+      return h;
+    }
+    return arith::DivUIOp::create(b(), loc(), h, e.index(heads / kvHeads));
+  }
   QueryBlock queryBlock(const Flash &f, Value bi, Value h, Value q0) {
     QueryBlock qb{bi,   h,
                   q0,   minIndex(e.index(f.block), subIndex(f.tq, q0)),
                   f.tk, addIndex(q0, f.shift),
-                  {}};
+                  {},   kvHead(h)};
     qb.rowShape = {qb.rows};
     if (causal) {
       Value limit = minIndex(addIndex(addIndex(q0, qb.rows), f.shift), f.tk);
@@ -371,8 +381,16 @@ struct FlashAttention : Attention {
   }
   /// Rows t0..t0+rows of head qb.h, batch row qb.b of x [B, T, H, dh].
   Value headRows(Value x, const QueryBlock &qb, Value t0, Value rows) {
+    return rowsOfHead(x, qb.b, qb.h, t0, rows);
+  }
+  /// Rows t0..t0+rows of key/value head qb.kvH, batch row qb.b of x
+  /// [B, T, Hkv, dh].
+  Value kvRows(Value x, const QueryBlock &qb, Value t0, Value rows) {
+    return rowsOfHead(x, qb.b, qb.kvH, t0, rows);
+  }
+  Value rowsOfHead(Value x, Value bi, Value h, Value t0, Value rows) {
     OpFoldResult one = b().getIndexAttr(1);
-    SmallVector<OpFoldResult> offsets = {qb.b, t0, qb.h, b().getIndexAttr(0)};
+    SmallVector<OpFoldResult> offsets = {bi, t0, h, b().getIndexAttr(0)};
     SmallVector<OpFoldResult> sizes = {one, rows, one,
                                        b().getIndexAttr(headDim)};
     return tensor::ExtractSliceOp::create(b(), loc(), rowsType(headDim), x,
@@ -442,7 +460,8 @@ struct FlashAttention : Attention {
                     Value qBlock) {
     OpBuilder &rb = b();
     OpFoldResult one = rb.getIndexAttr(1);
-    SmallVector<OpFoldResult> offsets = {qb.b, qb.h, rb.getIndexAttr(0), kb.k0};
+    SmallVector<OpFoldResult> offsets = {qb.b, qb.kvH, rb.getIndexAttr(0),
+                                         kb.k0};
     SmallVector<OpFoldResult> sizes = {one, one, rb.getIndexAttr(headDim),
                                        kb.cols};
     Value ktBlock = tensor::ExtractSliceOp::create(

@@ -1,9 +1,9 @@
 //===- Gradients.cpp - Backward ops ---------------------------------------===//
 //
 // The ops kiln-autodiff emits for gradients: activation_grad,
-// layer_norm_grad, loss_grad, embedding_grad, positional_encoding_grad and
-// reduce_max_grad (attention_grad is in Attention.cpp, with the forward pass
-// it recomputes).
+// layer_norm_grad, rms_norm_grad, loss_grad, embedding_grad,
+// positional_encoding_grad and reduce_max_grad (attention_grad is in
+// Attention.cpp, with the forward pass it recomputes).
 //
 //===----------------------------------------------------------------------===//
 
@@ -17,7 +17,7 @@ using namespace mlir::kiln;
 
 namespace {
 
-/// d act(x) / dx · g for the three activations.
+/// d act(x) / dx · g for the four activations.
 static Value activationGrad(OpBuilder &b, Location loc, Activation act, Value g,
                             Value x) {
   auto c = [&](double v) {
@@ -29,7 +29,19 @@ static Value activationGrad(OpBuilder &b, Location loc, Activation act, Value g,
     return arith::SelectOp::create(b, loc, positive, g, c(0.0));
   }
   Value d;
-  if (act == Activation::gelu) {
+  if (act == Activation::silu) {
+    // σ·(1 + x·(1 - σ)), σ = 1 / (1 + e^-x)
+    Value sigma = arith::DivFOp::create(
+        b, loc, c(1.0),
+        arith::AddFOp::create(
+            b, loc, c(1.0),
+            math::ExpOp::create(b, loc, arith::NegFOp::create(b, loc, x))));
+    Value oneMinus = arith::SubFOp::create(b, loc, c(1.0), sigma);
+    d = arith::MulFOp::create(
+        b, loc, sigma,
+        arith::AddFOp::create(b, loc, c(1.0),
+                              arith::MulFOp::create(b, loc, x, oneMinus)));
+  } else if (act == Activation::gelu) {
     // Φ(x) + x·φ(x)
     Value cdf = arith::MulFOp::create(
         b, loc, c(0.5),
@@ -189,6 +201,52 @@ SmallVector<Value> lowerLayerNormGrad(LayerNormGradOp op,
                                      arith::MulFOp::create(b, l, c, a[3]));
       });
   return {dx, sumRows(e, gXhat), sumRows(e, g)};
+}
+
+SmallVector<Value>
+lowerRmsNormGrad(RmsNormGradOp op, RmsNormGradOp::Adaptor adaptor, Emitter &e) {
+  Value g = adaptor.getGrad(), x = adaptor.getInput(), w = adaptor.getWeight();
+  auto xType = Emitter::type(x);
+  int64_t rank = xType.getRank(), axis = rank - 1;
+  SmallVector<OpFoldResult> rows;
+  Value r = e.rmsScale(x, float(op.getEps().convertToDouble()), rows);
+  AffineMap reduced = e.dropping(rank, axis);
+  AffineMap feature = e.select(rank, {axis});
+  // Per row: Σ g·w·x.
+  Value dot =
+      e.generic(Emitter::type(r), ValueRange{g, x, w}, e.filled(rows, 0.0),
+                {e.identity(rank), e.identity(rank), feature, reduced},
+                Emitter::reducing(rank, axis),
+                [](OpBuilder &b, Location l, ValueRange a) {
+                  Value gw = arith::MulFOp::create(b, l, a[0], a[2]);
+                  return arith::AddFOp::create(
+                      b, l, arith::MulFOp::create(b, l, gw, a[1]), a[3]);
+                });
+  Value width = e.sizeAsFloat(x, axis);
+  // dx = r·g·w - x·(r³/D)·Σ g·w·x
+  Value dx = e.generic(
+      xType, ValueRange{g, x, w, r, dot}, e.empty(e.sizes(x), e.f32()),
+      {e.identity(rank), e.identity(rank), feature, reduced, reduced,
+       e.identity(rank)},
+      Emitter::parallel(rank), [&](OpBuilder &b, Location l, ValueRange a) {
+        Value gw = arith::MulFOp::create(b, l, a[0], a[2]);
+        Value first = arith::MulFOp::create(b, l, a[3], gw);
+        Value r3 = arith::MulFOp::create(
+            b, l, a[3], arith::MulFOp::create(b, l, a[3], a[3]));
+        Value k = arith::DivFOp::create(
+            b, l, arith::MulFOp::create(b, l, r3, a[4]), width);
+        return arith::SubFOp::create(b, l, first,
+                                     arith::MulFOp::create(b, l, a[1], k));
+      });
+  // dw = Σ_rows g·x·r
+  Value gxr = e.generic(
+      xType, ValueRange{g, x, r}, e.empty(e.sizes(x), e.f32()),
+      {e.identity(rank), e.identity(rank), reduced, e.identity(rank)},
+      Emitter::parallel(rank), [](OpBuilder &b, Location l, ValueRange a) {
+        return arith::MulFOp::create(b, l, a[0],
+                                     arith::MulFOp::create(b, l, a[1], a[2]));
+      });
+  return {dx, sumRows(e, gxr)};
 }
 
 SmallVector<Value> lowerLossGrad(LossGradOp op, LossGradOp::Adaptor adaptor,
@@ -431,6 +489,7 @@ SmallVector<Value> lowerReduceMaxGrad(ReduceMaxGradOp op,
 void mlir::kiln::populateGradientPatterns(RewritePatternSet &patterns) {
   patterns.add<Lowering<ActivationGradOp, lowerActivationGrad>,
                Lowering<LayerNormGradOp, lowerLayerNormGrad>,
+               Lowering<RmsNormGradOp, lowerRmsNormGrad>,
                Lowering<LossGradOp, lowerLossGrad>,
                Lowering<EmbeddingGradOp, lowerEmbeddingGrad>,
                Lowering<PositionalEncodingGradOp, lowerPositionalEncodingGrad>,

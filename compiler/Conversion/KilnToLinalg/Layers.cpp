@@ -1,7 +1,7 @@
 //===- Layers.cpp - Model building blocks ---------------------------------===//
 //
-// kiln.embedding, positional_encoding, layer_norm, linear, matmul (the
-// contraction linear is built on), feed_forward and dropout.
+// kiln.embedding, positional_encoding, layer_norm, rms_norm, rotary, linear,
+// matmul (the contraction linear is built on), feed_forward and dropout.
 //
 //===----------------------------------------------------------------------===//
 
@@ -202,6 +202,113 @@ SmallVector<Value> lowerMatmul(MatmulOp op, MatmulOp::Adaptor adaptor,
   return {result};
 }
 
+SmallVector<Value> lowerRmsNorm(RmsNormOp op, RmsNormOp::Adaptor adaptor,
+                                Emitter &e) {
+  auto type = resultType(op);
+  int64_t rank = type.getRank(), axis = rank - 1;
+  Value x = adaptor.getInput();
+  SmallVector<OpFoldResult> rows;
+  Value scale = e.rmsScale(x, float(op.getEps().convertToDouble()), rows);
+  return {e.generic(type, ValueRange{x, scale, adaptor.getWeight()},
+                    e.empty(e.sizes(x), e.f32()),
+                    {e.identity(rank), e.dropping(rank, axis),
+                     e.select(rank, {axis}), e.identity(rank)},
+                    Emitter::parallel(rank),
+                    [](OpBuilder &b, Location loc, ValueRange args) {
+                      Value n = arith::MulFOp::create(b, loc, args[0], args[1]);
+                      return arith::MulFOp::create(b, loc, n, args[2]);
+                    })};
+}
+
+/// The rotation of each pair of features by its position's angle. The cos
+/// and sin of every (position, pair) are computed once, into [T, hd/2]
+/// tables, then every element of the input reads its partner and the tables.
+SmallVector<Value> lowerRotary(RotaryOp op, RotaryOp::Adaptor adaptor,
+                               Emitter &e) {
+  auto type = resultType(op);
+  int64_t rank = type.getRank(), tAxis = rank - 2, dAxis = rank - 1;
+  int64_t headDim = int64_t(op.getHeadDim()), half = headDim / 2;
+  bool interleaved = op.getStyle() == RotaryStyle::interleaved;
+  Value x = adaptor.getInput();
+  // theta^(-2i / head_dim) in double, rounded once to f32.
+  double theta = op.getTheta().convertToDouble();
+  SmallVector<float> freqs;
+  for (int64_t i = 0; i < half; ++i) {
+    freqs.push_back(float(std::pow(theta, -2.0 * double(i) / double(headDim))));
+  }
+  auto freqType = RankedTensorType::get({half}, e.f32());
+  Value invFreq = arith::ConstantOp::create(
+      e.b, e.loc, DenseElementsAttr::get(freqType, ArrayRef<float>(freqs)));
+  Value offset = e.offsetIndex(adaptor.getOffset());
+  SmallVector<OpFoldResult> tableSizes = {e.size(x, tAxis),
+                                          e.b.getIndexAttr(half)};
+  auto tableType =
+      RankedTensorType::get({type.getDimSize(tAxis), half}, e.f32());
+  // The angle (offset + t)·freq[i] in f32, as Hugging Face computes it.
+  auto table = [&](bool sine) {
+    return e.generic(tableType, invFreq, e.empty(tableSizes, e.f32()),
+                     {e.select(2, {1}), e.identity(2)}, Emitter::parallel(2),
+                     [&](OpBuilder &b, Location l, ValueRange args) -> Value {
+                       Value pos = arith::AddIOp::create(
+                           b, l, linalg::IndexOp::create(b, l, 0), offset);
+                       Value angle = arith::MulFOp::create(
+                           b, l, Emitter::indexToF32(b, l, pos), args[0]);
+                       if (!sine) {
+                         return math::CosOp::create(b, l, angle);
+                       }
+                       Value s = math::SinOp::create(b, l, angle);
+                       return op.getInverse()
+                                  ? arith::NegFOp::create(b, l, s).getResult()
+                                  : s;
+                     });
+  };
+  Value cosT = table(false), sinT = table(true);
+  return {e.elementwise(
+      type, e.sizes(x), x,
+      [&](OpBuilder &b, Location l, ValueRange args) -> Value {
+        auto c = [&](int64_t v) {
+          return arith::ConstantIndexOp::create(b, l, v);
+        };
+        SmallVector<Value> at;
+        for (int64_t d = 0; d < rank; ++d) {
+          at.push_back(linalg::IndexOp::create(b, l, d));
+        }
+        Value d = at[dAxis];
+        Value j = arith::RemUIOp::create(b, l, d, c(headDim));
+        // `first`: the feature is a of its pair (out = x·cos - partner·sin),
+        // else b (out = x·cos + partner·sin).
+        Value first, pair, partner;
+        if (interleaved) {
+          Value odd = arith::AndIOp::create(b, l, j, c(1));
+          first =
+              arith::CmpIOp::create(b, l, arith::CmpIPredicate::eq, odd, c(0));
+          pair = arith::ShRUIOp::create(b, l, j, c(1));
+          partner = arith::SelectOp::create(
+              b, l, first, arith::AddIOp::create(b, l, d, c(1)),
+              arith::SubIOp::create(b, l, d, c(1)));
+        } else {
+          first = arith::CmpIOp::create(b, l, arith::CmpIPredicate::ult, j,
+                                        c(half));
+          pair = arith::SelectOp::create(
+              b, l, first, j, arith::SubIOp::create(b, l, j, c(half)));
+          partner = arith::SelectOp::create(
+              b, l, first, arith::AddIOp::create(b, l, d, c(half)),
+              arith::SubIOp::create(b, l, d, c(half)));
+        }
+        at[dAxis] = partner;
+        Value other = tensor::ExtractOp::create(b, l, x, at);
+        Value cosV =
+            tensor::ExtractOp::create(b, l, cosT, ValueRange{at[tAxis], pair});
+        Value sinV =
+            tensor::ExtractOp::create(b, l, sinT, ValueRange{at[tAxis], pair});
+        Value rotated = arith::MulFOp::create(b, l, other, sinV);
+        rotated = arith::SelectOp::create(
+            b, l, first, arith::NegFOp::create(b, l, rotated), rotated);
+        return arith::AddFOp::create(
+            b, l, arith::MulFOp::create(b, l, args[0], cosV), rotated);
+      })};
+}
+
 SmallVector<Value>
 lowerFeedForward(FeedForwardOp op, FeedForwardOp::Adaptor adaptor, Emitter &e) {
   auto type = resultType(op);
@@ -216,18 +323,17 @@ lowerFeedForward(FeedForwardOp op, FeedForwardOp::Adaptor adaptor, Emitter &e) {
   SmallVector<Value> sizes = e.sizeValues(hidden);
   Value seed = adaptor.getSeed();
   int64_t stream = op.getStream();
-  Value activated = e.elementwise(
-      hiddenType, e.sizes(hidden), hidden,
-      [&](OpBuilder &b, Location l, ValueRange args) -> Value {
-        Value h = act == Activation::relu
-                      ? relu(b, l, args[0])
-                      : gelu(b, l, args[0], act == Activation::gelu_tanh);
-        if (p > 0.0) {
-          Value s = Emitter::dropoutScale(b, l, seed, stream, p, sizes);
-          h = arith::MulFOp::create(b, l, h, s);
-        }
-        return h;
-      });
+  Value activated =
+      e.elementwise(hiddenType, e.sizes(hidden), hidden,
+                    [&](OpBuilder &b, Location l, ValueRange args) -> Value {
+                      Value h = activation(b, l, act, args[0]);
+                      if (p > 0.0) {
+                        Value s =
+                            Emitter::dropoutScale(b, l, seed, stream, p, sizes);
+                        h = arith::MulFOp::create(b, l, h, s);
+                      }
+                      return h;
+                    });
   // The result's width as w2 has it (a result type that leaves it dynamic
   // verifies, but the linear's output buffer has it static), then cast to
   // the op's type.
@@ -241,11 +347,11 @@ lowerFeedForward(FeedForwardOp op, FeedForwardOp::Adaptor adaptor, Emitter &e) {
 } // namespace
 
 void mlir::kiln::populateLayerPatterns(RewritePatternSet &patterns) {
-  patterns.add<Lowering<DropoutOp, lowerDropout>,
-               Lowering<EmbeddingOp, lowerEmbedding>,
-               Lowering<PositionalEncodingOp, lowerPositionalEncoding>,
-               Lowering<LayerNormOp, lowerLayerNorm>, LinearPattern,
-               Lowering<MatmulOp, lowerMatmul>,
-               Lowering<FeedForwardOp, lowerFeedForward>>(
-      patterns.getContext());
+  patterns.add<
+      Lowering<DropoutOp, lowerDropout>, Lowering<EmbeddingOp, lowerEmbedding>,
+      Lowering<PositionalEncodingOp, lowerPositionalEncoding>,
+      Lowering<LayerNormOp, lowerLayerNorm>, Lowering<RmsNormOp, lowerRmsNorm>,
+      Lowering<RotaryOp, lowerRotary>, LinearPattern,
+      Lowering<MatmulOp, lowerMatmul>,
+      Lowering<FeedForwardOp, lowerFeedForward>>(patterns.getContext());
 }

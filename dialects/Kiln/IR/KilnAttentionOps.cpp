@@ -110,6 +110,7 @@ LogicalResult MultiHeadAttentionOp::verify() {
 /// The checks shared by kiln.attention and kiln.attention_grad.
 static LogicalResult verifyAttention(Operation *op, Value query, Value key,
                                      Value value, Value mask, int64_t heads,
+                                     std::optional<uint64_t> kvHeadsAttr,
                                      bool causal, double dropout,
                                      bool hasSeed) {
   auto q = tensorType(query), k = tensorType(key), v = tensorType(value);
@@ -122,11 +123,13 @@ static LogicalResult verifyAttention(Operation *op, Value query, Value key,
     return failure();
   }
   int64_t dim = q.getDimSize(2);
-  if (!shape::compatible(q.getDimSize(0), k.getDimSize(0)) ||
-      !shape::compatible(dim, k.getDimSize(2))) {
-    return op->emitOpError("expects 'key' ")
-           << shapeOf(k) << " to match the batch and width of 'query' "
-           << shapeOf(q);
+  if (!kvHeadsAttr) {
+    if (!shape::compatible(q.getDimSize(0), k.getDimSize(0)) ||
+        !shape::compatible(dim, k.getDimSize(2))) {
+      return op->emitOpError("expects 'key' ")
+             << shapeOf(k) << " to match the batch and width of 'query' "
+             << shapeOf(q);
+    }
   }
   if (dim == 0) {
     return op->emitOpError("expects a model dimension of at least 1 (heads "
@@ -138,6 +141,21 @@ static LogicalResult verifyAttention(Operation *op, Value query, Value key,
            << heads << ") to divide the static model dimension ("
            << shape::format({dim}).substr(1, shape::format({dim}).size() - 2)
            << ")";
+  }
+  if (kvHeadsAttr) {
+    auto kvHeads = int64_t(*kvHeadsAttr);
+    if (kvHeads <= 0 || heads % kvHeads != 0) {
+      return op->emitOpError("expects 'num_kv_heads' (")
+             << kvHeads << ") to divide 'num_heads' (" << heads << ")";
+    }
+    int64_t kvDim = dim / heads * kvHeads;
+    if (!shape::compatible(q.getDimSize(0), k.getDimSize(0)) ||
+        !shape::compatible(kvDim, k.getDimSize(2))) {
+      return op->emitOpError("expects 'key' ")
+             << shapeOf(k) << " to match the batch of 'query' " << shapeOf(q)
+             << " and have " << kvHeads << " heads of width " << dim / heads
+             << " (" << kvDim << ")";
+    }
   }
   if (mask) {
     auto m = tensorType(mask);
@@ -167,10 +185,10 @@ LogicalResult AttentionOp::inferReturnTypes(MLIRContext *,
 }
 
 LogicalResult AttentionOp::verify() {
-  if (failed(verifyAttention(*this, getQuery(), getKey(), getValue(),
-                             getKeyPaddingMask(), int64_t(getNumHeads()),
-                             getCausal(), getDropout().convertToDouble(),
-                             bool(getSeed())))) {
+  if (failed(verifyAttention(
+          *this, getQuery(), getKey(), getValue(), getKeyPaddingMask(),
+          int64_t(getNumHeads()), getNumKvHeads(), getCausal(),
+          getDropout().convertToDouble(), bool(getSeed())))) {
     return failure();
   }
   if (getOffset()) {
@@ -215,6 +233,6 @@ LogicalResult AttentionGradOp::verify() {
   }
   return verifyAttention(*this, getQuery(), getKey(), getValue(),
                          getKeyPaddingMask(), int64_t(getNumHeads()),
-                         getCausal(), getDropout().convertToDouble(),
-                         bool(getSeed()));
+                         getNumKvHeads(), getCausal(),
+                         getDropout().convertToDouble(), bool(getSeed()));
 }

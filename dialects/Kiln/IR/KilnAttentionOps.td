@@ -78,11 +78,19 @@ def Kiln_AttentionOp
   let summary = "scaled dot-product attention on projected inputs";
   let description = [{
     The core of `kiln.mha` without its projections: `query` `[B, Tq, D]`,
-    `key` and `value` `[B, Tk, D]` are split into `num_heads` heads, and per
-    head `softmax(Q·Kᵀ/sqrt(D/H) + masks)·V` is computed, with the same
-    `key_padding_mask`, `causal`, `dropout`, `seed` and `stream` semantics as
-    `kiln.mha`. The heads are concatenated back to `[B, Tq, D]`.
-    `kiln-autodiff` uses it to take `kiln.mha` apart.
+    `key` and `value` `[B, Tk, Dkv]` are split into heads of width
+    `D / num_heads`, and per head `softmax(Q·Kᵀ/sqrt(D/H) + masks)·V` is
+    computed, with the same `key_padding_mask`, `causal`, `dropout`, `seed`
+    and `stream` semantics as `kiln.mha`. The heads are concatenated back to
+    `[B, Tq, D]`. `kiln-autodiff` uses it to take `kiln.mha` apart.
+
+    Grouped-query attention: with `num_kv_heads` (default `num_heads`), the
+    keys and values hold that many heads (`Dkv = num_kv_heads · D /
+    num_heads`), and query head `h` attends with key/value head
+    `h / (num_heads / num_kv_heads)` (Hugging Face's `repeat_kv`);
+    `num_kv_heads` divides `num_heads`. A key/value cache then holds only the
+    key/value heads; the lowering reads each of them for its group of
+    query heads without copying it.
 
     Causal attention takes the queries to be the last `Tq` of the `Tk`
     positions. With `offset` (an i64; causal only, keys of static length)
@@ -108,7 +116,8 @@ def Kiln_AttentionOp
                        Optional<Kiln_Offset>:$offset,
                        I64Attr:$num_heads, UnitAttr:$causal,
                        DefaultValuedAttr<F64Attr, "0.0">:$dropout,
-                       DefaultValuedAttr<I64Attr, "0">:$stream);
+                       DefaultValuedAttr<I64Attr, "0">:$stream,
+                       OptionalAttr<I64Attr>:$num_kv_heads);
   let results = (outs Kiln_FloatTensor:$result);
   let assemblyFormat = [{
     $query `,` $key `,` $value (`mask` $key_padding_mask^)? (`seed` $seed^)?
@@ -131,7 +140,9 @@ def Kiln_AttentionGradOp
     `output` is that attention's result (`[B, Tq, D]`): with it, `Σ dP·P` of
     a row is `grad · output` of that row, which lets CPU code compute the
     gradients block by block (flash attention) without a pass over the
-    whole row of scores first; `kiln-autodiff` passes it.
+    whole row of scores first; `kiln-autodiff` passes it. With
+    `num_kv_heads`, the gradient of each key/value head sums over its group
+    of query heads.
 
     ```mlir
     %dq, %dk, %dv = kiln.attention_grad %g, %q, %k, %v output %o {num_heads = 4 : i64, causal}
@@ -147,7 +158,8 @@ def Kiln_AttentionGradOp
                        Optional<Kiln_Seed>:$seed,
                        I64Attr:$num_heads, UnitAttr:$causal,
                        DefaultValuedAttr<F64Attr, "0.0">:$dropout,
-                       DefaultValuedAttr<I64Attr, "0">:$stream);
+                       DefaultValuedAttr<I64Attr, "0">:$stream,
+                       OptionalAttr<I64Attr>:$num_kv_heads);
   let results = (outs Kiln_FloatTensor:$query_grad,
                       Kiln_FloatTensor:$key_grad,
                       Kiln_FloatTensor:$value_grad);

@@ -95,6 +95,35 @@ LogicalResult LayerNormGradOp::verify() {
                       input.getDimSize(input.getRank() - 1), "dim");
 }
 
+LogicalResult RmsNormGradOp::inferReturnTypes(MLIRContext *,
+                                              std::optional<Location> loc,
+                                              Adaptor adaptor,
+                                              SmallVectorImpl<Type> &inferred) {
+  auto input = getRanked(loc, adaptor.getInput(), "input");
+  auto weight = getRanked(loc, adaptor.getWeight(), "weight");
+  if (failed(input) || failed(weight)) {
+    return failure();
+  }
+  inferred.append({*input, *weight});
+  return success();
+}
+
+LogicalResult RmsNormGradOp::verify() {
+  if (failed(verifySameShape(*this, getGrad(), "grad", getInput(), "input"))) {
+    return failure();
+  }
+  auto input = tensorType(getInput());
+  if (input.getRank() < 1) {
+    return emitOpError("expects 'input' to have rank >= 1");
+  }
+  double eps = getEps().convertToDouble();
+  if (!(eps >= 0.0) || !std::isfinite(eps)) {
+    return emitOpError("expects 'eps' to be finite and >= 0, got ") << eps;
+  }
+  return verifyVector(*this, getWeight(), "weight",
+                      input.getDimSize(input.getRank() - 1), "dim");
+}
+
 LogicalResult LossGradOp::inferReturnTypes(MLIRContext *,
                                            std::optional<Location> loc,
                                            Adaptor adaptor,

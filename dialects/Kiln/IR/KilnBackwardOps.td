@@ -92,6 +92,36 @@ def Kiln_LayerNormGradOp
   let hasVerifier = 1;
 }
 
+def Kiln_RmsNormGradOp
+    : Kiln_Op<"rms_norm_grad", [Pure, InferTypeOpAdaptor]> {
+  let summary = "gradients of a root-mean-square normalization";
+  let description = [{
+    Given the output gradient `grad` of `kiln.rms_norm` applied to `input`
+    with `weight` and `eps`, returns the gradients of the input and of
+    `weight`, with `r = rsqrt(mean(x²) + eps)` recomputed per row:
+
+    ```
+    input_grad  = r·(grad·weight) - x·r³/D·Σ(grad·weight·x)
+    weight_grad = Σ_rows grad·x·r
+    ```
+
+    ```mlir
+    %dx, %dw = kiln.rms_norm_grad %g, %x, %w {eps = 1.0e-06 : f64}
+        : (tensor<?x?x128xf32>, tensor<?x?x128xf32>, tensor<128xf32>)
+        -> (tensor<?x?x128xf32>, tensor<128xf32>)
+    ```
+  }];
+  let arguments = (ins Kiln_FloatTensor:$grad, Kiln_FloatTensor:$input,
+                       Kiln_FloatTensor:$weight,
+                       DefaultValuedAttr<F64Attr, "1e-6">:$eps);
+  let results = (outs Kiln_FloatTensor:$input_grad,
+                      Kiln_FloatTensor:$weight_grad);
+  let assemblyFormat = [{
+    $grad `,` $input `,` $weight attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 def Kiln_LossGradOp : Kiln_Op<"loss_grad", [Pure, InferTypeOpAdaptor]> {
   let summary = "gradient of cross-entropy or NLL with respect to its input";
   let description = [{

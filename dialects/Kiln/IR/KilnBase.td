@@ -89,11 +89,26 @@ def Kiln_Activation : I32EnumAttr<"Activation", "feed-forward activation", [
     // x * Phi(x) with the exact erf form.
     I32EnumAttrCase<"gelu", 1>,
     // The tanh approximation used by GPT-2.
-    I32EnumAttrCase<"gelu_tanh", 2>]> {
+    I32EnumAttrCase<"gelu_tanh", 2>,
+    // x * sigmoid(x) (SiLU, Swish): the gate of Llama's SwiGLU.
+    I32EnumAttrCase<"silu", 3>]> {
   let cppNamespace = "::mlir::kiln";
   let genSpecializedAttr = 0;
 }
 def Kiln_ActivationAttr : EnumAttr<Kiln_Dialect, Kiln_Activation, "activation">;
+
+def Kiln_RotaryStyle : I32EnumAttr<"RotaryStyle", "rotary embedding layout", [
+    // Hugging Face Llama's rotate_half: feature i of a head pairs with
+    // feature i + head_dim/2.
+    I32EnumAttrCase<"half", 0>,
+    // The original paper's (RoFormer, GPT-J, Meta's Llama): features 2i and
+    // 2i + 1 of a head form a pair.
+    I32EnumAttrCase<"interleaved", 1>]> {
+  let cppNamespace = "::mlir::kiln";
+  let genSpecializedAttr = 0;
+}
+def Kiln_RotaryStyleAttr
+    : EnumAttr<Kiln_Dialect, Kiln_RotaryStyle, "rotary_style">;
 
 def Kiln_ReduceKind : I32EnumAttr<"ReduceKind", "reduction kind", [
     I32EnumAttrCase<"sum", 0>,

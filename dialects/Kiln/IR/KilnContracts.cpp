@@ -224,10 +224,18 @@ static void lossContract(ShapeContract &c, Value input, Value targets,
 
 /// Attention: query [B, Tq, E], key = value [B, Tk, E], mask [B, Tk].
 static void attentionContract(ShapeContract &c, Value query, Value key,
-                              Value value, Value mask) {
+                              Value value, Value mask, int64_t heads,
+                              std::optional<uint64_t> kvHeads) {
   c.sameShape(key, value);
   c.same(query, 0, key, 0);
-  c.same(query, 2, key, 2);
+  if (kvHeads) {
+    // Grouped-query attention: the keys hold kvHeads heads of the query's
+    // static head width (the verifier checked it).
+    c.linear(key, 2, {},
+             typeOf(query).getDimSize(2) / heads * int64_t(*kvHeads));
+  } else {
+    c.same(query, 2, key, 2);
+  }
   if (mask) {
     c.same(mask, 0, query, 0);
     c.same(mask, 1, key, 1);
@@ -273,6 +281,15 @@ void LayerNormOp::addShapeContract(ShapeContract &c) {
   int64_t rank = rankOf(getInput());
   c.same(getInput(), rank - 1, getGamma(), 0);
   c.same(getInput(), rank - 1, getBeta(), 0);
+}
+
+void RmsNormOp::addShapeContract(ShapeContract &c) {
+  c.sameShape(getResult(), getInput());
+  c.same(getInput(), rankOf(getInput()) - 1, getWeight(), 0);
+}
+
+void RotaryOp::addShapeContract(ShapeContract &c) {
+  c.sameShape(getResult(), getInput());
 }
 
 void MultiHeadAttentionOp::addShapeContract(ShapeContract &c) {
@@ -366,6 +383,7 @@ KILN_SAME_SHAPE_CONTRACT(TanhOp)
 KILN_SAME_SHAPE_CONTRACT(ExpOp)
 KILN_SAME_SHAPE_CONTRACT(LogOp)
 KILN_SAME_SHAPE_CONTRACT(AbsOp)
+KILN_SAME_SHAPE_CONTRACT(SiluOp)
 KILN_SAME_SHAPE_CONTRACT(GeluOp)
 KILN_SAME_SHAPE_CONTRACT(ScaleOp)
 KILN_SAME_SHAPE_CONTRACT(DropoutOp)
@@ -508,6 +526,14 @@ void LayerNormGradOp::addShapeContract(ShapeContract &c) {
   c.sameShape(getResult(2), getGamma());
 }
 
+void RmsNormGradOp::addShapeContract(ShapeContract &c) {
+  int64_t rank = rankOf(getInput());
+  c.sameShape(getGrad(), getInput());
+  c.sameShape(getResult(0), getInput());
+  c.same(getWeight(), 0, getInput(), rank - 1);
+  c.sameShape(getResult(1), getWeight());
+}
+
 void LossGradOp::addShapeContract(ShapeContract &c) {
   lossContract(c, getInput(), getTargets(), getLossGrad(), getIgnoreIndex());
   c.sameShape(getResult(), getInput());
@@ -527,7 +553,8 @@ void UpdateSliceOp::addShapeContract(ShapeContract &c) {
 }
 
 void AttentionOp::addShapeContract(ShapeContract &c) {
-  attentionContract(c, getQuery(), getKey(), getValue(), getKeyPaddingMask());
+  attentionContract(c, getQuery(), getKey(), getValue(), getKeyPaddingMask(),
+                    int64_t(getNumHeads()), getNumKvHeads());
   c.sameShape(getResult(), getQuery());
   if (Value offset = getOffset()) {
     // The queries are positions [offset, offset + Tq) of the Tk keys (a
@@ -537,7 +564,8 @@ void AttentionOp::addShapeContract(ShapeContract &c) {
 }
 
 void AttentionGradOp::addShapeContract(ShapeContract &c) {
-  attentionContract(c, getQuery(), getKey(), getValue(), getKeyPaddingMask());
+  attentionContract(c, getQuery(), getKey(), getValue(), getKeyPaddingMask(),
+                    int64_t(getNumHeads()), getNumKvHeads());
   c.sameShape(getGrad(), getQuery());
   if (Value output = getOutput()) {
     c.sameShape(output, getQuery());

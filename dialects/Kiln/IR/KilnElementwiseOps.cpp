@@ -1,8 +1,8 @@
 //===- KilnElementwiseOps.cpp - Elementwise op inference, verifiers, folds ===//
 //
 // The broadcasting binary ops (kiln.add, kiln.sub, kiln.mul, kiln.div), the
-// unary ones (kiln.relu, kiln.tanh, kiln.exp, kiln.log, kiln.abs, kiln.gelu),
-// kiln.scale and kiln.dropout.
+// unary ones (kiln.relu, kiln.tanh, kiln.exp, kiln.log, kiln.abs, kiln.silu,
+// kiln.gelu), kiln.scale and kiln.dropout.
 //
 //===----------------------------------------------------------------------===//
 
@@ -67,6 +67,7 @@ KILN_SAME_TYPE_OP(TanhOp)
 KILN_SAME_TYPE_OP(ExpOp)
 KILN_SAME_TYPE_OP(LogOp)
 KILN_SAME_TYPE_OP(AbsOp)
+KILN_SAME_TYPE_OP(SiluOp)
 KILN_SAME_TYPE_OP(GeluOp)
 KILN_SAME_TYPE_OP(ScaleOp)
 KILN_SAME_TYPE_OP(DropoutOp)

@@ -72,6 +72,19 @@ def Kiln_AbsOp : Kiln_UnaryOp<"abs", "|x|", [DeclareOpInterfaceMethods<Kiln_Grad
   }];
 }
 
+def Kiln_SiluOp : Kiln_UnaryOp<"silu", "x * sigmoid(x)", [DeclareOpInterfaceMethods<Kiln_GradientOpInterface>]> {
+  let description = [{
+    Computes `x * sigmoid(x) = x / (1 + exp(-x))` for every element
+    (`torch.nn.functional.silu`). With `kiln.mul` it forms the SwiGLU of
+    Llama's feed-forward block, `silu(x·w_gateᵀ) * (x·w_upᵀ)`; the lowering
+    fuses the two into one loop.
+
+    ```mlir
+    %y = kiln.silu %x : (tensor<?x512xf32>) -> tensor<?x512xf32>
+    ```
+  }];
+}
+
 def Kiln_GeluOp : Kiln_Op<"gelu", [Pure, InferTypeOpAdaptor, DeclareOpInterfaceMethods<Kiln_GradientOpInterface>]> {
   let summary = "elementwise GELU";
   let description = [{

@@ -386,6 +386,13 @@ LogicalResult ReluOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
   return success();
 }
 
+LogicalResult SiluOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                     SmallVectorImpl<Value> &operandGrads) {
+  operandGrads.push_back(ActivationGradOp::create(b, getLoc(), Activation::silu,
+                                                  resultGrads[0], getInput()));
+  return success();
+}
+
 LogicalResult GeluOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
                                      SmallVectorImpl<Value> &operandGrads) {
   Activation act =
@@ -430,6 +437,29 @@ LayerNormOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
   return success();
 }
 
+LogicalResult RmsNormOp::buildGradients(OpBuilder &b,
+                                        ArrayRef<Value> resultGrads,
+                                        SmallVectorImpl<Value> &operandGrads) {
+  auto grad = RmsNormGradOp::create(b, getLoc(), resultGrads[0], getInput(),
+                                    getWeight(), getEpsAttr());
+  operandGrads.append({grad.getInputGrad(), grad.getWeightGrad()});
+  return success();
+}
+
+LogicalResult RotaryOp::buildGradients(OpBuilder &b,
+                                       ArrayRef<Value> resultGrads,
+                                       SmallVectorImpl<Value> &operandGrads) {
+  // A rotation's gradient is its transpose: the rotation by minus the angle.
+  operandGrads.push_back(
+      RotaryOp::create(b, getLoc(), resultGrads[0], getOffset(),
+                       getHeadDimAttr(), getThetaAttr(), getStyleAttr(),
+                       getInverse() ? UnitAttr() : b.getUnitAttr()));
+  if (getOffset()) {
+    operandGrads.push_back(Value());
+  }
+  return success();
+}
+
 template <typename LossOp>
 static LogicalResult
 lossGradients(LossOp op, OpBuilder &b, ArrayRef<Value> resultGrads,
@@ -462,11 +492,14 @@ FeedForwardOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
   Value x = getInput();
   Value hidden = LinearOp::create(b, loc, x, getW1(), getB1());
   Activation act = getActivation();
-  Value activated =
-      act == Activation::relu
-          ? ReluOp::create(b, loc, hidden).getResult()
-          : GeluOp::create(b, loc, hidden, act == Activation::gelu_tanh)
-                .getResult();
+  Value activated;
+  if (act == Activation::relu) {
+    activated = ReluOp::create(b, loc, hidden);
+  } else if (act == Activation::silu) {
+    activated = SiluOp::create(b, loc, hidden);
+  } else {
+    activated = GeluOp::create(b, loc, hidden, act == Activation::gelu_tanh);
+  }
   double p = getDropout().convertToDouble();
   if (p > 0.0) {
     activated = DropoutOp::create(b, loc, activated, getSeed(),
@@ -523,7 +556,7 @@ AttentionOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
   auto grad = AttentionGradOp::create(
       b, getLoc(), resultGrads[0], getQuery(), getKey(), getValue(),
       getResult(), getKeyPaddingMask(), getSeed(), getNumHeadsAttr(),
-      getCausalAttr(), getDropoutAttr(), getStreamAttr());
+      getCausalAttr(), getDropoutAttr(), getStreamAttr(), getNumKvHeadsAttr());
   operandGrads.append(
       {grad.getQueryGrad(), grad.getKeyGrad(), grad.getValueGrad()});
   if (getKeyPaddingMask()) {
@@ -558,12 +591,13 @@ MultiHeadAttentionOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
   Value v = LinearOp::create(b, loc, getKeyValue(), getWv(), getBv());
   Value o = AttentionOp::create(b, loc, q, k, v, getKeyPaddingMask(), getSeed(),
                                 /*offset=*/Value(), getNumHeadsAttr(),
-                                getCausalAttr(),
-                                getDropoutAttr(), getStreamAttr());
+                                getCausalAttr(), getDropoutAttr(),
+                                getStreamAttr(), /*num_kv_heads=*/nullptr);
   LinearGrads out = linearGrads(b, loc, resultGrads[0], o, getWo(), biases);
   auto core = AttentionGradOp::create(
       b, loc, out.input, q, k, v, o, getKeyPaddingMask(), getSeed(),
-      getNumHeadsAttr(), getCausalAttr(), getDropoutAttr(), getStreamAttr());
+      getNumHeadsAttr(), getCausalAttr(), getDropoutAttr(), getStreamAttr(),
+      /*num_kv_heads=*/nullptr);
   LinearGrads gq =
       linearGrads(b, loc, core.getQueryGrad(), getQuery(), getWq(), biases);
   LinearGrads gk =

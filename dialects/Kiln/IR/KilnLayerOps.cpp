@@ -1,7 +1,8 @@
 //===- KilnLayerOps.cpp - Type inference and verifiers of the layers ------===//
 //
 // The building blocks of a transformer and its linear algebra: kiln.embedding,
-// kiln.pe, kiln.layernorm, kiln.ffn, kiln.linear and kiln.matmul.
+// kiln.pe, kiln.layernorm, kiln.rms_norm, kiln.rotary, kiln.ffn, kiln.linear
+// and kiln.matmul.
 //
 //===----------------------------------------------------------------------===//
 
@@ -129,6 +130,73 @@ LogicalResult LayerNormOp::verify() {
   if (getMode() == NormMode::std_eps && dim == 1) {
     return emitOpError("expects at least 2 features for the unbiased "
                        "standard deviation of mode std_eps, got 1");
+  }
+  return verifySameFloatElements(*this);
+}
+
+//===----------------------------------------------------------------------===//
+// RmsNormOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult RmsNormOp::inferReturnTypes(MLIRContext *,
+                                          std::optional<Location> loc,
+                                          Adaptor adaptor,
+                                          SmallVectorImpl<Type> &inferred) {
+  return inferSameAsInput(loc, adaptor.getInput(), inferred);
+}
+
+LogicalResult RmsNormOp::verify() {
+  auto input = tensorType(getInput());
+  if (input.getRank() < 1) {
+    return emitOpError("expects 'input' to have rank >= 1, got ")
+           << shapeOf(input);
+  }
+  if (failed(verifyVector(*this, getWeight(), "weight",
+                          input.getDimSize(input.getRank() - 1), "dim"))) {
+    return failure();
+  }
+  double eps = getEps().convertToDouble();
+  if (!(eps >= 0.0) || !std::isfinite(eps)) {
+    return emitOpError("expects 'eps' to be finite and >= 0, got ") << eps;
+  }
+  return verifySameFloatElements(*this);
+}
+
+//===----------------------------------------------------------------------===//
+// RotaryOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult RotaryOp::inferReturnTypes(MLIRContext *,
+                                         std::optional<Location> loc,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &inferred) {
+  return inferSameAsInput(loc, adaptor.getInput(), inferred);
+}
+
+LogicalResult RotaryOp::verify() {
+  auto input = tensorType(getInput());
+  if (input.getRank() < 2) {
+    return emitOpError("expects 'input' to be [..., T, D] (rank >= 2), got ")
+           << shapeOf(input);
+  }
+  int64_t headDim = int64_t(getHeadDim());
+  if (headDim <= 0 || headDim % 2 != 0) {
+    return emitOpError("expects 'head_dim' to be positive and even, got ")
+           << headDim;
+  }
+  int64_t dim = input.getDimSize(input.getRank() - 1);
+  if (ShapedType::isDynamic(dim)) {
+    return emitOpError("expects a static last dimension (the heads' width), "
+                       "got ")
+           << shapeOf(input);
+  }
+  if (dim % headDim != 0) {
+    return emitOpError("expects 'head_dim' (")
+           << headDim << ") to divide the last dimension (" << dim << ")";
+  }
+  double theta = getTheta().convertToDouble();
+  if (!(theta > 0.0) || !std::isfinite(theta)) {
+    return emitOpError("expects 'theta' to be finite and > 0, got ") << theta;
   }
   return verifySameFloatElements(*this);
 }

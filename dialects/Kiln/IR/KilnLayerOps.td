@@ -104,6 +104,81 @@ def Kiln_LayerNormOp : Kiln_Op<"layernorm", [Pure, InferTypeOpAdaptor, DeclareOp
   let hasVerifier = 1;
 }
 
+def Kiln_RmsNormOp : Kiln_Op<"rms_norm", [Pure, InferTypeOpAdaptor, DeclareOpInterfaceMethods<Kiln_GradientOpInterface>]> {
+  let summary = "root-mean-square normalization over the last dimension";
+  let description = [{
+    Scales every vector along the last dimension of `input` (`[..., D]`) by
+    the reciprocal of its root mean square and multiplies by `weight` (`[D]`):
+
+    ```
+    result = input * rsqrt(mean(input²) + eps) * weight
+    ```
+
+    as Hugging Face's `LlamaRMSNorm` and `torch.nn.RMSNorm` compute it (no
+    mean is subtracted, no bias). The statistics are computed in f32.
+
+    ```mlir
+    %y = kiln.rms_norm %x, %w {eps = 1.0e-06 : f64}
+        : (tensor<?x?x768xf32>, tensor<768xf32>) -> tensor<?x?x768xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_FloatTensor:$input, Kiln_FloatTensor:$weight,
+                       DefaultValuedAttr<F64Attr, "1e-6">:$eps);
+  let results = (outs Kiln_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $weight attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Kiln_RotaryOp
+    : Kiln_Op<"rotary", [Pure, InferTypeOpAdaptor,
+                         DeclareOpInterfaceMethods<Kiln_GradientOpInterface>]> {
+  let summary = "rotary position embedding (RoPE) of projected heads";
+  let description = [{
+    Rotates the query or key heads of `input` (`[..., T, D]`, the heads of
+    width `head_dim` side by side along `D`, as a projection writes them) by
+    their position: position `t` of the sequence (the second-to-last
+    dimension) is `offset + t` (`offset` an i64, default 0: the first new
+    position of a cached decoder). In each head, features `a` and `b` of
+    pair `i` (`0 <= i < head_dim / 2`) turn by the angle
+    `p · theta^(-2i / head_dim)`:
+
+    ```
+    out_a = x_a·cos(angle) - x_b·sin(angle)
+    out_b = x_b·cos(angle) + x_a·sin(angle)
+    ```
+
+    - `style = half` (the default, Hugging Face Llama's `rotate_half`):
+      `a = i`, `b = i + head_dim / 2`.
+    - `style = interleaved` (the RoFormer paper, GPT-J, Meta's original
+      Llama code): `a = 2i`, `b = 2i + 1`.
+
+    `head_dim` must be even and divide `D`; it need not be a multiple of
+    the vector width. `inverse` turns by the negated angle (the rotation's
+    transpose, which is its gradient). The angles are computed once per
+    position and pair, in f32 as Hugging Face computes them.
+
+    ```mlir
+    %q1 = kiln.rotary %q {head_dim = 64 : i64, theta = 1.0e+04 : f64}
+        : (tensor<?x?x512xf32>) -> tensor<?x?x512xf32>
+    %k1 = kiln.rotary %k offset %pos {head_dim = 64 : i64, style = #kiln<rotary_style interleaved>}
+        : (tensor<?x1x256xf32>, i64) -> tensor<?x1x256xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_FloatTensor:$input, Optional<Kiln_Offset>:$offset,
+                       I64Attr:$head_dim,
+                       DefaultValuedAttr<F64Attr, "10000.0">:$theta,
+                       DefaultValuedAttr<Kiln_RotaryStyleAttr,
+                                         "RotaryStyle::half">:$style,
+                       UnitAttr:$inverse);
+  let results = (outs Kiln_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input (`offset` $offset^)? attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 def Kiln_FeedForwardOp
     : Kiln_Op<"ffn", [Pure, InferTypeOpAdaptor, AttrSizedOperandSegments,
                       DeclareOpInterfaceMethods<Kiln_GradientOpInterface>]> {

@@ -244,3 +244,45 @@ func.func @cached(%q: tensor<?x?x128xf32>, %new: tensor<?x?x128xf32>, %cache: te
       : (tensor<?x?x128xf32>, tensor<?x256x128xf32>, tensor<?x256x128xf32>, i64) -> tensor<?x?x128xf32>
   return %o, %k : tensor<?x?x128xf32>, tensor<?x256x128xf32>
 }
+
+// -----
+
+// Grouped-query attention, 4 query heads over 2 key/value heads of 32. On
+// whole scores, the key/value heads are repeated for their groups
+// ([B, T, 2, 2, 32] folded to 4 heads, Hugging Face's repeat_kv); block by
+// block, no copy: query head h reads key/value head h / 2 in place.
+// CHECK-LABEL: func.func @grouped_query(
+// CHECK:         tensor.expand_shape %arg1 {{\[\[}}0], [1], [2, 3]]{{.*}} : tensor<?x?x64xf32> into tensor<?x?x2x32xf32>
+// CHECK:         %[[REP:.+]] = linalg.generic {{.*}} ins(%{{.+}} : tensor<?x?x2x32xf32>) outs(%{{.+}} : tensor<?x?x2x2x32xf32>)
+// CHECK:         tensor.collapse_shape %[[REP]] {{\[\[}}0], [1], [2, 3], [4]] : tensor<?x?x2x2x32xf32> into tensor<?x?x4x32xf32>
+// BLOCKS-LABEL: func.func @grouped_query(
+// BLOCKS-NOT:     tensor<?x?x2x2x32xf32>
+// BLOCKS:         scf.forall (%{{.+}}, %[[H:.+]], %{{.+}}) in
+// BLOCKS:         %[[KVH:.+]] = arith.divui %[[H]], %c2 : index
+// BLOCKS:         tensor.extract_slice %{{.+}}[%{{.+}}, %[[KVH]], 0, %{{.+}}] [1, 1, 32, %{{.+}}]
+func.func @grouped_query(%q: tensor<?x?x128xf32>, %k: tensor<?x?x64xf32>)
+    -> tensor<?x?x128xf32> {
+  %o = kiln.attention %q, %k, %k {num_heads = 4 : i64, num_kv_heads = 2 : i64, causal}
+      : (tensor<?x?x128xf32>, tensor<?x?x64xf32>, tensor<?x?x64xf32>) -> tensor<?x?x128xf32>
+  return %o : tensor<?x?x128xf32>
+}
+
+// -----
+
+// Its gradient: each query head's dK and dV, summed over its group into the
+// key/value heads (a reduction over the group axis), in both forms.
+// CHECK-LABEL: func.func @grouped_query_grad(
+// CHECK:         tensor.expand_shape %{{.+}} {{\[\[}}0], [1], [2, 3], [4]]{{.*}} : tensor<?x?x4x32xf32> into tensor<?x?x2x2x32xf32>
+// CHECK:         linalg.generic {{.*}}iterator_types = ["parallel", "parallel", "parallel", "reduction", "parallel"]{{.*}} ins(%{{.+}} : tensor<?x?x2x2x32xf32>) outs(%{{.+}} : tensor<?x?x2x32xf32>)
+// BLOCKS-LABEL: func.func @grouped_query_grad(
+// BLOCKS:         scf.forall
+// BLOCKS:         arith.divui
+// BLOCKS:         tensor.expand_shape %{{.+}} {{\[\[}}0], [1], [2, 3], [4]]{{.*}} : tensor<?x?x4x32xf32> into tensor<?x?x2x2x32xf32>
+// BLOCKS:         iterator_types = ["parallel", "parallel", "parallel", "reduction", "parallel"]
+func.func @grouped_query_grad(%g: tensor<?x?x128xf32>, %q: tensor<?x?x128xf32>, %k: tensor<?x?x64xf32>)
+    -> (tensor<?x?x128xf32>, tensor<?x?x64xf32>) {
+  %r:3 = kiln.attention_grad %g, %q, %k, %k output %g {num_heads = 4 : i64, num_kv_heads = 2 : i64, causal}
+      : (tensor<?x?x128xf32>, tensor<?x?x128xf32>, tensor<?x?x64xf32>, tensor<?x?x64xf32>, tensor<?x?x128xf32>)
+      -> (tensor<?x?x128xf32>, tensor<?x?x64xf32>, tensor<?x?x64xf32>)
+  return %r#0, %r#1 : tensor<?x?x128xf32>, tensor<?x?x64xf32>
+}

@@ -85,3 +85,19 @@ func.func @abs(%x: tensor<?x8xf32>) -> tensor<?x8xf32> {
   %0 = kiln.abs %x : (tensor<?x8xf32>) -> tensor<?x8xf32>
   return %0 : tensor<?x8xf32>
 }
+
+// -----
+
+// SiLU is x / (1 + exp(-x)); with kiln.mul it is SwiGLU's gate.
+// CHECK-LABEL: func.func @silu
+// CHECK: linalg.generic
+// CHECK: ^bb0(%[[IN:.+]]: f32, %{{.+}}: f32)
+// CHECK: %[[N:.+]] = arith.negf %[[IN]] : f32
+// CHECK: %[[E:.+]] = math.exp %[[N]] : f32
+// CHECK: %[[D:.+]] = arith.addf %{{.+}}, %[[E]] : f32
+// CHECK: %[[S:.+]] = arith.divf %[[IN]], %[[D]] : f32
+// CHECK: linalg.yield %[[S]]
+func.func @silu(%x: tensor<?x8xf32>) -> tensor<?x8xf32> {
+  %0 = kiln.silu %x : (tensor<?x8xf32>) -> tensor<?x8xf32>
+  return %0 : tensor<?x8xf32>
+}

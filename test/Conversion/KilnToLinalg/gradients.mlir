@@ -49,6 +49,40 @@ func.func @layernorm_grad(%g: tensor<?x8xf32>, %x: tensor<?x8xf32>, %gamma: tens
 
 // -----
 
+// The RMS norm gradient: the row scale, the row sums of g·w·x, one
+// elementwise loop for dx and a column sum for dw.
+// CHECK-LABEL: func.func @rms_norm_grad
+// CHECK: math.rsqrt
+// CHECK: linalg.generic {{.*}}iterator_types = ["parallel", "reduction"]
+// CHECK: linalg.generic {{.*}}iterator_types = ["parallel", "parallel"]
+// CHECK: arith.subf
+// CHECK: linalg.generic {{.*}}iterator_types = ["parallel", "parallel"]
+// CHECK: iterator_types = ["reduction", "parallel"]
+// CHECK-NOT: linalg.generic
+// CHECK: return
+func.func @rms_norm_grad(%g: tensor<?x8xf32>, %x: tensor<?x8xf32>, %w: tensor<8xf32>)
+    -> (tensor<?x8xf32>, tensor<8xf32>) {
+  %0:2 = kiln.rms_norm_grad %g, %x, %w : (tensor<?x8xf32>, tensor<?x8xf32>, tensor<8xf32>)
+      -> (tensor<?x8xf32>, tensor<8xf32>)
+  return %0#0, %0#1 : tensor<?x8xf32>, tensor<8xf32>
+}
+
+// -----
+
+// SiLU's derivative σ·(1 + x·(1 - σ)).
+// CHECK-LABEL: func.func @silu_grad
+// CHECK: arith.negf
+// CHECK: math.exp
+// CHECK: arith.divf
+// CHECK: arith.subf
+// CHECK: arith.mulf
+func.func @silu_grad(%g: tensor<?x4xf32>, %x: tensor<?x4xf32>) -> tensor<?x4xf32> {
+  %0 = kiln.activation_grad silu %g, %x : (tensor<?x4xf32>, tensor<?x4xf32>) -> tensor<?x4xf32>
+  return %0 : tensor<?x4xf32>
+}
+
+// -----
+
 // The cross-entropy gradient: log-sum-exp per row, the count of positions
 // not ignored, then softmax - smoothed one-hot, scaled, zero where ignored.
 // CHECK-LABEL: func.func @loss_grad

@@ -1,6 +1,6 @@
 // Transformer building blocks lower to a few fused linalg loops (Layers.cpp):
-// embedding, positional encoding, layer norm, linear, matmul, feed-forward,
-// dropout.
+// embedding, positional encoding, layer norm, RMS norm, rotary embedding,
+// linear, matmul, feed-forward, dropout.
 // RUN: kiln-opt %s -convert-kiln-to-linalg -split-input-file | FileCheck %s
 
 // Embedding: a gather whose row index is clamped into the table.
@@ -71,6 +71,74 @@ func.func @layernorm(%x: tensor<?x8xf32>, %g: tensor<8xf32>, %b: tensor<8xf32>) 
 func.func @layernorm_std_eps(%x: tensor<?x8xf32>, %g: tensor<8xf32>, %b: tensor<8xf32>) -> tensor<?x8xf32> {
   %0 = kiln.layernorm %x, %g, %b {mode = #kiln<norm_mode std_eps>} : (tensor<?x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<?x8xf32>
   return %0 : tensor<?x8xf32>
+}
+
+// -----
+
+// RMS norm: the sum of squares per row, rsqrt(mean + eps), then one
+// elementwise loop x·r·w; no mean is subtracted.
+// CHECK-LABEL: func.func @rms_norm
+// CHECK: linalg.generic {{.*}}iterator_types = ["parallel", "parallel", "reduction"]
+// CHECK: arith.mulf
+// CHECK: arith.addf
+// CHECK: arith.divf
+// CHECK: math.rsqrt
+// CHECK: linalg.generic {{.*}}iterator_types = ["parallel", "parallel", "parallel"]
+// CHECK-NOT: arith.subf
+// CHECK-NOT: linalg.generic
+// CHECK: return
+func.func @rms_norm(%x: tensor<?x?x8xf32>, %w: tensor<8xf32>) -> tensor<?x?x8xf32> {
+  %0 = kiln.rms_norm %x, %w : (tensor<?x?x8xf32>, tensor<8xf32>) -> tensor<?x?x8xf32>
+  return %0 : tensor<?x?x8xf32>
+}
+
+// -----
+
+// Rotary: the inverse frequencies theta^(-2i/hd) as a constant, cos and sin
+// tables of [T, hd/2] at positions offset + t, then one loop that reads each
+// element's partner (i + hd/2 in the half style) and the tables.
+// CHECK-LABEL: func.func @rotary
+// CHECK-SAME: %[[X:[a-z0-9_]+]]: tensor<?x?x12xf32>
+// CHECK: %[[F:.+]] = arith.constant dense<[1.000000e+00, 0.0464158{{[0-9]+}}, 0.00215443{{[0-9]+}}]> : tensor<3xf32>
+// CHECK: %[[COS:.+]] = linalg.generic {{.*}} ins(%[[F]] : tensor<3xf32>) outs(%{{.+}} : tensor<?x3xf32>)
+// CHECK: math.cos
+// CHECK: %[[SIN:.+]] = linalg.generic {{.*}} ins(%[[F]] : tensor<3xf32>) outs(%{{.+}} : tensor<?x3xf32>)
+// CHECK: math.sin
+// CHECK-NOT: arith.negf
+// CHECK: linalg.generic {{.*}} ins(%[[X]] : tensor<?x?x12xf32>)
+// CHECK: arith.remui %{{.+}}, %c6
+// CHECK: arith.cmpi ult, %{{.+}}, %c3
+// CHECK: tensor.extract %[[X]]
+// CHECK: tensor.extract %[[COS]]
+// CHECK: tensor.extract %[[SIN]]
+// CHECK: arith.negf
+// CHECK-NOT: linalg.generic
+// CHECK: return
+func.func @rotary(%x: tensor<?x?x12xf32>) -> tensor<?x?x12xf32> {
+  %0 = kiln.rotary %x {head_dim = 6 : i64} : (tensor<?x?x12xf32>) -> tensor<?x?x12xf32>
+  return %0 : tensor<?x?x12xf32>
+}
+
+// -----
+
+// The interleaved style pairs 2i with 2i + 1; the inverse negates the sines;
+// the offset shifts the positions.
+// CHECK-LABEL: func.func @rotary_interleaved_inverse
+// CHECK-SAME: %[[POS:[a-z0-9_]+]]: i64
+// CHECK: %[[OFF:.+]] = arith.index_cast %[[POS]] : i64 to index
+// CHECK: linalg.generic
+// CHECK: arith.addi %{{.+}}, %[[OFF]]
+// CHECK: math.cos
+// CHECK: linalg.generic
+// CHECK: math.sin
+// CHECK: arith.negf
+// CHECK: linalg.generic
+// CHECK: arith.andi %{{.+}}, %c1
+// CHECK: arith.shrui %{{.+}}, %c1
+func.func @rotary_interleaved_inverse(%x: tensor<2x5x8xf32>, %pos: i64) -> tensor<2x5x8xf32> {
+  %0 = kiln.rotary %x offset %pos {head_dim = 4 : i64, style = #kiln<rotary_style interleaved>, inverse}
+      : (tensor<2x5x8xf32>, i64) -> tensor<2x5x8xf32>
+  return %0 : tensor<2x5x8xf32>
 }
 
 // -----

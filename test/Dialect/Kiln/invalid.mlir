@@ -147,6 +147,96 @@ func.func @layernorm_eps(%x: tensor<?x8xf32>, %g: tensor<8xf32>) {
 
 // -----
 
+// An RMS norm weight of the wrong width.
+func.func @rms_norm_weight(%x: tensor<?x8xf32>, %w: tensor<6xf32>) {
+  // expected-error @+1 {{'kiln.rms_norm' op expects 'weight' to be [dim] = [8], got [6]}}
+  %0 = kiln.rms_norm %x, %w : (tensor<?x8xf32>, tensor<6xf32>) -> tensor<?x8xf32>
+  return
+}
+
+// -----
+
+// RMS norm of a scalar.
+func.func @rms_norm_rank(%x: tensor<f32>, %w: tensor<1xf32>) {
+  // expected-error @+1 {{'kiln.rms_norm' op expects 'input' to have rank >= 1, got []}}
+  %0 = kiln.rms_norm %x, %w : (tensor<f32>, tensor<1xf32>) -> tensor<f32>
+  return
+}
+
+// -----
+
+// A NaN eps.
+func.func @rms_norm_eps(%x: tensor<?x8xf32>, %w: tensor<8xf32>) {
+  // expected-error @+1 {{'kiln.rms_norm' op expects 'eps' to be finite and >= 0, got nan}}
+  %0 = kiln.rms_norm %x, %w {eps = 0x7FF8000000000000 : f64} : (tensor<?x8xf32>, tensor<8xf32>) -> tensor<?x8xf32>
+  return
+}
+
+// -----
+
+// An RMS norm gradient whose weight does not match.
+func.func @rms_norm_grad_weight(%g: tensor<4x8xf32>, %x: tensor<4x8xf32>, %w: tensor<7xf32>) {
+  // expected-error @+1 {{'kiln.rms_norm_grad' op expects 'weight' to be [dim] = [8], got [7]}}
+  %0:2 = kiln.rms_norm_grad %g, %x, %w : (tensor<4x8xf32>, tensor<4x8xf32>, tensor<7xf32>) -> (tensor<4x8xf32>, tensor<7xf32>)
+  return
+}
+
+// -----
+
+// A rotary head of odd width has a feature without a partner.
+func.func @rotary_odd_head(%x: tensor<?x?x12xf32>) {
+  // expected-error @+1 {{'kiln.rotary' op expects 'head_dim' to be positive and even, got 3}}
+  %0 = kiln.rotary %x {head_dim = 3 : i64} : (tensor<?x?x12xf32>) -> tensor<?x?x12xf32>
+  return
+}
+
+// -----
+
+// A negative head width (an i64 attribute written as such).
+func.func @rotary_negative_head(%x: tensor<?x?x12xf32>) {
+  // expected-error @+1 {{'kiln.rotary' op expects 'head_dim' to be positive and even, got -4}}
+  %0 = kiln.rotary %x {head_dim = -4 : i64} : (tensor<?x?x12xf32>) -> tensor<?x?x12xf32>
+  return
+}
+
+// -----
+
+// Heads that do not tile the width.
+func.func @rotary_head_divides(%x: tensor<?x?x12xf32>) {
+  // expected-error @+1 {{'kiln.rotary' op expects 'head_dim' (8) to divide the last dimension (12)}}
+  %0 = kiln.rotary %x {head_dim = 8 : i64} : (tensor<?x?x12xf32>) -> tensor<?x?x12xf32>
+  return
+}
+
+// -----
+
+// The width of the heads must be known.
+func.func @rotary_dynamic_width(%x: tensor<?x?x?xf32>) {
+  // expected-error @+1 {{'kiln.rotary' op expects a static last dimension (the heads' width), got [?, ?, ?]}}
+  %0 = kiln.rotary %x {head_dim = 4 : i64} : (tensor<?x?x?xf32>) -> tensor<?x?x?xf32>
+  return
+}
+
+// -----
+
+// No sequence dimension.
+func.func @rotary_rank(%x: tensor<8xf32>) {
+  // expected-error @+1 {{'kiln.rotary' op expects 'input' to be [..., T, D] (rank >= 2), got [8]}}
+  %0 = kiln.rotary %x {head_dim = 4 : i64} : (tensor<8xf32>) -> tensor<8xf32>
+  return
+}
+
+// -----
+
+// theta must be a positive base.
+func.func @rotary_theta(%x: tensor<?x?x8xf32>) {
+  // expected-error @+1 {{'kiln.rotary' op expects 'theta' to be finite and > 0, got 0.000000e+00}}
+  %0 = kiln.rotary %x {head_dim = 4 : i64, theta = 0.0 : f64} : (tensor<?x?x8xf32>) -> tensor<?x?x8xf32>
+  return
+}
+
+// -----
+
 // The unbiased standard deviation of one feature is undefined.
 func.func @layernorm_std_eps_one_feature(%x: tensor<?x1xf32>, %g: tensor<1xf32>) {
   // expected-error @+1 {{'kiln.layernorm' op expects at least 2 features for the unbiased standard deviation of mode std_eps, got 1}}
@@ -1243,5 +1333,36 @@ func.func @reuse_without_minimum(%a: memref<4x4xf32>, %b: memref<4x4xf32>, %c: m
   // expected-error @+2 {{expects 'reuse' loops with a 'min_reuse' > 0}}
   // expected-error @+1 {{failed to parse Kiln_CpuTilesAttr parameter 'packs'}}
   linalg.matmul {kiln.cpu_tiles = #kiln.cpu_tiles<tile = [2, 4, 1], threads = [0], packs = [#kiln.cpu_pack<operand = 1, dims = [2, 1], reuse = [0]>]>} ins(%a, %b : memref<4x4xf32>, memref<4x4xf32>) outs(%c : memref<4x4xf32>)
+  return
+}
+
+// -----
+
+// Key/value heads that do not group the query heads.
+func.func @attention_kv_heads_divide(%q: tensor<?x?x12xf32>, %k: tensor<?x?x3xf32>) {
+  // expected-error @+1 {{'kiln.attention' op expects 'num_kv_heads' (3) to divide 'num_heads' (4)}}
+  %0 = kiln.attention %q, %k, %k {num_heads = 4 : i64, num_kv_heads = 3 : i64}
+      : (tensor<?x?x12xf32>, tensor<?x?x3xf32>, tensor<?x?x3xf32>) -> tensor<?x?x12xf32>
+  return
+}
+
+// -----
+
+// Zero key/value heads.
+func.func @attention_kv_heads_zero(%q: tensor<?x?x12xf32>, %k: tensor<?x?x3xf32>) {
+  // expected-error @+1 {{'kiln.attention' op expects 'num_kv_heads' (0) to divide 'num_heads' (4)}}
+  %0 = kiln.attention %q, %k, %k {num_heads = 4 : i64, num_kv_heads = 0 : i64}
+      : (tensor<?x?x12xf32>, tensor<?x?x3xf32>, tensor<?x?x3xf32>) -> tensor<?x?x12xf32>
+  return
+}
+
+// -----
+
+// Keys as wide as the queries, but two key/value heads of width 3 declared.
+func.func @attention_kv_width(%q: tensor<?x?x12xf32>, %k: tensor<?x?x12xf32>) {
+  // expected-error @+1 {{'kiln.attention_grad' op expects 'key' [?, ?, 12] to match the batch of 'query' [?, ?, 12] and have 2 heads of width 3 (6)}}
+  %0:3 = kiln.attention_grad %q, %q, %k, %k {num_heads = 4 : i64, num_kv_heads = 2 : i64}
+      : (tensor<?x?x12xf32>, tensor<?x?x12xf32>, tensor<?x?x12xf32>, tensor<?x?x12xf32>)
+      -> (tensor<?x?x12xf32>, tensor<?x?x12xf32>, tensor<?x?x12xf32>)
   return
 }

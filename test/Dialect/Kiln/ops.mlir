@@ -41,6 +41,36 @@ func.func @layernorm(%x: tensor<?x?x8xf32>, %g: tensor<8xf32>, %b: tensor<8xf32>
   return %0, %1 : tensor<?x?x8xf32>, tensor<?x?x8xf32>
 }
 
+// RMS norm with the default eps (elided) and another.
+// CHECK-LABEL: func.func @rms_norm
+func.func @rms_norm(%x: tensor<?x?x8xf32>, %w: tensor<8xf32>)
+    -> (tensor<?x?x8xf32>, tensor<?x?x8xf32>) {
+  // CHECK: kiln.rms_norm %{{.*}}, %{{.*}} : (tensor<?x?x8xf32>, tensor<8xf32>) -> tensor<?x?x8xf32>
+  %0 = kiln.rms_norm %x, %w : (tensor<?x?x8xf32>, tensor<8xf32>) -> tensor<?x?x8xf32>
+  // CHECK: kiln.rms_norm %{{.*}}, %{{.*}} {eps = 1.000000e-05 : f64}
+  %1 = kiln.rms_norm %x, %w {eps = 1.0e-5 : f64} : (tensor<?x?x8xf32>, tensor<8xf32>) -> tensor<?x?x8xf32>
+  return %0, %1 : tensor<?x?x8xf32>, tensor<?x?x8xf32>
+}
+
+// Rotary embeddings: both styles, an offset, the inverse rotation.
+// CHECK-LABEL: func.func @rotary
+func.func @rotary(%x: tensor<?x?x12xf32>, %pos: i64)
+    -> (tensor<?x?x12xf32>, tensor<?x?x12xf32>) {
+  // CHECK: kiln.rotary %{{.*}} {head_dim = 6 : i64} : (tensor<?x?x12xf32>) -> tensor<?x?x12xf32>
+  %0 = kiln.rotary %x {head_dim = 6 : i64} : (tensor<?x?x12xf32>) -> tensor<?x?x12xf32>
+  // CHECK: kiln.rotary %{{.*}} offset %{{.*}} {head_dim = 4 : i64, inverse, style = #kiln<rotary_style interleaved>, theta = 5.000000e+05 : f64} : (tensor<?x?x12xf32>, i64) -> tensor<?x?x12xf32>
+  %1 = kiln.rotary %x offset %pos {head_dim = 4 : i64, theta = 5.0e5 : f64, style = #kiln<rotary_style interleaved>, inverse}
+      : (tensor<?x?x12xf32>, i64) -> tensor<?x?x12xf32>
+  return %0, %1 : tensor<?x?x12xf32>, tensor<?x?x12xf32>
+}
+
+// CHECK-LABEL: func.func @silu
+func.func @silu(%x: tensor<?x5xf32>) -> tensor<?x5xf32> {
+  // CHECK: kiln.silu %{{.*}} : (tensor<?x5xf32>) -> tensor<?x5xf32>
+  %0 = kiln.silu %x : (tensor<?x5xf32>) -> tensor<?x5xf32>
+  return %0 : tensor<?x5xf32>
+}
+
 // Self-attention with every option, and cross-attention with a different
 // key length and width.
 // CHECK-LABEL: func.func @mha
@@ -200,6 +230,33 @@ func.func @backward(%g: tensor<?x?x8xf32>, %x: tensor<?x?x8xf32>, %ids: tensor<?
   %3 = kiln.loss_grad %x, %t, %dl {from_logits, ignore_index = 0 : i64}
       : (tensor<?x?x8xf32>, tensor<?x?xi64>, tensor<f32>) -> tensor<?x?x8xf32>
   return %0, %1, %2#0, %2#1, %3 : tensor<10x8xf32>, tensor<?x?x8xf32>, tensor<?x?x8xf32>, tensor<8xf32>, tensor<?x?x8xf32>
+}
+
+// The backward ops of the Llama blocks.
+// CHECK-LABEL: func.func @backward_llama
+func.func @backward_llama(%g: tensor<?x?x8xf32>, %x: tensor<?x?x8xf32>, %w: tensor<8xf32>)
+    -> (tensor<?x?x8xf32>, tensor<?x?x8xf32>, tensor<8xf32>) {
+  // CHECK: kiln.activation_grad silu %{{.*}}, %{{.*}} : (tensor<?x?x8xf32>, tensor<?x?x8xf32>) -> tensor<?x?x8xf32>
+  %0 = kiln.activation_grad silu %g, %x : (tensor<?x?x8xf32>, tensor<?x?x8xf32>) -> tensor<?x?x8xf32>
+  // CHECK: kiln.rms_norm_grad %{{.*}}, %{{.*}}, %{{.*}} {eps = 1.000000e-05 : f64} : (tensor<?x?x8xf32>, tensor<?x?x8xf32>, tensor<8xf32>) -> (tensor<?x?x8xf32>, tensor<8xf32>)
+  %1:2 = kiln.rms_norm_grad %g, %x, %w {eps = 1.0e-5 : f64}
+      : (tensor<?x?x8xf32>, tensor<?x?x8xf32>, tensor<8xf32>) -> (tensor<?x?x8xf32>, tensor<8xf32>)
+  return %0, %1#0, %1#1 : tensor<?x?x8xf32>, tensor<?x?x8xf32>, tensor<8xf32>
+}
+
+// Grouped-query attention: 4 query heads of width 2 over 2 key/value heads,
+// and its gradient.
+// CHECK-LABEL: func.func @attention_gqa
+func.func @attention_gqa(%q: tensor<?x?x8xf32>, %k: tensor<?x?x4xf32>)
+    -> (tensor<?x?x8xf32>, tensor<?x?x4xf32>) {
+  // CHECK: kiln.attention %{{.*}}, %{{.*}}, %{{.*}} {causal, num_heads = 4 : i64, num_kv_heads = 2 : i64} : (tensor<?x?x8xf32>, tensor<?x?x4xf32>, tensor<?x?x4xf32>) -> tensor<?x?x8xf32>
+  %0 = kiln.attention %q, %k, %k {num_heads = 4 : i64, num_kv_heads = 2 : i64, causal}
+      : (tensor<?x?x8xf32>, tensor<?x?x4xf32>, tensor<?x?x4xf32>) -> tensor<?x?x8xf32>
+  // CHECK: kiln.attention_grad {{.*}} {num_heads = 4 : i64, num_kv_heads = 2 : i64}
+  %1:3 = kiln.attention_grad %q, %q, %k, %k {num_heads = 4 : i64, num_kv_heads = 2 : i64}
+      : (tensor<?x?x8xf32>, tensor<?x?x8xf32>, tensor<?x?x4xf32>, tensor<?x?x4xf32>)
+      -> (tensor<?x?x8xf32>, tensor<?x?x4xf32>, tensor<?x?x4xf32>)
+  return %0, %1#1 : tensor<?x?x8xf32>, tensor<?x?x4xf32>
 }
 
 // The attention core and its fused backward op.

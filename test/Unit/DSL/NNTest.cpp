@@ -186,6 +186,34 @@ TEST_F(DslNNTest, FeedForwardActivations) {
               -1 / std::sqrt(128.0), 1 / std::sqrt(128.0));
 }
 
+TEST_F(DslNNTest, RMSNormAndSwiGLU) {
+  nn::RMSNorm norm(graph, "input_layernorm", {.dim = 32, .eps = 1e-5});
+  nn::FeedForward mlp(graph, "mlp",
+                      {.dModel = 32,
+                       .dFF = 88,
+                       .activation = Activation::silu,
+                       .gated = true,
+                       .bias = false});
+  Var y = mlp(norm(activations(32)));
+  EXPECT_EQ(y.shape(), (Shape{kDyn, kDyn, 32}));
+  finish(y);
+  EXPECT_EQ(paramNames(), (std::vector<std::string>{
+                              "input_layernorm.weight", "mlp.gate_proj.weight",
+                              "mlp.up_proj.weight", "mlp.down_proj.weight"}));
+  expectParam("input_layernorm.weight", {32}, Init::Kind::ones);
+  expectParam("mlp.gate_proj.weight", {88, 32}, Init::Kind::uniform,
+              -1 / std::sqrt(32.0), 1 / std::sqrt(32.0));
+  expectParam("mlp.down_proj.weight", {32, 88}, Init::Kind::uniform,
+              -1 / std::sqrt(88.0), 1 / std::sqrt(88.0));
+  std::string ir = module.str();
+  EXPECT_TRUE(contains(ir, "kiln.rms_norm")) << ir;
+  EXPECT_TRUE(contains(ir, "eps = 1.000000e-05")) << ir;
+  EXPECT_EQ(count(ir, "kiln.silu"), 1) << ir;
+  EXPECT_EQ(count(ir, "kiln.mul"), 1) << ir;
+  EXPECT_EQ(count(ir, "kiln.linear"), 3) << ir;
+  EXPECT_FALSE(contains(ir, "kiln.ffn")) << ir;
+}
+
 TEST_F(DslNNTest, ResidualConnectionPlacement) {
   nn::ResidualConnection pre(graph, "pre", {.norm = {.dim = 16}});
   nn::ResidualConnection post(

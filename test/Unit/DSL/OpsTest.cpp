@@ -190,6 +190,51 @@ TEST_F(DslOpsTest, HeadsMustDivideTheModelDimension) {
       << message;
 }
 
+TEST_F(DslOpsTest, RotaryAndGroupedQueryAttention) {
+  Var q = f32("q", {kDyn, kDyn, 64});
+  Var k = f32("k", {kDyn, kDyn, 32});
+  Var pos = graph.scalarInput("pos");
+  Var qr = rotary(q, {.headDim = 16, .theta = 5e5, .offset = pos});
+  Var kr = rotary(k, {.headDim = 16, .style = RotaryStyle::interleaved});
+  Var o =
+      attention(qr, kr, k, {.numHeads = 4, .numKvHeads = 2, .causal = true});
+  EXPECT_EQ(o.shape(), (Shape{kDyn, kDyn, 64}));
+  graph.finish({o});
+  module.verify();
+  std::string ir = module.str();
+  EXPECT_EQ(count(ir, "kiln.rotary"), 2) << ir;
+  EXPECT_TRUE(contains(ir, "theta = 5.000000e+05")) << ir;
+  EXPECT_TRUE(contains(ir, "style = #kiln<rotary_style interleaved>")) << ir;
+  EXPECT_TRUE(contains(ir, "num_kv_heads = 2")) << ir;
+}
+
+TEST_F(DslOpsTest, RotaryAndGroupedQueryErrorsNameTheLine) {
+  Var q = f32("q", {kDyn, kDyn, 64});
+  int line = 0;
+  std::string message = errorOf([&] {
+    line = __LINE__ + 1;
+    rotary(q, {.headDim = 24});
+  });
+  EXPECT_TRUE(message.starts_with(at(line))) << message;
+  EXPECT_TRUE(contains(message, "'kiln.rotary' op expects 'head_dim' (24) to "
+                                "divide the last dimension (64)"))
+      << message;
+  Var k = f32("k", {kDyn, kDyn, 48});
+  message = errorOf([&] {
+    line = __LINE__ + 1;
+    attention(q, k, k, {.numHeads = 4, .numKvHeads = 2});
+  });
+  EXPECT_TRUE(message.starts_with(at(line))) << message;
+  EXPECT_TRUE(contains(message, "have 2 heads of width 16 (32)")) << message;
+  Var w = weight("w", {64, 64});
+  message = errorOf([&] {
+    multiHeadAttention(q, q, {w, w, w, w}, {.numHeads = 4, .numKvHeads = 2});
+  });
+  EXPECT_TRUE(contains(message, "'numKvHeads' (grouped-query attention) is "
+                                "for attention()"))
+      << message;
+}
+
 TEST_F(DslOpsTest, MismatchedKeyPaddingMask) {
   Var x = f32("x", {kDyn, 7, 64});
   Var w = weight("w", {64, 64});

@@ -2,11 +2,13 @@
 //
 // The building blocks through Differential.h: linear (with and without
 // bias), batched matmul (plain and with either transpose), layernorm (both
-// modes), embedding (with and without padding_idx), positional encodings
+// modes), RMS norm, rotary embeddings (both styles, forward and inverse),
+// embedding (with and without padding_idx), positional encodings
 // (sinusoidal and learned, with an offset), feed-forward blocks (each
 // activation, with and without biases), multi-head attention (causal
 // self-attention with a padding mask, cross-attention with another key
-// length and width, with biases and without) and the attention core.
+// length and width, with biases and without) and the attention core (with
+// grouped-query and multi-query heads).
 //
 // Weights are drawn as nn.Linear initializes them, uniform in
 // ±1/sqrt(fan_in), so that a dot product over 257 terms stays of order one
@@ -21,6 +23,7 @@
 #include "../Models/DoubleReference.h"
 
 #include <optional>
+#include <sstream>
 
 using namespace kiln;
 using diff::Case;
@@ -424,6 +427,125 @@ TEST(DifferentialBlocks, LayerNormStandard) { diff::run(layerNormCase(false)); }
 TEST(DifferentialBlocks, LayerNormStdEps) { diff::run(layerNormCase(true)); }
 
 //===----------------------------------------------------------------------===//
+// kiln.rms_norm
+//===----------------------------------------------------------------------===//
+
+/// x·rsqrt(mean(x²) + eps)·w per row of `d`.
+Vec rmsNormRef(const Vec &x, const Vec &w, int64_t d, double eps) {
+  Vec y(x.size());
+  for (size_t r = 0; r < x.size() / d; ++r) {
+    const double *row = x.data() + r * d;
+    double sq = 0;
+    for (int64_t i = 0; i < d; ++i) {
+      sq += row[i] * row[i];
+    }
+    double inv = 1.0 / std::sqrt(sq / double(d) + eps);
+    for (int64_t i = 0; i < d; ++i) {
+      y[r * d + i] = row[i] * inv * w[i];
+    }
+  }
+  return y;
+}
+
+Case rmsNormCase(std::optional<double> eps) {
+  Case c;
+  c.name = eps ? "rms_norm eps" : "rms_norm";
+  Operand x = param({"B", "T", "D"});
+  x.lo = -3;
+  x.hi = 3;
+  c.operands = {x, param({"D"})};
+  c.results = {{"B", "T", "D"}};
+  c.op = "kiln.rms_norm %a0, %a1";
+  if (eps) {
+    c.op += " {eps = 1.0e-2 : f64}";
+  }
+  double e = eps.value_or(1e-6);
+  c.reference = [=](const diff::Values &in, const diff::Sizes &s) {
+    return diff::Values{rmsNormRef(in[0], in[1], s.at("D"), e)};
+  };
+  c.base = {{"B", 2}, {"T", 17}, {"D", 17}};
+  c.sweep = {{"B", {1, 3}}};
+  // One feature normalizes to ±w whatever x is: as layernorm's (above), the
+  // gradient with respect to x is nearly 0 and the fp32 code returns the
+  // rounding of 1 - x²/(x² + eps), amplified by 1/|x|; D = 1 is not combined
+  // with more rows than the base has.
+  c.admits = [](const diff::Sizes &s) {
+    return s.at("D") > 1 || s.at("B") * s.at("T") <= 2 * 17;
+  };
+  return c;
+}
+
+TEST(DifferentialBlocks, RmsNorm) { diff::run(rmsNormCase(std::nullopt)); }
+
+TEST(DifferentialBlocks, RmsNormLargeEps) { diff::run(rmsNormCase(1e-2)); }
+
+//===----------------------------------------------------------------------===//
+// kiln.rotary
+//===----------------------------------------------------------------------===//
+
+/// Rotary embedding of [rows of T positions, D] with heads of `hd`; pair i of
+/// position p (offset + t) turns by p·theta^(-2i/hd), in double.
+Vec rotaryRef(const Vec &x, int64_t t, int64_t d, int64_t hd, double theta,
+              bool interleaved, int64_t offset, bool inverse) {
+  Vec y(x.size());
+  int64_t half = hd / 2;
+  for (size_t e = 0; e < x.size(); ++e) {
+    int64_t col = int64_t(e) % d, pos = (int64_t(e) / d) % t + offset;
+    size_t head = e - size_t(col % hd);
+    int64_t j = col % hd;
+    int64_t pair = interleaved ? j / 2 : j % half;
+    bool first = interleaved ? j % 2 == 0 : j < half;
+    size_t a = head + size_t(interleaved ? 2 * pair : pair);
+    size_t b = head + size_t(interleaved ? 2 * pair + 1 : pair + half);
+    double angle =
+        double(pos) * std::pow(theta, -2.0 * double(pair) / double(hd));
+    double cs = std::cos(angle), sn = std::sin(angle) * (inverse ? -1 : 1);
+    y[e] = first ? x[a] * cs - x[b] * sn : x[b] * cs + x[a] * sn;
+  }
+  return y;
+}
+
+/// [B, T, D] heads of `hd` rotated at positions 3 .. T + 2 (D static: the
+/// heads' width is an attribute), swept over `widths`.
+Case rotaryCase(bool interleaved, int64_t hd, std::vector<int64_t> widths,
+                double theta, bool inverse) {
+  const int64_t offset = 3;
+  Case c;
+  c.name = std::string("rotary ") + (interleaved ? "interleaved" : "half") +
+           (inverse ? " inverse" : "");
+  c.operands = {param({"B", "T", "D"}), scalar(offset)};
+  c.results = {{"B", "T", "D"}};
+  std::ostringstream op;
+  op << "kiln.rotary %a0 offset %a1 {head_dim = " << hd
+     << " : i64, theta = " << std::scientific << theta << " : f64"
+     << (interleaved ? ", style = #kiln<rotary_style interleaved>" : "")
+     << (inverse ? ", inverse" : "") << "}";
+  c.op = op.str();
+  c.reference = [=](const diff::Values &in, const diff::Sizes &s) {
+    return diff::Values{rotaryRef(in[0], s.at("T"), s.at("D"), hd, theta,
+                                  interleaved, offset, inverse)};
+  };
+  c.alwaysStatic = {"D"};
+  c.base = {{"B", 2}, {"T", 17}, {"D", widths[widths.size() / 2]}};
+  c.sweep = {{"B", {1, 3}}, {"D", widths}};
+  // Positions reach 259: each f32 angle is off by up to about 6.1e-5 (see
+  // PositionalEncodingSinusoidalOffset), and an output mixes two inputs of
+  // magnitude <= 1 through it: |error| <= sqrt(2)·6.1e-5.
+  c.atol = 8.7e-5;
+  return c;
+}
+
+TEST(DifferentialBlocks, RotaryHalf) {
+  // Heads of 6 (3 pairs: narrower than any vector), 1 to 11 heads.
+  diff::run(rotaryCase(false, 6, {6, 18, 66}, 10000.0, false));
+}
+
+TEST(DifferentialBlocks, RotaryInterleavedInverse) {
+  // Heads of 34 (17 pairs: across 16-lane vectors), Llama 3's theta.
+  diff::run(rotaryCase(true, 34, {34, 68}, 500000.0, true));
+}
+
+//===----------------------------------------------------------------------===//
 // kiln.embedding
 //===----------------------------------------------------------------------===//
 
@@ -555,8 +677,9 @@ Case ffnCase(const std::string &activation, bool biases) {
     int64_t rows = s.at("B") * s.at("T"), d = s.at("D"), f = s.at("F");
     Vec h = dref::linear(in[0], rows, d, in[1], f, biases ? &in[3] : nullptr);
     for (double &v : h) {
-      v = activation == "relu" ? std::max(v, 0.0)
-                               : geluRef(v, activation == "gelu_tanh");
+      v = activation == "relu"   ? std::max(v, 0.0)
+          : activation == "silu" ? v / (1.0 + std::exp(-v))
+                                 : geluRef(v, activation == "gelu_tanh");
     }
     return diff::Values{
         dref::linear(h, rows, f, in[2], d, biases ? &in[4] : nullptr)};
@@ -597,6 +720,8 @@ TEST(DifferentialBlocks, FeedForwardGeluTanhBiases) {
 TEST(DifferentialBlocks, FeedForwardGeluTanh) {
   diff::run(ffnCase("gelu_tanh", false));
 }
+
+TEST(DifferentialBlocks, FeedForwardSilu) { diff::run(ffnCase("silu", false)); }
 
 //===----------------------------------------------------------------------===//
 // kiln.mha and kiln.attention
@@ -739,6 +864,51 @@ Case attentionCase(const std::string &name, bool masked, bool causal,
 
 TEST(DifferentialBlocks, AttentionCoreCausalMask) {
   diff::run(attentionCase("attention causal mask", true, true, 2));
+}
+
+/// Grouped-query attention: queries [B, Q, D] in `heads` heads of width dh
+/// over keys and values [B, K, E] of `kvHeads` heads; widths static (the
+/// heads' are attributes), Q and K across the 64-row blocks of CPU code.
+Case gqaCase(const std::string &name, int64_t heads, int64_t kvHeads,
+             int64_t dh, bool masked, bool causal) {
+  Case c;
+  c.name = name;
+  int64_t d = heads * dh, e = kvHeads * dh;
+  c.operands = {param({"B", "Q", std::to_string(d)}),
+                param({"B", "K", std::to_string(e)}),
+                param({"B", "K", std::to_string(e)})};
+  c.op = "kiln.attention %a0, %a1, %a2";
+  if (masked) {
+    c.operands.push_back(mask({"B", "K"}));
+    c.op += " mask %a3";
+  }
+  c.op += " {num_heads = " + std::to_string(heads) +
+          " : i64, num_kv_heads = " + std::to_string(kvHeads) + " : i64" +
+          (causal ? ", causal}" : "}");
+  c.results = {{"B", "Q", std::to_string(d)}};
+  c.reference = [=](const diff::Values &in, const diff::Sizes &s) {
+    return diff::Values{dref::attention(
+        in[0], in[1], in[2], masked ? &in[3] : nullptr, s.at("B"), s.at("Q"),
+        s.at("K"), d, heads, causal, {}, kvHeads)};
+  };
+  if (causal) {
+    c.admits = [](const diff::Sizes &s) { return s.at("Q") <= s.at("K"); };
+  }
+  // (K's base is the largest query length: a static step that cannot pair
+  // a query length with a key length takes each with the other's base.)
+  c.base = {{"B", 2}, {"Q", 17}, {"K", 65}};
+  c.sweep = {{"B", {1, 3}}, {"Q", {1, 16, 17, 65}}, {"K", {17, 33, 130}}};
+  return c;
+}
+
+TEST(DifferentialBlocks, AttentionGroupedQueryCausalMask) {
+  // 4 query heads of width 17 share 2 key/value heads.
+  diff::run(gqaCase("attention gqa causal mask", 4, 2, 17, true, true));
+}
+
+TEST(DifferentialBlocks, AttentionMultiQuery) {
+  // 3 query heads of width 16 share one key/value head; not causal.
+  diff::run(gqaCase("attention multi-query", 3, 1, 16, false, false));
 }
 
 /// Row b of a [B, K] padding mask pads its first 13·b keys, then one key in

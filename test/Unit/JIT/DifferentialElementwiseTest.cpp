@@ -162,6 +162,13 @@ TEST(DifferentialElementwise, Abs) {
   diff::run(c);
 }
 
+TEST(DifferentialElementwise, Silu) {
+  // Out to where the sigmoid saturates on both sides.
+  diff::run(unaryCase(
+      "silu", "kiln.silu %a0",
+      [](double x) { return x / (1.0 + std::exp(-x)); }, -8, 8));
+}
+
 TEST(DifferentialElementwise, GeluErf) {
   diff::run(unaryCase(
       "gelu", "kiln.gelu %a0", [](double x) { return ref::gelu(x, false); }, -4,

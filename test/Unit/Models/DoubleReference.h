@@ -1,8 +1,8 @@
 //===- DoubleReference.h - The reference models in double precision -*- C++
 //-*-===//
 //
-// Naive double-precision forward passes and losses of the DSL's GPT and
-// encoder-decoder (post-LN, shared embedding, tied head), written from the
+// Naive double-precision forward passes and losses of the DSL's GPT, Llama
+// and encoder-decoder (post-LN, shared embedding, tied head), written from the
 // papers' equations independently of Kiln's lowering, for central finite
 // differences that are accurate to ~1e-9: the whole-model gradient checks
 // compare Kiln's compiled gradients against them.
@@ -75,12 +75,17 @@ inline Vec layerNorm(const Vec &x, int64_t n, int64_t d, const Vec &g,
 /// [B, Tk, D] in `heads` heads. mask [B, Tk]: non-zero attends; causal lets
 /// query i see key j <= i + (Tk - Tq); masked scores are -1e9. `dropScale`,
 /// when given, is the attention-dropout scale of the probability at flat
-/// index ((b·heads + h)·Tq + i)·Tk + j.
+/// index ((b·heads + h)·Tq + i)·Tk + j. With `kvHeads` (grouped-query
+/// attention) k and v are [B, Tk, kvHeads·D/heads] and query head h reads
+/// key/value head h / (heads / kvHeads).
 inline Vec attention(const Vec &q, const Vec &k, const Vec &v, const Vec *mask,
                      int64_t batch, int64_t tq, int64_t tk, int64_t d,
                      int64_t heads, bool causal,
-                     const std::function<double(int64_t)> &dropScale = {}) {
+                     const std::function<double(int64_t)> &dropScale = {},
+                     int64_t kvHeads = 0) {
   int64_t dh = d / heads;
+  kvHeads = kvHeads == 0 ? heads : kvHeads;
+  int64_t dkv = dh * kvHeads, group = heads / kvHeads;
   Vec o(batch * tq * d), s(tk);
   for (int64_t n = 0; n < batch; ++n) {
     for (int64_t h = 0; h < heads; ++h) {
@@ -90,7 +95,7 @@ inline Vec attention(const Vec &q, const Vec &k, const Vec &v, const Vec *mask,
           double acc = 0;
           for (int64_t c = 0; c < dh; ++c) {
             acc += q[(n * tq + i) * d + h * dh + c] *
-                   k[(n * tk + j) * d + h * dh + c];
+                   k[(n * tk + j) * dkv + h / group * dh + c];
           }
           bool keep = (!mask || (*mask)[n * tk + j] != 0) &&
                       !(causal && j > i + (tk - tq));
@@ -110,7 +115,7 @@ inline Vec attention(const Vec &q, const Vec &k, const Vec &v, const Vec *mask,
         for (int64_t c = 0; c < dh; ++c) {
           double acc = 0;
           for (int64_t j = 0; j < tk; ++j) {
-            acc += s[j] * v[(n * tk + j) * d + h * dh + c];
+            acc += s[j] * v[(n * tk + j) * dkv + h / group * dh + c];
           }
           o[(n * tq + i) * d + h * dh + c] = acc;
         }
@@ -234,6 +239,113 @@ inline double gptLoss(const Params &p, int64_t d, int64_t heads, int64_t layers,
     allTargets.insert(allTargets.end(), targets[s].begin(), targets[s].end());
   }
   return crossEntropy(allLogits, vocab, allTargets);
+}
+
+/// The sizes of a Llama-architecture decoder (the DSL's LlamaConfig).
+struct LlamaSizes {
+  int64_t d, heads, kvHeads, layers, dff, vocab;
+  double eps, theta;
+  bool tied;
+};
+
+/// x·rsqrt(mean(x²) + eps)·w over rows of d.
+inline Vec rmsNorm(const Vec &x, int64_t n, int64_t d, const Vec &w,
+                   double eps) {
+  Vec y(x.size());
+  for (int64_t r = 0; r < n; ++r) {
+    double sq = 0;
+    for (int64_t i = 0; i < d; ++i) {
+      sq += x[r * d + i] * x[r * d + i];
+    }
+    double inv = 1.0 / std::sqrt(sq / double(d) + eps);
+    for (int64_t i = 0; i < d; ++i) {
+      y[r * d + i] = x[r * d + i] * inv * w[i];
+    }
+  }
+  return y;
+}
+
+/// Hugging Face Llama's rotary embedding (rotate_half) of t positions
+/// [t, width] in heads of hd: features i and i + hd/2 of a head turn by
+/// position · theta^(-2i/hd).
+inline Vec ropeHalf(Vec x, int64_t t, int64_t width, int64_t hd, double theta) {
+  int64_t half = hd / 2;
+  for (int64_t p = 0; p < t; ++p) {
+    for (int64_t h = 0; h < width / hd; ++h) {
+      double *row = x.data() + p * width + h * hd;
+      for (int64_t i = 0; i < half; ++i) {
+        double angle = double(p) * std::pow(theta, -2.0 * double(i) / hd);
+        double a = row[i], b = row[i + half];
+        row[i] = a * std::cos(angle) - b * std::sin(angle);
+        row[i + half] = b * std::cos(angle) + a * std::sin(angle);
+      }
+    }
+  }
+  return x;
+}
+
+/// The logits [t, vocab] of each sequence of a Llama-architecture decoder
+/// (pre-RMSNorm, rotary positions, grouped-query causal attention, SwiGLU,
+/// no biases) with Hugging Face's parameter names.
+inline std::vector<Vec>
+llamaLogits(const Params &p, const LlamaSizes &s,
+            const std::vector<std::vector<int64_t>> &idx) {
+  int64_t d = s.d, hd = d / s.heads, dkv = hd * s.kvHeads;
+  const Vec &emb = get(p, "model.embed_tokens.weight");
+  std::vector<Vec> out;
+  for (const std::vector<int64_t> &seq : idx) {
+    int64_t t = int64_t(seq.size());
+    Vec x(t * d);
+    for (int64_t i = 0; i < t; ++i) {
+      std::copy(emb.begin() + seq[i] * d, emb.begin() + (seq[i] + 1) * d,
+                x.begin() + i * d);
+    }
+    for (int64_t l = 0; l < s.layers; ++l) {
+      std::string b = "model.layers." + std::to_string(l) + ".";
+      Vec h = rmsNorm(x, t, d, get(p, b + "input_layernorm.weight"), s.eps);
+      Vec q = ropeHalf(
+          linear(h, t, d, get(p, b + "self_attn.q_proj.weight"), d, nullptr), t,
+          d, hd, s.theta);
+      Vec k = ropeHalf(
+          linear(h, t, d, get(p, b + "self_attn.k_proj.weight"), dkv, nullptr),
+          t, dkv, hd, s.theta);
+      Vec v =
+          linear(h, t, d, get(p, b + "self_attn.v_proj.weight"), dkv, nullptr);
+      Vec a =
+          attention(q, k, v, nullptr, 1, t, t, d, s.heads, true, {}, s.kvHeads);
+      x = add(x, linear(a, t, d, get(p, b + "self_attn.o_proj.weight"), d,
+                        nullptr));
+      Vec h2 = rmsNorm(x, t, d, get(p, b + "post_attention_layernorm.weight"),
+                       s.eps);
+      Vec gate =
+          linear(h2, t, d, get(p, b + "mlp.gate_proj.weight"), s.dff, nullptr);
+      Vec up =
+          linear(h2, t, d, get(p, b + "mlp.up_proj.weight"), s.dff, nullptr);
+      for (size_t e = 0; e < gate.size(); ++e) {
+        gate[e] = gate[e] / (1.0 + std::exp(-gate[e])) * up[e];
+      }
+      x = add(x, linear(gate, t, s.dff, get(p, b + "mlp.down_proj.weight"), d,
+                        nullptr));
+    }
+    Vec y = rmsNorm(x, t, d, get(p, "model.norm.weight"), s.eps);
+    out.push_back(linear(y, t, d, s.tied ? emb : get(p, "lm_head.weight"),
+                         s.vocab, nullptr));
+  }
+  return out;
+}
+
+/// The mean cross-entropy of llamaLogits over every position.
+inline double llamaLoss(const Params &p, const LlamaSizes &s,
+                        const std::vector<std::vector<int64_t>> &idx,
+                        const std::vector<std::vector<int64_t>> &targets) {
+  Vec all;
+  std::vector<int64_t> allTargets;
+  std::vector<Vec> logits = llamaLogits(p, s, idx);
+  for (size_t i = 0; i < logits.size(); ++i) {
+    all.insert(all.end(), logits[i].begin(), logits[i].end());
+    allTargets.insert(allTargets.end(), targets[i].begin(), targets[i].end());
+  }
+  return crossEntropy(all, s.vocab, allTargets);
 }
 
 /// The BENCHMARKS.md encoder-decoder's loss (post-LN, one embedding scaled

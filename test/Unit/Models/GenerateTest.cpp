@@ -181,6 +181,61 @@ TEST(Generate, GptDecodeMatchesTheForwardPass) {
   expectRefusedWithCachesUnchanged(model, inputs, caches);
 }
 
+// The Llama decoder's caches hold only the key/value heads (2 of 4 query
+// heads), the keys rotated at their positions; decoding position by position
+// gives the forward pass's logits, with a prompt and with a tied head.
+TEST(Generate, LlamaDecodeMatchesTheForwardPass) {
+  for (bool tied : {false, true}) {
+    dsl::models::LlamaConfig config;
+    config.vocabSize = 11;
+    config.dModel = 16;
+    config.numHeads = 4;
+    config.numKvHeads = 2;
+    config.numLayers = 2;
+    config.dFF = 24;
+    config.maxSeqLen = 8;
+    config.initStd = 0.3;
+    config.tiedHead = tied;
+    dsl::Module module;
+    dsl::models::addLlamaForward(module, config);
+    dsl::models::addLlamaDecode(module, config);
+    CompiledModel model(module, 5);
+    ASSERT_EQ(model.parameters().contains("lm_head.weight"), !tied);
+
+    Tensor ids = ref::randomIds({2, 8}, config.vocabSize, 7);
+    std::vector<int64_t> seq = ids.toVector<int64_t>();
+    Tensor full = model.run("forward", {{"idx", ids}})[0];
+    std::map<std::string, Arg> inputs;
+    std::vector<Tensor> caches;
+    for (int64_t i = 0; i < config.numLayers; ++i) {
+      for (const char *kind : {"key", "value"}) {
+        caches.push_back(
+            Tensor::zeros({2, config.maxSeqLen, config.kvDim()}, DType::f32));
+        inputs.emplace("past." + std::to_string(i) + "." + kind, caches.back());
+      }
+    }
+    int64_t pos = 0;
+    for (int64_t n : {3, 1, 1, 1, 1, 1}) {
+      std::vector<int64_t> chunk;
+      for (int64_t r = 0; r < 2; ++r) {
+        chunk.insert(chunk.end(), seq.begin() + r * 8 + pos,
+                     seq.begin() + r * 8 + pos + n);
+      }
+      inputs.insert_or_assign("idx",
+                              Tensor::fromVector<int64_t>({2, n}, chunk));
+      inputs.insert_or_assign("pos", Arg(pos));
+      std::vector<Tensor> out = model.run("decode", inputs);
+      ASSERT_EQ(out.size(), size_t(1 + 2 * config.numLayers));
+      pos += n;
+      ref::expectClose(out[0], positionOf(full, pos - 1), 1e-5, 1e-4);
+      expectWrittenInPlaceUpTo(out, caches, pos);
+    }
+    inputs.insert_or_assign("idx", Tensor::fromVector<int64_t>({2, 1}, {1, 2}));
+    inputs.insert_or_assign("pos", Arg(int64_t(8)));
+    expectRefusedWithCachesUnchanged(model, inputs, caches);
+  }
+}
+
 TEST(Generate, GptSamplingMatchesANaiveLoop) {
   dsl::models::GptConfig config = tinyGpt();
   std::unique_ptr<CompiledModel> compiled = gptDecoding(4);

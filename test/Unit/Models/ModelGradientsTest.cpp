@@ -1,7 +1,8 @@
 //===- ModelGradientsTest.cpp - The reference models differentiate --------===//
 //
 // kiln-autodiff over the loss graphs of the DSL's reference models (GPT with
-// learned positions and a tied head; the encoder-decoder with padding and
+// learned positions and a tied head; a Llama with grouped-query attention,
+// rotary positions and SwiGLU; the encoder-decoder with padding and
 // causal masks): every element of every parameter's gradient agrees with
 // central differences of an independent double-precision implementation of
 // the model (DoubleReference.h), and the compiled loss with its value.
@@ -189,6 +190,34 @@ TEST(ModelGradients, GptWithLearnedPositionsAndTiedHead) {
       *jit, withParameters(*jit, {idx, targets}), [&](const dref::Params &p) {
         return dref::gptLoss(p, 8, 2, 2, 16, 11, rows(idx), rows(targets));
       });
+}
+
+// The Llama architecture: RMSNorm, rotary positions, grouped-query attention
+// (2 query heads over 1 key/value head), SwiGLU; untied and tied heads.
+TEST(ModelGradients, LlamaWithGroupedQueriesAndRotaryPositions) {
+  for (bool tied : {false, true}) {
+    dsl::models::LlamaConfig config;
+    config.vocabSize = 11;
+    config.dModel = 8;
+    config.numHeads = 2;
+    config.numKvHeads = 1;
+    config.numLayers = 2;
+    config.dFF = 12;
+    config.maxSeqLen = 8;
+    config.rmsNormEps = 1e-5;
+    config.ropeTheta = 100.0;
+    config.tiedHead = tied;
+    dsl::Module module;
+    dsl::models::addLlamaLoss(module, config);
+    auto jit = differentiated(module);
+    Tensor idx = ref::randomIds({2, 5}, 11, 1),
+           targets = ref::randomIds({2, 5}, 11, 2);
+    dref::LlamaSizes sizes{8, 2, 1, 2, 12, 11, 1e-5, 100.0, tied};
+    checkModel(*jit, withParameters(*jit, {idx, targets}),
+               [&](const dref::Params &p) {
+                 return dref::llamaLoss(p, sizes, rows(idx), rows(targets));
+               });
+  }
 }
 
 // The C++ API: CompiledModel::gradients returns the loss and every

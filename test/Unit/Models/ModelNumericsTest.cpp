@@ -1,13 +1,15 @@
 //===- ModelNumericsTest.cpp - Whole models against naive references ------===//
 //
 // The reference models of the DSL (BERT embeddings of seed 003, a GPT-2
-// style decoder, the encoder-decoder with padding and causal masks) built,
+// style decoder, a Llama-architecture decoder, the encoder-decoder with
+// padding and causal masks) built,
 // JIT-compiled and run for several (B, T) through one compiled function, and
 // compared with naive C++ loops over the same parameters.
 //
 //===----------------------------------------------------------------------===//
 
 #include "../JIT/Reference.h"
+#include "DoubleReference.h"
 
 #include "compiler/DSL/DSL.h"
 #include "compiler/DSL/Models.h"
@@ -128,6 +130,72 @@ TEST(ModelNumerics, GptDecoderMatchesReference) {
     Tensor expected = ref::linear(nf, p.get("wte.weight"), nullptr);
     ref::expectClose(got, expected, 2e-4, 2e-4);
   }
+}
+
+// llamaTiny (4 query heads over 2 key/value heads of 16, rotary positions,
+// SwiGLU) at lengths across 16 and 32, against the double reference.
+TEST(ModelNumerics, LlamaMatchesReference) {
+  dsl::Module module;
+  dsl::models::LlamaConfig config = dsl::models::llamaTiny();
+  dsl::models::addLlamaForward(module, config);
+  CompiledModel model(module, 9);
+  randomizeParameters(model, 200);
+  dref::Params params;
+  for (const std::string &name : model.parameters().names()) {
+    std::vector<float> v = model.parameters().get(name).toVector<float>();
+    params[name] = dref::Vec(v.begin(), v.end());
+  }
+  dref::LlamaSizes sizes{config.dModel,     config.numHeads,  config.numKvHeads,
+                         config.numLayers,  config.dFF,       config.vocabSize,
+                         config.rmsNormEps, config.ropeTheta, config.tiedHead};
+  for (auto [b, t] : {std::pair<int64_t, int64_t>{1, 1}, {2, 17}, {1, 33}}) {
+    Tensor idx = ref::randomIds({b, t}, config.vocabSize, 11);
+    Tensor got = model.run("forward", {{"idx", idx}})[0];
+    std::vector<std::vector<int64_t>> seqs;
+    for (int64_t r = 0; r < b; ++r) {
+      seqs.emplace_back(idx.data<int64_t>() + r * t,
+                        idx.data<int64_t>() + (r + 1) * t);
+    }
+    std::vector<float> want;
+    for (const dref::Vec &logits : dref::llamaLogits(params, sizes, seqs)) {
+      want.insert(want.end(), logits.begin(), logits.end());
+    }
+    ref::expectClose(got,
+                     Tensor::fromVector<float>({b, t, config.vocabSize}, want),
+                     2e-4, 2e-4);
+  }
+}
+
+// A configuration that cannot be built is refused by name, before any
+// parameter is declared.
+TEST(ModelNumerics, LlamaConfigErrorsNameTheField) {
+  auto expectRefused = [](dsl::models::LlamaConfig config,
+                          const std::string &what) {
+    dsl::Module module;
+    try {
+      dsl::models::addLlamaForward(module, config);
+      ADD_FAILURE() << "accepted: " << what;
+    } catch (const Error &e) {
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos)
+          << e.what();
+    }
+  };
+  dsl::models::LlamaConfig c = dsl::models::llamaTiny();
+  c.numKvHeads = 3;
+  expectRefused(c, "'numKvHeads' (3) must divide 'numHeads' (4)");
+  c = dsl::models::llamaTiny();
+  c.numHeads = 3;
+  expectRefused(c, "'numHeads' (3) must divide 'dModel' (64)");
+  c = dsl::models::llamaTiny();
+  c.numKvHeads = 0;
+  c.numHeads = 64; // heads of width 1: no rotary pairs
+  expectRefused(c, "heads of even width");
+  c = dsl::models::llamaTiny();
+  c.ropeTheta = 0.0;
+  expectRefused(c, "'ropeTheta' finite and > 0");
+  c = dsl::models::llamaTiny();
+  c.dFF = 0;
+  expectRefused(c, "'dFF' must be positive, got 0");
 }
 
 TEST(ModelNumerics, BertEmbeddingsOfSeed003) {
