@@ -10,6 +10,8 @@
 #include "runtime/Safetensors.h"
 
 #include "runtime/Error.h"
+#include "runtime/FileDescriptor.h"
+#include "runtime/Files.h"
 #include "runtime/StrictJson.h"
 
 #include <fmt/format.h>
@@ -123,36 +125,6 @@ static uint16_t roundToBF16(uint32_t bits) {
   return uint16_t((bits + 0x7fffu + lsb) >> 16);
 }
 
-//===----------------------------------------------------------------------===//
-// File descriptors
-//===----------------------------------------------------------------------===//
-
-namespace {
-/// Closes a file descriptor on scope exit.
-class FileDescriptor {
-public:
-  explicit FileDescriptor(int fd) : fd_(fd) {}
-  FileDescriptor(const FileDescriptor &) = delete;
-  FileDescriptor &operator=(const FileDescriptor &) = delete;
-  ~FileDescriptor() {
-    if (fd_ >= 0) {
-      ::close(fd_);
-    }
-  }
-  int get() const { return fd_; }
-  /// Closes now and reports whether close succeeded (it can report a
-  /// deferred write error).
-  bool close() {
-    int fd = fd_;
-    fd_ = -1;
-    return ::close(fd) == 0;
-  }
-
-private:
-  int fd_;
-};
-} // namespace
-
 /// strerror of the current errno.
 static std::string lastError() { return std::strerror(errno); }
 
@@ -171,23 +143,6 @@ static std::string jsonString(const std::string &path, const std::string &text,
         "{}: cannot save: {} {} is not valid UTF-8", path, what,
         json(text).dump(-1, ' ', true, json::error_handler_t::replace)));
   }
-}
-
-/// Writes all of [data, data + size) to `fd`.
-static bool writeAll(int fd, const void *data, size_t size) {
-  const char *bytes = static_cast<const char *>(data);
-  while (size > 0) {
-    ssize_t written = ::write(fd, bytes, size);
-    if (written < 0) {
-      if (errno == EINTR) {
-        continue;
-      }
-      return false;
-    }
-    bytes += written;
-    size -= static_cast<size_t>(written);
-  }
-  return true;
 }
 
 /// Whether `tensor` is stored as BF16 (FloatStorage::bf16 and an F32).
@@ -282,96 +237,25 @@ void kiln::saveSafetensors(const std::string &path, const NamedTensors &tensors,
   // touched.
   std::string header = buildHeader(path, tensors, metadata, floats);
 
-  // One temporary file per destination, "<path>.tmp": a save killed part
-  // way leaves it behind, and the next save of that path reuses it (unique
-  // names had piled up, one full-size file per killed save). An exclusive
-  // lock keeps two saves of one path, from any processes or threads, from
-  // writing it at once.
-  std::string temporary = checkpointTemporary(path);
-  // Not through a link, and without waiting (a FIFO there had hung the
-  // save until something read it): then only a regular file of its own,
-  // checked before it is truncated (through a hard link, the truncation
-  // and the writes had gone to another file).
-  FileDescriptor file(::open(temporary.c_str(),
-                             O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW |
-                                 O_NONBLOCK,
-                             0644));
-  if (file.get() < 0) {
-    throw Error(fmt::format("{}: cannot save: cannot create '{}': {}", path,
-                            temporary, lastError()));
-  }
-  struct stat made;
-  if (::fstat(file.get(), &made) != 0 || !S_ISREG(made.st_mode) ||
-      made.st_nlink != 1) {
-    throw Error(fmt::format("{}: cannot save: '{}' is in the way: it is not "
-                            "a regular file of its own (a FIFO, a device or "
-                            "a hard link to another file); remove it",
-                            path, temporary));
-  }
-  int flags = ::fcntl(file.get(), F_GETFL);
-  if (flags < 0 || ::fcntl(file.get(), F_SETFL, flags & ~O_NONBLOCK) != 0) {
-    throw Error(fmt::format("{}: cannot save: '{}': {}", path, temporary,
-                            lastError()));
-  }
-  // Locked, and still the file at that name (not one another save renamed
-  // over `path` after this one opened it).
-  struct stat opened, named;
-  if (::flock(file.get(), LOCK_EX | LOCK_NB) != 0 ||
-      ::fstat(file.get(), &opened) != 0 ||
-      ::stat(temporary.c_str(), &named) != 0 || opened.st_dev != named.st_dev ||
-      opened.st_ino != named.st_ino) {
-    throw Error(fmt::format("{}: cannot save: another save of it is in "
-                            "progress (it holds '{}')",
-                            path, temporary));
-  }
-  if (::ftruncate(file.get(), 0) != 0) {
-    throw Error(fmt::format("{}: cannot save: cannot truncate '{}': {}", path,
-                            temporary, lastError()));
-  }
-  auto fail = [&](const char *step) {
-    std::string reason = lastError();
-    ::unlink(temporary.c_str()); // while it is still locked: ours
-    file.close();
-    throw Error(fmt::format("{}: cannot save: {} '{}': {}", path, step,
-                            temporary, reason));
-  };
-
-  unsigned char length[8];
-  uint64_t headerSize = header.size();
-  for (int i = 0; i < 8; ++i) {
-    length[i] = static_cast<unsigned char>(headerSize >> (8 * i));
-  }
-  if (!writeAll(file.get(), length, sizeof(length)) ||
-      !writeAll(file.get(), header.data(), header.size())) {
-    fail("cannot write");
-  }
-  for (const auto &[name, tensor] : tensors) {
-    if (!(storedAsBF16(tensor, floats)
-              ? writeBF16(file.get(), tensor)
-              : writeAll(file.get(), tensor.raw(), tensor.nbytes()))) {
-      fail("cannot write");
+  saveFileAtomically(path, [&](int fd) {
+    unsigned char length[8];
+    uint64_t headerSize = header.size();
+    for (int i = 0; i < 8; ++i) {
+      length[i] = static_cast<unsigned char>(headerSize >> (8 * i));
     }
-  }
-  if (::fsync(file.get()) != 0) {
-    fail("cannot sync");
-  }
-  // Renamed while still locked (closing releases the lock).
-  if (::rename(temporary.c_str(), path.c_str()) != 0) {
-    fail("cannot rename over it");
-  }
-  file.close(); // synced: close has nothing left to report
-
-  // Make the rename itself durable (best effort: some file systems refuse to
-  // sync a directory).
-  size_t slash = path.rfind('/');
-  std::string directory = slash == std::string::npos ? "."
-                          : slash == 0               ? "/"
-                                                     : path.substr(0, slash);
-  FileDescriptor directoryFile(
-      ::open(directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (directoryFile.get() >= 0) {
-    ::fsync(directoryFile.get());
-  }
+    if (!writeAll(fd, length, sizeof(length)) ||
+        !writeAll(fd, header.data(), header.size())) {
+      return false;
+    }
+    for (const auto &[name, tensor] : tensors) {
+      if (!(storedAsBF16(tensor, floats)
+                ? writeBF16(fd, tensor)
+                : writeAll(fd, tensor.raw(), tensor.nbytes()))) {
+        return false;
+      }
+    }
+    return true;
+  });
 }
 
 void kiln::saveParameters(const std::string &path, const ParameterStore &store,

@@ -15,6 +15,7 @@
 #ifndef KILN_RUNTIME_SAFETENSORS_H
 #define KILN_RUNTIME_SAFETENSORS_H
 
+#include "runtime/Files.h"
 #include "runtime/ParameterStore.h"
 #include "runtime/Tensor.h"
 
@@ -54,11 +55,6 @@ struct SafetensorsFile {
   /// The tensor called `name`, or nullptr.
   const Tensor *find(const std::string &name) const;
 };
-
-/// The temporary file a save of `path` writes first: "<path>.tmp".
-inline std::string checkpointTemporary(const std::string &path) {
-  return path + ".tmp";
-}
 
 /// Writes `tensors` (data in the given order) and `metadata` to `path`.
 /// Atomic: the file is written to the temporary file `path`.tmp (locked:

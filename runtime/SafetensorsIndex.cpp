@@ -13,57 +13,12 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include <cerrno>
-#include <cstring>
 #include <set>
-
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 using namespace kiln;
 using json = nlohmann::json;
 
 namespace {
-
-/// The text of the index at `path`: a regular file of at most
-/// kMaxSafetensorsHeaderBytes (opened without waiting: a FIFO there is
-/// refused, not waited on).
-std::string readIndex(const std::string &path) {
-  auto fail = [&](const std::string &why) {
-    throw Error(fmt::format("{}: {}", path, why));
-  };
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) {
-    fail(fmt::format("cannot open: {}", std::strerror(errno)));
-  }
-  struct Closer {
-    int fd;
-    ~Closer() { ::close(fd); }
-  } closer{fd};
-  struct stat status;
-  if (::fstat(fd, &status) != 0 || !S_ISREG(status.st_mode)) {
-    fail("not a regular file");
-  }
-  if (uint64_t(status.st_size) > kMaxSafetensorsHeaderBytes) {
-    fail(fmt::format("the index is {} bytes, more than the limit of {}",
-                     status.st_size, kMaxSafetensorsHeaderBytes));
-  }
-  std::string text(size_t(status.st_size), '\0');
-  size_t done = 0;
-  while (done < text.size()) {
-    ssize_t got = ::read(fd, text.data() + done, text.size() - done);
-    if (got < 0 && errno == EINTR) {
-      continue;
-    }
-    if (got <= 0) {
-      fail(got < 0 ? fmt::format("cannot read: {}", std::strerror(errno))
-                   : std::string("the file ended early"));
-    }
-    done += size_t(got);
-  }
-  return text;
-}
 
 /// Whether `name` is a file name of the index's directory: no directory
 /// part, not "." or "..", no NUL, at most 255 bytes.
@@ -79,7 +34,8 @@ SafetensorsFile kiln::loadShardedSafetensors(const std::string &indexPath) {
   auto fail = [&](const std::string &why) {
     throw Error(fmt::format("{}: {}", indexPath, why));
   };
-  std::string text = readIndex(indexPath);
+  std::string text =
+      readRegularFile(indexPath, kMaxSafetensorsHeaderBytes, "the index");
   StrictJsonKeys keys(/*maxKeys=*/UINT64_MAX,
                       /*maxKeysPerObject=*/kMaxSafetensorsTensors, "the index");
   if (!json::sax_parse(text, &keys)) {

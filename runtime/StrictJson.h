@@ -1,7 +1,8 @@
 //===- StrictJson.h - JSON checked before it is parsed ---------*- C++ -*-===//
 //
 // The first pass over an untrusted JSON document (a safetensors header, a
-// sharded checkpoint's index): internal to the runtime, not installed.
+// sharded checkpoint's index, a Hugging Face config.json): internal to
+// Kiln's libraries, not installed.
 //
 //===----------------------------------------------------------------------===//
 

@@ -30,6 +30,7 @@ llvm_config.add_tool_substitutions(
         "kiln-example-transformer",
         "kiln-example-tiny-lm",
         "kiln-example-shakespeare",
+        "kiln-example-llama",
         "kiln-example-translate",
         "kiln-example-custom-loop",
         "kiln-shakespeare-train",

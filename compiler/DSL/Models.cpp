@@ -231,6 +231,19 @@ LlamaConfig llamaTiny() {
   return config;
 }
 
+LlamaConfig llamaSmall() {
+  LlamaConfig config;
+  config.vocabSize = 4096;
+  config.dModel = 384;
+  config.numLayers = 6;
+  config.numHeads = 6;
+  config.numKvHeads = 2;
+  config.dFF = 1024;
+  config.maxSeqLen = 256;
+  config.rmsNormEps = 1e-5;
+  return config;
+}
+
 /// `c`, its sizes checked (before any parameter is declared).
 static const LlamaConfig &checked(const LlamaConfig &c, const SourceLoc &loc) {
   auto positive = [&](int64_t v, const char *field) {

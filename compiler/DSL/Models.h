@@ -15,6 +15,7 @@
 
 #include "compiler/DSL/NN.h"
 #include "runtime/Generate.h"
+#include "runtime/StateDict.h"
 
 namespace kiln::dsl::models {
 
@@ -149,6 +150,9 @@ struct LlamaConfig {
 /// A small configuration for tests and the example: V 65, d 64, 2 layers,
 /// 4 query heads over 2 key/value heads of 16, d_ff 176, T 128.
 LlamaConfig llamaTiny();
+/// gpt-small's sizes as a Llama (kiln-bench's llama-small): V 4096, d 384,
+/// 6 layers, 6 query heads over 2 key/value heads of 64, d_ff 1024, T 256.
+LlamaConfig llamaSmall();
 
 /// One block "model.layers.{i}" with Hugging Face's names:
 /// x += o_proj(attention(rope(q_proj(h)), rope(k_proj(h)), v_proj(h))),
@@ -206,6 +210,37 @@ Graph &addLlamaLoss(Module &module, const LlamaConfig &config,
 Graph &addLlamaDecode(Module &module, const LlamaConfig &config,
                       std::string name = "decode",
                       SourceLoc loc = SourceLoc::current());
+
+/// Reads a Hugging Face Llama checkpoint's config.json (untrusted: a regular
+/// file of at most 1 MiB, no duplicate keys) into a LlamaConfig: vocab_size,
+/// hidden_size, num_hidden_layers, num_attention_heads, intermediate_size
+/// (required), num_key_value_heads, max_position_embeddings (default 2048),
+/// rms_norm_eps, rope_theta, tie_word_embeddings, initializer_range,
+/// head_dim (must be hidden_size / num_attention_heads). What Kiln does not
+/// implement is refused by name before anything else happens (model_type
+/// other than "llama", hidden_act other than "silu", rope_scaling,
+/// attention_bias or mlp_bias true, pretraining_tp other than 1, a non-zero
+/// attention_dropout), as are missing or mistyped fields and sizes that do
+/// not fit the architecture; each problem names the file. `notes`, when
+/// given, receives one line per field Kiln ignores that is not known to be
+/// harmless, and a note when the checkpoint's weights are stored as
+/// bfloat16 or float16 (they are widened to f32 on load).
+LlamaConfig readLlamaConfig(const std::string &path,
+                            std::vector<std::string> *notes = nullptr);
+
+/// Writes `config` as a Hugging Face config.json (LlamaForCausalLM, float32
+/// weights) at `path`, atomically (saveFileAtomically): readLlamaConfig
+/// reads it back to `config` (initStd as initializer_range).
+void saveLlamaConfig(const std::string &path, const LlamaConfig &config);
+
+/// How a Hugging Face Llama state dict (model.safetensors, or a sharded
+/// checkpoint's model.safetensors.index.json) becomes the parameters of the
+/// Llama model built from `config`: the names are the same; the rotary
+/// inv_freq buffers older checkpoints store are ignored, and with a tied
+/// head so is an "lm_head.weight" the file may hold. With loadParameters:
+///   loadParameters(dir + "/model.safetensors", model.parameters(),
+///                  llamaStateDictMapping(config));
+StateDictMapping llamaStateDictMapping(const LlamaConfig &config);
 
 //===----------------------------------------------------------------------===//
 // BERT embeddings (seed 003)

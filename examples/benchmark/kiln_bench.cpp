@@ -54,6 +54,14 @@ double gptFlops(const Shape &c) {
   return c.b *
          (c.layers * (24 * t * d * d + 4 * t * t * d) + 2 * t * d * c.vocab);
 }
+// A Llama layer: q and o 2·d² each, k and v 2·d·dkv each, SwiGLU 6·d·dff
+// per position, plus 4·T·d of dense attention; the head 2·d·V.
+double llamaFlops(const dsl::models::LlamaConfig &c, int64_t b, int64_t t) {
+  double d = c.dModel, dkv = c.kvDim(), tt = t;
+  double perPosition = 4 * d * d + 4 * d * dkv + 6 * d * c.dFF;
+  return b * (c.numLayers * (tt * perPosition + 4 * tt * tt * d) +
+              2 * tt * d * c.vocabSize);
+}
 // Encoder layer 24·S·d² + 4·S²·d; decoder layer 28·T·d² + 4·S·d² (cross
 // K|V) + 4·T²·d + 4·T·S·d; head 2·T·d·V (50.50 GFLOP for the doc's model).
 double encdecFlops(const Shape &c) {
@@ -367,6 +375,38 @@ void benchGpt(const std::string &name, dsl::models::GptConfig config,
   }
 }
 
+/// llama-small (gpt-small's sizes as a Llama-architecture model): the
+/// training step and the forward pass over the loss, batch 8 of 256.
+void benchLlama(const std::string &name, const Options &options) {
+  dsl::models::LlamaConfig config = dsl::models::llamaSmall();
+  constexpr int64_t kBatch = 8;
+  int64_t t = config.maxSeqLen;
+  dsl::Module module;
+  dsl::models::addLlamaLoss(module, config);
+  Tensor idx = randomIds(kBatch, t, config.vocabSize, 1);
+  Tensor targets = randomIds(kBatch, t, config.vocabSize, 2);
+  Shape shape{config.vocabSize,
+              config.dModel,
+              config.numHeads,
+              config.numLayers,
+              config.dFF,
+              t,
+              kBatch};
+  double flops = llamaFlops(config, kBatch, t);
+  if (wants(options, "train")) {
+    benchTrain(name, module, shape, flops, options,
+               {{"idx", idx}, {"targets", targets}});
+  }
+  if (wants(options, "forward")) {
+    CompiledModel model(module, 1, jitOptions(options));
+    double compilePeak = takeCompilePeak();
+    measure(name, "forward", shape, flops, options, compilePeak, [&] {
+      return model.run("loss", {{"idx", idx}, {"targets", targets}})[0]
+          .data<float>()[0];
+    });
+  }
+}
+
 /// Inference through the decoding graph: "prefill" runs 512 positions of
 /// one sequence into empty caches (tokens/s); "decode" continues a
 /// 16-token prompt by 128 tokens one at a time (generateGptBatch, greedy:
@@ -555,7 +595,8 @@ int main(int argc, char **argv) try {
       }
     } else {
       fmt::print(stderr,
-                 "usage: kiln-bench [--models gpt-tiny,gpt-small,gpt2,encdec] "
+                 "usage: kiln-bench [--models "
+                 "gpt-tiny,gpt-small,gpt2,encdec,llama-small] "
                  "[--modes forward,forward-b1,train,prefill,decode,decode-b4] "
                  "[--steps N] "
                  "[--cpu host|x86-64-v3|"
@@ -602,7 +643,8 @@ int main(int argc, char **argv) try {
   // Each model and mode in a process of its own (as the libtorch peer
   // runs), so that one row's peak resident set is its own.
   for (const std::string &m : options.models) {
-    if (m != "gpt-tiny" && m != "gpt-small" && m != "gpt2" && m != "encdec") {
+    if (m != "gpt-tiny" && m != "gpt-small" && m != "gpt2" && m != "encdec" &&
+        m != "llama-small") {
       fmt::print(stderr, "unknown model '{}'\n", m);
       return 2;
     }
@@ -615,7 +657,8 @@ int main(int argc, char **argv) try {
       bool decoding =
           mode == "prefill" || mode == "decode" || mode == "decode-b4";
       // forward-b1 is gpt-small's batch-1 row alone.
-      if ((m == "encdec" && decoding) || (m == "gpt2" && mode == "forward") ||
+      if (((m == "encdec" || m == "llama-small") && decoding) ||
+          (m == "gpt2" && mode == "forward") ||
           (m != "gpt-small" && mode == "forward-b1")) {
         continue;
       }
@@ -631,7 +674,9 @@ int main(int argc, char **argv) try {
           dsl::models::GptConfig gpt = m == "gpt-tiny"    ? dsl::models::gptTiny()
                                        : m == "gpt-small" ? dsl::models::gptSmall()
                                                           : dsl::models::gpt2();
-          if (decoding) {
+          if (m == "llama-small") {
+            benchLlama(m, one);
+          } else if (decoding) {
             benchGptDecode(m, gpt, mode, one);
           } else if (m == "gpt2") {
             // BENCHMARKS.md's training step at batch 4 of 64 positions.

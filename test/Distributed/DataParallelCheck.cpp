@@ -13,7 +13,9 @@
 // so that the others wait in a collective until its deadline); --load reads
 // a checkpoint in one process (the checkpoint a failed job left must load).
 // --other-model-rank R builds rank R's model with one more vocabulary entry
-// (a host whose corpus had one more character).
+// (a host whose corpus had one more character). --llama trains a small
+// Llama-architecture decoder (grouped-query attention, rotary positions,
+// SwiGLU) on random token windows instead.
 //
 //===----------------------------------------------------------------------===//
 
@@ -48,6 +50,7 @@ constexpr double kParamTolerance = 2e-5; // absolute
 struct Options {
   int64_t steps = 4;
   bool compare = false, resume = false, kill = false, stop = false;
+  bool llama = false;
   int otherModelRank = -1;
   std::string checkpoint, load;
   int64_t checkpointEvery = 0;
@@ -88,6 +91,8 @@ Options parse(int argc, char **argv) {
       o.stop = true;
     } else if (flag == "--other-model-rank") {
       o.otherModelRank = std::stoi(value());
+    } else if (flag == "--llama") {
+      o.llama = true;
     } else if (flag == "--load") {
       o.load = value();
     } else {
@@ -133,7 +138,37 @@ std::map<std::string, Arg> globalBatch(int64_t step) {
           {"targets", Tensor::fromVector<int64_t>({kBatch, kTgtLen}, targets)}};
 }
 
-void buildModule(dsl::Module &module, int64_t extraVocab = 0) {
+/// Global batch `step` of the Llama: random windows of kTgtLen tokens and
+/// their targets, the same on every process.
+std::map<std::string, Arg> llamaBatch(int64_t step) {
+  Rng rng(2000 + uint64_t(step));
+  std::vector<int64_t> idx(kBatch * kTgtLen), targets(kBatch * kTgtLen);
+  for (size_t i = 0; i < idx.size(); ++i) {
+    idx[i] = int64_t(rng.next() % kVocab);
+    targets[i] = int64_t(rng.next() % kVocab);
+  }
+  return {{"idx", Tensor::fromVector<int64_t>({kBatch, kTgtLen}, idx)},
+          {"targets", Tensor::fromVector<int64_t>({kBatch, kTgtLen}, targets)}};
+}
+
+std::map<std::string, Arg> batchFor(const Options &o, int64_t step) {
+  return o.llama ? llamaBatch(step) : globalBatch(step);
+}
+
+void buildModule(dsl::Module &module, const Options &o,
+                 int64_t extraVocab = 0) {
+  if (o.llama) {
+    dsl::models::LlamaConfig config;
+    config.vocabSize = kVocab + extraVocab;
+    config.dModel = 16;
+    config.numHeads = 4;
+    config.numKvHeads = 2;
+    config.numLayers = 1;
+    config.dFF = 24;
+    config.maxSeqLen = kTgtLen;
+    dsl::models::addLlamaLoss(module, config, {}, "loss");
+    return;
+  }
   dsl::nn::TransformerConfig config =
       dsl::models::seed002Transformer(kVocab + extraVocab, kVocab);
   config.numEncoderLayers = config.numDecoderLayers = 1;
@@ -173,7 +208,7 @@ bool compareWithOneProcess(const dsl::Module &module, const Options &o,
   Trainer single(compileTraining(module, "loss", adamw()), 0);
   double lossDiff = 0.0, paramDiff = 0.0;
   for (int64_t step = 1; step <= o.steps; ++step) {
-    float loss = single.step(globalBatch(step), 3e-3f);
+    float loss = single.step(batchFor(o, step), 3e-3f);
     lossDiff = std::max(lossDiff, std::abs(double(loss) - losses[step - 1]) /
                                       std::max(1.0, std::abs(double(loss))));
   }
@@ -200,7 +235,7 @@ int main(int argc, char **argv) {
     world = mpi::world(&argc, &argv);
     Options o = parse(argc, argv);
     dsl::Module module;
-    buildModule(module);
+    buildModule(module, o);
     if (!o.load.empty()) {
       Trainer trainer(compileTraining(module, "loss", adamw()), 0);
       TrainingState state =
@@ -211,7 +246,7 @@ int main(int argc, char **argv) {
     }
     int rank = world->rank();
     dsl::Module own;
-    buildModule(own, rank == o.otherModelRank ? 1 : 0);
+    buildModule(own, o, rank == o.otherModelRank ? 1 : 0);
     Trainer trainer(compileTraining(own, "loss", adamw(), {}, StepKind::split),
                     0, world);
     if (o.bucketFloats > 0) {
@@ -227,7 +262,7 @@ int main(int argc, char **argv) {
         }
         throw Error(fmt::format("injected failure at step {}", step));
       }
-      return globalBatch(step);
+      return batchFor(o, step);
     });
     hooks.info["model"] = "data-parallel check";
     TrainingOptions run = runOptions(o);

@@ -16,6 +16,9 @@ using namespace mlir;
 using namespace mlir::kiln;
 using namespace mlir::kiln::detail;
 
+/// The widest rotary head (real models' are 64 to 256).
+static constexpr int64_t kMaxRotaryHeadDim = 1 << 16;
+
 //===----------------------------------------------------------------------===//
 // EmbeddingOp
 //===----------------------------------------------------------------------===//
@@ -183,6 +186,11 @@ LogicalResult RotaryOp::verify() {
   if (headDim <= 0 || headDim % 2 != 0) {
     return emitOpError("expects 'head_dim' to be positive and even, got ")
            << headDim;
+  }
+  // The lowering keeps a constant of head_dim / 2 frequencies.
+  if (headDim > kMaxRotaryHeadDim) {
+    return emitOpError("expects 'head_dim' to be at most ")
+           << kMaxRotaryHeadDim << ", got " << headDim;
   }
   int64_t dim = input.getDimSize(input.getRank() - 1);
   if (ShapedType::isDynamic(dim)) {

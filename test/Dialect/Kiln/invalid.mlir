@@ -201,6 +201,15 @@ func.func @rotary_negative_head(%x: tensor<?x?x12xf32>) {
 
 // -----
 
+// A head wider than any model's (the lowering keeps head_dim / 2 constants).
+func.func @rotary_huge_head(%x: tensor<?x?x262144xf32>) {
+  // expected-error @+1 {{'kiln.rotary' op expects 'head_dim' to be at most 65536, got 262144}}
+  %0 = kiln.rotary %x {head_dim = 262144 : i64} : (tensor<?x?x262144xf32>) -> tensor<?x?x262144xf32>
+  return
+}
+
+// -----
+
 // Heads that do not tile the width.
 func.func @rotary_head_divides(%x: tensor<?x?x12xf32>) {
   // expected-error @+1 {{'kiln.rotary' op expects 'head_dim' (8) to divide the last dimension (12)}}
