@@ -27,9 +27,13 @@ namespace {
 
 /// The largest config.json read (real ones are a few KiB).
 constexpr uint64_t kMaxConfigBytes = 1 << 20;
-/// The largest size a field may give (the widths, the vocabulary, the
-/// layers): a model past it could not be built anyway.
-constexpr int64_t kMaxSize = int64_t(1) << 31;
+/// The largest value each size may take: far beyond any published Llama
+/// (at most 126 layers, 128 heads, 16,384 wide, feed-forward blocks of
+/// 53,248, vocabularies of 256K), they keep a forged file from building
+/// billions of layers before anything fails.
+constexpr int64_t kMaxLayers = 4096, kMaxHeads = 4096, kMaxWidth = 1 << 17,
+                  kMaxFeedForward = 1 << 20, kMaxVocab = 1 << 24,
+                  kMaxPositions = int64_t(1) << 31;
 
 /// The fields Kiln reads or knows to be harmless to ignore.
 const std::set<std::string> &knownFields() {
@@ -39,8 +43,8 @@ const std::set<std::string> &knownFields() {
       "num_attention_heads", "num_key_value_heads", "intermediate_size",
       "max_position_embeddings", "rms_norm_eps", "rope_theta",
       "tie_word_embeddings", "initializer_range", "head_dim", "hidden_act",
-      "rope_scaling", "attention_bias", "mlp_bias", "pretraining_tp",
-      "attention_dropout", "torch_dtype", "dtype",
+      "rope_scaling", "rope_parameters", "attention_bias", "mlp_bias",
+      "pretraining_tp", "attention_dropout", "torch_dtype", "dtype",
       // Harmless: names, token ids, generation and library settings.
       "architectures", "bos_token_id", "eos_token_id", "pad_token_id",
       "transformers_version", "use_cache", "_name_or_path"};
@@ -62,9 +66,10 @@ public:
     return it == doc_.end() || it->is_null() ? nullptr : &*it;
   }
 
-  /// A positive integer field in [1, kMaxSize]; `fallback` when absent
-  /// (required when there is none).
-  int64_t size(const char *field, std::optional<int64_t> fallback = {}) const {
+  /// A positive integer field in [1, max]; `fallback` when absent (required
+  /// when there is none).
+  int64_t size(const char *field, int64_t max,
+               std::optional<int64_t> fallback = {}) const {
     const json *v = find(field);
     if (!v) {
       if (!fallback) {
@@ -75,11 +80,13 @@ public:
     if (!v->is_number_integer()) {
       fail(fmt::format("'{}' is {}, not an integer", field, v->dump()));
     }
-    if (v->is_number_unsigned()
-            ? v->get<uint64_t>() > uint64_t(kMaxSize)
-            : (v->get<int64_t>() < 1 || v->get<int64_t>() > kMaxSize)) {
-      fail(fmt::format("'{}' is {}, not in [1, {}]", field, v->dump(),
-                       kMaxSize));
+    // (nlohmann keeps a literal without a sign as unsigned, 0 included.)
+    bool inRange =
+        v->is_number_unsigned()
+            ? v->get<uint64_t>() >= 1 && v->get<uint64_t>() <= uint64_t(max)
+            : v->get<int64_t>() >= 1 && v->get<int64_t>() <= max;
+    if (!inRange) {
+      fail(fmt::format("'{}' is {}, not in [1, {}]", field, v->dump(), max));
     }
     return v->get<int64_t>();
   }
@@ -153,7 +160,8 @@ LlamaConfig readLlamaConfig(const std::string &path,
                        "checkpoints (model_type \"llama\")",
                        type ? "\"" + *type + "\"" : std::string("missing")));
   }
-  if (std::optional<std::string> act = r.text("hidden_act"); act != "silu") {
+  if (std::optional<std::string> act = r.text("hidden_act");
+      act != "silu" && act != "swish") {
     r.fail(fmt::format("hidden_act is {}: Kiln's Llama feed-forward block is "
                        "SwiGLU (\"silu\")",
                        act ? "\"" + *act + "\"" : std::string("missing")));
@@ -170,7 +178,27 @@ LlamaConfig readLlamaConfig(const std::string &path,
                          bias));
     }
   }
-  if (r.size("pretraining_tp", 1) != 1) {
+  // transformers 5 writes the rotary settings as rope_parameters: only the
+  // default rotation, whose theta is read below.
+  std::optional<double> ropeParametersTheta;
+  if (const json *rope = r.find("rope_parameters")) {
+    bool plain = rope->is_object();
+    if (plain) {
+      for (const auto &[key, value] : rope->items()) {
+        plain = plain && ((key == "rope_type" && value == "default") ||
+                          (key == "rope_theta" && value.is_number()));
+      }
+    }
+    if (!plain) {
+      r.fail(fmt::format("rope_parameters {} is not implemented (Kiln rotates "
+                         "by rope_theta alone: rope_type \"default\")",
+                         rope->dump()));
+    }
+    if (rope->contains("rope_theta")) {
+      ropeParametersTheta = (*rope)["rope_theta"].get<double>();
+    }
+  }
+  if (r.size("pretraining_tp", kMaxHeads, 1) != 1) {
     r.fail("pretraining_tp is not 1 (slicing the projections is not "
            "implemented)");
   }
@@ -179,15 +207,20 @@ LlamaConfig readLlamaConfig(const std::string &path,
   }
 
   LlamaConfig c;
-  c.vocabSize = r.size("vocab_size");
-  c.dModel = r.size("hidden_size");
-  c.numLayers = r.size("num_hidden_layers");
-  c.numHeads = r.size("num_attention_heads");
-  c.numKvHeads = r.size("num_key_value_heads", c.numHeads);
-  c.dFF = r.size("intermediate_size");
-  c.maxSeqLen = r.size("max_position_embeddings", 2048);
+  c.vocabSize = r.size("vocab_size", kMaxVocab);
+  c.dModel = r.size("hidden_size", kMaxWidth);
+  c.numLayers = r.size("num_hidden_layers", kMaxLayers);
+  c.numHeads = r.size("num_attention_heads", kMaxHeads);
+  c.numKvHeads = r.size("num_key_value_heads", kMaxHeads, c.numHeads);
+  c.dFF = r.size("intermediate_size", kMaxFeedForward);
+  c.maxSeqLen = r.size("max_position_embeddings", kMaxPositions, 2048);
   c.rmsNormEps = r.number("rms_norm_eps", 1e-6);
-  c.ropeTheta = r.number("rope_theta", 10000.0);
+  c.ropeTheta = r.number("rope_theta", ropeParametersTheta.value_or(10000.0));
+  if (ropeParametersTheta && *ropeParametersTheta != c.ropeTheta) {
+    r.fail(fmt::format("rope_theta ({}) and rope_parameters' rope_theta ({}) "
+                       "differ",
+                       c.ropeTheta, *ropeParametersTheta));
+  }
   c.tiedHead = r.flag("tie_word_embeddings", false);
   c.initStd = r.number("initializer_range", 0.02);
   if (c.dModel % c.numHeads != 0 || c.headDim() % 2 != 0) {
@@ -200,14 +233,17 @@ LlamaConfig readLlamaConfig(const std::string &path,
                        "num_attention_heads ({})",
                        c.numKvHeads, c.numHeads));
   }
-  if (r.size("head_dim", c.headDim()) != c.headDim()) {
+  if (int64_t headDim = r.size("head_dim", kMaxWidth, c.headDim());
+      headDim != c.headDim()) {
     r.fail(fmt::format("head_dim is {}, not hidden_size / "
                        "num_attention_heads ({})",
-                       r.size("head_dim"), c.headDim()));
+                       headDim, c.headDim()));
   }
-  if (c.rmsNormEps < 0.0 || c.ropeTheta <= 0.0 || c.initStd < 0.0) {
+  // (A theta below 1 makes the frequencies theta^(-2i/d) grow, past f32's
+  // range for small thetas; every published model's is 10,000 or more.)
+  if (c.rmsNormEps < 0.0 || c.ropeTheta < 1.0 || c.initStd < 0.0) {
     r.fail("rms_norm_eps and initializer_range must be >= 0 and rope_theta "
-           "> 0");
+           ">= 1");
   }
   if (notes) {
     for (const auto &[key, value] : doc.items()) {

@@ -176,31 +176,47 @@ Graph &addGptForward(Module &module, const GptConfig &config,
   return graph;
 }
 
-Graph &addGptDecode(Module &module, const GptConfig &config, std::string name,
-                    SourceLoc loc) {
-  Graph &graph = module.addGraph(std::move(name), {}, loc);
-  Var idx = graph.input("idx", {kDynamic, kDynamic}, DType::i64, loc);
-  Var pos = graph.scalarInput("pos", loc);
-  Gpt gpt(graph, config, loc);
-  Var x = gpt.wpe(gpt.wte(idx, loc), pos, loc);
+/// Finishes a decoder-only model's decode graph: the blocks' steps from
+/// `x` at positions pos + t, each with its caches "past.{i}.key" and
+/// "past.{i}.value" of `cache` shape, inputs whose outputs replace them in
+/// place (key 0, value 0, key 1, ...), after the logits `head` gives the
+/// last position ([B, dModel]).
+template <typename Block>
+static void finishDecode(Graph &graph, Var x, Var pos,
+                         const std::vector<Block> &blocks, const Shape &cache,
+                         int64_t dModel, const std::function<Var(Var)> &head,
+                         const SourceLoc &loc) {
   std::vector<Var> outputs(1);
   std::vector<std::pair<size_t, Var>> inPlace;
-  for (size_t i = 0; i < gpt.h.size(); ++i) {
+  for (size_t i = 0; i < blocks.size(); ++i) {
     std::string past = "past." + std::to_string(i);
-    Shape cache = {kDynamic, config.maxSeqLen, config.dModel};
     Var key = graph.input(past + ".key", cache, DType::f32, loc);
     Var value = graph.input(past + ".value", cache, DType::f32, loc);
-    GptBlock::Step s = gpt.h[i].step(x, key, value, pos, loc);
+    GptBlock::Step s = blocks[i].step(x, key, value, pos, loc);
     x = s.x;
     inPlace.emplace_back(outputs.size(), key);
     outputs.push_back(s.key);
     inPlace.emplace_back(outputs.size(), value);
     outputs.push_back(s.value);
   }
-  Var last =
-      reshape(slice(x, 1, -1, std::nullopt, loc), {0, config.dModel}, loc);
-  outputs[0] = linear(gpt.lnF(last, loc), gpt.wte.weight, {}, loc);
+  outputs[0] =
+      head(reshape(slice(x, 1, -1, std::nullopt, loc), {0, dModel}, loc));
   graph.finish(outputs, inPlace, loc);
+}
+
+Graph &addGptDecode(Module &module, const GptConfig &config, std::string name,
+                    SourceLoc loc) {
+  Graph &graph = module.addGraph(std::move(name), {}, loc);
+  Var idx = graph.input("idx", {kDynamic, kDynamic}, DType::i64, loc);
+  Var pos = graph.scalarInput("pos", loc);
+  Gpt gpt(graph, config, loc);
+  finishDecode(
+      graph, gpt.wpe(gpt.wte(idx, loc), pos, loc), pos, gpt.h,
+      {kDynamic, config.maxSeqLen, config.dModel}, config.dModel,
+      [&](Var last) {
+        return linear(gpt.lnF(last, loc), gpt.wte.weight, {}, loc);
+      },
+      loc);
   return graph;
 }
 
@@ -427,25 +443,10 @@ Graph &addLlamaDecode(Module &module, const LlamaConfig &config,
   Var idx = graph.input("idx", {kDynamic, kDynamic}, DType::i64, loc);
   Var pos = graph.scalarInput("pos", loc);
   Llama llama(graph, config, loc);
-  Var x = llama.embed(idx, loc);
-  std::vector<Var> outputs(1);
-  std::vector<std::pair<size_t, Var>> inPlace;
-  for (size_t i = 0; i < llama.layers.size(); ++i) {
-    std::string past = "past." + std::to_string(i);
-    Shape cache = {kDynamic, config.maxSeqLen, config.kvDim()};
-    Var key = graph.input(past + ".key", cache, DType::f32, loc);
-    Var value = graph.input(past + ".value", cache, DType::f32, loc);
-    GptBlock::Step s = llama.layers[i].step(x, key, value, pos, loc);
-    x = s.x;
-    inPlace.emplace_back(outputs.size(), key);
-    outputs.push_back(s.key);
-    inPlace.emplace_back(outputs.size(), value);
-    outputs.push_back(s.value);
-  }
-  Var last =
-      reshape(slice(x, 1, -1, std::nullopt, loc), {0, config.dModel}, loc);
-  outputs[0] = llama.head(last, loc);
-  graph.finish(outputs, inPlace, loc);
+  finishDecode(
+      graph, llama.embed(idx, loc), pos, llama.layers,
+      {kDynamic, config.maxSeqLen, config.kvDim()}, config.dModel,
+      [&](Var last) { return llama.head(last, loc); }, loc);
   return graph;
 }
 

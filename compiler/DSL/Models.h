@@ -216,12 +216,17 @@ Graph &addLlamaDecode(Module &module, const LlamaConfig &config,
 /// hidden_size, num_hidden_layers, num_attention_heads, intermediate_size
 /// (required), num_key_value_heads, max_position_embeddings (default 2048),
 /// rms_norm_eps, rope_theta, tie_word_embeddings, initializer_range,
-/// head_dim (must be hidden_size / num_attention_heads). What Kiln does not
-/// implement is refused by name before anything else happens (model_type
-/// other than "llama", hidden_act other than "silu", rope_scaling,
-/// attention_bias or mlp_bias true, pretraining_tp other than 1, a non-zero
-/// attention_dropout), as are missing or mistyped fields and sizes that do
-/// not fit the architecture; each problem names the file. `notes`, when
+/// head_dim (must be hidden_size / num_attention_heads), and transformers
+/// 5's rope_parameters (the default rotation's rope_theta). What Kiln does
+/// not implement is refused by name before anything else happens
+/// (model_type other than "llama", hidden_act other than "silu"/"swish",
+/// rope_scaling, rope_parameters of another rope_type, attention_bias or
+/// mlp_bias true, pretraining_tp other than 1, a non-zero
+/// attention_dropout), as are missing or mistyped fields, sizes that do not
+/// fit the architecture or pass bounds far beyond any published model
+/// (4,096 layers and heads, widths of 2^17, feed-forward blocks of 2^20,
+/// vocabularies of 2^24) and a rope_theta below 1; each problem names the
+/// file. `notes`, when
 /// given, receives one line per field Kiln ignores that is not known to be
 /// harmless, and a note when the checkpoint's weights are stored as
 /// bfloat16 or float16 (they are widened to f32 on load).

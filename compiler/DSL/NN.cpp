@@ -9,6 +9,8 @@
 #include "compiler/DSL/NN.h"
 #include "compiler/DSL/Internal.h"
 
+#include <fmt/format.h>
+
 #include <cmath>
 
 namespace kiln::dsl::nn {
@@ -152,16 +154,52 @@ MultiHeadAttention::MultiHeadAttention(Graph &graph, const std::string &name,
   checkPositive(config.dModel, "MultiHeadAttention", "dModel", loc);
   int64_t d = config.dModel;
   int64_t kv = config.kvDim > 0 ? config.kvDim : d;
-  auto declare = [&](const char *proj, int64_t in, Var &w, Var &b) {
-    LinearConfig linear{in, d, config.bias, config.weightInit, config.biasInit};
+  // The key/value projections' width: fewer heads with grouped queries.
+  int64_t kvOut = d;
+  if (config.numKvHeads != 0 || config.rotary) {
+    checkPositive(config.numHeads, "MultiHeadAttention", "numHeads", loc);
+    int64_t heads = config.numHeads, kvHeads = config.numKvHeads;
+    if (d % heads != 0 || kvHeads < 0 ||
+        (kvHeads > 0 && heads % kvHeads != 0)) {
+      detail::fail(loc, fmt::format("MultiHeadAttention: 'numHeads' ({}) must "
+                                    "divide 'dModel' ({}) and 'numKvHeads' "
+                                    "({}) 'numHeads'",
+                                    heads, d, kvHeads));
+    }
+    if (config.rotary && (d / heads) % 2 != 0) {
+      detail::fail(loc, fmt::format("MultiHeadAttention: rotary positions "
+                                    "need heads of even width, got {}",
+                                    d / heads));
+    }
+    kvOut = d / heads * (kvHeads > 0 ? kvHeads : heads);
+  }
+  auto declare = [&](const char *proj, int64_t in, int64_t out, Var &w,
+                     Var &b) {
+    LinearConfig linear{in, out, config.bias, config.weightInit,
+                        config.biasInit};
     Linear layer(graph, join(name, proj), linear, loc);
     w = layer.weight;
     b = layer.bias;
   };
-  declare("w_q", d, weights.wq, weights.bq);
-  declare("w_k", kv, weights.wk, weights.bk);
-  declare("w_v", kv, weights.wv, weights.bv);
-  declare("w_o", d, weights.wo, weights.bo);
+  declare("w_q", d, d, weights.wq, weights.bq);
+  declare("w_k", kv, kvOut, weights.wk, weights.bk);
+  declare("w_v", kv, kvOut, weights.wv, weights.bv);
+  declare("w_o", d, d, weights.wo, weights.bo);
+}
+
+/// The rotation of projected heads `x` at positions offset + t, or `x`
+/// itself without rotary positions.
+static Var rotated(const MultiHeadAttentionConfig &config, Var x, Var offset,
+                   const SourceLoc &loc) {
+  if (!config.rotary) {
+    return x;
+  }
+  return rotary(x,
+                {.headDim = config.dModel / config.numHeads,
+                 .theta = config.rotary->theta,
+                 .style = config.rotary->style,
+                 .offset = offset},
+                loc);
 }
 
 Var MultiHeadAttention::operator()(Var query, Var keyValue, AttentionMask mask,
@@ -171,11 +209,22 @@ Var MultiHeadAttention::operator()(Var query, Var keyValue, AttentionMask mask,
   options.causal = mask.causal;
   options.keyPaddingMask = mask.keyPadding;
   options.dropout = config.dropout;
-  return multiHeadAttention(query, keyValue, weights, options, loc);
+  if (config.numKvHeads == 0 && !config.rotary) {
+    return multiHeadAttention(query, keyValue, weights, options, loc);
+  }
+  options.numKvHeads = config.numKvHeads;
+  Var q = rotated(config, linear(query, weights.wq, weights.bq, loc), {}, loc);
+  Var context = attention(q, keys(keyValue, {}, loc), values(keyValue, loc),
+                          options, loc);
+  return linear(context, weights.wo, weights.bo, loc);
 }
 
 Var MultiHeadAttention::keys(Var x, SourceLoc loc) const {
-  return linear(x, weights.wk, weights.bk, loc);
+  return keys(x, {}, loc);
+}
+
+Var MultiHeadAttention::keys(Var x, Var offset, SourceLoc loc) const {
+  return rotated(config, linear(x, weights.wk, weights.bk, loc), offset, loc);
 }
 
 Var MultiHeadAttention::values(Var x, SourceLoc loc) const {
@@ -190,7 +239,9 @@ Var MultiHeadAttention::attendProjected(Var query, Var keys, Var values,
   options.causal = mask.causal;
   options.keyPaddingMask = mask.keyPadding;
   options.offset = mask.offset;
-  Var q = linear(query, weights.wq, weights.bq, loc);
+  options.numKvHeads = config.numKvHeads;
+  Var q = rotated(config, linear(query, weights.wq, weights.bq, loc),
+                  mask.offset, loc);
   return linear(attention(q, keys, values, options, loc), weights.wo,
                 weights.bo, loc);
 }
@@ -356,7 +407,8 @@ DecoderBlock::Step DecoderBlock::step(Var x, Var keyCache, Var valueCache,
   x = residuals[0](
       x,
       [&](Var h) {
-        key = updateSlice(keyCache, selfAttention.keys(h, loc), pos, 1, loc);
+        key =
+            updateSlice(keyCache, selfAttention.keys(h, pos, loc), pos, 1, loc);
         value =
             updateSlice(valueCache, selfAttention.values(h, loc), pos, 1, loc);
         return selfAttention.attendProjected(h, key, value, {{}, true, pos},

@@ -141,11 +141,24 @@ struct RMSNorm {
 // Attention, feed-forward, residual
 //===----------------------------------------------------------------------===//
 
+/// Rotary position embeddings of attention's projected queries and keys.
+struct RotaryConfig {
+  double theta = 10000.0;
+  RotaryStyle style = RotaryStyle::half;
+};
+
 struct MultiHeadAttentionConfig {
   int64_t dModel = 0;
   int64_t numHeads = 0;
   /// Width of the key/value input; 0 means dModel.
   int64_t kvDim = 0;
+  /// Grouped-query attention: this many key/value heads (dividing numHeads;
+  /// "w_k" and "w_v" then project to numKvHeads·dModel/numHeads); 0 for
+  /// numHeads.
+  int64_t numKvHeads = 0;
+  /// Rotate the projected queries and keys by their positions (Llama's
+  /// attention; heads of even width).
+  std::optional<RotaryConfig> rotary = std::nullopt;
   bool bias = true;
   /// Dropout on the attention probabilities.
   double dropout = 0.0;
@@ -165,7 +178,9 @@ struct AttentionMask {
 };
 
 /// Multi-head attention with PyTorch-layout projections "w_q", "w_k", "w_v",
-/// "w_o" (each ".weight" [out, in] and, with biases, ".bias").
+/// "w_o" (each ".weight" [out, in] and, with biases, ".bias"): one kiln.mha,
+/// or with grouped-query heads or rotary positions the projections, the
+/// rotations and one kiln.attention.
 struct MultiHeadAttention {
   MultiHeadAttention(Graph &graph, const std::string &name,
                      MultiHeadAttentionConfig config,
@@ -175,11 +190,15 @@ struct MultiHeadAttention {
                  SourceLoc loc = SourceLoc::current()) const;
 
   /// For incremental decoding (evaluation mode): the projected keys and
-  /// values of `x` [B, T, Dkv], to cache ...
+  /// values of `x` [B, T, Dkv], to cache (with rotary positions, the keys
+  /// rotated at positions offset + t: `offset` an i64 scalar or none for 0)
+  /// ...
   Var keys(Var x, SourceLoc loc = SourceLoc::current()) const;
+  Var keys(Var x, Var offset, SourceLoc loc = SourceLoc::current()) const;
   Var values(Var x, SourceLoc loc = SourceLoc::current()) const;
   /// ... and attention of `query` over already projected (cached) `keys` and
-  /// `values` [B, Tk, D], equal to operator() over their inputs.
+  /// `values` [B, Tk, D], equal to operator() over their inputs (with
+  /// rotary positions, the queries are at mask.offset + t).
   Var attendProjected(Var query, Var keys, Var values, AttentionMask mask = {},
                       SourceLoc loc = SourceLoc::current()) const;
 

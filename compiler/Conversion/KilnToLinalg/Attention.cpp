@@ -33,19 +33,25 @@ Value Attention::split(Value x, int64_t n) {
       ArrayRef<ReassociationIndices>{{0}, {1}, {2, 3}}, shape);
 }
 
+/// [B, T, Hkv, G, dh]: the key/value heads' groups of query heads.
+static std::pair<RankedTensorType, SmallVector<OpFoldResult>>
+groupedHeads(Attention &a, Value xh) {
+  int64_t group = a.heads / a.kvHeads;
+  auto t = Emitter::type(xh);
+  return {RankedTensorType::get(
+              {t.getDimSize(0), t.getDimSize(1), a.kvHeads, group, a.headDim},
+              a.e.f32()),
+          {a.e.size(xh, 0), a.e.size(xh, 1), a.b().getIndexAttr(a.kvHeads),
+           a.b().getIndexAttr(group), a.b().getIndexAttr(a.headDim)}};
+}
+
 Value Attention::repeatKv(Value xh) {
   if (kvHeads == heads) {
     return xh;
   }
-  int64_t group = heads / kvHeads;
-  auto t = Emitter::type(xh);
   // [B, T, Hkv, dh] read at (b, t, g, d) for every r of [B, T, Hkv, G, dh],
   // then G folded into the heads: query head g·G + r reads head g.
-  auto groupedType = RankedTensorType::get(
-      {t.getDimSize(0), t.getDimSize(1), kvHeads, group, headDim}, e.f32());
-  SmallVector<OpFoldResult> shape = {
-      e.size(xh, 0), e.size(xh, 1), b().getIndexAttr(kvHeads),
-      b().getIndexAttr(group), b().getIndexAttr(headDim)};
+  auto [groupedType, shape] = groupedHeads(*this, xh);
   Value grouped = e.generic(
       groupedType, xh, e.empty(shape, e.f32()),
       {e.select(5, {0, 1, 2, 4}), e.identity(5)}, Emitter::parallel(5),
@@ -59,21 +65,15 @@ Value Attention::sumGroups(Value xh) {
   if (kvHeads == heads) {
     return xh;
   }
-  int64_t group = heads / kvHeads;
-  auto t = Emitter::type(xh);
-  auto groupedType = RankedTensorType::get(
-      {t.getDimSize(0), t.getDimSize(1), kvHeads, group, headDim}, e.f32());
-  SmallVector<OpFoldResult> grouped = {
-      e.size(xh, 0), e.size(xh, 1), b().getIndexAttr(kvHeads),
-      b().getIndexAttr(group), b().getIndexAttr(headDim)};
+  auto [groupedType, grouped] = groupedHeads(*this, xh);
   Value expanded = tensor::ExpandShapeOp::create(
       b(), loc(), groupedType, xh,
       ArrayRef<ReassociationIndices>{{0}, {1}, {2, 3}, {4}}, grouped);
-  SmallVector<OpFoldResult> shape = {e.size(xh, 0), e.size(xh, 1),
-                                     b().getIndexAttr(kvHeads),
-                                     b().getIndexAttr(headDim)};
+  SmallVector<OpFoldResult> shape = {grouped[0], grouped[1], grouped[2],
+                                     grouped[4]};
   auto sumType = RankedTensorType::get(
-      {t.getDimSize(0), t.getDimSize(1), kvHeads, headDim}, e.f32());
+      {groupedType.getDimSize(0), groupedType.getDimSize(1), kvHeads, headDim},
+      e.f32());
   return e.generic(sumType, expanded, e.filled(shape, 0.0),
                    {e.identity(5), e.select(5, {0, 1, 2, 4})},
                    {IteratorType::parallel, IteratorType::parallel,

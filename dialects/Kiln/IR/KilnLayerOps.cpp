@@ -206,6 +206,15 @@ LogicalResult RotaryOp::verify() {
   if (!(theta > 0.0) || !std::isfinite(theta)) {
     return emitOpError("expects 'theta' to be finite and > 0, got ") << theta;
   }
+  // The frequencies theta^(-2i/head_dim) in f32: a theta below 1 makes them
+  // grow, past f32's range for a small one (then every angle were NaN).
+  int64_t last = headDim / 2 - 1;
+  if (!std::isfinite(
+          float(std::pow(theta, -2.0 * double(last) / double(headDim))))) {
+    return emitOpError("expects 'theta' to give f32 frequencies "
+                       "theta^(-2i/head_dim), got ")
+           << theta << " (infinite for i = " << last << ")";
+  }
   return verifySameFloatElements(*this);
 }
 

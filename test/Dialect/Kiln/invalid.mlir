@@ -246,6 +246,15 @@ func.func @rotary_theta(%x: tensor<?x?x8xf32>) {
 
 // -----
 
+// A theta so small that the frequencies overflow f32.
+func.func @rotary_tiny_theta(%x: tensor<?x?x64xf32>) {
+  // expected-error @+1 {{'kiln.rotary' op expects 'theta' to give f32 frequencies theta^(-2i/head_dim), got 1.000000e-300 (infinite for i = 31)}}
+  %0 = kiln.rotary %x {head_dim = 64 : i64, theta = 1.0e-300 : f64} : (tensor<?x?x64xf32>) -> tensor<?x?x64xf32>
+  return
+}
+
+// -----
+
 // The unbiased standard deviation of one feature is undefined.
 func.func @layernorm_std_eps_one_feature(%x: tensor<?x1xf32>, %g: tensor<1xf32>) {
   // expected-error @+1 {{'kiln.layernorm' op expects at least 2 features for the unbiased standard deviation of mode std_eps, got 1}}

@@ -165,6 +165,50 @@ TEST_F(DslNNTest, SelfAndCrossAttention) {
   EXPECT_EQ(count(module.str(), "kiln.mha"), 2);
 }
 
+TEST_F(DslNNTest, GroupedQueryAttentionWithRotaryPositions) {
+  nn::MultiHeadAttention attn(graph, "attn",
+                              {.dModel = 64,
+                               .numHeads = 8,
+                               .numKvHeads = 2,
+                               .rotary = nn::RotaryConfig{.theta = 5e5},
+                               .bias = false});
+  Var x = activations(64);
+  Var y = attn(x, x, {.causal = true});
+  EXPECT_EQ(y.shape(), (Shape{kDyn, kDyn, 64}));
+  finish(y);
+  expectParam("attn.w_k.weight", {16, 64}, Init::Kind::uniform, -1 / 8.0,
+              1 / 8.0);
+  expectParam("attn.w_v.weight", {16, 64}, Init::Kind::uniform, -1 / 8.0,
+              1 / 8.0);
+  expectParam("attn.w_q.weight", {64, 64}, Init::Kind::uniform, -1 / 8.0,
+              1 / 8.0);
+  std::string ir = module.str();
+  EXPECT_EQ(count(ir, "kiln.rotary"), 2) << ir;
+  EXPECT_EQ(count(ir, "kiln.mha"), 0) << ir;
+  EXPECT_TRUE(contains(ir, "num_kv_heads = 2")) << ir;
+  EXPECT_TRUE(contains(ir, "theta = 5.000000e+05")) << ir;
+}
+
+TEST_F(DslNNTest, GroupedQueryAttentionErrorsNameTheLine) {
+  nn::MultiHeadAttentionConfig grouped{
+      .dModel = 64, .numHeads = 8, .numKvHeads = 3};
+  int line = 0;
+  std::string message = errorOf([&] {
+    line = __LINE__ + 1;
+    nn::MultiHeadAttention(graph, "a", grouped);
+  });
+  EXPECT_TRUE(message.starts_with(at(line))) << message;
+  EXPECT_TRUE(contains(message, "'numKvHeads' (3)")) << message;
+  message = errorOf([&] {
+    nn::MultiHeadAttention(
+        graph, "b",
+        {.dModel = 24, .numHeads = 8, .rotary = nn::RotaryConfig{}});
+  });
+  EXPECT_TRUE(contains(message, "rotary positions need heads of even width, "
+                                "got 3"))
+      << message;
+}
+
 TEST_F(DslNNTest, FeedForwardActivations) {
   Var x = activations(32);
   for (auto [activation, name] : {std::pair{Activation::relu, "relu"},

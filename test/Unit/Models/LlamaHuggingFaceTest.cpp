@@ -124,6 +124,13 @@ TEST_F(LlamaHuggingFace, ReadsAConfigAsHuggingFaceWritesIt) {
   EXPECT_EQ(c.maxSeqLen, 2048);
   EXPECT_EQ(c.rmsNormEps, 1e-6);
   EXPECT_EQ(c.ropeTheta, 10000.0);
+  // transformers 5's form of the default rotation; "swish" is SiLU.
+  write("config.json", R"({"model_type": "llama", "hidden_act": "swish",
+    "vocab_size": 10, "hidden_size": 8, "num_hidden_layers": 1,
+    "num_attention_heads": 2, "intermediate_size": 16,
+    "rope_parameters": {"rope_type": "default", "rope_theta": 500000.0}})");
+  c = dsl::models::readLlamaConfig(path("config.json"));
+  EXPECT_EQ(c.ropeTheta, 500000.0);
 }
 
 TEST_F(LlamaHuggingFace, RefusesWhatKilnDoesNotImplementByName) {
@@ -162,10 +169,10 @@ TEST_F(LlamaHuggingFace, RefusesWhatKilnDoesNotImplementByName) {
   expectRefused(replaced(base, "\"vocab_size\": 65", "\"vocab_size\": \"65\""),
                 "'vocab_size' is \"65\", not an integer");
   expectRefused(replaced(base, "\"vocab_size\": 65", "\"vocab_size\": -65"),
-                "'vocab_size' is -65, not in [1, 2147483648]");
+                "'vocab_size' is -65, not in [1, 16777216]");
   expectRefused(replaced(base, "\"vocab_size\": 65",
                          "\"vocab_size\": 18446744073709551615"),
-                "not in [1, 2147483648]");
+                "not in [1, 16777216]");
   expectRefused(replaced(base, ",\n  \"vocab_size\": 65", ""),
                 "has no 'vocab_size'");
   expectRefused(replaced(base, "\"num_key_value_heads\": 2",
@@ -178,7 +185,32 @@ TEST_F(LlamaHuggingFace, RefusesWhatKilnDoesNotImplementByName) {
   expectRefused(tinyLlamaJson(",\n  \"head_dim\": 32"),
                 "head_dim is 32, not hidden_size / num_attention_heads (16)");
   expectRefused(replaced(base, "\"rope_theta\": 10000.0", "\"rope_theta\": 0"),
-                "rope_theta > 0");
+                "rope_theta >= 1");
+  expectRefused(
+      replaced(base, "\"rope_theta\": 10000.0", "\"rope_theta\": 1e-300"),
+      "rope_theta >= 1");
+  // 0 (an unsigned literal to the parser) is no size; a head count of 0
+  // had divided by zero.
+  expectRefused(replaced(base, "\"num_attention_heads\": 4",
+                         "\"num_attention_heads\": 0"),
+                "'num_attention_heads' is 0, not in [1, 4096]");
+  expectRefused(replaced(base, "\"num_key_value_heads\": 2",
+                         "\"num_key_value_heads\": 0"),
+                "'num_key_value_heads' is 0, not in [1, 4096]");
+  expectRefused(replaced(base, "\"num_hidden_layers\": 2",
+                         "\"num_hidden_layers\": 2000000000"),
+                "'num_hidden_layers' is 2000000000, not in [1, 4096]");
+  // transformers 5's rope_parameters: only the default rotation.
+  expectRefused(replaced(base, "\"rope_scaling\": null",
+                         R"("rope_parameters": {"rope_type": "llama3", )"
+                         R"("rope_theta": 500000.0, "factor": 8.0})"),
+                "rope_parameters {\"factor\":8.0,\"rope_theta\":500000.0,"
+                "\"rope_type\":\"llama3\"} is not implemented");
+  expectRefused(replaced(base, "\"rope_scaling\": null",
+                         R"("rope_parameters": {"rope_type": "default", )"
+                         R"("rope_theta": 500000.0})"),
+                "rope_theta (10000) and rope_parameters' rope_theta (500000) "
+                "differ");
   expectRefused(replaced(base, "\"tie_word_embeddings\": false",
                          "\"tie_word_embeddings\": 0"),
                 "'tie_word_embeddings' is 0, not true or false");

@@ -166,6 +166,48 @@ TEST(ModelNumerics, LlamaMatchesReference) {
   }
 }
 
+// nn::MultiHeadAttention with grouped-query heads (8 over 2) and rotary
+// positions, with biases, against the double reference.
+TEST(ModelNumerics, GroupedQueryRotaryAttentionModule) {
+  dsl::Module module;
+  dsl::Graph &graph = module.addGraph("forward");
+  dsl::Var x = graph.input("x", {dsl::kDynamic, dsl::kDynamic, 32}, DType::f32);
+  dsl::nn::MultiHeadAttention attn(
+      graph, "attn",
+      {.dModel = 32,
+       .numHeads = 8,
+       .numKvHeads = 2,
+       .rotary = dsl::nn::RotaryConfig{.theta = 100.0}});
+  graph.finish({attn(x, x, {.causal = true})});
+  CompiledModel model(module, 3);
+  randomizeParameters(model, 300);
+  auto p = [&](const std::string &name) {
+    std::vector<float> v =
+        model.parameters().get("attn." + name).toVector<float>();
+    return dref::Vec(v.begin(), v.end());
+  };
+  for (int64_t t : {1, 17, 33}) {
+    Tensor in = ref::randomTensor({1, t, 32}, uint32_t(t), -1, 1);
+    std::vector<float> xf = in.toVector<float>();
+    dref::Vec xs(xf.begin(), xf.end());
+    dref::Vec bq = p("w_q.bias"), bk = p("w_k.bias"), bv = p("w_v.bias"),
+              bo = p("w_o.bias");
+    dref::Vec q = dref::ropeHalf(
+        dref::linear(xs, t, 32, p("w_q.weight"), 32, &bq), t, 32, 4, 100.0);
+    dref::Vec k = dref::ropeHalf(
+        dref::linear(xs, t, 32, p("w_k.weight"), 8, &bk), t, 8, 4, 100.0);
+    dref::Vec v = dref::linear(xs, t, 32, p("w_v.weight"), 8, &bv);
+    dref::Vec a =
+        dref::attention(q, k, v, nullptr, 1, t, t, 32, 8, true, {}, 2);
+    dref::Vec want = dref::linear(a, t, 32, p("w_o.weight"), 32, &bo);
+    ref::expectClose(
+        model.run("forward", {{"x", in}})[0],
+        Tensor::fromVector<float>({1, t, 32},
+                                  std::vector<float>(want.begin(), want.end())),
+        2e-5, 2e-4);
+  }
+}
+
 // A configuration that cannot be built is refused by name, before any
 // parameter is declared.
 TEST(ModelNumerics, LlamaConfigErrorsNameTheField) {
