@@ -168,6 +168,68 @@ TEST(OpNumerics, LayerNormBothModes) {
   }
 }
 
+// The Llama blocks accept empty batches and sequences: RMS norm, rotary
+// embeddings at an offset, SiLU, grouped-query causal attention, and the
+// training step's backward ops (through kiln-autodiff) return empty results
+// of the right shapes, and the first real size after them is right.
+TEST(OpNumerics, LlamaBlocksTakeEmptyBatchesAndSequences) {
+  auto jit = JitModule::compileSource(R"(
+    func.func @f(%x: tensor<?x?x8xf32>, %w: tensor<8xf32>, %k: tensor<?x?x4xf32>, %pos: i64)
+        -> (tensor<?x?x8xf32>, tensor<?x?x8xf32>) {
+      %n = kiln.rms_norm %x, %w : (tensor<?x?x8xf32>, tensor<8xf32>) -> tensor<?x?x8xf32>
+      %r = kiln.rotary %n offset %pos {head_dim = 4 : i64} : (tensor<?x?x8xf32>, i64) -> tensor<?x?x8xf32>
+      %s = kiln.silu %r : (tensor<?x?x8xf32>) -> tensor<?x?x8xf32>
+      %kr = kiln.rotary %k {head_dim = 4 : i64} : (tensor<?x?x4xf32>) -> tensor<?x?x4xf32>
+      %a = kiln.attention %s, %kr, %k {num_heads = 2 : i64, num_kv_heads = 1 : i64, causal}
+          : (tensor<?x?x8xf32>, tensor<?x?x4xf32>, tensor<?x?x4xf32>) -> tensor<?x?x8xf32>
+      return %s, %a : tensor<?x?x8xf32>, tensor<?x?x8xf32>
+    }
+    func.func @grad(%g: tensor<?x?x8xf32>, %x: tensor<?x?x8xf32>, %w: tensor<8xf32>)
+        -> (tensor<?x?x8xf32>, tensor<8xf32>) {
+      %dx, %dw = kiln.rms_norm_grad %g, %x, %w : (tensor<?x?x8xf32>, tensor<?x?x8xf32>, tensor<8xf32>)
+          -> (tensor<?x?x8xf32>, tensor<8xf32>)
+      return %dx, %dw : tensor<?x?x8xf32>, tensor<8xf32>
+    })");
+  Tensor w = ref::randomTensor({8}, 3);
+  for (auto [b, t] : std::vector<std::pair<int64_t, int64_t>>{
+           {0, 5}, {2, 0}, {0, 0}, {1, 3}}) {
+    Tensor x = ref::randomTensor({b, t, 8}, 4),
+           k = ref::randomTensor({b, t, 4}, 5);
+    std::vector<Tensor> out = jit->call("f", {x, w, k, int64_t(7)});
+    EXPECT_EQ(out[0].shape(), (std::vector<int64_t>{b, t, 8}));
+    EXPECT_EQ(out[1].shape(), (std::vector<int64_t>{b, t, 8}));
+    std::vector<Tensor> grads = jit->call("grad", {x, x, w});
+    EXPECT_EQ(grads[0].shape(), (std::vector<int64_t>{b, t, 8}));
+    ASSERT_EQ(grads[1].shape(), (std::vector<int64_t>{8}));
+    if (b * t == 0) {
+      // No rows: the weight's gradient is a sum of nothing.
+      EXPECT_EQ(grads[1].toVector<float>(), std::vector<float>(8, 0.0f));
+    } else {
+      // SiLU of the rotation of the normalized rows, in double.
+      std::vector<float> xs = x.toVector<float>(), ws = w.toVector<float>();
+      for (int64_t row = 0; row < b * t; ++row) {
+        double sq = 0;
+        for (int64_t i = 0; i < 8; ++i) {
+          sq += double(xs[row * 8 + i]) * xs[row * 8 + i];
+        }
+        double inv = 1.0 / std::sqrt(sq / 8 + 1e-6);
+        double pos = double(row % t + 7);
+        for (int64_t i = 0; i < 8; ++i) {
+          int64_t head = i / 4 * 4, j = i % 4, pair = j % 2;
+          double angle = pos * std::pow(10000.0, -2.0 * pair / 4);
+          auto n = [&](int64_t c) { return xs[row * 8 + c] * inv * ws[c]; };
+          double v = j < 2 ? n(head + j) * std::cos(angle) -
+                                 n(head + j + 2) * std::sin(angle)
+                           : n(head + j) * std::cos(angle) +
+                                 n(head + j - 2) * std::sin(angle);
+          EXPECT_NEAR(out[0].data<float>()[row * 8 + i], v / (1 + std::exp(-v)),
+                      2e-5);
+        }
+      }
+    }
+  }
+}
+
 TEST(OpNumerics, FeedForwardEachActivation) {
   for (const char *act : {"relu", "gelu", "gelu_tanh"}) {
     auto jit = JitModule::compileSource(std::string(R"(
