@@ -116,9 +116,8 @@ LogicalResult RmsNormGradOp::verify() {
   if (input.getRank() < 1) {
     return emitOpError("expects 'input' to have rank >= 1");
   }
-  double eps = getEps().convertToDouble();
-  if (!(eps >= 0.0) || !std::isfinite(eps)) {
-    return emitOpError("expects 'eps' to be finite and >= 0, got ") << eps;
+  if (failed(verifyEps(*this, getEps().convertToDouble()))) {
+    return failure();
   }
   return verifyVector(*this, getWeight(), "weight",
                       input.getDimSize(input.getRank() - 1), "dim");

@@ -126,9 +126,8 @@ LogicalResult LayerNormOp::verify() {
       failed(verifyVector(*this, getBeta(), "beta", dim, "dim"))) {
     return failure();
   }
-  double eps = getEps().convertToDouble();
-  if (!(eps >= 0.0) || !std::isfinite(eps)) {
-    return emitOpError("expects 'eps' to be finite and >= 0, got ") << eps;
+  if (failed(verifyEps(*this, getEps().convertToDouble()))) {
+    return failure();
   }
   if (getMode() == NormMode::std_eps && dim == 1) {
     return emitOpError("expects at least 2 features for the unbiased "
@@ -158,9 +157,8 @@ LogicalResult RmsNormOp::verify() {
                           input.getDimSize(input.getRank() - 1), "dim"))) {
     return failure();
   }
-  double eps = getEps().convertToDouble();
-  if (!(eps >= 0.0) || !std::isfinite(eps)) {
-    return emitOpError("expects 'eps' to be finite and >= 0, got ") << eps;
+  if (failed(verifyEps(*this, getEps().convertToDouble()))) {
+    return failure();
   }
   return verifySameFloatElements(*this);
 }

@@ -22,6 +22,8 @@
 #include "mlir/IR/OpImplementation.h"
 #include "mlir/IR/PatternMatch.h"
 
+#include <cmath>
+
 using namespace mlir;
 using namespace mlir::kiln;
 
@@ -104,6 +106,13 @@ LogicalResult mlir::kiln::detail::verifySameFloatElements(Operation *op) {
              << expected << ", operand #" << operand.getOperandNumber()
              << " has " << type.getElementType();
     }
+  }
+  return success();
+}
+
+LogicalResult mlir::kiln::detail::verifyEps(Operation *op, double eps) {
+  if (!(eps >= 0.0) || !std::isfinite(eps)) {
+    return op->emitOpError("expects 'eps' to be finite and >= 0, got ") << eps;
   }
   return success();
 }

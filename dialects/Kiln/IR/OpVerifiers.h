@@ -61,6 +61,10 @@ LogicalResult verifySameFloatElements(Operation *op);
 LogicalResult verifyDropout(Operation *op, double p, bool hasSeed,
                             StringRef name);
 
+/// Checks a normalization's `eps` (layernorm, rms_norm and their
+/// gradients): finite and >= 0.
+LogicalResult verifyEps(Operation *op, double eps);
+
 /// Checks that two tensors have the same rank and compatible sizes.
 LogicalResult verifySameShape(Operation *op, Value a, StringRef aName, Value b,
                               StringRef bName);
