@@ -609,6 +609,11 @@ extern "C" void mgpuLaunchKernel(void *function, intptr_t gridX, intptr_t gridY,
                                  intptr_t blockY, intptr_t blockZ, int32_t smem,
                                  void *stream, void **params, void **extra,
                                  size_t /*paramsCount*/) {
+  // A grid with no blocks (a parallel loop over an empty tensor) has
+  // nothing to run; the driver would refuse it as an invalid argument.
+  if (gridX <= 0 || gridY <= 0 || gridZ <= 0) {
+    return;
+  }
   Driver &d = driverOrAbort("a GPU kernel launch");
   Profiler &p = profiler();
   Profiler::Timing timing{function,

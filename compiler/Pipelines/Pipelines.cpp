@@ -221,6 +221,7 @@ void mlir::kiln::buildLinalgToGpuPipeline(OpPassManager &pm, bool resident) {
   // The kernels: NVVM, then PTX for the architecture kiln.target names.
   pm.addPass(createKilnAttachGpuTargetPass());
   OpPassManager &kernels = pm.nest<gpu::GPUModuleOp>();
+  kernels.addPass(createKilnAlignWorkgroupMemoryPass());
   kernels.addPass(createKilnApproximateMathPass());
   kernels.addPass(createSCFToControlFlowPass());
   kernels.addPass(createConvertGpuOpsToNVVMOps());

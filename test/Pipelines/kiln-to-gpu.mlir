@@ -40,10 +40,13 @@ func.func @f(%x: tensor<?x64xf32>, %w: tensor<128x64xf32>, %b: tensor<128xf32>) 
 // CHECK-SAME:    .target sm_90
 // CHECK-SAME:    .entry kiln_kernel_0_kernel(
 // The matmul (reading the [N, K] weight as it is stored, along k) is tiled
-// through shared memory (kiln-gpu-kernels); softmax's max and sum over rows
-// of 128 are block reductions with warp shuffles.
+// through 16-byte aligned shared memory (kiln-gpu-kernels,
+// kiln-align-workgroup-memory) and read from it 128 bits at a time;
+// softmax's max and sum over rows of 128 are block reductions with warp
+// shuffles.
 // CHECK:       gpu.binary @kiln_kernel_1_kernel
-// CHECK-SAME:    .shared .align 4 .b8 __wg_kiln_kernel_1_kernel_0[4160]
+// CHECK-SAME:    .shared .align 16 .b8 __wg_kiln_kernel_1_kernel_0[4224]
+// CHECK-SAME:    ld.shared.v4.{{[bf]}}32
 // CHECK-SAME:    fma.rn.f32
 // CHECK:       gpu.binary @kiln_kernel_4_kernel
 // CHECK-SAME:    shfl.sync.bfly.b32

@@ -6,12 +6,17 @@
 //
 //  - A contraction (a matmul, a batched matmul, a projection over [B, T, D],
 //    attention's Q.K^T, a weight gradient summing over B and T) is tiled by
-//    64 x 64 outputs per block of 16 x 16 threads, each thread computing a
-//    4 x 4 sub-tile held in registers, with 16 x 64 tiles of each operand
-//    staged through shared memory, loaded by the whole block in the order
-//    that reads global memory contiguously. The arithmetic is fp32 FMA on the
-//    CUDA cores, so results match the CPU's to rounding (see docs/gpu.md for
-//    why not TF32 tensor cores).
+//    128 x 128 outputs per block of 16 x 16 threads, each thread computing
+//    8 x 8 of them in registers (runs of 4, read from shared memory 128 bits
+//    at a time), with 8 x 128 tiles of each operand staged through shared
+//    memory, loaded by the whole block in the order that reads global
+//    memory contiguously, the next tiles read into registers while the block
+//    multiplies the current ones. A grid too small to fill the GPU splits
+//    the reduction over more blocks (split-K, decided at run time for
+//    dynamic sizes); a second kernel adds the parts in order, so results do
+//    not depend on timing. The arithmetic is fp32 FMA on the CUDA cores, so
+//    results match the CPU's to rounding (see docs/gpu.md for why not TF32
+//    tensor cores).
 //  - A reduction over at least 32 elements (softmax's max and sum,
 //    layernorm's mean and variance, the loss) gives each output element a
 //    block: the threads stride over the reduced elements, then combine their
@@ -37,6 +42,9 @@
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/PatternMatch.h"
 #include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/Debug.h"
+
+#define DEBUG_TYPE "kiln-gpu-kernels"
 
 namespace mlir::kiln {
 #define GEN_PASS_DEF_KILNGPUKERNELSPASS
@@ -51,9 +59,17 @@ namespace {
 /// static loop of 32 or more, unrolled, had taken 251 registers a thread).
 constexpr int64_t kMinBlockReduction = 32;
 /// Contraction tiling: a block of kThreads x kThreads threads computes
-/// kTile x kTile outputs, stepping over the reduction kDepth at a time.
-constexpr int64_t kThreads = 16, kTile = 64, kDepth = 16;
+/// kTile x kTile outputs, kPerThread x kPerThread per thread in registers
+/// (runs of kRun consecutive rows and columns, kThreads * kRun apart, read
+/// from shared memory 128 bits at a time), stepping over the reduction
+/// kDepth at a time.
+constexpr int64_t kThreads = 16, kTile = 128, kDepth = 8, kRun = 4;
 constexpr int64_t kPerThread = kTile / kThreads;
+/// Split-K: a grid of fewer blocks than this (two on each of an H100's or
+/// H200's 132 multiprocessors) splits the reduction over more blocks...
+constexpr int64_t kWantedBlocks = 264;
+/// ... in parts of at least this many steps.
+constexpr int64_t kMinSplit = 128;
 
 Value index(OpBuilder &b, Location loc, int64_t v) {
   return arith::ConstantIndexOp::create(b, loc, v);
@@ -118,11 +134,11 @@ Value ceilDiv(OpBuilder &b, Location loc, Value a, int64_t d) {
 }
 
 gpu::LaunchOp createLaunch(OpBuilder &b, Location loc, Value gridX, Value gridY,
-                           Value blockX, Value blockY,
-                           TypeRange workgroup = {}) {
+                           Value blockX, Value blockY, TypeRange workgroup = {},
+                           Value gridZ = {}) {
   Value one = index(b, loc, 1);
   auto launch = gpu::LaunchOp::create(
-      b, loc, gridX, gridY, one, blockX, blockY, one,
+      b, loc, gridX, gridY, gridZ ? gridZ : one, blockX, blockY, one,
       /*dynamicSharedMemorySize=*/nullptr,
       /*asyncTokenType=*/nullptr, ValueRange(), workgroup);
   b.setInsertionPointToEnd(&launch.getBody().front());
@@ -366,6 +382,14 @@ SmallVector<Value> sizesOf(ArrayRef<Value> sizes, ArrayRef<unsigned> dims) {
   return result;
 }
 
+/// The block's tile-local index of a thread's `r`-th row (or column) of
+/// outputs: runs of kRun consecutive ones, kThreads * kRun apart.
+Value localOutput(OpBuilder &b, Location loc, Value thread, int64_t r) {
+  Value base = arith::MulIOp::create(b, loc, thread, index(b, loc, kRun));
+  return arith::AddIOp::create(
+      b, loc, base, index(b, loc, r / kRun * kThreads * kRun + r % kRun));
+}
+
 void buildContraction(RewriterBase &b, linalg::LinalgOp op,
                       const ContractionPlan &plan) {
   Location loc = op.getLoc();
@@ -378,18 +402,80 @@ void buildContraction(RewriterBase &b, linalg::LinalgOp op,
   Value batch = product(b, loc, batchSizes), m = product(b, loc, mSizes),
         n = product(b, loc, nSizes), k = product(b, loc, kSizes);
   Value tilesN = ceilDiv(b, loc, n, kTile);
-  Value one = index(b, loc, 1);
-  // Grid x: the n tiles of every batch; grid y: the m tiles.
+  Value one = index(b, loc, 1), zero = index(b, loc, 0);
+  // Grid x: the n tiles of every batch; grid y: the m tiles; grid z: the
+  // parts of the reduction.
   Value gridX = arith::MaxUIOp::create(
       b, loc, arith::MulIOp::create(b, loc, tilesN, batch), one);
   Value gridY = arith::MaxUIOp::create(b, loc, ceilDiv(b, loc, m, kTile), one);
-  // One column of padding: the threads that store a column along k then
-  // hit distinct shared-memory banks.
+  // Split-K: a grid of fewer than kWantedBlocks blocks splits the reduction
+  // into as many parts as fill it, each of at least kMinSplit steps and a
+  // multiple of kDepth. The parts' sums go to `partials` ([splits, batch *
+  // m * n]), which a second kernel adds to the output in order: the result
+  // does not depend on timing. Sizes known to give one part emit neither.
+  auto staticProduct = [&](ArrayRef<unsigned> ds) -> std::optional<int64_t> {
+    SmallVector<int64_t> ranges = op.getStaticLoopRanges();
+    int64_t p = 1;
+    for (unsigned d : ds) {
+      if (ShapedType::isDynamic(ranges[d])) {
+        return std::nullopt;
+      }
+      p *= ranges[d];
+    }
+    return p;
+  };
+  std::optional<int64_t> staticK = staticProduct(dims.k),
+                         staticM = staticProduct(dims.m),
+                         staticN = staticProduct(dims.n),
+                         staticBatch = staticProduct(dims.batch);
+  bool maySplit = !(staticK && *staticK / kMinSplit <= 1);
+  if (staticM && staticN && staticBatch &&
+      std::max<int64_t>((*staticN + kTile - 1) / kTile * *staticBatch, 1) *
+              std::max<int64_t>((*staticM + kTile - 1) / kTile, 1) >=
+          kWantedBlocks) {
+    maySplit = false;
+  }
+  Value splits = one, chunk = k, split, outputs, partials;
+  if (maySplit) {
+    Value blocks = arith::MulIOp::create(b, loc, gridX, gridY);
+    Value wanted = arith::MaxUIOp::create(
+        b, loc,
+        arith::DivUIOp::create(b, loc, index(b, loc, kWantedBlocks), blocks),
+        one);
+    Value most = arith::MaxUIOp::create(
+        b, loc, arith::DivUIOp::create(b, loc, k, index(b, loc, kMinSplit)),
+        one);
+    Value parts = arith::MinUIOp::create(b, loc, wanted, most);
+    chunk = arith::MaxUIOp::create(
+        b, loc,
+        arith::MulIOp::create(
+            b, loc,
+            ceilDiv(b, loc, arith::CeilDivUIOp::create(b, loc, k, parts),
+                    kDepth),
+            index(b, loc, kDepth)),
+        index(b, loc, kDepth));
+    splits = arith::MaxUIOp::create(
+        b, loc, arith::CeilDivUIOp::create(b, loc, k, chunk), one);
+    split =
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ugt, splits, one);
+    outputs = arith::MulIOp::create(b, loc,
+                                    arith::MulIOp::create(b, loc, batch, m), n);
+    partials = memref::AllocOp::create(
+        b, loc,
+        MemRefType::get({ShapedType::kDynamic, ShapedType::kDynamic},
+                        b.getF32Type()),
+        ValueRange{arith::SelectOp::create(b, loc, split, splits, zero),
+                   outputs});
+  }
+
+  // kRun columns of padding keep rows 16-byte aligned (128-bit loads) and
+  // put the threads that store a column along k in distinct banks.
   auto tileType = MemRefType::get(
-      {kDepth, kTile + 1}, b.getF32Type(), AffineMap(),
+      {kDepth, kTile + kRun}, b.getF32Type(), AffineMap(),
       gpu::AddressSpaceAttr::get(b.getContext(), gpu::AddressSpace::Workgroup));
-  auto launch = createLaunch(b, loc, gridX, gridY, index(b, loc, kThreads),
-                             index(b, loc, kThreads), {tileType, tileType});
+  auto launch =
+      createLaunch(b, loc, gridX, gridY, index(b, loc, kThreads),
+                   index(b, loc, kThreads), {tileType, tileType}, splits);
   Value lhsTile = launch.getWorkgroupAttributions()[0];
   Value rhsTile = launch.getWorkgroupAttributions()[1];
 
@@ -403,6 +489,10 @@ void buildContraction(RewriterBase &b, linalg::LinalgOp op,
       index(b, loc, kTile));
   Value m0 = arith::MulIOp::create(b, loc, launch.getBlockIds().y,
                                    index(b, loc, kTile));
+  Value part = launch.getBlockIds().z;
+  Value kBegin = arith::MulIOp::create(b, loc, part, chunk);
+  Value kEnd = arith::MinUIOp::create(
+      b, loc, k, arith::AddIOp::create(b, loc, kBegin, chunk));
   SmallVector<Value> batchIndices = delinearize(b, loc, batchIndex, batchSizes);
   Value inBatch = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult,
                                         batchIndex, batch);
@@ -411,148 +501,249 @@ void buildContraction(RewriterBase &b, linalg::LinalgOp op,
       b, loc, arith::MulIOp::create(b, loc, ty, index(b, loc, kThreads)), tx);
 
   // The loop indices of the iteration (batch, m, n, k).
-  auto iteration = [&](ArrayRef<Value> mIdx, ArrayRef<Value> nIdx,
-                       ArrayRef<Value> kIdx) {
+  auto iteration = [&](ArrayRef<Value> bIdx, ArrayRef<Value> mIdx,
+                       ArrayRef<Value> nIdx, ArrayRef<Value> kIdx) {
     SmallVector<Value> loops(op.getNumLoops());
     auto place = [&](ArrayRef<unsigned> ds, ArrayRef<Value> values) {
       for (auto [d, v] : llvm::zip(ds, values)) {
         loops[d] = v;
       }
     };
-    place(dims.batch, batchIndices);
+    place(dims.batch, bIdx);
     place(dims.m, mIdx);
     place(dims.n, nIdx);
     place(dims.k, kIdx);
     for (Value &v : loops) {
       if (!v) {
-        v = index(b, loc, 0); // a dimension the operand does not use
+        v = zero; // a dimension the operand does not use
       }
     }
     return loops;
   };
 
-  // Copies the kDepth x kTile tile of operand `which` (0: lhs along m, 1:
-  // rhs along n) at (k0, start) into `tile`, zero outside the operand; the
-  // block's threads read consecutive elements of its innermost dimension.
-  auto loadTile = [&](unsigned which, Value k0, Value start, Value tile) {
-    OpOperand *operand = op.getDpsInputOperand(which);
+  // Where this thread's e-th element of a kDepth x kTile tile of operand
+  // `which` (0: lhs along m, 1: rhs along n) goes: the block's threads read
+  // consecutive elements of the operand's innermost dimension.
+  constexpr int64_t kLoadsPerThread = kDepth * kTile / (kThreads * kThreads);
+  auto tilePlace = [&](unsigned which, int64_t e) -> std::pair<Value, Value> {
     bool alongK = which == 0 ? plan.lhsAlongK : plan.rhsAlongK;
-    Value extent = which == 0 ? m : n;
-    ArrayRef<Value> extentSizes = which == 0 ? mSizes : nSizes;
-    for (int64_t e = 0; e < kDepth * kTile / (kThreads * kThreads); ++e) {
-      Value linear = arith::AddIOp::create(
-          b, loc, linearThread, index(b, loc, e * kThreads * kThreads));
-      Value kk, xx;
-      if (alongK) {
-        kk = arith::RemUIOp::create(b, loc, linear, index(b, loc, kDepth));
-        xx = arith::DivUIOp::create(b, loc, linear, index(b, loc, kDepth));
-      } else {
-        xx = arith::RemUIOp::create(b, loc, linear, index(b, loc, kTile));
-        kk = arith::DivUIOp::create(b, loc, linear, index(b, loc, kTile));
-      }
-      Value gk = arith::AddIOp::create(b, loc, k0, kk);
-      Value gx = arith::AddIOp::create(b, loc, start, xx);
-      Value inside = arith::AndIOp::create(
-          b, loc,
-          arith::AndIOp::create(
-              b, loc,
-              arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, gk, k),
-              arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, gx,
-                                    extent)),
-          inBatch);
-      auto ifInside = scf::IfOp::create(b, loc, b.getF32Type(), inside,
-                                        /*withElseRegion=*/true);
-      {
+    Value linear = arith::AddIOp::create(
+        b, loc, linearThread, index(b, loc, e * kThreads * kThreads));
+    if (alongK) {
+      return {arith::RemUIOp::create(b, loc, linear, index(b, loc, kDepth)),
+              arith::DivUIOp::create(b, loc, linear, index(b, loc, kDepth))};
+    }
+    return {arith::DivUIOp::create(b, loc, linear, index(b, loc, kTile)),
+            arith::RemUIOp::create(b, loc, linear, index(b, loc, kTile))};
+  };
+  // This thread's elements of the tiles of both operands at k0 (zero
+  // outside the operand or past this part of the reduction).
+  auto loadTiles = [&](Value k0) {
+    SmallVector<Value> values;
+    for (unsigned which = 0; which < 2; ++which) {
+      OpOperand *operand = op.getDpsInputOperand(which);
+      Value start = which == 0 ? m0 : n0;
+      Value extent = which == 0 ? m : n;
+      ArrayRef<Value> extentSizes = which == 0 ? mSizes : nSizes;
+      for (int64_t e = 0; e < kLoadsPerThread; ++e) {
+        auto [kk, xx] = tilePlace(which, e);
+        Value gk = arith::AddIOp::create(b, loc, k0, kk);
+        Value gx = arith::AddIOp::create(b, loc, start, xx);
+        Value inside = arith::AndIOp::create(
+            b, loc,
+            arith::AndIOp::create(
+                b, loc,
+                arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, gk,
+                                      kEnd),
+                arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, gx,
+                                      extent)),
+            inBatch);
+        auto ifInside = scf::IfOp::create(b, loc, b.getF32Type(), inside,
+                                          /*withElseRegion=*/true);
         OpBuilder::InsertionGuard guard(b);
         b.setInsertionPointToStart(&ifInside.getThenRegion().front());
         SmallVector<Value> kIdx = delinearize(b, loc, gk, kSizes);
         SmallVector<Value> xIdx = delinearize(b, loc, gx, extentSizes);
         SmallVector<Value> loops =
-            which == 0 ? iteration(xIdx, {}, kIdx) : iteration({}, xIdx, kIdx);
+            which == 0 ? iteration(batchIndices, xIdx, {}, kIdx)
+                       : iteration(batchIndices, {}, xIdx, kIdx);
         Value v =
             memref::LoadOp::create(b, loc, operand->get(),
                                    operandIndices(b, loc, op, *operand, loops));
         scf::YieldOp::create(b, loc, v);
         b.setInsertionPointToStart(&ifInside.getElseRegion().front());
         scf::YieldOp::create(b, loc, zeroF);
+        values.push_back(ifInside.getResult(0));
       }
-      memref::StoreOp::create(b, loc, ifInside.getResult(0), tile,
-                              ValueRange{kk, xx});
     }
+    return values;
   };
 
-  // Thread (tx, ty) accumulates rows ty + 16 i and columns tx + 16 j.
-  SmallVector<Value> zeros(kPerThread * kPerThread, zeroF);
-  auto kLoop = scf::ForOp::create(b, loc, index(b, loc, 0), k,
-                                  index(b, loc, kDepth), zeros);
+  // Software pipelining through registers: the next tiles are read from
+  // global memory while the block multiplies the ones in shared memory.
+  constexpr int64_t kAccumulators = kPerThread * kPerThread;
+  SmallVector<Value> init(kAccumulators, zeroF);
+  llvm::append_range(init, loadTiles(kBegin));
+  auto kLoop =
+      scf::ForOp::create(b, loc, kBegin, kEnd, index(b, loc, kDepth), init);
   {
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(kLoop.getBody());
     Value k0 = kLoop.getInductionVar();
-    loadTile(0, k0, m0, lhsTile);
-    loadTile(1, k0, n0, rhsTile);
+    ValueRange carried = kLoop.getRegionIterArgs();
+    for (unsigned which = 0; which < 2; ++which) {
+      for (int64_t e = 0; e < kLoadsPerThread; ++e) {
+        auto [kk, xx] = tilePlace(which, e);
+        memref::StoreOp::create(
+            b, loc, carried[kAccumulators + which * kLoadsPerThread + e],
+            which == 0 ? lhsTile : rhsTile, ValueRange{kk, xx});
+      }
+    }
     gpu::BarrierOp::create(b, loc);
-    auto inner =
-        scf::ForOp::create(b, loc, index(b, loc, 0), index(b, loc, kDepth), one,
-                           kLoop.getRegionIterArgs());
+    SmallVector<Value> next =
+        loadTiles(arith::AddIOp::create(b, loc, k0, index(b, loc, kDepth)));
+    auto inner = scf::ForOp::create(b, loc, zero, index(b, loc, kDepth), one,
+                                    carried.take_front(kAccumulators));
     {
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPointToStart(inner.getBody());
       Value kk = inner.getInductionVar();
+      // Runs of kRun consecutive elements: 128-bit shared-memory loads.
       SmallVector<Value> a, c;
-      for (int64_t i = 0; i < kPerThread; ++i) {
-        Value row =
-            arith::AddIOp::create(b, loc, ty, index(b, loc, i * kThreads));
-        a.push_back(
-            memref::LoadOp::create(b, loc, lhsTile, ValueRange{kk, row}));
-        Value col =
-            arith::AddIOp::create(b, loc, tx, index(b, loc, i * kThreads));
-        c.push_back(
-            memref::LoadOp::create(b, loc, rhsTile, ValueRange{kk, col}));
+      for (int64_t r = 0; r < kPerThread; ++r) {
+        a.push_back(memref::LoadOp::create(
+            b, loc, lhsTile, ValueRange{kk, localOutput(b, loc, ty, r)}));
+        c.push_back(memref::LoadOp::create(
+            b, loc, rhsTile, ValueRange{kk, localOutput(b, loc, tx, r)}));
       }
-      SmallVector<Value> next;
+      SmallVector<Value> sums;
       for (int64_t i = 0; i < kPerThread; ++i) {
         for (int64_t j = 0; j < kPerThread; ++j) {
-          next.push_back(math::FmaOp::create(
+          sums.push_back(math::FmaOp::create(
               b, loc, a[i], c[j],
               inner.getRegionIterArgs()[i * kPerThread + j]));
         }
       }
-      scf::YieldOp::create(b, loc, next);
+      scf::YieldOp::create(b, loc, sums);
     }
     gpu::BarrierOp::create(b, loc);
-    scf::YieldOp::create(b, loc, inner.getResults());
+    SmallVector<Value> yielded(inner.getResults());
+    llvm::append_range(yielded, next);
+    scf::YieldOp::create(b, loc, yielded);
   }
 
-  // out += acc, where inside the output.
+  // out += acc where inside the output, or, split, the part's sums into
+  // `partials`.
   OpOperand &output = op.getDpsInitsMutable()[0];
-  for (int64_t i = 0; i < kPerThread; ++i) {
-    for (int64_t j = 0; j < kPerThread; ++j) {
-      Value gm = arith::AddIOp::create(
-          b, loc, m0,
-          arith::AddIOp::create(b, loc, ty, index(b, loc, i * kThreads)));
-      Value gn = arith::AddIOp::create(
-          b, loc, n0,
-          arith::AddIOp::create(b, loc, tx, index(b, loc, j * kThreads)));
-      Value inside = arith::AndIOp::create(
-          b, loc,
-          arith::AndIOp::create(
-              b, loc,
-              arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, gm, m),
-              arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, gn, n)),
-          inBatch);
-      auto ifInside = scf::IfOp::create(b, loc, inside, /*withElse=*/false);
-      OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPointToStart(&ifInside.getThenRegion().front());
-      SmallVector<Value> loops = iteration(delinearize(b, loc, gm, mSizes),
-                                           delinearize(b, loc, gn, nSizes), {});
-      SmallVector<Value> indices = operandIndices(b, loc, op, output, loops);
-      Value old = memref::LoadOp::create(b, loc, output.get(), indices);
-      Value sum = arith::AddFOp::create(b, loc, old,
-                                        kLoop.getResult(i * kPerThread + j));
-      memref::StoreOp::create(b, loc, sum, output.get(), indices);
+  auto storeOutputs = [&](bool toPartials) {
+    for (int64_t i = 0; i < kPerThread; ++i) {
+      for (int64_t j = 0; j < kPerThread; ++j) {
+        Value gm =
+            arith::AddIOp::create(b, loc, m0, localOutput(b, loc, ty, i));
+        Value gn =
+            arith::AddIOp::create(b, loc, n0, localOutput(b, loc, tx, j));
+        Value inside = arith::AndIOp::create(
+            b, loc,
+            arith::AndIOp::create(
+                b, loc,
+                arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, gm, m),
+                arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, gn,
+                                      n)),
+            inBatch);
+        auto ifInside = scf::IfOp::create(b, loc, inside, /*withElse=*/false);
+        OpBuilder::InsertionGuard guard(b);
+        b.setInsertionPointToStart(&ifInside.getThenRegion().front());
+        Value acc = kLoop.getResult(i * kPerThread + j);
+        if (toPartials) {
+          Value row = arith::AddIOp::create(
+              b, loc, arith::MulIOp::create(b, loc, batchIndex, m), gm);
+          Value linear = arith::AddIOp::create(
+              b, loc, arith::MulIOp::create(b, loc, row, n), gn);
+          memref::StoreOp::create(b, loc, acc, partials,
+                                  ValueRange{part, linear});
+          continue;
+        }
+        SmallVector<Value> loops =
+            iteration(batchIndices, delinearize(b, loc, gm, mSizes),
+                      delinearize(b, loc, gn, nSizes), {});
+        SmallVector<Value> indices = operandIndices(b, loc, op, output, loops);
+        Value old = memref::LoadOp::create(b, loc, output.get(), indices);
+        memref::StoreOp::create(b, loc, arith::AddFOp::create(b, loc, old, acc),
+                                output.get(), indices);
+      }
     }
+  };
+  LLVM_DEBUG(
+      llvm::dbgs() << DEBUG_TYPE ": contraction "
+                   << op->getName().getStringRef()
+                   << (maySplit ? ", k may split\n" : ", k never splits\n"));
+  if (!maySplit) {
+    storeOutputs(/*toPartials=*/false);
+    return;
   }
+  auto ifSplit = scf::IfOp::create(b, loc, split, /*withElse=*/true);
+  b.setInsertionPointToStart(&ifSplit.getThenRegion().front());
+  storeOutputs(/*toPartials=*/true);
+  b.setInsertionPointToStart(&ifSplit.getElseRegion().front());
+  storeOutputs(/*toPartials=*/false);
+
+  // out += the parts' sums in order, one thread per output element (n
+  // innermost). Launched whether or not the sizes split (one idle block
+  // when not): a launch under an scf.if would make the host wait for the
+  // stream around it.
+  b.setInsertionPointAfter(launch);
+  constexpr int64_t kSumThreads = 256;
+  Value sumBlocks = arith::SelectOp::create(
+      b, loc, split,
+      arith::MaxUIOp::create(b, loc, ceilDiv(b, loc, outputs, kSumThreads),
+                             one),
+      one);
+  auto sum =
+      createLaunch(b, loc, sumBlocks, one, index(b, loc, kSumThreads), one);
+  // Named apart from the product's kernel (`<function>_kernel`), so that a
+  // profile tells them apart.
+  if (auto func = op->getParentOfType<func::FuncOp>()) {
+    auto name = FlatSymbolRefAttr::get(
+        b.getStringAttr(func.getName() + "_split_sum_kernel"));
+    sum.setModuleAttr(name);
+    sum.setFunctionAttr(name);
+  }
+  Value linear =
+      arith::AddIOp::create(b, loc,
+                            arith::MulIOp::create(b, loc, sum.getBlockIds().x,
+                                                  index(b, loc, kSumThreads)),
+                            sum.getThreadIds().x);
+  auto ifActive = scf::IfOp::create(
+      b, loc,
+      arith::AndIOp::create(b, loc, split,
+                            arith::CmpIOp::create(b, loc,
+                                                  arith::CmpIPredicate::ult,
+                                                  linear, outputs)),
+      /*withElse=*/false);
+  b.setInsertionPointToStart(&ifActive.getThenRegion().front());
+  auto addParts = scf::ForOp::create(
+      b, loc, zero, splits, one,
+      ValueRange{arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0))});
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(addParts.getBody());
+    Value v = memref::LoadOp::create(
+        b, loc, partials, ValueRange{addParts.getInductionVar(), linear});
+    scf::YieldOp::create(b, loc,
+                         ValueRange{arith::AddFOp::create(
+                             b, loc, addParts.getRegionIterArgs()[0], v)});
+  }
+  SmallVector<Value> bmn = delinearize(b, loc, linear, {batch, m, n});
+  SmallVector<Value> loops = iteration(delinearize(b, loc, bmn[0], batchSizes),
+                                       delinearize(b, loc, bmn[1], mSizes),
+                                       delinearize(b, loc, bmn[2], nSizes), {});
+  SmallVector<Value> indices = operandIndices(b, loc, op, output, loops);
+  Value old = memref::LoadOp::create(b, loc, output.get(), indices);
+  memref::StoreOp::create(
+      b, loc, arith::AddFOp::create(b, loc, old, addParts.getResult(0)),
+      output.get(), indices);
+  b.setInsertionPointAfter(sum);
+  memref::DeallocOp::create(b, loc, partials);
 }
 
 struct GpuKernels : public kiln::impl::KilnGpuKernelsPassBase<GpuKernels> {
@@ -572,6 +763,8 @@ struct GpuKernels : public kiln::impl::KilnGpuKernelsPassBase<GpuKernels> {
       if (auto plan = planContraction(op)) {
         buildContraction(rewriter, op, *plan);
       } else if (auto plan = planReduction(op)) {
+        LLVM_DEBUG(llvm::dbgs() << DEBUG_TYPE ": block reduction "
+                                << op->getName().getStringRef() << "\n");
         buildReduction(rewriter, op, *plan);
       } else {
         continue;

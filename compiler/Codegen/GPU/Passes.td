@@ -27,10 +27,15 @@ def KilnGpuKernelsPass : Pass<"kiln-gpu-kernels", "::mlir::func::FuncOp"> {
   let description = [{
     For kiln-to-gpu, on linalg ops on buffers, before the others become
     parallel loops: a contraction (any loop order, any number of batch, m, n
-    and k dimensions; f32) becomes a `gpu.launch` that computes 64 x 64
-    outputs per block of 16 x 16 threads, 4 x 4 per thread in registers,
-    staging 64 x 16 tiles of both operands through shared memory. A reduction
-    over at least 64 elements (or a dynamic number) whose outputs each
+    and k dimensions; f32) becomes a `gpu.launch` that computes 128 x 128
+    outputs per block of 16 x 16 threads, 8 x 8 per thread in registers,
+    staging 8 x 128 tiles of both operands through shared memory (the next
+    ones read into registers during the current step). A grid of fewer than
+    264 blocks splits the reduction into parts of at least 128 (grid z; at
+    run time when sizes are dynamic): each part's sums go to a buffer, which
+    a second `gpu.launch` (`<function>_split_sum_kernel`) adds to the output
+    in order; sizes that cannot split emit neither. A reduction
+    over at least 32 elements (or a dynamic number) whose outputs each
     accumulate with one commutative combiner (add, mul, max, min) becomes a
     `gpu.launch` with one block per output: the threads stride over the
     reduced elements and combine their partial results with
@@ -135,6 +140,22 @@ def KilnAttachGpuTargetPass
     whose target names no GPU is an error that says how to set one.
   }];
   let dependentDialects = ["::mlir::NVVM::NVVMDialect"];
+}
+
+def KilnAlignWorkgroupMemoryPass
+    : Pass<"kiln-align-workgroup-memory", "::mlir::gpu::GPUModuleOp"> {
+  let summary = "Align every kernel's workgroup (shared) memory to 16 bytes";
+  let description = [{
+    For kiln-to-gpu, after kernel outlining: every workgroup attribution of
+    a `gpu.func` gets `llvm.align = 16` (an alignment already at least 16 is
+    kept), so the shared-memory globals are declared `.align 16` in the PTX.
+    LLVM assumes a large global without an explicit alignment is 16-byte
+    aligned and merges four 32-bit shared loads into one 128-bit
+    `ld.shared.v4` (the tiled contractions read their operand tiles that
+    way), but NVPTX declares such a global with its element's alignment (4),
+    which would let a 128-bit access be misaligned.
+  }];
+  let dependentDialects = ["::mlir::LLVM::LLVMDialect"];
 }
 
 #endif // KILN_COMPILER_CODEGEN_GPU_PASSES_TD

@@ -1,27 +1,39 @@
 // RUN: kiln-opt %s --pass-pipeline="builtin.module(func.func(kiln-gpu-kernels,canonicalize))" --split-input-file | FileCheck %s
-// RUN: kiln-opt %s --pass-pipeline="builtin.module(func.func(kiln-gpu-kernels),gpu-kernel-outlining,lower-affine,nvvm-attach-target{chip=sm_90},gpu.module(convert-scf-to-cf,convert-gpu-to-nvvm,reconcile-unrealized-casts),gpu-module-to-binary{format=isa})" --split-input-file | FileCheck %s --check-prefix=PTX
+// RUN: kiln-opt %s --pass-pipeline="builtin.module(func.func(kiln-gpu-kernels),gpu-kernel-outlining,lower-affine,nvvm-attach-target{chip=sm_90},gpu.module(kiln-align-workgroup-memory,convert-scf-to-cf,convert-gpu-to-nvvm,reconcile-unrealized-casts),gpu-module-to-binary{format=isa})" --split-input-file | FileCheck %s --check-prefix=PTX
 
-// A matmul becomes one launch: blocks of 16 x 16 threads, each block 64 x 64
-// outputs (the grid is ceil(N / 64) x ceil(M / 64)), the operands staged
-// through two padded 16 x 65 shared-memory tiles, 16 FMAs per thread per step.
+// A matmul becomes one launch: blocks of 16 x 16 threads, each block 128 x
+// 128 outputs (the grid is ceil(N / 128) x ceil(M / 128)), the operands
+// staged through two padded 8 x 132 shared-memory tiles, each thread's next
+// elements of them read from global memory (carried in the k loop) while the
+// block multiplies the current ones: 8 + 8 tile reads and 64 FMAs per thread
+// per step. A reduction of 64 never splits: no partial sums, no second
+// kernel. In the PTX, the tiles are 16-byte aligned and read 128 bits at a
+// time.
 // CHECK-LABEL: func.func @matmul(
 // CHECK-NOT:     linalg.matmul
 // CHECK:         %[[M:.*]] = memref.dim %{{.*}}, %c0
-// CHECK:         %[[TM:.*]] = arith.ceildivui %[[M]], %c64
+// CHECK:         %[[TM:.*]] = arith.ceildivui %[[M]], %c128
 // CHECK:         %[[GY:.*]] = arith.maxui %[[TM]], %c1
-// CHECK:         gpu.launch blocks({{.*}}) in ({{.*}} = %c1, {{.*}} = %[[GY]], {{.*}} = %c1) threads({{.*}}) in ({{.*}} = %c16, {{.*}} = %c16, {{.*}} = %c1) workgroup(%[[A:.*]] : memref<16x65xf32, #gpu.address_space<workgroup>>, %[[B:.*]] : memref<16x65xf32, #gpu.address_space<workgroup>>)
-// CHECK:           scf.for %{{.*}} = %c0 to %c64 step %c16 iter_args(
+// CHECK-NOT:     memref.alloc
+// CHECK:         gpu.launch blocks({{.*}}) in ({{.*}} = %c1, {{.*}} = %[[GY]], {{.*}} = %c1) threads({{.*}}) in ({{.*}} = %c16, {{.*}} = %c16, {{.*}} = %c1) workgroup(%[[A:.*]] : memref<8x132xf32, #gpu.address_space<workgroup>>, %[[B:.*]] : memref<8x132xf32, #gpu.address_space<workgroup>>)
+// CHECK-COUNT-8:   scf.if {{.*}} -> (f32)
+// CHECK:           scf.for %{{.*}} = %c0 to %c64 step %c8 iter_args(%{{.*}} = %cst,
 // CHECK-COUNT-4:     memref.store %{{.*}}, %[[A]]
 // CHECK-COUNT-4:     memref.store %{{.*}}, %[[B]]
 // CHECK:             gpu.barrier
-// CHECK:             scf.for
-// CHECK-COUNT-16:      math.fma
+// CHECK-COUNT-8:     scf.if {{.*}} -> (f32)
+// CHECK:             scf.for %{{.*}} = %c0 to %c8 step %c1
+// CHECK-COUNT-16:      memref.load %{{.*}}
+// CHECK-COUNT-64:      math.fma
 // CHECK:             gpu.barrier
-// CHECK-COUNT-16:  arith.addf
+// CHECK-COUNT-64:  arith.addf
 // CHECK:           gpu.terminator
+// CHECK-NOT:     gpu.launch
+// CHECK:         return
 // PTX-LABEL: gpu.binary @matmul_kernel
-// PTX-SAME: .shared .align 4 .b8 __wg_matmul_kernel_0[4160]
+// PTX-SAME: .shared .align 16 .b8 __wg_matmul_kernel_0[4224]
 // PTX-SAME: bar.sync
+// PTX-SAME: ld.shared.v4.{{[bf]}}32
 // PTX-SAME: fma.rn.f32
 func.func @matmul(%a: memref<?x64xf32>, %b: memref<64x32xf32>, %c: memref<?x32xf32>) {
   linalg.matmul ins(%a, %b : memref<?x64xf32>, memref<64x32xf32>) outs(%c : memref<?x32xf32>)
@@ -31,11 +43,37 @@ func.func @matmul(%a: memref<?x64xf32>, %b: memref<64x32xf32>, %c: memref<?x32xf
 // -----
 
 // A weight gradient, dW[d, e] = sum over (b, t) of x[b, t, d] g[b, t, e]: two
-// reduction dimensions, linearized into one k.
+// reduction dimensions, linearized into one k. Its one block would leave
+// the GPU idle, so a long k is split (at run time: k is dynamic) into up to
+// 264 / blocks parts of at least 128 steps, one block each (grid z); each
+// part stores its sums in a [parts, 32 * 48] buffer (empty when k does not
+// split), and a second kernel adds them to dW in order, one thread per
+// element (a single idle block when k does not split).
 // CHECK-LABEL: func.func @weight_grad(
 // CHECK-NOT:     linalg.generic
-// CHECK:         gpu.launch {{.*}} workgroup(
+// CHECK:         %[[K:.*]] = arith.muli %{{.*}}, %{{.*}} : index
+// CHECK:         arith.divui %[[K]], %c128
+// CHECK:         %[[CHUNK:.*]] = arith.maxui %{{.*}}, %c8 : index
+// CHECK:         %[[Q:.*]] = arith.ceildivui %[[K]], %[[CHUNK]]
+// CHECK:         %[[PARTS:.*]] = arith.maxui %[[Q]], %c1 : index
+// CHECK:         %[[SPLIT:.*]] = arith.cmpi ugt, %[[PARTS]], %c1 : index
+// CHECK:         %[[ROWS:.*]] = arith.select %[[SPLIT]], %[[PARTS]], %c0 : index
+// CHECK:         %[[SUMS:.*]] = memref.alloc(%[[ROWS]]) : memref<?x1536xf32>
+// CHECK:         gpu.launch blocks(%{{.*}}, %{{.*}}, %[[PART:.*]]) in ({{.*}} = %c1, {{.*}} = %c1, {{.*}} = %[[PARTS]]) {{.*}} workgroup(
 // CHECK:           math.fma
+// CHECK:           scf.if %[[SPLIT]] {
+// CHECK-COUNT-64:    memref.store %{{.*}}, %[[SUMS]][%[[PART]], %{{.*}}]
+// CHECK:           } else {
+// CHECK-COUNT-64:    arith.addf
+// CHECK:           gpu.terminator
+// CHECK:         %[[N:.*]] = arith.select %[[SPLIT]], %{{.*}}, %c1 : index
+// CHECK:         gpu.launch blocks({{.*}}) in ({{.*}} = %[[N]], {{.*}} = %c1, {{.*}} = %c1) threads(%{{.*}}) in ({{.*}} = %c256, {{.*}} = %c1, {{.*}} = %c1)
+// CHECK:           scf.for %[[P:.*]] = %c0 to %[[PARTS]] step %c1
+// CHECK:             memref.load %[[SUMS]][%[[P]], %{{.*}}]
+// CHECK:           memref.load %{{.*}} : memref<32x48xf32>
+// CHECK:           arith.addf
+// CHECK:           memref.store %{{.*}} : memref<32x48xf32>
+// CHECK:         memref.dealloc %[[SUMS]]
 #x = affine_map<(d, e, b, t) -> (b, t, d)>
 #g = affine_map<(d, e, b, t) -> (b, t, e)>
 #w = affine_map<(d, e, b, t) -> (d, e)>

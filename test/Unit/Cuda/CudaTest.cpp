@@ -15,6 +15,7 @@
 
 #include <dlfcn.h>
 
+#include <array>
 #include <cstdint>
 #include <cstdlib>
 #include <vector>
@@ -90,6 +91,20 @@ TEST(FakeDriver, MemoryCopiesAndLaunchesGoThroughTheDriver) {
   for (size_t i = 0; i < host.size(); ++i) {
     EXPECT_EQ(back[i], 3.0f * host[i]) << i;
   }
+  // A grid without blocks in some dimension (a parallel loop over an empty
+  // tensor) runs nothing; a GPU would refuse the launch (as the fake does).
+  for (auto [x, y, z] :
+       {std::array<intptr_t, 3>{0, 1, 1}, {2, 0, 1}, {2, 1, 0}}) {
+    mgpuLaunchKernel(scale, x, y, z, 4, 1, 1, 0, stream, params, nullptr, 3);
+  }
+  mgpuStreamSynchronize(stream);
+  kiln::cuda::copyToHost(back.data(), copy, n * sizeof(float));
+  for (size_t i = 0; i < host.size(); ++i) {
+    EXPECT_EQ(back[i], 3.0f * host[i]) << i;
+  }
+  EXPECT_DEATH(mgpuLaunchKernel(scale, 2, 1, 1, 2048, 1, 1, 0, stream, params,
+                                nullptr, 3),
+               "kiln: cuLaunchKernel failed");
   mgpuMemset32(copy, 0, size_t(n), stream);
   kiln::cuda::copyToHost(back.data(), copy, n * sizeof(float));
   EXPECT_EQ(back, std::vector<float>(host.size(), 0.0f));

@@ -120,6 +120,16 @@ CUresult cuModuleGetFunction(void **function, void *module, const char *name) {
 CUresult cuLaunchKernel(void *function, unsigned gx, unsigned gy, unsigned gz,
                         unsigned bx, unsigned by, unsigned bz, unsigned, void *,
                         void **params, void **) {
+  // What a GPU refuses with CUDA_ERROR_INVALID_VALUE: an empty grid or
+  // block, a grid past 2^31 - 1 x 65535 x 65535, a block of more than 1024
+  // threads or past 1024 x 1024 x 64.
+  if (gx == 0 || gy == 0 || gz == 0 || bx == 0 || by == 0 || bz == 0 ||
+      gx > 0x7fffffffu || gy > 65535 || gz > 65535 || bx > 1024 || by > 1024 ||
+      bz > 64 || uint64_t(bx) * by * bz > 1024) {
+    std::fprintf(stderr, "fake cuda: launch of grid %ux%ux%u, block %ux%ux%u\n",
+                 gx, gy, gz, bx, by, bz);
+    return 1;
+  }
   Launch l{{gx, gy, gz}, {bx, by, bz}};
   auto kernel = reinterpret_cast<HostKernel>(function);
   for (unsigned b = 0; b < gx; ++b) {
