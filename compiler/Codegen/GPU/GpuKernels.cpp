@@ -429,11 +429,21 @@ void buildContraction(RewriterBase &b, linalg::LinalgOp op,
                          staticN = staticProduct(dims.n),
                          staticBatch = staticProduct(dims.batch);
   bool maySplit = !(staticK && *staticK / kMinSplit <= 1);
-  if (staticM && staticN && staticBatch &&
-      std::max<int64_t>((*staticN + kTile - 1) / kTile * *staticBatch, 1) *
-              std::max<int64_t>((*staticM + kTile - 1) / kTile, 1) >=
-          kWantedBlocks) {
-    maySplit = false;
+  if (staticM && staticN && staticBatch) {
+    int64_t blocks =
+        std::max<int64_t>((*staticN + kTile - 1) / kTile * *staticBatch, 1) *
+        std::max<int64_t>((*staticM + kTile - 1) / kTile, 1);
+    if (blocks >= kWantedBlocks) {
+      maySplit = false;
+    } else if (staticK) {
+      // As the host code below computes it.
+      int64_t parts = std::min(std::max<int64_t>(kWantedBlocks / blocks, 1),
+                               std::max<int64_t>(*staticK / kMinSplit, 1));
+      int64_t chunk = std::max<int64_t>(
+          ((*staticK + parts - 1) / parts + kDepth - 1) / kDepth * kDepth,
+          kDepth);
+      maySplit = (*staticK + chunk - 1) / chunk > 1;
+    }
   }
   Value splits = one, chunk = k, split, outputs, partials;
   if (maySplit) {
@@ -688,16 +698,16 @@ void buildContraction(RewriterBase &b, linalg::LinalgOp op,
   storeOutputs(/*toPartials=*/false);
 
   // out += the parts' sums in order, one thread per output element (n
-  // innermost). Launched whether or not the sizes split (one idle block
-  // when not): a launch under an scf.if would make the host wait for the
-  // stream around it.
+  // innermost). Unsplit, its grid has no blocks, which the runtime does not
+  // launch (mgpuLaunchKernel); a launch under an scf.if would make the host
+  // wait for the stream around it.
   b.setInsertionPointAfter(launch);
   constexpr int64_t kSumThreads = 256;
   Value sumBlocks = arith::SelectOp::create(
       b, loc, split,
       arith::MaxUIOp::create(b, loc, ceilDiv(b, loc, outputs, kSumThreads),
                              one),
-      one);
+      zero);
   auto sum =
       createLaunch(b, loc, sumBlocks, one, index(b, loc, kSumThreads), one);
   // Named apart from the product's kernel (`<function>_kernel`), so that a
