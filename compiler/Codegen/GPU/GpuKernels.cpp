@@ -65,10 +65,12 @@ constexpr int64_t kMinBlockReduction = 32;
 /// kDepth at a time.
 constexpr int64_t kThreads = 16, kTile = 128, kDepth = 8, kRun = 4;
 constexpr int64_t kPerThread = kTile / kThreads;
-/// Split-K: a grid of fewer blocks than this (two on each of an H100's or
-/// H200's 132 multiprocessors) splits the reduction over more blocks...
+/// Split-K: a grid of B blocks splits the reduction into up to
+/// kWantedBlocks / B parts (two blocks on each of an H100's or H200's 132
+/// multiprocessors), so a grid of 132 blocks or fewer splits...
 constexpr int64_t kWantedBlocks = 264;
-/// ... in parts of at least this many steps.
+/// ... into no more parts than the reduction has multiples of this many
+/// steps (every part but the last is at least about this long).
 constexpr int64_t kMinSplit = 128;
 
 Value index(OpBuilder &b, Location loc, int64_t v) {
@@ -352,8 +354,8 @@ std::optional<ContractionPlan> planContraction(linalg::LinalgOp op) {
       linalg::inferContractionDims(op);
   // A product with no m or no n dimension (a matrix times a vector, a dot:
   // layer norm's gradient sums x * gamma over D) would fill one row or
-  // column of each 64 x 64 tile (and took 251 registers a thread): a
-  // reduction instead.
+  // column of each 128 x 128 tile (a 64 x 64 one took 251 registers a
+  // thread): a reduction instead.
   if (failed(dims) ||
       dims->batch.size() + dims->m.size() + dims->n.size() + dims->k.size() !=
           op.getNumLoops() ||
@@ -408,11 +410,12 @@ void buildContraction(RewriterBase &b, linalg::LinalgOp op,
   Value gridX = arith::MaxUIOp::create(
       b, loc, arith::MulIOp::create(b, loc, tilesN, batch), one);
   Value gridY = arith::MaxUIOp::create(b, loc, ceilDiv(b, loc, m, kTile), one);
-  // Split-K: a grid of fewer than kWantedBlocks blocks splits the reduction
-  // into as many parts as fill it, each of at least kMinSplit steps and a
-  // multiple of kDepth. The parts' sums go to `partials` ([splits, batch *
-  // m * n]), which a second kernel adds to the output in order: the result
-  // does not depend on timing. Sizes known to give one part emit neither.
+  // Split-K: a grid of B blocks where kWantedBlocks / B is 2 or more splits
+  // the reduction into up to that many parts, at most k / kMinSplit of
+  // them, each a multiple of kDepth steps but the last. The parts' sums go to
+  // `partials` ([splits, batch * m * n]), which a second kernel adds to the
+  // output in order: the result does not depend on timing. Sizes known to give
+  // one part emit neither.
   auto staticProduct = [&](ArrayRef<unsigned> ds) -> std::optional<int64_t> {
     SmallVector<int64_t> ranges = op.getStaticLoopRanges();
     int64_t p = 1;
@@ -433,8 +436,8 @@ void buildContraction(RewriterBase &b, linalg::LinalgOp op,
     int64_t blocks =
         std::max<int64_t>((*staticN + kTile - 1) / kTile * *staticBatch, 1) *
         std::max<int64_t>((*staticM + kTile - 1) / kTile, 1);
-    if (blocks >= kWantedBlocks) {
-      maySplit = false;
+    if (kWantedBlocks / blocks <= 1) {
+      maySplit = false; // one part, whatever k is
     } else if (staticK) {
       // As the host code below computes it.
       int64_t parts = std::min(std::max<int64_t>(kWantedBlocks / blocks, 1),
@@ -503,7 +506,14 @@ void buildContraction(RewriterBase &b, linalg::LinalgOp op,
   Value kBegin = arith::MulIOp::create(b, loc, part, chunk);
   Value kEnd = arith::MinUIOp::create(
       b, loc, k, arith::AddIOp::create(b, loc, kBegin, chunk));
-  SmallVector<Value> batchIndices = delinearize(b, loc, batchIndex, batchSizes);
+  // An empty batch still runs its one block (guarded by inBatch below): its
+  // indices must not divide by zero.
+  SmallVector<Value> safeBatchSizes;
+  for (Value size : batchSizes) {
+    safeBatchSizes.push_back(arith::MaxUIOp::create(b, loc, size, one));
+  }
+  SmallVector<Value> batchIndices =
+      delinearize(b, loc, batchIndex, safeBatchSizes);
   Value inBatch = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult,
                                         batchIndex, batch);
   Value zeroF = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0));

@@ -30,8 +30,9 @@ def KilnGpuKernelsPass : Pass<"kiln-gpu-kernels", "::mlir::func::FuncOp"> {
     and k dimensions; f32) becomes a `gpu.launch` that computes 128 x 128
     outputs per block of 16 x 16 threads, 8 x 8 per thread in registers,
     staging 8 x 128 tiles of both operands through shared memory (the next
-    ones read into registers during the current step). A grid of fewer than
-    264 blocks splits the reduction into parts of at least 128 (grid z; at
+    ones read into registers during the current step). A grid of B blocks,
+    B at most 132, splits the reduction into up to 264 / B parts (grid z;
+    no more than k / 128, every part a multiple of 8 steps but the last; at
     run time when sizes are dynamic): each part's sums go to a buffer, which
     a second `gpu.launch` (`<function>_split_sum_kernel`) adds to the output
     in order; sizes that cannot split emit neither. A reduction

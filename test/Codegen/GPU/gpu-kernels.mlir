@@ -45,7 +45,7 @@ func.func @matmul(%a: memref<?x64xf32>, %b: memref<64x32xf32>, %c: memref<?x32xf
 // A weight gradient, dW[d, e] = sum over (b, t) of x[b, t, d] g[b, t, e]: two
 // reduction dimensions, linearized into one k. Its one block would leave
 // the GPU idle, so a long k is split (at run time: k is dynamic) into up to
-// 264 / blocks parts of at least 128 steps, one block each (grid z); each
+// 264 / blocks parts, at most k / 128 of them, one block each (grid z); each
 // part stores its sums in a [parts, 32 * 48] buffer (empty when k does not
 // split), and a second kernel adds them to dW in order, one thread per
 // element (a grid of no blocks, which the runtime does not launch, when k
@@ -69,6 +69,8 @@ func.func @matmul(%a: memref<?x64xf32>, %b: memref<64x32xf32>, %c: memref<?x32xf
 // CHECK:           gpu.terminator
 // CHECK:         %[[N:.*]] = arith.select %[[SPLIT]], %{{.*}}, %c0 : index
 // CHECK:         gpu.launch blocks({{.*}}) in ({{.*}} = %[[N]], {{.*}} = %c1, {{.*}} = %c1) threads(%{{.*}}) in ({{.*}} = %c256, {{.*}} = %c1, {{.*}} = %c1)
+// CHECK:           %[[ACTIVE:.*]] = arith.andi %[[SPLIT]], %{{.*}} : i1
+// CHECK:           scf.if %[[ACTIVE]] {
 // CHECK:           scf.for %[[P:.*]] = %c0 to %[[PARTS]] step %c1
 // CHECK:             memref.load %[[SUMS]][%[[P]], %{{.*}}]
 // CHECK:           memref.load %{{.*}} : memref<32x48xf32>

@@ -47,8 +47,8 @@ for i, escaped in enumerate(objects):
         entry = re.search(r"Compiling entry function '([^']+)'", line)
         if entry:
             name = entry.group(1)
-            # Two GPU modules may hold kernels of one name (an op's kernel
-            # and the one that sums its split-K parts): each is counted.
+            # Two GPU modules may hold kernels of one name (outlining names
+            # each module's kernels after their function): each is counted.
             if name in kernels:
                 name += " (module %d)" % i
             kernels[name] = {key: 0 for key in budget or {}}

@@ -548,7 +548,7 @@ TEST(GpuTarget, ContractionsMatchDoubleLoopsAcrossTilesAndSplits) {
   };
   // (m, n, k): one element; empty outputs and an empty reduction; across
   // the 128 tiles and the 4-wide runs; long reductions split at run time
-  // (a small grid) and kept whole (a full one).
+  // (a small grid) and kept whole (a full one: 140 blocks, 264 / 140 = 1).
   std::vector<std::array<int64_t, 3>> sizes = {
       {1, 1, 1},      {0, 5, 7},      {5, 0, 7},      {5, 7, 0},
       {129, 131, 33}, {17, 257, 515}, {65, 33, 4099}, {3, 2, 1030},
@@ -563,6 +563,7 @@ TEST(GpuTarget, ContractionsMatchDoubleLoopsAcrossTilesAndSplits) {
   }
   check("nt", 0, 4, 4, 4);
   check("nt", 40, 130, 70, 600);
+  check("nt", 140, 65, 33, 300);
   check("split", 1, 70, 90, 3000);
 }
 
