@@ -13,7 +13,9 @@
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/PatternMatch.h"
 #include "mlir/Pass/PassManager.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
 #include "llvm/Support/Debug.h"
 
@@ -36,6 +38,43 @@ std::unique_ptr<Pass> vectorToLLVM(vector::VectorTransposeLowering transposes) {
        .vectorTransposeLowering = transposes});
 }
 
+/// A 0-d transfer_read from a memref (a single element at its indices, which
+/// fold-memref-alias-ops leaves on the underlying view of a rank-0
+/// subview) becomes a memref.load and a broadcast: convert-vector-to-llvm
+/// lowers transfers only where the innermost stride is 1.
+struct ScalarTransferRead : OpRewritePattern<vector::TransferReadOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(vector::TransferReadOp op,
+                                PatternRewriter &rewriter) const override {
+    if (op.getVectorType().getRank() != 0 || op.getMask() ||
+        !isa<MemRefType>(op.getBase().getType())) {
+      return failure();
+    }
+    Value element = memref::LoadOp::create(rewriter, op.getLoc(), op.getBase(),
+                                           op.getIndices());
+    rewriter.replaceOpWithNewOp<vector::BroadcastOp>(op, op.getVectorType(),
+                                                     element);
+    return success();
+  }
+};
+
+/// A 0-d transfer_write to a memref becomes an extract and a memref.store.
+struct ScalarTransferWrite : OpRewritePattern<vector::TransferWriteOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(vector::TransferWriteOp op,
+                                PatternRewriter &rewriter) const override {
+    if (op.getVectorType().getRank() != 0 || op.getMask() ||
+        !isa<MemRefType>(op.getBase().getType())) {
+      return failure();
+    }
+    Value element = vector::ExtractOp::create(
+        rewriter, op.getLoc(), op.getVector(), ArrayRef<int64_t>{});
+    rewriter.replaceOpWithNewOp<memref::StoreOp>(op, element, op.getBase(),
+                                                 op.getIndices());
+    return success();
+  }
+};
+
 struct KilnConvertVectorToLLVMPass
     : mlir::kiln::impl::KilnConvertVectorToLLVMPassBase<
           KilnConvertVectorToLLVMPass> {
@@ -57,6 +96,11 @@ struct KilnConvertVectorToLLVMPass
     LLVM_DEBUG(llvm::dbgs() << DEBUG_TYPE ": transposes as "
                             << (wide ? "16x16 shuffles" : "1-D shuffles")
                             << " for " << target->getCpu() << "\n");
+    RewritePatternSet scalars(&getContext());
+    scalars.add<ScalarTransferRead, ScalarTransferWrite>(&getContext());
+    if (failed(applyPatternsGreedily(getOperation(), std::move(scalars)))) {
+      return signalPassFailure();
+    }
     OpPassManager pm(ModuleOp::getOperationName());
     pm.addPass(vectorToLLVM(wide ? vector::VectorTransposeLowering::Shuffle16x16
                                  : vector::VectorTransposeLowering::Shuffle1D));

@@ -428,8 +428,11 @@ def KilnConvertVectorToLLVMPass
     transpose tiles (vector-width squares) lowered for the module's
     `kiln.target`: the AVX-512-specific 16x16 shuffle sequence where vectors
     hold 16 f32, else one 1-D shuffle per tile (the default, extract/insert
-    per element, is far slower for 8x8 tiles). A module without a target is
-    an error.
+    per element, is far slower for 8x8 tiles). Transfers of 0-d vectors
+    from and to memrefs become `memref.load` and `memref.store` first
+    (fold-memref-alias-ops puts them on views whose innermost stride is not
+    1, which convert-vector-to-llvm does not lower). A module without a
+    target is an error.
   }];
   let dependentDialects = [
     "::mlir::LLVM::LLVMDialect",

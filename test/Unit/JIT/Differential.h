@@ -25,9 +25,10 @@
 // that large values do not meet), so every value of every symbol is compiled
 // static, in as many compilations as the longest sweep has values. Symbols a
 // case keeps static in the dynamic variant (sizes an attribute needs, or
-// that kiln-autodiff needs static) are swept together the same way, one
-// host compilation of the dynamic variant per step; the static variant
-// keeps them at their base value.
+// that kiln-autodiff needs static) join that diagonal: the dynamic variant
+// runs at their base value, the static one at every value. Where every
+// symbol is kept static, the dynamic variant is compiled once per step of
+// their diagonal instead.
 //
 // Nothing here shares code with the compiler: references are plain loops.
 //
@@ -583,12 +584,11 @@ struct Plan {
   /// The base sizes, then each symbol the dynamic variant leaves dynamic
   /// through its sweep, the others at their base value: one compilation.
   std::vector<Sizes> dynamicSweep;
-  /// The symbols the dynamic variant keeps static, swept together (the
-  /// k-th value of each, see `diagonal`), the others at their base value:
-  /// one compilation each.
+  /// Where every symbol is kept static: the symbols swept together (the
+  /// k-th value of each, see `diagonal`): one compilation each.
   std::vector<Sizes> staticSymbolSteps;
-  /// Static shapes: the base sizes, then the dynamic symbols swept
-  /// together: one compilation each.
+  /// Static shapes: the base sizes, then every symbol (the dynamic ones,
+  /// then the kept-static ones) swept together: one compilation each.
   std::vector<Sizes> staticShapes;
 };
 
@@ -659,12 +659,17 @@ inline Plan plan(const Case &c) {
       }
     }
   }
-  p.staticSymbolSteps = detail::diagonal(c, base, keptStatic);
-  if (!dynamic.empty()) {
-    p.staticShapes = {base};
-    for (const Sizes &at : detail::diagonal(c, base, dynamic)) {
-      p.staticShapes.push_back(at);
-    }
+  if (dynamic.empty()) {
+    p.staticSymbolSteps = detail::diagonal(c, base, keptStatic);
+    return p;
+  }
+  // One diagonal over every symbol (a compilation each): the kept-static
+  // values are compiled static, not once more dynamic at each.
+  std::vector<std::string> all = dynamic;
+  all.insert(all.end(), keptStatic.begin(), keptStatic.end());
+  p.staticShapes = {base};
+  for (const Sizes &at : detail::diagonal(c, base, all)) {
+    p.staticShapes.push_back(at);
   }
   return p;
 }

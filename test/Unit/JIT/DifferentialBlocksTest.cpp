@@ -646,6 +646,9 @@ TEST(DifferentialBlocks, PositionalEncodingLearnedOffset) {
   };
   // max_len is an attribute of pe_grad; every table holds T + offset rows.
   c.alwaysStatic = {"L"};
+  c.admits = [=](const diff::Sizes &s) {
+    return s.at("T") + offset <= s.at("L");
+  };
   c.base = {{"B", 2}, {"T", 17}, {"D", 17}, {"L", 257}};
   c.sweep = {{"B", {1, 3}},
              {"T", {1, 7, 15, 16, 17, 31, 32, 33, 65, 255}},
