@@ -196,7 +196,9 @@ void mlir::kiln::buildLinalgToGpuPipeline(OpPassManager &pm, bool resident) {
   pm.addPass(bufferizeModule());
   bufferization::buildBufferDeallocationPipeline(pm);
   pm.addPass(createConvertBufferizationToMemRefPass());
-  pm.addPass(createKilnOutlineKernelsPass());
+  // A fill goes with the op it initializes: reductions and products start
+  // from its value rather than launching a kernel for it.
+  pm.addPass(createKilnOutlineKernelsPass({.groupFills = true}));
   // Kernels: tuned ones for contractions and reductions, 16 x 16 tiles of
   // parallel loops for the rest.
   pm.addPass(createKilnStridedCopiesToLinalgPass());

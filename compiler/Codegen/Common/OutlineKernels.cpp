@@ -35,6 +35,8 @@ namespace {
 
 struct OutlineKernels
     : public kiln::impl::KilnOutlineKernelsPassBase<OutlineKernels> {
+  using Base::Base;
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
     kernels.clear();
@@ -67,14 +69,34 @@ struct OutlineKernels
         }
         return WalkResult::advance();
       });
+      // With group-fills: the fills that go with the next op (by position).
+      llvm::SmallPtrSet<Operation *, 8> grouped;
+      if (groupFills) {
+        for (size_t i = 0; i + 1 < ops.size(); ++i) {
+          if (initializes(ops[i], ops[i + 1])) {
+            grouped.insert(ops[i]);
+          }
+        }
+      }
+      Operation *pendingFill = nullptr;
       for (Operation *op : ops) {
+        if (grouped.contains(op)) {
+          pendingFill = op;
+          continue;
+        }
+        if (pendingFill) {
+          outline({pendingFill, op}, module, symbols, /*serial=*/false);
+          pendingFill = nullptr;
+          continue;
+        }
         if (isa<scf::ParallelOp>(op)) {
           SmallVector<linalg::LinalgOp> inner;
           op->walk(
               [&](linalg::LinalgOp linalgOp) { inner.push_back(linalgOp); });
           for (linalg::LinalgOp linalgOp : inner) {
             if (outlinable(linalgOp)) {
-              outline(linalgOp, module, symbols, /*serial=*/true);
+              outline(linalgOp.getOperation(), module, symbols,
+                      /*serial=*/true);
             }
           }
         }
@@ -137,6 +159,40 @@ struct OutlineKernels
       });
     });
     return op->getNumResults() == 0 && ranked;
+  }
+
+  /// Whether `fill` is a linalg.fill of a buffer that `next`, a linalg op
+  /// later in the same block, takes as an init, with no op between them
+  /// using any view of that buffer (the fill then runs just before `next`).
+  static bool initializes(Operation *fill, Operation *next) {
+    auto fillOp = dyn_cast<linalg::FillOp>(fill);
+    auto nextOp = dyn_cast<linalg::LinalgOp>(next);
+    if (!fillOp || !nextOp || isa<linalg::FillOp>(next) ||
+        fill->getBlock() != next->getBlock() || !outlinable(fill) ||
+        !outlinable(next) || !fillOp.hasPureBufferSemantics()) {
+      return false;
+    }
+    Value buffer = fillOp.getDpsInitOperand(0)->get();
+    if (!llvm::is_contained(nextOp.getDpsInits(), buffer)) {
+      return false;
+    }
+    Value root = kiln::viewRoot(buffer);
+    for (Operation *between = fill->getNextNode(); between != next;
+         between = between->getNextNode()) {
+      WalkResult used = between->walk([&](Operation *inner) {
+        for (Value operand : inner->getOperands()) {
+          if (isa<BaseMemRefType>(operand.getType()) &&
+              kiln::viewRoot(operand) == root) {
+            return WalkResult::interrupt();
+          }
+        }
+        return WalkResult::advance();
+      });
+      if (used.wasInterrupted()) {
+        return false;
+      }
+    }
+    return true;
   }
 
   /// The buffers `op` (or an op nested in it, or a kernel it calls) writes,
@@ -202,15 +258,19 @@ struct OutlineKernels
     return clash;
   }
 
-  /// Replaces `op` by a call to the kernel holding it (made if new).
-  /// `serial`: the kernel runs inside a parallel loop.
-  void outline(Operation *op, ModuleOp module, SymbolTable &symbols,
+  /// Replaces `ops` (one op, or a fill and the op it initializes, in that
+  /// order) by a call to the kernel holding them (made if new), where the
+  /// last one was. `serial`: the kernel runs inside a parallel loop.
+  void outline(ArrayRef<Operation *> ops, ModuleOp module, SymbolTable &symbols,
                bool serial) {
-    // The kernel's arguments: the op's operands and whatever its body uses
-    // from above, except constants, which the kernel holds itself.
-    llvm::SetVector<Value> captured(op->getOperands().begin(),
-                                    op->getOperands().end());
-    getUsedValuesDefinedAbove(op->getRegions(), captured);
+    Operation *op = ops.back();
+    // The kernel's arguments: the ops' operands and whatever their bodies
+    // use from above, except constants, which the kernel holds itself.
+    llvm::SetVector<Value> captured;
+    for (Operation *each : ops) {
+      captured.insert(each->getOperands().begin(), each->getOperands().end());
+      getUsedValuesDefinedAbove(each->getRegions(), captured);
+    }
     SmallVector<Value> arguments;
     SmallVector<Operation *> constants;
     for (Value v : captured) {
@@ -249,7 +309,9 @@ struct OutlineKernels
     for (Operation *constant : constants) {
       builder.clone(*constant, mapping);
     }
-    builder.clone(*op, mapping);
+    for (Operation *each : ops) {
+      builder.clone(*each, mapping);
+    }
     func::ReturnOp::create(builder, op->getLoc());
 
     // Identical kernels print identically. The flags are set here, not taken
@@ -273,7 +335,11 @@ struct OutlineKernels
     } else {
       kernel->erase();
     }
-    llvm::SmallPtrSet<Value, 4> written = writtenRoots(op);
+    llvm::SmallPtrSet<Value, 4> written;
+    for (Operation *each : ops) {
+      llvm::SmallPtrSet<Value, 4> roots = writtenRoots(each);
+      written.insert(roots.begin(), roots.end());
+    }
     SmallVector<bool> clash = mayAlias(written, arguments);
     SmallVector<bool> &argWrites = writes[it->second];
     argWrites.resize(arguments.size(), false);
@@ -289,7 +355,9 @@ struct OutlineKernels
     }
     OpBuilder at(op);
     func::CallOp::create(at, op->getLoc(), it->second, TypeRange(), arguments);
-    op->erase();
+    for (Operation *each : llvm::reverse(ops)) {
+      each->erase();
+    }
   }
 
   llvm::StringMap<StringRef> kernels;

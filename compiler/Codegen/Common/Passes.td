@@ -80,7 +80,17 @@ def KilnOutlineKernelsPass : Pass<"kiln-outline-kernels", "::mlir::ModuleOp"> {
     func.call @kiln_kernel_0(%a, %b) : (memref<4x8xf32>, memref<4x8xf32>) -> ()
     func.call @kiln_kernel_0(%b, %c) : (memref<4x8xf32>, memref<4x8xf32>) -> ()
     ```
+
+    With `group-fills` (the GPU pipeline), a `linalg.fill` of a buffer that
+    the next linalg op takes as its init (nothing between them touching
+    that buffer) goes into the kernel of that op, before it, so that
+    kiln-gpu-kernels can start a reduction or a product from the fill's
+    value instead of launching a kernel for the fill.
   }];
+  let options = [
+    Option<"groupFills", "group-fills", "bool", /*default=*/"false",
+           "Put a fill into the kernel of the op it initializes">
+  ];
   let dependentDialects = ["::mlir::func::FuncDialect"];
 }
 

@@ -149,6 +149,38 @@ gpu::LaunchOp createLaunch(OpBuilder &b, Location loc, Value gridX, Value gridY,
   return launch;
 }
 
+/// The linalg.fill just before `op` (constants between them skipped) that
+/// fills `init`, one of its inits, or null. kiln-outline-kernels{group-fills}
+/// puts such a fill into the op's kernel; the kernel built for the op then
+/// starts from the fill's value (`initialValues`) and the fill is erased
+/// with the op, so it costs no launch of its own.
+linalg::FillOp fillBefore(linalg::LinalgOp op) {
+  for (Operation *prev = op->getPrevNode(); prev; prev = prev->getPrevNode()) {
+    if (prev->hasTrait<OpTrait::ConstantLike>()) {
+      continue;
+    }
+    auto fill = dyn_cast<linalg::FillOp>(prev);
+    if (fill && fill.hasPureBufferSemantics() &&
+        llvm::is_contained(op.getDpsInits(),
+                           fill.getDpsInitOperand(0)->get())) {
+      return fill;
+    }
+    return nullptr;
+  }
+  return nullptr;
+}
+
+/// Per init of `op`: the value `fill` stores into it, or null (read it).
+SmallVector<Value> initialValues(linalg::LinalgOp op, linalg::FillOp fill) {
+  SmallVector<Value> values;
+  for (Value init : op.getDpsInits()) {
+    values.push_back(fill && fill.getDpsInitOperand(0)->get() == init
+                         ? fill.getInputs()[0]
+                         : Value());
+  }
+  return values;
+}
+
 //===----------------------------------------------------------------------===//
 // Reductions
 //===----------------------------------------------------------------------===//
@@ -227,7 +259,7 @@ std::optional<ReductionPlan> planReduction(linalg::LinalgOp op) {
 }
 
 void buildReduction(RewriterBase &b, linalg::LinalgOp op,
-                    const ReductionPlan &plan) {
+                    const ReductionPlan &plan, ArrayRef<Value> initial) {
   Location loc = op.getLoc();
   SmallVector<Value> sizes = loopSizes(b, loc, op);
   SmallVector<utils::IteratorType> iterators = op.getIteratorTypesArray();
@@ -316,7 +348,9 @@ void buildReduction(RewriterBase &b, linalg::LinalgOp op,
   }
   for (auto [k, output] : llvm::enumerate(op.getDpsInitsMutable())) {
     SmallVector<Value> indices = operandIndices(b, loc, op, output, loops);
-    Value old = memref::LoadOp::create(b, loc, output.get(), indices);
+    Value old = initial[k]
+                    ? initial[k]
+                    : memref::LoadOp::create(b, loc, output.get(), indices);
     Operation *combiner = plan.combiners[k];
     BlockArgument arg = op.getRegionOutputArgs()[k];
     IRMapping mapping;
@@ -393,7 +427,7 @@ Value localOutput(OpBuilder &b, Location loc, Value thread, int64_t r) {
 }
 
 void buildContraction(RewriterBase &b, linalg::LinalgOp op,
-                      const ContractionPlan &plan) {
+                      const ContractionPlan &plan, Value initial) {
   Location loc = op.getLoc();
   const linalg::ContractionDimensions &dims = plan.dims;
   SmallVector<Value> sizes = loopSizes(b, loc, op);
@@ -687,7 +721,9 @@ void buildContraction(RewriterBase &b, linalg::LinalgOp op,
             iteration(batchIndices, delinearize(b, loc, gm, mSizes),
                       delinearize(b, loc, gn, nSizes), {});
         SmallVector<Value> indices = operandIndices(b, loc, op, output, loops);
-        Value old = memref::LoadOp::create(b, loc, output.get(), indices);
+        Value old = initial
+                        ? initial
+                        : memref::LoadOp::create(b, loc, output.get(), indices);
         memref::StoreOp::create(b, loc, arith::AddFOp::create(b, loc, old, acc),
                                 output.get(), indices);
       }
@@ -758,7 +794,8 @@ void buildContraction(RewriterBase &b, linalg::LinalgOp op,
                                        delinearize(b, loc, bmn[1], mSizes),
                                        delinearize(b, loc, bmn[2], nSizes), {});
   SmallVector<Value> indices = operandIndices(b, loc, op, output, loops);
-  Value old = memref::LoadOp::create(b, loc, output.get(), indices);
+  Value old =
+      initial ? initial : memref::LoadOp::create(b, loc, output.get(), indices);
   memref::StoreOp::create(
       b, loc, arith::AddFOp::create(b, loc, old, addParts.getResult(0)),
       output.get(), indices);
@@ -780,16 +817,23 @@ struct GpuKernels : public kiln::impl::KilnGpuKernelsPassBase<GpuKernels> {
     IRRewriter rewriter(&getContext());
     for (linalg::LinalgOp op : ops) {
       rewriter.setInsertionPoint(op);
+      linalg::FillOp fill = fillBefore(op);
+      SmallVector<Value> initial = initialValues(op, fill);
       if (auto plan = planContraction(op)) {
-        buildContraction(rewriter, op, *plan);
+        buildContraction(rewriter, op, *plan, initial.front());
       } else if (auto plan = planReduction(op)) {
         LLVM_DEBUG(llvm::dbgs() << DEBUG_TYPE ": block reduction "
                                 << op->getName().getStringRef() << "\n");
-        buildReduction(rewriter, op, *plan);
+        buildReduction(rewriter, op, *plan, initial);
       } else {
         continue;
       }
+      LLVM_DEBUG(if (fill) llvm::dbgs()
+                 << DEBUG_TYPE ": starts from its fill's value\n");
       rewriter.eraseOp(op);
+      if (fill) {
+        rewriter.eraseOp(fill);
+      }
     }
   }
 };

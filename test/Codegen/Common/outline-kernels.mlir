@@ -1,4 +1,5 @@
 // RUN: kiln-opt --kiln-outline-kernels --split-input-file %s | FileCheck %s
+// RUN: kiln-opt --kiln-outline-kernels=group-fills --split-input-file %s | FileCheck %s --check-prefix=GROUP
 // RUN: kiln-opt --kiln-outline-kernels --convert-linalg-to-loops --convert-scf-to-cf --finalize-memref-to-llvm --convert-arith-to-llvm --convert-cf-to-llvm --convert-func-to-llvm --kiln-apply-noalias --reconcile-unrealized-casts --split-input-file %s | FileCheck %s --check-prefix=LLVM
 
 // Identical ops share one kernel; a different one gets its own. Buffers that
@@ -120,3 +121,61 @@ func.func @blocks(%a: memref<64xf32>, %n: index) -> memref<64xf32> {
 // CHECK:           func.call @[[COPY]](
 // CHECK:           memref.dealloc
 // CHECK-NOT:     linalg.generic
+
+// -----
+
+// With group-fills (the GPU pipeline), a fill goes into the kernel of the
+// op that takes its buffer as an init, before it, when nothing between
+// them uses the buffer; without it, each is a kernel of its own. The second
+// fill is read by a copy first, so it stays apart even with group-fills.
+#in = affine_map<(i, j) -> (i, j)>
+#out = affine_map<(i, j) -> (i)>
+func.func @fills(%x: memref<4x8xf32>, %other: memref<4xf32>) -> (memref<4xf32>, memref<4xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %sums = memref.alloc() : memref<4xf32>
+  linalg.fill ins(%zero : f32) outs(%sums : memref<4xf32>)
+  %unrelated = memref.alloc() : memref<4xf32>
+  linalg.generic {indexing_maps = [#in, #out], iterator_types = ["parallel", "reduction"]}
+      ins(%x : memref<4x8xf32>) outs(%sums : memref<4xf32>) {
+  ^bb0(%v: f32, %acc: f32):
+    %s = arith.addf %v, %acc : f32
+    linalg.yield %s : f32
+  }
+  %seen = memref.alloc() : memref<4xf32>
+  linalg.fill ins(%zero : f32) outs(%seen : memref<4xf32>)
+  memref.copy %seen, %other : memref<4xf32> to memref<4xf32>
+  linalg.generic {indexing_maps = [#in, #out], iterator_types = ["parallel", "reduction"]}
+      ins(%x : memref<4x8xf32>) outs(%seen : memref<4xf32>) {
+  ^bb0(%v: f32, %acc: f32):
+    %s = arith.addf %v, %acc : f32
+    linalg.yield %s : f32
+  }
+  memref.dealloc %unrelated : memref<4xf32>
+  return %sums, %seen : memref<4xf32>, memref<4xf32>
+}
+
+// CHECK-LABEL: func.func @fills(
+// CHECK-COUNT-4: call @kiln_kernel_
+// CHECK-NOT:     call @kiln_kernel_
+
+// GROUP-LABEL: func.func @fills(
+// GROUP:         %[[SUMS:.*]] = memref.alloc()
+// GROUP-NEXT:    %[[UNRELATED:.*]] = memref.alloc()
+// GROUP-NEXT:    call @[[FILLED:kiln_kernel_[0-9]+]](%[[SUMS]], %{{.*}})
+// GROUP:         %[[SEEN:.*]] = memref.alloc()
+// GROUP-NEXT:    call @[[FILL:kiln_kernel_[0-9]+]](%[[SEEN]])
+// GROUP-NEXT:    memref.copy %[[SEEN]]
+// GROUP-NEXT:    call @[[SUM:kiln_kernel_[0-9]+]](%{{.*}}, %[[SEEN]])
+// GROUP-NOT:     call @kiln_kernel_
+// GROUP:       func.func private @[[FILLED]](
+// GROUP:         linalg.fill
+// GROUP-NEXT:    linalg.generic
+// GROUP-NEXT:    ^bb0
+// GROUP:         return
+// GROUP:       func.func private @[[FILL]](
+// GROUP-NEXT:    arith.constant
+// GROUP-NEXT:    linalg.fill
+// GROUP-NEXT:    return
+// GROUP:       func.func private @[[SUM]](
+// GROUP-NOT:     linalg.fill
+// GROUP:         linalg.generic

@@ -172,3 +172,38 @@ func.func @left_alone(%x: memref<?x16xf32>, %y: memref<?x?xf32>, %s: memref<?xf3
   }
   return
 }
+
+// -----
+
+// A fill that kiln-outline-kernels{group-fills} put before the op it
+// initializes costs no kernel: the block reduction combines its total with
+// the fill's value, the product adds its sums to it, and neither reads the
+// output first.
+// CHECK-LABEL: func.func @filled(
+// CHECK-NOT:     linalg.fill
+// CHECK-NOT:     memref.load %{{.*}} : memref<4xf32>
+// CHECK:         gpu.all_reduce maximumf
+// CHECK-NOT:     memref.load %{{.*}} : memref<4xf32>
+// CHECK:         memref.store %{{.*}}, %{{.*}}[%{{.*}}] : memref<4xf32>
+// CHECK:         gpu.launch
+// CHECK-NOT:     memref.load %{{.*}} : memref<8x8xf32>
+// CHECK:         memref.store %{{.*}} : memref<8x8xf32>
+// CHECK-NOT:     memref.load %{{.*}} : memref<8x8xf32>
+// CHECK-NOT:     linalg.
+// CHECK:         return
+#rows = affine_map<(i, j) -> (i, j)>
+#row = affine_map<(i, j) -> (i)>
+func.func @filled(%x: memref<4x64xf32>, %m: memref<4xf32>, %a: memref<8x16xf32>, %b: memref<16x8xf32>, %c: memref<8x8xf32>) {
+  %lowest = arith.constant 0xFF800000 : f32
+  %zero = arith.constant 0.0 : f32
+  linalg.fill ins(%lowest : f32) outs(%m : memref<4xf32>)
+  linalg.generic {indexing_maps = [#rows, #row], iterator_types = ["parallel", "reduction"]}
+      ins(%x : memref<4x64xf32>) outs(%m : memref<4xf32>) {
+  ^bb0(%v: f32, %acc: f32):
+    %r = arith.maximumf %v, %acc : f32
+    linalg.yield %r : f32
+  }
+  linalg.fill ins(%zero : f32) outs(%c : memref<8x8xf32>)
+  linalg.matmul ins(%a, %b : memref<8x16xf32>, memref<16x8xf32>) outs(%c : memref<8x8xf32>)
+  return
+}
