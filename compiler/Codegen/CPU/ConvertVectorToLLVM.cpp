@@ -38,6 +38,13 @@ std::unique_ptr<Pass> vectorToLLVM(vector::VectorTransposeLowering transposes) {
        .vectorTransposeLowering = transposes});
 }
 
+/// Whether a transfer moves a 0-d vector, unmasked, from or to a memref.
+template <typename TransferOp>
+bool isScalarOnMemref(TransferOp op) {
+  return op.getVectorType().getRank() == 0 && !op.getMask() &&
+         isa<MemRefType>(op.getBase().getType());
+}
+
 /// A 0-d transfer_read from a memref (a single element at its indices, which
 /// fold-memref-alias-ops leaves on the underlying view of a rank-0
 /// subview) becomes a memref.load and a broadcast: convert-vector-to-llvm
@@ -46,8 +53,7 @@ struct ScalarTransferRead : OpRewritePattern<vector::TransferReadOp> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(vector::TransferReadOp op,
                                 PatternRewriter &rewriter) const override {
-    if (op.getVectorType().getRank() != 0 || op.getMask() ||
-        !isa<MemRefType>(op.getBase().getType())) {
+    if (!isScalarOnMemref(op)) {
       return failure();
     }
     Value element = memref::LoadOp::create(rewriter, op.getLoc(), op.getBase(),
@@ -63,8 +69,7 @@ struct ScalarTransferWrite : OpRewritePattern<vector::TransferWriteOp> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(vector::TransferWriteOp op,
                                 PatternRewriter &rewriter) const override {
-    if (op.getVectorType().getRank() != 0 || op.getMask() ||
-        !isa<MemRefType>(op.getBase().getType())) {
+    if (!isScalarOnMemref(op)) {
       return failure();
     }
     Value element = vector::ExtractOp::create(
