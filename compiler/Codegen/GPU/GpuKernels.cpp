@@ -29,6 +29,8 @@
 
 #include "compiler/Codegen/GPU/Passes.h"
 
+#include "compiler/Codegen/Common/Views.h"
+
 #include "mlir/Analysis/SliceAnalysis.h"
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -160,12 +162,17 @@ linalg::FillOp fillBefore(linalg::LinalgOp op) {
       continue;
     }
     auto fill = dyn_cast<linalg::FillOp>(prev);
-    if (fill && fill.hasPureBufferSemantics() &&
-        llvm::is_contained(op.getDpsInits(),
-                           fill.getDpsInitOperand(0)->get())) {
-      return fill;
+    if (!fill || !fill.hasPureBufferSemantics()) {
+      return nullptr;
     }
-    return nullptr;
+    Value buffer = fill.getDpsInitOperand(0)->get();
+    // An op that also reads the buffer (through any view) needs it filled.
+    bool read = llvm::any_of(op.getDpsInputs(), [&](Value input) {
+      return isa<BaseMemRefType>(input.getType()) &&
+             kiln::viewRoot(input) == kiln::viewRoot(buffer);
+    });
+    return llvm::is_contained(op.getDpsInits(), buffer) && !read ? fill
+                                                                 : nullptr;
   }
   return nullptr;
 }

@@ -207,3 +207,24 @@ func.func @filled(%x: memref<4x64xf32>, %m: memref<4xf32>, %a: memref<8x16xf32>,
   linalg.matmul ins(%a, %b : memref<8x16xf32>, memref<16x8xf32>) outs(%c : memref<8x8xf32>)
   return
 }
+
+// -----
+
+// A fill of a buffer the op also reads stays: the op needs it filled.
+// CHECK-LABEL: func.func @filled_and_read(
+// CHECK:         linalg.fill
+// CHECK:         gpu.all_reduce
+#rows2 = affine_map<(i, j) -> (i, j)>
+#row2 = affine_map<(i, j) -> (i)>
+func.func @filled_and_read(%x: memref<4x64xf32>, %m: memref<4xf32>) {
+  %zero = arith.constant 0.0 : f32
+  linalg.fill ins(%zero : f32) outs(%m : memref<4xf32>)
+  linalg.generic {indexing_maps = [#rows2, #row2, #row2], iterator_types = ["parallel", "reduction"]}
+      ins(%x, %m : memref<4x64xf32>, memref<4xf32>) outs(%m : memref<4xf32>) {
+  ^bb0(%v: f32, %r: f32, %acc: f32):
+    %p = arith.mulf %v, %r : f32
+    %s = arith.addf %p, %acc : f32
+    linalg.yield %s : f32
+  }
+  return
+}
