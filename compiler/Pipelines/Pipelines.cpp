@@ -191,14 +191,20 @@ void mlir::kiln::buildLinalgToGpuPipeline(OpPassManager &pm, bool resident) {
   // CUDA's libdevice, linked when a toolkit is found. Arguments stay read-only
   // and results fresh (no in-place updates: the host code stages arguments
   // through device buffers); readSpec in compiler/Target/Common/Lowering.cpp
-  // then records no ResultSpec::updates for a GPU target.
+  // then records no ResultSpec::updates for a GPU target. Each op that
+  // accumulates into a fill gets its own (no copies of a shared one), so
+  // that the fill goes into its kernel.
+  pm.addNestedPass<func::FuncOp>(createKilnCloneFillsPerUsePass());
   pm.addPass(createKilnMarkInPlaceArgumentsPass({.inPlace = false}));
   pm.addPass(bufferizeModule());
   bufferization::buildBufferDeallocationPipeline(pm);
   pm.addPass(createConvertBufferizationToMemRefPass());
   // A fill goes with the op it initializes: reductions and products start
-  // from its value rather than launching a kernel for it.
-  pm.addPass(createKilnOutlineKernelsPass({.groupFills = true}));
+  // from its value rather than launching a kernel for it. Chains of ops over
+  // the same rows (softmax, layer norm, a loss) become one kernel each, run
+  // with a block per row.
+  pm.addPass(
+      createKilnOutlineKernelsPass({.groupFills = true, .groupRows = true}));
   // Kernels: tuned ones for contractions and reductions, 16 x 16 tiles of
   // parallel loops for the rest.
   pm.addPass(createKilnStridedCopiesToLinalgPass());

@@ -25,7 +25,8 @@ func.func @f(%x: tensor<?x64xf32>, %w: tensor<128x64xf32>, %b: tensor<128xf32>) 
 // CHECK:         llvm.call @mgpuMemAlloc(%{{.*}}, %[[STREAM]], %{{.*}})
 // CHECK:         gpu.launch_func <%[[STREAM]] : !llvm.ptr> @kiln_kernel_0_kernel::@kiln_kernel_0_kernel blocks in
 // CHECK-NOT:     llvm.call @_mlir_memref_to_llvm_aligned_alloc
-// CHECK:         gpu.launch_func <%[[STREAM]] : !llvm.ptr> @kiln_kernel_5_kernel::@kiln_kernel_5_kernel
+// CHECK:         gpu.launch_func <%[[STREAM]] : !llvm.ptr> @kiln_kernel_1_kernel::@kiln_kernel_1_kernel
+// CHECK:         gpu.launch_func <%[[STREAM]] : !llvm.ptr> @kiln_kernel_2_kernel::@kiln_kernel_2_kernel
 // CHECK-NOT:     gpu.launch_func
 // CHECK:         llvm.call @mgpuStreamSynchronize(%[[STREAM]])
 // CHECK:         llvm.call @mgpuStreamDestroy(%[[STREAM]])
@@ -42,18 +43,20 @@ func.func @f(%x: tensor<?x64xf32>, %w: tensor<128x64xf32>, %b: tensor<128xf32>) 
 // CHECK-SAME:    .entry kiln_kernel_0_kernel(
 // The matmul (reading the [N, K] weight as it is stored, along k) is tiled
 // through 16-byte aligned shared memory (kiln-gpu-kernels,
-// kiln-align-workgroup-memory) and read from it 128 bits at a time;
-// softmax's max and sum over rows of 128 are block reductions with warp
-// shuffles, which start from the value their fills would have stored (six
-// launches in all: no kernel for softmax's two fills).
+// kiln-align-workgroup-memory) and read from it 128 bits at a time. GELU and
+// softmax (its two fills, the max and the sum over rows of 128, the
+// normalization) are one row-group kernel: a block per row, the reductions
+// with warp shuffles, barriers between the steps (three launches in all: the
+// bias, the product, the rest).
 // CHECK:       gpu.binary @kiln_kernel_1_kernel
 // CHECK-SAME:    .shared .align 16 .b8 __wg_kiln_kernel_1_kernel_0[4224]
 // CHECK-SAME:    ld.shared.v4.{{[bf]}}32
 // CHECK-SAME:    fma.rn.f32
-// CHECK:       gpu.binary @kiln_kernel_3_kernel
+// CHECK:       gpu.binary @kiln_kernel_2_kernel
 // CHECK-SAME:    shfl.sync.bfly.b32
-// CHECK:       gpu.binary @kiln_kernel_4_kernel
+// CHECK-SAME:    bar.sync
 // CHECK-SAME:    shfl.sync.bfly.b32
+// CHECK-SAME:    bar.sync
 
 // SM80: gpu.binary @kiln_kernel_0_kernel  [#gpu.object<#nvvm.target<O = 3, chip = "sm_80">
 // SM80-SAME: .target sm_80

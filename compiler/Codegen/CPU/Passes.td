@@ -75,25 +75,6 @@ def KilnPrepareWeightsPass
   let dependentDialects = ["::mlir::tensor::TensorDialect"];
 }
 
-def KilnCloneFillsPerUsePass : Pass<"kiln-clone-fills-per-use"> {
-  let summary = "Give every user of a constant-filled tensor its own fill";
-  let description = [{
-    CSE merges the zero-filled accumulators of identical ops (every layer's
-    scores, sums and maxima start from the same `linalg.fill`), and
-    one-shot bufferization then allocates that tensor once, at the top of
-    the function, and copies it into a fresh buffer for each op that writes
-    into it: 122 `memref.copy`s in the encoder-decoder's forward pass, each
-    a read and a write of a buffer that stayed allocated all along. This
-    pass gives each user in the fill's block its own `tensor.empty` +
-    `linalg.fill` right before it, so that the fill writes the user's buffer
-    in place and lives no longer than that buffer. Run before
-    bufferization; kernel outlining folds the identical fills back into one
-    kernel.
-  }];
-  let dependentDialects = ["::mlir::linalg::LinalgDialect",
-                           "::mlir::tensor::TensorDialect"];
-}
-
 def KilnDropInPlaceResultsPass
     : Pass<"kiln-drop-in-place-results", "::mlir::ModuleOp"> {
   let summary = "Return updated arguments by writing them, not as results";

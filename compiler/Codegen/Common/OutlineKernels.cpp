@@ -7,6 +7,7 @@
 #include "compiler/Codegen/Common/Passes.h"
 
 #include "compiler/Codegen/Common/Attributes.h"
+#include "compiler/Codegen/Common/RowGroups.h"
 #include "compiler/Codegen/Common/Views.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -15,6 +16,7 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/SymbolTable.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "mlir/Transforms/RegionUtils.h"
 
 #include "llvm/ADT/MapVector.h"
@@ -32,6 +34,9 @@ namespace mlir::kiln {
 using namespace mlir;
 
 namespace {
+
+/// The most ops one row group holds.
+constexpr size_t kMaxRowGroup = 16;
 
 struct OutlineKernels
     : public kiln::impl::KilnOutlineKernelsPassBase<OutlineKernels> {
@@ -69,17 +74,44 @@ struct OutlineKernels
         }
         return WalkResult::advance();
       });
+      // With group-rows: runs of ops that one kernel runs with a block per
+      // row, by their first op.
+      llvm::DenseMap<Operation *, SmallVector<Operation *>> rowGroups;
+      llvm::SmallPtrSet<Operation *, 8> inRowGroup;
+      if (groupRows) {
+        for (size_t i = 0; i < ops.size();) {
+          SmallVector<Operation *> group = rowGroupAt(ops, i);
+          if (group.empty()) {
+            ++i;
+            continue;
+          }
+          i += group.size();
+          inRowGroup.insert(group.begin(), group.end());
+          rowGroups[group.front()] = std::move(group);
+        }
+      }
       // With group-fills: the fills that go with the next op (by position).
       llvm::SmallPtrSet<Operation *, 8> grouped;
       if (groupFills) {
         for (size_t i = 0; i + 1 < ops.size(); ++i) {
-          if (initializes(ops[i], ops[i + 1])) {
+          if (!inRowGroup.contains(ops[i]) &&
+              !inRowGroup.contains(ops[i + 1]) &&
+              initializes(ops[i], ops[i + 1])) {
             grouped.insert(ops[i]);
           }
         }
       }
       Operation *pendingFill = nullptr;
       for (Operation *op : ops) {
+        // (The ops of a row group are compared, not used: the group's
+        // outlining erased them.)
+        if (auto group = rowGroups.find(op); group != rowGroups.end()) {
+          outline(group->second, module, symbols, /*serial=*/false);
+          continue;
+        }
+        if (inRowGroup.contains(op)) {
+          continue;
+        }
         if (grouped.contains(op)) {
           pendingFill = op;
           continue;
@@ -195,6 +227,85 @@ struct OutlineKernels
     return true;
   }
 
+  /// The buffers `op` and the ops nested in it use.
+  static SmallVector<Value> usedBuffers(Operation *op) {
+    SmallVector<Value> buffers;
+    op->walk([&](Operation *inner) {
+      for (Value operand : inner->getOperands()) {
+        if (isa<BaseMemRefType>(operand.getType())) {
+          buffers.push_back(operand);
+        }
+      }
+    });
+    return buffers;
+  }
+
+  /// The longest run of ops from `ops[start]` (at most kMaxRowGroup) that
+  /// forms a row group and can run where its last op is: the ops between
+  /// two of them have no memory effects or use none of the buffers of the
+  /// ops before them (which move past them), and every buffer the group
+  /// writes is a view of a fresh allocation that the group uses through
+  /// that one view only. Empty if there is none.
+  static SmallVector<Operation *> rowGroupAt(ArrayRef<Operation *> ops,
+                                             size_t start) {
+    SmallVector<linalg::LinalgOp> run;
+    llvm::SmallPtrSet<Value, 8> movedRoots;
+    SmallVector<Operation *> best;
+    for (size_t end = start; end < ops.size() && end - start < kMaxRowGroup;
+         ++end) {
+      auto op = dyn_cast<linalg::LinalgOp>(ops[end]);
+      if (!op || !outlinable(op)) {
+        break;
+      }
+      if (!run.empty()) {
+        Operation *prev = run.back();
+        if (prev->getBlock() != op->getBlock()) {
+          break;
+        }
+        bool movable = true;
+        for (Operation *between = prev->getNextNode(); movable && between != op;
+             between = between->getNextNode()) {
+          movable = isMemoryEffectFree(between) ||
+                    llvm::none_of(usedBuffers(between), [&](Value buffer) {
+                      return movedRoots.contains(kiln::viewRoot(buffer));
+                    });
+        }
+        if (!movable) {
+          break;
+        }
+      }
+      run.push_back(op);
+      for (Value buffer : usedBuffers(op)) {
+        movedRoots.insert(kiln::viewRoot(buffer));
+      }
+      if (run.size() >= 2 && kiln::rowGroupRank(run) && separateMemory(run)) {
+        best.assign(run.begin(), run.end());
+      }
+    }
+    return best;
+  }
+
+  /// Whether every buffer that `ops` write is a view of a fresh allocation
+  /// that they use through that view only.
+  static bool separateMemory(ArrayRef<linalg::LinalgOp> ops) {
+    SmallVector<Value> used;
+    for (linalg::LinalgOp op : ops) {
+      llvm::append_range(used, usedBuffers(op));
+    }
+    for (linalg::LinalgOp op : ops) {
+      for (Value init : op.getDpsInits()) {
+        Value root = kiln::viewRoot(init);
+        if (!root.getDefiningOp<memref::AllocOp>() ||
+            llvm::any_of(used, [&](Value buffer) {
+              return buffer != init && kiln::viewRoot(buffer) == root;
+            })) {
+          return false;
+        }
+      }
+    }
+    return true;
+  }
+
   /// The buffers `op` (or an op nested in it, or a kernel it calls) writes,
   /// as view roots.
   llvm::SmallPtrSet<Value, 4> writtenRoots(Operation *op) {
@@ -258,9 +369,10 @@ struct OutlineKernels
     return clash;
   }
 
-  /// Replaces `ops` (one op, or a fill and the op it initializes, in that
-  /// order) by a call to the kernel holding them (made if new), where the
-  /// last one was. `serial`: the kernel runs inside a parallel loop.
+  /// Replaces `ops` (one op, a fill and the op it initializes, or a row
+  /// group, in program order) by a call to the kernel holding them (made if
+  /// new), where the last one was. `serial`: the kernel runs inside a parallel
+  /// loop.
   void outline(ArrayRef<Operation *> ops, ModuleOp module, SymbolTable &symbols,
                bool serial) {
     Operation *op = ops.back();

@@ -63,6 +63,25 @@ def KilnMarkInPlaceArgumentsPass
   let dependentDialects = ["::mlir::bufferization::BufferizationDialect"];
 }
 
+def KilnCloneFillsPerUsePass : Pass<"kiln-clone-fills-per-use"> {
+  let summary = "Give every user of a constant-filled tensor its own fill";
+  let description = [{
+    CSE merges the zero-filled accumulators of identical ops (every layer's
+    scores, sums and maxima start from the same `linalg.fill`), and
+    one-shot bufferization then allocates that tensor once, at the top of
+    the function, and copies it into a fresh buffer for each op that writes
+    into it: 122 `memref.copy`s in the encoder-decoder's forward pass, each
+    a read and a write of a buffer that stayed allocated all along. This
+    pass gives each user in the fill's block its own `tensor.empty` +
+    `linalg.fill` right before it, so that the fill writes the user's buffer
+    in place and lives no longer than that buffer. Run before
+    bufferization, in both pipelines; kernel outlining folds the identical
+    fills back into one kernel (on the GPU, into the kernel of their user).
+  }];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect",
+                           "::mlir::tensor::TensorDialect"];
+}
+
 def KilnOutlineKernelsPass : Pass<"kiln-outline-kernels", "::mlir::ModuleOp"> {
   let summary = "Move each linalg op on buffers into a private kernel function, "
                 "one per distinct op";
@@ -86,10 +105,23 @@ def KilnOutlineKernelsPass : Pass<"kiln-outline-kernels", "::mlir::ModuleOp"> {
     that buffer) goes into the kernel of that op, before it, so that
     kiln-gpu-kernels can start a reduction or a product from the fill's
     value instead of launching a kernel for the fill.
+
+    With `group-rows` (the GPU pipeline), a run of consecutive linalg ops
+    that form a row group (`compiler/Codegen/Common/RowGroups.h`: softmax's
+    max, sum and normalization, layer norm's statistics and normalization,
+    a loss's per-row terms, a mean's division after its sum) goes into one
+    kernel, at the place of its last op, when the ops between them touch
+    none of the buffers of the ops moved past them and no buffer the group
+    writes shares memory with another of its buffers; kiln-gpu-kernels runs
+    it with a block per row. At most 16 ops form a group; the longest run
+    that forms one from each op is taken.
   }];
   let options = [
     Option<"groupFills", "group-fills", "bool", /*default=*/"false",
-           "Put a fill into the kernel of the op it initializes">
+           "Put a fill into the kernel of the op it initializes">,
+    Option<"groupRows", "group-rows", "bool", /*default=*/"false",
+           "Put a run of ops that a GPU block per row can run into one "
+           "kernel">
   ];
   let dependentDialects = ["::mlir::func::FuncDialect"];
 }

@@ -29,6 +29,8 @@
 
 #include "compiler/Codegen/GPU/Passes.h"
 
+#include "compiler/Codegen/Common/Attributes.h"
+#include "compiler/Codegen/Common/RowGroups.h"
 #include "compiler/Codegen/Common/Views.h"
 
 #include "mlir/Analysis/SliceAnalysis.h"
@@ -222,27 +224,15 @@ struct ReductionPlan {
 };
 
 /// The plan for a reduction every output of which accumulates one value per
-/// iteration with one commutative combiner, or nothing.
-std::optional<ReductionPlan> planReduction(linalg::LinalgOp op) {
+/// iteration with one commutative combiner, or nothing; any number of
+/// elements.
+std::optional<ReductionPlan> planCombiners(linalg::LinalgOp op) {
   if (op.getNumReductionLoops() == 0) {
     return std::nullopt;
   }
   bool usesIndex = false;
   op->walk([&](linalg::IndexOp) { usesIndex = true; });
   if (usesIndex) {
-    return std::nullopt;
-  }
-  // Small reductions: one thread per output is as good.
-  int64_t reduced = 1;
-  for (auto [size, type] :
-       llvm::zip(op.getStaticLoopRanges(), op.getIteratorTypesArray())) {
-    if (type == utils::IteratorType::reduction) {
-      reduced = ShapedType::isDynamic(size) || ShapedType::isDynamic(reduced)
-                    ? ShapedType::kDynamic
-                    : reduced * size;
-    }
-  }
-  if (!ShapedType::isDynamic(reduced) && reduced < kMinBlockReduction) {
     return std::nullopt;
   }
   Block *body = op.getBlock();
@@ -265,94 +255,145 @@ std::optional<ReductionPlan> planReduction(linalg::LinalgOp op) {
   return plan;
 }
 
-void buildReduction(RewriterBase &b, linalg::LinalgOp op,
-                    const ReductionPlan &plan, ArrayRef<Value> initial) {
-  Location loc = op.getLoc();
-  SmallVector<Value> sizes = loopSizes(b, loc, op);
+/// The product of the static sizes of `op`'s loops from `from` on, or
+/// kDynamic.
+int64_t staticTrip(linalg::LinalgOp op, unsigned from,
+                   std::optional<utils::IteratorType> only = std::nullopt) {
+  int64_t trip = 1;
+  for (auto [k, size, type] :
+       llvm::enumerate(op.getStaticLoopRanges(), op.getIteratorTypesArray())) {
+    if (k < from || (only && type != *only)) {
+      continue;
+    }
+    trip = ShapedType::isDynamic(size) || ShapedType::isDynamic(trip)
+               ? ShapedType::kDynamic
+               : trip * size;
+  }
+  return trip;
+}
+
+/// planCombiners for a reduction over at least kMinBlockReduction elements
+/// (fewer: one thread per output is as good).
+std::optional<ReductionPlan> planReduction(linalg::LinalgOp op) {
+  int64_t reduced = staticTrip(op, 0, utils::IteratorType::reduction);
+  if (!ShapedType::isDynamic(reduced) && reduced < kMinBlockReduction) {
+    return std::nullopt;
+  }
+  return planCombiners(op);
+}
+
+/// A block whose threads stride over `count` elements (thread t visits t,
+/// t + blockDim, ...), carrying `carried`; `body` gets the element and the
+/// carried values and returns the next ones.
+scf::ForOp strideLoop(
+    OpBuilder &b, Location loc, gpu::LaunchOp launch, Value count,
+    ValueRange carried,
+    function_ref<SmallVector<Value>(OpBuilder &, Value, ValueRange)> body) {
+  auto loop = scf::ForOp::create(b, loc, launch.getThreadIds().x, count,
+                                 launch.getBlockSize().x, carried);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(loop.getBody());
+  SmallVector<Value> next =
+      body(b, loop.getInductionVar(), loop.getRegionIterArgs());
+  if (!carried.empty()) { // (else the loop has its yield)
+    scf::YieldOp::create(b, loc, next);
+  }
+  return loop;
+}
+
+/// The loop indices of `op` where the row (`rowIndices`, its first loops)
+/// and the rest (`restIndices`, the others, in order) meet.
+SmallVector<Value> joinIndices(ArrayRef<Value> rowIndices,
+                               ArrayRef<Value> restIndices) {
+  SmallVector<Value> loops(rowIndices);
+  llvm::append_range(loops, restIndices);
+  return loops;
+}
+
+/// Maps `op`'s inputs at iteration `loops` into `mapping` (buffers loaded,
+/// scalars as they are) and its linalg.index ops to `loops`.
+void mapInputs(OpBuilder &b, Location loc, linalg::LinalgOp op,
+               ArrayRef<Value> loops, IRMapping &mapping) {
+  for (OpOperand *input : op.getDpsInputOperands()) {
+    Value value = input->get();
+    if (isa<MemRefType>(value.getType())) {
+      value = memref::LoadOp::create(b, loc, value,
+                                     operandIndices(b, loc, op, *input, loops));
+    }
+    mapping.map(op.getMatchingBlockArgument(input), value);
+  }
+}
+
+/// Clones `op`'s body with `mapping` (its linalg.index ops become `loops`)
+/// and returns the values it yields.
+SmallVector<Value> cloneBody(OpBuilder &b, linalg::LinalgOp op,
+                             ArrayRef<Value> loops, IRMapping &mapping) {
+  for (Operation &bodyOp : op.getBlock()->without_terminator()) {
+    if (auto indexOp = dyn_cast<linalg::IndexOp>(bodyOp)) {
+      mapping.map(indexOp.getResult(), loops[indexOp.getDim()]);
+      continue;
+    }
+    b.clone(bodyOp, mapping);
+  }
+  SmallVector<Value> yielded;
+  for (Value value : op.getBlock()->getTerminator()->getOperands()) {
+    yielded.push_back(mapping.lookupOrDefault(value));
+  }
+  return yielded;
+}
+
+/// In a block of `launch`: reduces `op` at the parallel iteration
+/// `parallelIndices` (its parallel loops, in order) over its reduction loops
+/// (`reducedSizes`): the threads stride over the reduced elements, combine
+/// their partial results with gpu.all_reduce, and thread 0 combines the
+/// totals with the outputs (or with `initial`, where given) and stores them.
+void reduceInBlock(OpBuilder &b, Location loc, gpu::LaunchOp launch,
+                   linalg::LinalgOp op, const ReductionPlan &plan,
+                   ArrayRef<Value> initial, ArrayRef<Value> parallelIndices,
+                   ArrayRef<Value> reducedSizes) {
   SmallVector<utils::IteratorType> iterators = op.getIteratorTypesArray();
-  SmallVector<Value> parallelSizes, reducedSizes;
-  for (auto [size, type] : llvm::zip(sizes, iterators)) {
-    (type == utils::IteratorType::reduction ? reducedSizes : parallelSizes)
-        .push_back(size);
-  }
-  Value outputs = product(b, loc, parallelSizes);
-  Value reduced = product(b, loc, reducedSizes);
-  // As many threads as there are elements to reduce, in whole warps, up to
-  // 256.
-  int64_t threads = 256;
-  if (auto n = getConstantIntValue(reduced)) {
-    threads = std::clamp<int64_t>((*n + 31) / 32 * 32, 32, 256);
-  }
-  // One block per output; an empty launch is not allowed.
-  Value grid = arith::MaxUIOp::create(b, loc, outputs, index(b, loc, 1));
-  auto launch = createLaunch(b, loc, grid, index(b, loc, 1),
-                             index(b, loc, threads), index(b, loc, 1));
-
-  Value block = launch.getBlockIds().x, thread = launch.getThreadIds().x;
-  Value zero = index(b, loc, 0);
-  Value active =
-      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, block, outputs);
-  auto ifActive = scf::IfOp::create(b, loc, active, /*withElse=*/false);
-  b.setInsertionPointToStart(&ifActive.getThenRegion().front());
-
-  SmallVector<Value> parallelIndices =
-      delinearize(b, loc, block, parallelSizes);
+  auto iteration = [&](ArrayRef<Value> reducedIndices) {
+    SmallVector<Value> loops;
+    auto p = parallelIndices.begin(), r = reducedIndices.begin();
+    for (utils::IteratorType type : iterators) {
+      loops.push_back(type == utils::IteratorType::reduction ? *r++ : *p++);
+    }
+    return loops;
+  };
   SmallVector<Value> identities;
   for (Operation *combiner : plan.combiners) {
     identities.push_back(
         arith::ConstantOp::create(b, loc, *arith::getNeutralElement(combiner)));
   }
   // Each thread's partial results over the elements it visits.
-  auto loop = scf::ForOp::create(b, loc, thread, reduced,
-                                 launch.getBlockSize().x, identities);
-  {
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(loop.getBody());
-    SmallVector<Value> reducedIndices =
-        delinearize(b, loc, loop.getInductionVar(), reducedSizes);
-    SmallVector<Value> loops;
-    auto p = parallelIndices.begin(), r = reducedIndices.begin();
-    for (utils::IteratorType type : iterators) {
-      loops.push_back(type == utils::IteratorType::reduction ? *r++ : *p++);
-    }
-    IRMapping mapping;
-    for (OpOperand *input : op.getDpsInputOperands()) {
-      Value value = input->get();
-      if (isa<MemRefType>(value.getType())) {
-        value = memref::LoadOp::create(
-            b, loc, value, operandIndices(b, loc, op, *input, loops));
-      }
-      mapping.map(op.getMatchingBlockArgument(input), value);
-    }
-    for (auto [arg, partial] :
-         llvm::zip(op.getRegionOutputArgs(), loop.getRegionIterArgs())) {
-      mapping.map(arg, partial);
-    }
-    for (Operation &bodyOp : op.getBlock()->without_terminator()) {
-      b.clone(bodyOp, mapping);
-    }
-    SmallVector<Value> next;
-    for (Value yielded : op.getBlock()->getTerminator()->getOperands()) {
-      next.push_back(mapping.lookupOrDefault(yielded));
-    }
-    scf::YieldOp::create(b, loc, next);
-  }
-  // The block's results, added to the outputs by thread 0.
+  scf::ForOp loop =
+      strideLoop(b, loc, launch, product(b, loc, reducedSizes), identities,
+                 [&](OpBuilder &b, Value i, ValueRange partials) {
+                   SmallVector<Value> loops =
+                       iteration(delinearize(b, loc, i, reducedSizes));
+                   IRMapping mapping;
+                   mapInputs(b, loc, op, loops, mapping);
+                   for (auto [arg, partial] :
+                        llvm::zip(op.getRegionOutputArgs(), partials)) {
+                     mapping.map(arg, partial);
+                   }
+                   return cloneBody(b, op, loops, mapping);
+                 });
+  // The block's results, combined with the outputs by thread 0.
   SmallVector<Value> totals;
   for (auto [partial, kind] : llvm::zip(loop.getResults(), plan.kinds)) {
     totals.push_back(gpu::AllReduceOp::create(
         b, loc, partial, gpu::AllReduceOperationAttr::get(b.getContext(), kind),
         /*uniform=*/b.getUnitAttr()));
   }
-  Value first =
-      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, thread, zero);
+  Value zero = index(b, loc, 0);
+  Value first = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
+                                      launch.getThreadIds().x, zero);
   auto ifFirst = scf::IfOp::create(b, loc, first, /*withElse=*/false);
+  OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(&ifFirst.getThenRegion().front());
-  SmallVector<Value> loops;
-  auto p = parallelIndices.begin();
-  for (utils::IteratorType type : iterators) {
-    loops.push_back(type == utils::IteratorType::reduction ? zero : *p++);
-  }
+  SmallVector<Value> loops =
+      iteration(SmallVector<Value>(reducedSizes.size(), zero));
   for (auto [k, output] : llvm::enumerate(op.getDpsInitsMutable())) {
     SmallVector<Value> indices = operandIndices(b, loc, op, output, loops);
     Value old = initial[k]
@@ -366,6 +407,163 @@ void buildReduction(RewriterBase &b, linalg::LinalgOp op,
     }
     Value result = b.clone(*combiner, mapping)->getResult(0);
     memref::StoreOp::create(b, loc, result, output.get(), indices);
+  }
+}
+
+/// A reduction over 32 or more elements: a block per output element.
+void buildReduction(RewriterBase &b, linalg::LinalgOp op,
+                    const ReductionPlan &plan, ArrayRef<Value> initial) {
+  Location loc = op.getLoc();
+  SmallVector<Value> sizes = loopSizes(b, loc, op);
+  SmallVector<Value> parallelSizes, reducedSizes;
+  for (auto [size, type] : llvm::zip(sizes, op.getIteratorTypesArray())) {
+    (type == utils::IteratorType::reduction ? reducedSizes : parallelSizes)
+        .push_back(size);
+  }
+  Value outputs = product(b, loc, parallelSizes);
+  // As many threads as there are elements to reduce, in whole warps, up to
+  // 256.
+  int64_t reduced = staticTrip(op, 0, utils::IteratorType::reduction);
+  int64_t threads =
+      ShapedType::isDynamic(reduced)
+          ? 256
+          : std::clamp<int64_t>((reduced + 31) / 32 * 32, 32, 256);
+  // One block per output; an empty launch is not allowed.
+  Value grid = arith::MaxUIOp::create(b, loc, outputs, index(b, loc, 1));
+  auto launch = createLaunch(b, loc, grid, index(b, loc, 1),
+                             index(b, loc, threads), index(b, loc, 1));
+  Value block = launch.getBlockIds().x;
+  Value active =
+      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, block, outputs);
+  auto ifActive = scf::IfOp::create(b, loc, active, /*withElse=*/false);
+  b.setInsertionPointToStart(&ifActive.getThenRegion().front());
+  reduceInBlock(b, loc, launch, op, plan, initial,
+                delinearize(b, loc, block, parallelSizes), reducedSizes);
+}
+
+//===----------------------------------------------------------------------===//
+// Row groups
+//===----------------------------------------------------------------------===//
+
+/// The ops of `func`, a kernel of kiln-outline-kernels{group-rows}, and
+/// their number of row dimensions, if they form a row group (RowGroups.h)
+/// that this pass builds: nothing else but constants in the function, every
+/// buffer they write an argument that overlaps no other (kiln.noalias), and
+/// every reduction one gpu.all_reduce can combine.
+std::optional<unsigned> planRowGroup(func::FuncOp func,
+                                     SmallVector<linalg::LinalgOp> &ops) {
+  if (!func->hasAttr(kiln::kNoAliasArgsAttr) || !func.getBody().hasOneBlock()) {
+    return std::nullopt;
+  }
+  for (Operation &op : func.getBody().front()) {
+    if (auto linalgOp = dyn_cast<linalg::LinalgOp>(op)) {
+      ops.push_back(linalgOp);
+    } else if (!op.hasTrait<OpTrait::ConstantLike>() &&
+               !isa<func::ReturnOp>(op)) {
+      return std::nullopt;
+    }
+  }
+  std::optional<unsigned> rank = kiln::rowGroupRank(ops);
+  if (!rank) {
+    return std::nullopt;
+  }
+  for (linalg::LinalgOp op : ops) {
+    for (Value init : op.getDpsInits()) {
+      auto arg = dyn_cast<BlockArgument>(init);
+      if (!arg || arg.getOwner() != &func.getBody().front() ||
+          !func.getArgAttr(arg.getArgNumber(), kiln::kNoAliasArgAttr)) {
+        return std::nullopt;
+      }
+    }
+    if (op.getNumReductionLoops() > 0 && !planCombiners(op)) {
+      return std::nullopt;
+    }
+  }
+  return rank;
+}
+
+/// A row group as one kernel: a block per row (the product of the first
+/// `rank` loops), the ops one after the other, a barrier between two. A
+/// reduction is reduced by the whole block (reduceInBlock); any other op's
+/// elements of the row are strided over by the block's threads. A fill
+/// that a reduction starts from (fillBefore) is not run: the reduction
+/// starts from its value.
+void buildRowGroup(RewriterBase &b, ArrayRef<linalg::LinalgOp> group,
+                   unsigned rank) {
+  SmallVector<linalg::LinalgOp> ops(group);
+  Location loc = ops.front().getLoc();
+  b.setInsertionPoint(ops.front());
+  SmallVector<SmallVector<Value>> sizes;
+  int64_t widest = 1;
+  for (linalg::LinalgOp op : ops) {
+    sizes.push_back(loopSizes(b, loc, op));
+    int64_t trip = staticTrip(op, rank);
+    widest = ShapedType::isDynamic(trip) || ShapedType::isDynamic(widest)
+                 ? ShapedType::kDynamic
+                 : std::max(widest, trip);
+  }
+  ArrayRef<Value> rowSizes = ArrayRef(sizes.front()).take_front(rank);
+  Value rows = product(b, loc, rowSizes);
+  // As many threads as the widest op has elements in a row, in whole warps,
+  // up to 256.
+  int64_t threads = ShapedType::isDynamic(widest)
+                        ? 256
+                        : std::clamp<int64_t>((widest + 31) / 32 * 32, 32, 256);
+  // A block per row; an empty launch is not allowed.
+  Value grid = arith::MaxUIOp::create(b, loc, rows, index(b, loc, 1));
+  auto launch = createLaunch(b, loc, grid, index(b, loc, 1),
+                             index(b, loc, threads), index(b, loc, 1));
+  Value block = launch.getBlockIds().x;
+  Value active =
+      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, block, rows);
+  auto ifActive = scf::IfOp::create(b, loc, active, /*withElse=*/false);
+  b.setInsertionPointToStart(&ifActive.getThenRegion().front());
+  SmallVector<Value> rowIndices = delinearize(b, loc, block, rowSizes);
+  for (auto [k, op] : llvm::enumerate(ops)) {
+    ArrayRef<Value> restSizes = ArrayRef(sizes[k]).drop_front(rank);
+    linalg::FillOp fill;
+    if (k > 0 && op.getNumReductionLoops() > 0) {
+      fill = fillBefore(op);
+      if (fill && fill.getOperation() != ops[k - 1].getOperation()) {
+        fill = nullptr;
+      }
+    }
+    if (op.getNumReductionLoops() > 0) {
+      reduceInBlock(b, loc, launch, op, *planCombiners(op),
+                    initialValues(op, fill), rowIndices, restSizes);
+    } else if (k + 1 < ops.size() && isa<linalg::FillOp>(op) &&
+               ops[k + 1].getNumReductionLoops() > 0 &&
+               fillBefore(ops[k + 1]) == op.getOperation()) {
+      continue; // The reduction after it starts from its value.
+    } else {
+      strideLoop(
+          b, loc, launch, product(b, loc, restSizes), {},
+          [&](OpBuilder &b, Value i, ValueRange) {
+            SmallVector<Value> loops =
+                joinIndices(rowIndices, delinearize(b, loc, i, restSizes));
+            IRMapping mapping;
+            mapInputs(b, loc, op, loops, mapping);
+            for (OpOperand &init : op.getDpsInitsMutable()) {
+              BlockArgument arg = op.getMatchingBlockArgument(&init);
+              if (!arg.use_empty()) {
+                mapping.map(arg, memref::LoadOp::create(
+                                     b, loc, init.get(),
+                                     operandIndices(b, loc, op, init, loops)));
+              }
+            }
+            SmallVector<Value> yielded = cloneBody(b, op, loops, mapping);
+            for (auto [init, value] :
+                 llvm::zip(op.getDpsInitsMutable(), yielded)) {
+              memref::StoreOp::create(b, loc, value, init.get(),
+                                      operandIndices(b, loc, op, init, loops));
+            }
+            return SmallVector<Value>();
+          });
+    }
+    // What this op wrote, the next ones may read.
+    if (k + 1 < ops.size()) {
+      gpu::BarrierOp::create(b, loc);
+    }
   }
 }
 
@@ -812,6 +1010,19 @@ void buildContraction(RewriterBase &b, linalg::LinalgOp op,
 
 struct GpuKernels : public kiln::impl::KilnGpuKernelsPassBase<GpuKernels> {
   void runOnOperation() override {
+    IRRewriter rewriter(&getContext());
+    if (auto func = dyn_cast<func::FuncOp>(getOperation())) {
+      SmallVector<linalg::LinalgOp> group;
+      if (std::optional<unsigned> rank = planRowGroup(func, group)) {
+        LLVM_DEBUG(llvm::dbgs() << DEBUG_TYPE ": row group of " << group.size()
+                                << " ops, " << *rank << " row dimensions\n");
+        buildRowGroup(rewriter, group, *rank);
+        for (linalg::LinalgOp op : llvm::reverse(group)) {
+          rewriter.eraseOp(op);
+        }
+        return;
+      }
+    }
     SmallVector<linalg::LinalgOp> ops;
     getOperation().walk([&](linalg::LinalgOp op) {
       if (op.hasPureBufferSemantics() &&
@@ -821,7 +1032,6 @@ struct GpuKernels : public kiln::impl::KilnGpuKernelsPassBase<GpuKernels> {
         ops.push_back(op);
       }
     });
-    IRRewriter rewriter(&getContext());
     for (linalg::LinalgOp op : ops) {
       rewriter.setInsertionPoint(op);
       linalg::FillOp fill = fillBefore(op);

@@ -1,5 +1,6 @@
 // RUN: kiln-opt --kiln-outline-kernels --split-input-file %s | FileCheck %s
 // RUN: kiln-opt --kiln-outline-kernels=group-fills --split-input-file %s | FileCheck %s --check-prefix=GROUP
+// RUN: kiln-opt --kiln-outline-kernels="group-fills group-rows" --split-input-file %s | FileCheck %s --check-prefix=ROWS
 // RUN: kiln-opt --kiln-outline-kernels --convert-linalg-to-loops --convert-scf-to-cf --finalize-memref-to-llvm --convert-arith-to-llvm --convert-cf-to-llvm --convert-func-to-llvm --kiln-apply-noalias --reconcile-unrealized-casts --split-input-file %s | FileCheck %s --check-prefix=LLVM
 
 // Identical ops share one kernel; a different one gets its own. Buffers that
@@ -179,3 +180,210 @@ func.func @fills(%x: memref<4x8xf32>, %other: memref<4xf32>) -> (memref<4xf32>, 
 // GROUP:       func.func private @[[SUM]](
 // GROUP-NOT:     linalg.fill
 // GROUP:         linalg.generic
+
+// -----
+
+// group-rows: softmax over rows (two fills, a max, a sum, the division) is
+// one kernel, called where its last op was: the allocation and the copy
+// between its ops touch none of the buffers of the ops before them.
+#x = affine_map<(i, j) -> (i, j)>
+#row = affine_map<(i, j) -> (i)>
+func.func @softmax(%x: memref<4x8xf32>, %a: memref<4xf32>, %b: memref<4xf32>) -> memref<4x8xf32> {
+  %zero = arith.constant 0.0 : f32
+  %low = arith.constant 0xFF800000 : f32
+  %max = memref.alloc() : memref<4xf32>
+  %sum = memref.alloc() : memref<4xf32>
+  linalg.fill ins(%low : f32) outs(%max : memref<4xf32>)
+  linalg.generic {indexing_maps = [#x, #row], iterator_types = ["parallel", "reduction"]}
+      ins(%x : memref<4x8xf32>) outs(%max : memref<4xf32>) {
+  ^bb0(%v: f32, %m: f32):
+    %r = arith.maximumf %v, %m : f32
+    linalg.yield %r : f32
+  }
+  memref.copy %a, %b : memref<4xf32> to memref<4xf32>
+  linalg.fill ins(%zero : f32) outs(%sum : memref<4xf32>)
+  linalg.generic {indexing_maps = [#x, #row, #row], iterator_types = ["parallel", "reduction"]}
+      ins(%x, %max : memref<4x8xf32>, memref<4xf32>) outs(%sum : memref<4xf32>) {
+  ^bb0(%v: f32, %m: f32, %s: f32):
+    %d = arith.subf %v, %m : f32
+    %e = math.exp %d : f32
+    %r = arith.addf %e, %s : f32
+    linalg.yield %r : f32
+  }
+  %y = memref.alloc() : memref<4x8xf32>
+  linalg.generic {indexing_maps = [#x, #row, #row, #x], iterator_types = ["parallel", "parallel"]}
+      ins(%x, %max, %sum : memref<4x8xf32>, memref<4xf32>, memref<4xf32>) outs(%y : memref<4x8xf32>) {
+  ^bb0(%v: f32, %m: f32, %s: f32, %o: f32):
+    %d = arith.subf %v, %m : f32
+    %e = math.exp %d : f32
+    %r = arith.divf %e, %s : f32
+    linalg.yield %r : f32
+  }
+  return %y : memref<4x8xf32>
+}
+
+// CHECK-LABEL: func.func @softmax(
+// ROWS-LABEL: func.func @softmax(
+// ROWS:         memref.copy
+// ROWS-NEXT:    %[[Y:.*]] = memref.alloc()
+// ROWS-NEXT:    call @[[K:kiln_kernel_[0-9]+]]({{.*}}%[[Y]]
+// ROWS-NOT:     call @kiln_kernel_
+// ROWS:       func.func private @[[K]](
+// ROWS-SAME:    {kiln.noalias}
+// ROWS:         linalg.fill
+// ROWS:         linalg.generic
+// ROWS:         linalg.fill
+// ROWS:         linalg.generic
+// ROWS:         linalg.generic
+// ROWS:         return
+
+// -----
+
+// A copy that writes what a reduction before it reads stops the group: the
+// reduction cannot move past it. The division after it reads the max and
+// the sum row by row and joins the sum.
+#x = affine_map<(i, j) -> (i, j)>
+#row = affine_map<(i, j) -> (i)>
+func.func @stopped(%x: memref<4x8xf32>, %in: memref<4x8xf32>) -> memref<4x8xf32> {
+  %max = memref.alloc() : memref<4xf32>
+  linalg.generic {indexing_maps = [#x, #row], iterator_types = ["parallel", "reduction"]}
+      ins(%x : memref<4x8xf32>) outs(%max : memref<4xf32>) {
+  ^bb0(%v: f32, %m: f32):
+    %r = arith.maximumf %v, %m : f32
+    linalg.yield %r : f32
+  }
+  memref.copy %in, %x : memref<4x8xf32> to memref<4x8xf32>
+  %sum = memref.alloc() : memref<4xf32>
+  linalg.generic {indexing_maps = [#x, #row], iterator_types = ["parallel", "reduction"]}
+      ins(%x : memref<4x8xf32>) outs(%sum : memref<4xf32>) {
+  ^bb0(%v: f32, %s: f32):
+    %r = arith.addf %v, %s : f32
+    linalg.yield %r : f32
+  }
+  %y = memref.alloc() : memref<4x8xf32>
+  linalg.generic {indexing_maps = [#x, #row, #row, #x], iterator_types = ["parallel", "parallel"]}
+      ins(%x, %max, %sum : memref<4x8xf32>, memref<4xf32>, memref<4xf32>) outs(%y : memref<4x8xf32>) {
+  ^bb0(%v: f32, %m: f32, %s: f32, %o: f32):
+    %d = arith.subf %v, %m : f32
+    %r = arith.divf %d, %s : f32
+    linalg.yield %r : f32
+  }
+  return %y : memref<4x8xf32>
+}
+
+// CHECK-LABEL: func.func @stopped(
+// ROWS-LABEL: func.func @stopped(
+// ROWS:         call @[[MAX:kiln_kernel_[0-9]+]](
+// ROWS-NEXT:    memref.copy
+// ROWS:         call @[[REST:kiln_kernel_[0-9]+]](
+// ROWS-NOT:     call @kiln_kernel_
+// ROWS:       func.func private @[[MAX]](
+// ROWS-COUNT-1: linalg.generic
+// ROWS-NOT:     linalg.generic
+// ROWS:       func.func private @[[REST]](
+// ROWS-COUNT-2: linalg.generic
+// ROWS-NOT:     linalg.generic
+
+// -----
+
+// What a block per row could not run stays apart:
+//  - a product: its operands are indexed by loops other than its rows'
+//    (the sum over its rows after it is a kernel of its own);
+//  - a sum over the rows into a buffer indexed by the column (every block
+//    would add to every element);
+//  - a row-wise op that reads a buffer the group writes transposed;
+//  - a reduction into a buffer the caller passed (it may overlap the input).
+#a = affine_map<(i, j, k) -> (i, k)>
+#b = affine_map<(i, j, k) -> (k, j)>
+#c = affine_map<(i, j, k) -> (i, j)>
+#x = affine_map<(i, j) -> (i, j)>
+#t = affine_map<(i, j) -> (j, i)>
+#row = affine_map<(i, j) -> (i)>
+#col = affine_map<(i, j) -> (j)>
+func.func @apart(%p: memref<8x8xf32>, %q: memref<8x8xf32>, %out: memref<8xf32>) -> (memref<8x8xf32>, memref<8xf32>, memref<8x8xf32>) {
+  %c = memref.alloc() : memref<8x8xf32>
+  linalg.generic {indexing_maps = [#a, #b, #c], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%p, %q : memref<8x8xf32>, memref<8x8xf32>) outs(%c : memref<8x8xf32>) {
+  ^bb0(%u: f32, %v: f32, %acc: f32):
+    %m = arith.mulf %u, %v : f32
+    %s = arith.addf %acc, %m : f32
+    linalg.yield %s : f32
+  }
+  %cols = memref.alloc() : memref<8xf32>
+  linalg.generic {indexing_maps = [#x, #col], iterator_types = ["parallel", "reduction"]}
+      ins(%c : memref<8x8xf32>) outs(%cols : memref<8xf32>) {
+  ^bb0(%v: f32, %s: f32):
+    %r = arith.addf %v, %s : f32
+    linalg.yield %r : f32
+  }
+  %t = memref.alloc() : memref<8x8xf32>
+  linalg.generic {indexing_maps = [#x, #row, #x], iterator_types = ["parallel", "parallel"]}
+      ins(%p, %cols : memref<8x8xf32>, memref<8xf32>) outs(%t : memref<8x8xf32>) {
+  ^bb0(%v: f32, %s: f32, %o: f32):
+    %r = arith.mulf %v, %s : f32
+    linalg.yield %r : f32
+  }
+  linalg.generic {indexing_maps = [#t, #row], iterator_types = ["parallel", "reduction"]}
+      ins(%t : memref<8x8xf32>) outs(%out : memref<8xf32>) {
+  ^bb0(%v: f32, %s: f32):
+    %r = arith.addf %v, %s : f32
+    linalg.yield %r : f32
+  }
+  return %c, %cols, %t : memref<8x8xf32>, memref<8xf32>, memref<8x8xf32>
+}
+
+// CHECK-LABEL: func.func @apart(
+// ROWS-LABEL: func.func @apart(
+// ROWS-COUNT-4: call @kiln_kernel_
+// ROWS-NOT:     call @kiln_kernel_
+
+// -----
+
+// A mean: the sum of every element (no rows) and the division of the scalar
+// after it are one kernel (one block); an op over a whole tensor after such a
+// sum is not taken in (one block would do all of its work).
+#all = affine_map<(i, j) -> (i, j)>
+#none = affine_map<(i, j) -> ()>
+#scalar = affine_map<() -> ()>
+func.func @mean(%x: memref<4x8xf32>, %n: f32) -> (memref<f32>, memref<4x8xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %sum = memref.alloc() : memref<f32>
+  linalg.fill ins(%zero : f32) outs(%sum : memref<f32>)
+  linalg.generic {indexing_maps = [#all, #none], iterator_types = ["reduction", "reduction"]}
+      ins(%x : memref<4x8xf32>) outs(%sum : memref<f32>) {
+  ^bb0(%v: f32, %s: f32):
+    %r = arith.addf %v, %s : f32
+    linalg.yield %r : f32
+  }
+  %mean = memref.alloc() : memref<f32>
+  linalg.generic {indexing_maps = [#scalar, #scalar], iterator_types = []}
+      ins(%sum : memref<f32>) outs(%mean : memref<f32>) {
+  ^bb0(%s: f32, %o: f32):
+    %r = arith.divf %s, %n : f32
+    linalg.yield %r : f32
+  }
+  %scaled = memref.alloc() : memref<4x8xf32>
+  linalg.generic {indexing_maps = [#all, #none, #all], iterator_types = ["parallel", "parallel"]}
+      ins(%x, %mean : memref<4x8xf32>, memref<f32>) outs(%scaled : memref<4x8xf32>) {
+  ^bb0(%v: f32, %m: f32, %o: f32):
+    %r = arith.subf %v, %m : f32
+    linalg.yield %r : f32
+  }
+  return %mean, %scaled : memref<f32>, memref<4x8xf32>
+}
+
+// CHECK-LABEL: func.func @mean(
+// ROWS-LABEL: func.func @mean(
+// ROWS:         call @[[MEAN:kiln_kernel_[0-9]+]](
+// ROWS-NEXT:    %[[SCALED:.*]] = memref.alloc()
+// ROWS-NEXT:    call @[[SUB:kiln_kernel_[0-9]+]](
+// ROWS-NOT:     call @kiln_kernel_
+// ROWS:       func.func private @[[MEAN]](
+// ROWS:         linalg.fill
+// ROWS-NEXT:    linalg.generic
+// ROWS:         linalg.generic
+// ROWS-SAME:      iterator_types = []
+// ROWS:       func.func private @[[SUB]](
+// ROWS-NOT:     linalg.fill
+// ROWS:         linalg.generic
+// ROWS-NOT:     linalg.generic

@@ -228,3 +228,112 @@ func.func @filled_and_read(%x: memref<4x64xf32>, %m: memref<4xf32>) {
   }
   return
 }
+
+// -----
+
+// A row group (kiln-outline-kernels{group-rows}: every buffer it writes an
+// argument that overlaps no other): one launch, a block per row of the first
+// two dimensions (rows of 40: 64 threads), the ops one after the other with
+// a barrier between two. The max starts from its fill's value (no fill, no
+// load of the max before its store); the sum reads the stored max; the last
+// op's threads stride over the row, its linalg.index becoming the column.
+// CHECK-LABEL: func.func @row_group(
+// CHECK-NOT:     linalg.
+// CHECK:         %[[D0:.*]] = memref.dim %{{.*}}, %c0
+// CHECK:         %[[ROWS:.*]] = arith.muli %[[D0]], %c3
+// CHECK:         gpu.launch blocks(%[[B:.*]], %{{.*}}, %{{.*}}) in (%{{.*}} = %{{.*}}, {{.*}}) threads(%[[T:.*]], %{{.*}}, %{{.*}}) in (%[[BD:.*]] = %c64, {{.*}})
+// CHECK:           arith.cmpi ult, %[[B]], %[[ROWS]]
+// CHECK:           %[[J:.*]] = arith.remui %[[B]], %c3
+// CHECK:           %[[I:.*]] = arith.divui %[[B]], %c3
+// CHECK-NOT:       memref.load %arg1
+// CHECK:           scf.for %{{.*}} = %[[T]] to %c40 step %[[BD]] iter_args(%{{.*}} = %cst{{.*}}) -> (f32)
+// CHECK:           %[[MAX:.*]] = gpu.all_reduce maximumf
+// (max(total, -inf) folds to the total)
+// CHECK:           scf.if
+// CHECK-NEXT:        memref.store %[[MAX]], %arg1[%[[I]], %[[J]]]
+// CHECK:           gpu.barrier
+// CHECK:           scf.for
+// CHECK:             memref.load %arg1[%[[I]], %[[J]]]
+// CHECK:             math.exp
+// CHECK:           gpu.all_reduce add
+// CHECK:           memref.store %{{.*}}, %arg2[%[[I]], %[[J]]]
+// CHECK:           gpu.barrier
+// CHECK:           scf.for %[[K:.*]] = %[[T]] to %c40 step %[[BD]] {
+// CHECK:             arith.cmpi ult, %[[K]], %c20
+// CHECK:             arith.divf
+// CHECK:             memref.store %{{.*}}, %arg3[%[[I]], %[[J]], %[[K]]]
+// CHECK-NOT:     gpu.barrier
+// CHECK-NOT:     gpu.launch
+// CHECK:         return
+// PTX-LABEL: gpu.binary @row_group_kernel
+// PTX-SAME: shfl.sync.bfly.b32
+// PTX-SAME: bar.sync
+#x3 = affine_map<(i, j, k) -> (i, j, k)>
+#r3 = affine_map<(i, j, k) -> (i, j)>
+func.func @row_group(%x: memref<?x3x40xf32> {kiln.noalias}, %max: memref<?x3xf32> {kiln.noalias}, %sum: memref<?x3xf32> {kiln.noalias}, %y: memref<?x3x40xf32> {kiln.noalias}) attributes {kiln.noalias_args = array<i64: 1, 10, 17, 24>} {
+  %low = arith.constant 0xFF800000 : f32
+  %zero = arith.constant 0.0 : f32
+  %c20 = arith.constant 20 : index
+  linalg.fill ins(%low : f32) outs(%max : memref<?x3xf32>)
+  linalg.generic {indexing_maps = [#x3, #r3], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%x : memref<?x3x40xf32>) outs(%max : memref<?x3xf32>) {
+  ^bb0(%v: f32, %m: f32):
+    %r = arith.maximumf %v, %m : f32
+    linalg.yield %r : f32
+  }
+  linalg.fill ins(%zero : f32) outs(%sum : memref<?x3xf32>)
+  linalg.generic {indexing_maps = [#x3, #r3, #r3], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%x, %max : memref<?x3x40xf32>, memref<?x3xf32>) outs(%sum : memref<?x3xf32>) {
+  ^bb0(%v: f32, %m: f32, %s: f32):
+    %d = arith.subf %v, %m : f32
+    %e = math.exp %d : f32
+    %r = arith.addf %e, %s : f32
+    linalg.yield %r : f32
+  }
+  linalg.generic {indexing_maps = [#x3, #r3, #r3, #x3], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%x, %max, %sum : memref<?x3x40xf32>, memref<?x3xf32>, memref<?x3xf32>) outs(%y : memref<?x3x40xf32>) {
+  ^bb0(%v: f32, %m: f32, %s: f32, %o: f32):
+    %k = linalg.index 2 : index
+    %keep = arith.cmpi ult, %k, %c20 : index
+    %d = arith.subf %v, %m : f32
+    %e = math.exp %d : f32
+    %q = arith.divf %e, %s : f32
+    %r = arith.select %keep, %q, %zero : f32
+    linalg.yield %r : f32
+  }
+  return
+}
+
+// -----
+
+// The same ops where a written buffer may overlap another (no kiln.noalias
+// on it): a kernel per op, the reductions as blocks of their own.
+// CHECK-LABEL: func.func @row_group_may_alias(
+// CHECK:         gpu.launch
+// CHECK:         gpu.launch
+// CHECK-NOT:     gpu.launch
+// CHECK:         linalg.generic
+#x4 = affine_map<(i, j) -> (i, j)>
+#r4 = affine_map<(i, j) -> (i)>
+func.func @row_group_may_alias(%x: memref<?x40xf32> {kiln.noalias}, %max: memref<?xf32>, %sum: memref<?xf32> {kiln.noalias}, %y: memref<?x40xf32> {kiln.noalias}) attributes {kiln.noalias_args = array<i64: 1, 15, 20>} {
+  linalg.generic {indexing_maps = [#x4, #r4], iterator_types = ["parallel", "reduction"]}
+      ins(%x : memref<?x40xf32>) outs(%max : memref<?xf32>) {
+  ^bb0(%v: f32, %m: f32):
+    %r = arith.maximumf %v, %m : f32
+    linalg.yield %r : f32
+  }
+  linalg.generic {indexing_maps = [#x4, #r4, #r4], iterator_types = ["parallel", "reduction"]}
+      ins(%x, %max : memref<?x40xf32>, memref<?xf32>) outs(%sum : memref<?xf32>) {
+  ^bb0(%v: f32, %m: f32, %s: f32):
+    %d = arith.subf %v, %m : f32
+    %r = arith.addf %d, %s : f32
+    linalg.yield %r : f32
+  }
+  linalg.generic {indexing_maps = [#x4, #r4, #x4], iterator_types = ["parallel", "parallel"]}
+      ins(%x, %sum : memref<?x40xf32>, memref<?xf32>) outs(%y : memref<?x40xf32>) {
+  ^bb0(%v: f32, %s: f32, %o: f32):
+    %r = arith.divf %v, %s : f32
+    linalg.yield %r : f32
+  }
+  return
+}

@@ -4,7 +4,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "compiler/Codegen/CPU/Passes.h"
+#include "compiler/Codegen/Common/Passes.h"
 
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
@@ -13,7 +13,7 @@
 
 namespace mlir::kiln {
 #define GEN_PASS_DEF_KILNCLONEFILLSPERUSEPASS
-#include "compiler/Codegen/CPU/Passes.h.inc"
+#include "compiler/Codegen/Common/Passes.h.inc"
 } // namespace mlir::kiln
 
 using namespace mlir;
