@@ -410,6 +410,26 @@ void reduceInBlock(OpBuilder &b, Location loc, gpu::LaunchOp launch,
   }
 }
 
+/// A launch of a block for each of `count` things (at least one block: an
+/// empty launch is not allowed), with as many threads as there are
+/// `elements` to visit in each (whole warps, 32 to 256; 256 if kDynamic);
+/// the insertion point is left in the blocks that have a thing.
+gpu::LaunchOp launchBlockPer(OpBuilder &b, Location loc, Value count,
+                             int64_t elements) {
+  int64_t threads =
+      ShapedType::isDynamic(elements)
+          ? 256
+          : std::clamp<int64_t>((elements + 31) / 32 * 32, 32, 256);
+  Value grid = arith::MaxUIOp::create(b, loc, count, index(b, loc, 1));
+  auto launch = createLaunch(b, loc, grid, index(b, loc, 1),
+                             index(b, loc, threads), index(b, loc, 1));
+  Value active = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult,
+                                       launch.getBlockIds().x, count);
+  auto ifActive = scf::IfOp::create(b, loc, active, /*withElse=*/false);
+  b.setInsertionPointToStart(&ifActive.getThenRegion().front());
+  return launch;
+}
+
 /// A reduction over 32 or more elements: a block per output element.
 void buildReduction(RewriterBase &b, linalg::LinalgOp op,
                     const ReductionPlan &plan, ArrayRef<Value> initial) {
@@ -420,25 +440,12 @@ void buildReduction(RewriterBase &b, linalg::LinalgOp op,
     (type == utils::IteratorType::reduction ? reducedSizes : parallelSizes)
         .push_back(size);
   }
-  Value outputs = product(b, loc, parallelSizes);
-  // As many threads as there are elements to reduce, in whole warps, up to
-  // 256.
-  int64_t reduced = staticTrip(op, 0, utils::IteratorType::reduction);
-  int64_t threads =
-      ShapedType::isDynamic(reduced)
-          ? 256
-          : std::clamp<int64_t>((reduced + 31) / 32 * 32, 32, 256);
-  // One block per output; an empty launch is not allowed.
-  Value grid = arith::MaxUIOp::create(b, loc, outputs, index(b, loc, 1));
-  auto launch = createLaunch(b, loc, grid, index(b, loc, 1),
-                             index(b, loc, threads), index(b, loc, 1));
-  Value block = launch.getBlockIds().x;
-  Value active =
-      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, block, outputs);
-  auto ifActive = scf::IfOp::create(b, loc, active, /*withElse=*/false);
-  b.setInsertionPointToStart(&ifActive.getThenRegion().front());
+  gpu::LaunchOp launch =
+      launchBlockPer(b, loc, product(b, loc, parallelSizes),
+                     staticTrip(op, 0, utils::IteratorType::reduction));
   reduceInBlock(b, loc, launch, op, plan, initial,
-                delinearize(b, loc, block, parallelSizes), reducedSizes);
+                delinearize(b, loc, launch.getBlockIds().x, parallelSizes),
+                reducedSizes);
 }
 
 //===----------------------------------------------------------------------===//
@@ -503,22 +510,10 @@ void buildRowGroup(RewriterBase &b, ArrayRef<linalg::LinalgOp> group,
                  : std::max(widest, trip);
   }
   ArrayRef<Value> rowSizes = ArrayRef(sizes.front()).take_front(rank);
-  Value rows = product(b, loc, rowSizes);
-  // As many threads as the widest op has elements in a row, in whole warps,
-  // up to 256.
-  int64_t threads = ShapedType::isDynamic(widest)
-                        ? 256
-                        : std::clamp<int64_t>((widest + 31) / 32 * 32, 32, 256);
-  // A block per row; an empty launch is not allowed.
-  Value grid = arith::MaxUIOp::create(b, loc, rows, index(b, loc, 1));
-  auto launch = createLaunch(b, loc, grid, index(b, loc, 1),
-                             index(b, loc, threads), index(b, loc, 1));
-  Value block = launch.getBlockIds().x;
-  Value active =
-      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, block, rows);
-  auto ifActive = scf::IfOp::create(b, loc, active, /*withElse=*/false);
-  b.setInsertionPointToStart(&ifActive.getThenRegion().front());
-  SmallVector<Value> rowIndices = delinearize(b, loc, block, rowSizes);
+  gpu::LaunchOp launch =
+      launchBlockPer(b, loc, product(b, loc, rowSizes), widest);
+  SmallVector<Value> rowIndices =
+      delinearize(b, loc, launch.getBlockIds().x, rowSizes);
   for (auto [k, op] : llvm::enumerate(ops)) {
     ArrayRef<Value> restSizes = ArrayRef(sizes[k]).drop_front(rank);
     linalg::FillOp fill;
