@@ -282,11 +282,12 @@ TEST(GpuTarget, EveryOpAndTheModelsTrainingAndDecodingStepsCompileForTheGpu) {
 // the GPU goes through translation to LLVM IR (the gpu.binary embedded
 // through the offloading interface), code generation and the loading of the
 // PTX; the calls then run the host side of compiled GPU code (allocations,
-// copies, launches, frees) for every op, a GPT's forward pass and its
-// training steps. The results are garbage and not looked at (but finite: the
-// fake driver's memory starts zeroed, so the trainer's check of the loss
-// passes every time): the JIT crashed on this path before any GPU ran it,
-// and this runs it everywhere.
+// copies, launches, frees) for every op (LaunchAndCopyBudgetsHold runs a
+// GPT's and an encoder-decoder's forward passes and training steps the same
+// way). The results are garbage and not looked at (but finite: the fake
+// driver's memory starts zeroed, so the trainer's check of the loss passes
+// every time): the JIT crashed on this path before any GPU ran it, and this
+// runs it everywhere.
 TEST(GpuTarget, HostSideRunsAgainstAFakeDriver) {
   SKIP_WITHOUT_FAKE_DRIVER();
   std::string source = readFile(KILN_SOURCE_DIR "/test/Dialect/Kiln/ops.mlir");
@@ -298,17 +299,6 @@ TEST(GpuTarget, HostSideRunsAgainstAFakeDriver) {
       std::vector<Tensor> results = gpu->call(name, args);
       EXPECT_FALSE(results.empty()) << name;
     }
-  }
-  dsl::Module module;
-  buildGpt(module);
-  Trainer onGpu(
-      compileTraining(module, "loss", kGptOptimizer, gpuOptions("native")), 5);
-  dsl::models::GptConfig config = gptConfig();
-  Tensor idx = ref::randomIds({4, 32}, config.vocabSize, 3);
-  EXPECT_EQ(onGpu.run("forward", {{"idx", idx}})[0].shape(),
-            (std::vector<int64_t>{4, 32, config.vocabSize}));
-  for (int step = 0; step < 2; ++step) {
-    onGpu.step({{"idx", idx}, {"targets", idx}}, 1e-3f);
   }
 }
 
@@ -448,6 +438,46 @@ TEST(GpuTarget, LaunchAndCopyBudgetsHold) {
                               out[2 + 2 * i]);
     }
   }
+
+  // The encoder-decoder (padding mask, cross-attention, label-smoothed
+  // loss): its forward pass and Adam training step, to budgets of their
+  // own, no serial kernel, the batch in and the result out.
+  dsl::Module encdec;
+  buildEncDec(encdec);
+  dsl::nn::TransformerConfig encdecConfig = dsl::models::encdecTiny();
+  Trainer translator(
+      compileTraining(encdec, "loss", kEncDecOptimizer, gpuOptions("native")),
+      9);
+  Tensor mask = Tensor::empty({3, 10}, DType::i1);
+  for (int64_t i = 0; i < mask.numel(); ++i) {
+    mask.data<bool>()[i] = i % 10 < 7 || i < 10; // padding in rows 1 and 2
+  }
+  std::map<std::string, Arg> pairs{
+      {"src", ref::randomIds({3, 10}, encdecConfig.srcVocab, 4)},
+      {"tgt", ref::randomIds({3, 6}, encdecConfig.tgtVocab, 5)},
+      {"src_mask", mask}};
+  std::map<std::string, Arg> labelled = pairs;
+  labelled.emplace("targets", ref::randomIds({3, 6}, encdecConfig.tgtVocab, 6));
+  double pairBytes = (3 * 10 + 3 * 6) * 8 + 3 * 10;
+  EXPECT_EQ(translator.run("forward", pairs)[0].shape(),
+            (std::vector<int64_t>{3, 6, encdecConfig.tgtVocab}));
+  translator.step(labelled, 1e-3f);
+  Cost encdecForward = measure([&] { translator.run("forward", pairs); });
+  Cost encdecStep = measure([&] { translator.step(labelled, 1e-3f); });
+  std::printf("encoder-decoder forward: %ld launches (%ld of one thread), "
+              "%.0f bytes in, %.0f out; training step: %ld launches (%ld of "
+              "one thread), %.0f bytes in, %.0f out\n",
+              encdecForward.launches, encdecForward.serial, encdecForward.in,
+              encdecForward.out, encdecStep.launches, encdecStep.serial,
+              encdecStep.in, encdecStep.out);
+  EXPECT_LE(encdecForward.launches, 107);
+  EXPECT_LE(encdecStep.launches, 377);
+  EXPECT_EQ(encdecForward.serial, 0);
+  EXPECT_EQ(encdecStep.serial, 0);
+  EXPECT_LE(encdecForward.in, pairBytes + 64);
+  EXPECT_LE(encdecForward.out, 3.0 * 6 * encdecConfig.tgtVocab * 4 + 64);
+  EXPECT_LE(encdecStep.in, pairBytes + 3 * 6 * 8 + 64);
+  EXPECT_LE(encdecStep.out, 64);
 }
 
 //===----------------------------------------------------------------------===//
