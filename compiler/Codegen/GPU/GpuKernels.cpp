@@ -514,22 +514,22 @@ void buildRowGroup(RewriterBase &b, ArrayRef<linalg::LinalgOp> group,
       launchBlockPer(b, loc, product(b, loc, rowSizes), widest);
   SmallVector<Value> rowIndices =
       delinearize(b, loc, launch.getBlockIds().x, rowSizes);
+  // Whether ops[k] is the fill that ops[k + 1], a reduction, starts from.
+  auto startsFrom = [&](size_t k) {
+    return k + 1 < ops.size() && ops[k + 1].getNumReductionLoops() > 0 &&
+           fillBefore(ops[k + 1]) == ops[k].getOperation();
+  };
   for (auto [k, op] : llvm::enumerate(ops)) {
     ArrayRef<Value> restSizes = ArrayRef(sizes[k]).drop_front(rank);
-    linalg::FillOp fill;
-    if (k > 0 && op.getNumReductionLoops() > 0) {
-      fill = fillBefore(op);
-      if (fill && fill.getOperation() != ops[k - 1].getOperation()) {
-        fill = nullptr;
-      }
+    if (startsFrom(k)) {
+      continue; // Not run: the reduction after it starts from its value.
     }
     if (op.getNumReductionLoops() > 0) {
+      auto fill = k > 0 && startsFrom(k - 1)
+                      ? cast<linalg::FillOp>(ops[k - 1].getOperation())
+                      : linalg::FillOp();
       reduceInBlock(b, loc, launch, op, *planCombiners(op),
                     initialValues(op, fill), rowIndices, restSizes);
-    } else if (k + 1 < ops.size() && isa<linalg::FillOp>(op) &&
-               ops[k + 1].getNumReductionLoops() > 0 &&
-               fillBefore(ops[k + 1]) == op.getOperation()) {
-      continue; // The reduction after it starts from its value.
     } else {
       strideLoop(
           b, loc, launch, product(b, loc, restSizes), {},

@@ -181,6 +181,19 @@ void buildEncDec(dsl::Module &module) {
 
 const OptimizerConfig kEncDecOptimizer{.kind = "adam"};
 
+/// Three source sentences of 10 tokens (rows 1 and 2 padded after 7) and
+/// three targets of 6, for encdecTiny.
+std::map<std::string, Arg> encdecInputs() {
+  dsl::nn::TransformerConfig config = dsl::models::encdecTiny();
+  Tensor mask = Tensor::empty({3, 10}, DType::i1);
+  for (int64_t i = 0; i < mask.numel(); ++i) {
+    mask.data<bool>()[i] = i % 10 < 7 || i < 10; // padding in rows 1 and 2
+  }
+  return {{"src", ref::randomIds({3, 10}, config.srcVocab, 4)},
+          {"tgt", ref::randomIds({3, 6}, config.tgtVocab, 5)},
+          {"src_mask", mask}};
+}
+
 /// The optimizers the training steps are compared with, GPU against CPU.
 /// Not Adam: it divides each gradient element by its own running norm, so an
 /// element whose true gradient is zero (an attention key bias: softmax
@@ -448,14 +461,7 @@ TEST(GpuTarget, LaunchAndCopyBudgetsHold) {
   Trainer translator(
       compileTraining(encdec, "loss", kEncDecOptimizer, gpuOptions("native")),
       9);
-  Tensor mask = Tensor::empty({3, 10}, DType::i1);
-  for (int64_t i = 0; i < mask.numel(); ++i) {
-    mask.data<bool>()[i] = i % 10 < 7 || i < 10; // padding in rows 1 and 2
-  }
-  std::map<std::string, Arg> pairs{
-      {"src", ref::randomIds({3, 10}, encdecConfig.srcVocab, 4)},
-      {"tgt", ref::randomIds({3, 6}, encdecConfig.tgtVocab, 5)},
-      {"src_mask", mask}};
+  std::map<std::string, Arg> pairs = encdecInputs();
   std::map<std::string, Arg> labelled = pairs;
   labelled.emplace("targets", ref::randomIds({3, 6}, encdecConfig.tgtVocab, 6));
   double pairBytes = (3 * 10 + 3 * 6) * 8 + 3 * 10;
@@ -647,14 +653,7 @@ TEST(GpuTarget, EncoderDecoderForwardAndTrainingStepsMatchTheCpu) {
   auto gpu = compileTraining(module, "loss", kEncDecCompareOptimizer,
                              gpuOptions("native"));
   Trainer onCpu(cpu, 9), onGpu(gpu, 9);
-  Tensor mask = Tensor::empty({3, 10}, DType::i1);
-  for (int64_t i = 0; i < mask.numel(); ++i) {
-    mask.data<bool>()[i] = i % 10 < 7 || i < 10; // padding in rows 1 and 2
-  }
-  std::map<std::string, Arg> inputs{
-      {"src", ref::randomIds({3, 10}, config.srcVocab, 4)},
-      {"tgt", ref::randomIds({3, 6}, config.tgtVocab, 5)},
-      {"src_mask", mask}};
+  std::map<std::string, Arg> inputs = encdecInputs();
   expectClose(onGpu.run("forward", inputs)[0], onCpu.run("forward", inputs)[0],
               "encoder-decoder output");
   for (int step = 0; step < 3; ++step) {
