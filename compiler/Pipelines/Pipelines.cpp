@@ -173,13 +173,15 @@ std::string mlir::kiln::cudaToolkitPath() {
 
 void mlir::kiln::buildKilnToGpuPipeline(OpPassManager &pm,
                                         const std::string &gpu,
-                                        const std::string &cpu, bool resident) {
+                                        const std::string &cpu, bool resident,
+                                        const std::string &math) {
   pm.addPass(createKilnSetTargetPass({.cpu = cpu, .gpu = gpu}));
   buildKilnToLinalgPipeline(pm);
-  buildLinalgToGpuPipeline(pm, resident);
+  buildLinalgToGpuPipeline(pm, resident, math);
 }
 
-void mlir::kiln::buildLinalgToGpuPipeline(OpPassManager &pm, bool resident) {
+void mlir::kiln::buildLinalgToGpuPipeline(OpPassManager &pm, bool resident,
+                                          const std::string &math) {
   // Every distinct linalg op becomes one GPU kernel (kiln-outline-kernels
   // shares it between identical layers): its parallel loops, innermost
   // dimension first (on threadIdx.x: consecutive threads, consecutive
@@ -205,10 +207,10 @@ void mlir::kiln::buildLinalgToGpuPipeline(OpPassManager &pm, bool resident) {
   // with a block per row.
   pm.addPass(
       createKilnOutlineKernelsPass({.groupFills = true, .groupRows = true}));
-  // Kernels: tuned ones for contractions and reductions, 16 x 16 tiles of
-  // parallel loops for the rest.
+  // Kernels: tuned ones for contractions (in fp32 or TF32) and reductions,
+  // 16 x 16 tiles of parallel loops for the rest.
   pm.addPass(createKilnStridedCopiesToLinalgPass());
-  pm.addNestedPass<func::FuncOp>(createKilnGpuKernelsPass());
+  pm.addNestedPass<func::FuncOp>(createKilnGpuKernelsPass({.math = math}));
   pm.addNestedPass<func::FuncOp>(createConvertLinalgToParallelLoopsPass());
   pm.addNestedPass<func::FuncOp>(createKilnSerialNestsToParallelPass());
   pm.addNestedPass<func::FuncOp>(createKilnGpuLoopTilesPass());
@@ -281,6 +283,11 @@ struct GpuPipelineOptions : public PassPipelineOptions<GpuPipelineOptions> {
       *this, "resident",
       llvm::cl::desc("Parameters and optimizer state stay in device memory"),
       llvm::cl::init(false)};
+  Option<std::string> math{
+      *this, "math",
+      llvm::cl::desc("The contractions' arithmetic: fp32, or tf32 (tensor "
+                     "cores; sm_80 and newer)"),
+      llvm::cl::init("fp32")};
 };
 struct CpuTilingOptions : public PassPipelineOptions<CpuTilingOptions> {
   Option<int64_t> tileM{*this, "tile-m",
@@ -348,7 +355,12 @@ void mlir::kiln::registerKilnPipelines() {
                               "' is not an NVIDIA GPU architecture (sm_80, "
                               "sm_90, ...)");
         }
-        buildKilnToGpuPipeline(pm, options.gpu, options.cpu, options.resident);
+        if (std::string why = gpuMathError(options.math, options.gpu);
+            !why.empty()) {
+          return errorHandler("kiln-to-gpu: " + why);
+        }
+        buildKilnToGpuPipeline(pm, options.gpu, options.cpu, options.resident,
+                               options.math);
         return success();
       },
       [](function_ref<void(const mlir::detail::PassOptions &)> optHandler) {

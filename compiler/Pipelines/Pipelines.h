@@ -47,14 +47,18 @@ void buildKilnToLLVMPipeline(OpPassManager &pm, const std::string &cpu = "host",
 /// functions take and return host buffers, but with `resident` their
 /// parameters and optimizer state, and the results that update them, are
 /// device buffers (kiln-host-interface{resident}). Ends with
-/// kiln-check-lowered{stage=llvm}.
-void buildLinalgToGpuPipeline(OpPassManager &pm, bool resident = false);
+/// kiln-check-lowered{stage=llvm}. `math` is the contractions' arithmetic
+/// (kiln-gpu-kernels{math}: "fp32", or "tf32" on sm_80 and newer; checked by
+/// gpuMathError).
+void buildLinalgToGpuPipeline(OpPassManager &pm, bool resident = false,
+                              const std::string &math = "fp32");
 /// kiln-set-target{gpu, cpu} (`gpu` an NVIDIA architecture, "sm_90", which
 /// must satisfy isGpuChip; `cpu` the host code's), kiln-to-linalg, then
 /// linalg-to-GPU: the kiln-to-gpu pipeline.
 void buildKilnToGpuPipeline(OpPassManager &pm, const std::string &gpu,
                             const std::string &cpu = "host",
-                            bool resident = false);
+                            bool resident = false,
+                            const std::string &math = "fp32");
 /// The CUDA toolkit whose libdevice GPU kernels link ($CUDA_HOME,
 /// $CUDA_PATH, $CUDA_ROOT or /usr/local/cuda), or "" when there is none.
 std::string cudaToolkitPath();

@@ -30,6 +30,10 @@
 // RUN: not kiln-compile %S/Inputs/relu2.mlir -o %t/bad.o --header %t/bad.h --name relu2 --gpu sm_x 2>&1 | FileCheck %s --check-prefix=CHIP
 // RUN: not kiln-compile %S/Inputs/relu2.mlir -o %t/bad.o --header %t/bad.h --name relu2 --gpu '' 2>&1 | FileCheck %s --check-prefix=NOCHIP
 // RUN: not kiln-opt --kiln-to-gpu=gpu= %S/Inputs/relu2.mlir 2>&1 | FileCheck %s --check-prefix=OPTCHIP
+// RUN: not kiln-compile %S/Inputs/relu2.mlir -o %t/bad.o --header %t/bad.h --name relu2 --gpu sm_75 --gpu-math tf32 2>&1 | FileCheck %s --check-prefix=TF32CHIP
+// RUN: not kiln-compile %S/Inputs/relu2.mlir -o %t/bad.o --header %t/bad.h --name relu2 --gpu-math tf32 2>&1 | FileCheck %s --check-prefix=TF32CPU
+// RUN: not kiln-compile %S/Inputs/relu2.mlir -o %t/bad.o --header %t/bad.h --name relu2 --gpu sm_90 --gpu-math fp16 2>&1 | FileCheck %s --check-prefix=MATH
+// RUN: not kiln-opt --kiln-to-gpu="gpu=sm_70 math=tf32" %S/Inputs/relu2.mlir 2>&1 | FileCheck %s --check-prefix=OPTTF32
 // RUN: not kiln-compile %S/Inputs/two.mlir -o %t/bad.o --header %t/bad.h --name two --functions second,third 2>&1 | FileCheck %s --check-prefix=NOFUNC
 // RUN: not kiln-compile %S/Inputs/relu2.mlir -o %t/bad.o --header %t/bad.h --name relu2 --cpu pentium9 2>&1 | FileCheck %s --check-prefix=CPU
 // RUN: not kiln-compile %S/Inputs/relu2.mlir -o %t/bad.o --header %t/bad.h --name 2fast 2>&1 | FileCheck %s --check-prefix=NAME
@@ -74,6 +78,10 @@ this is not IR
 // CHIP: kiln: 'sm_x' is not an NVIDIA GPU architecture (sm_80, sm_90, ...)
 // NOCHIP: kiln-compile: --gpu needs an NVIDIA GPU architecture (sm_80, sm_90, ...); leave it out for the CPU
 // OPTCHIP: error: kiln-to-gpu: gpu '' is not an NVIDIA GPU architecture (sm_80, sm_90, ...)
+// TF32CHIP: kiln: math tf32 (tensor cores, mma.sync) needs an NVIDIA GPU of sm_80 or newer, and the code is compiled for 'sm_75'
+// TF32CPU: kiln: GPU math 'tf32' without a GPU: it applies to GPU code only
+// MATH: kiln: math 'fp16' is not a GPU math mode: use fp32 (the default) or tf32
+// OPTTF32: error: kiln-to-gpu: math tf32 (tensor cores, mma.sync) needs an NVIDIA GPU of sm_80 or newer, and the code is compiled for 'sm_70'
 
 // COMPILE: kiln-compile: relu2 (1 functions, cpu x86-64-v2) in {{.*}} s (MLIR {{.*}} s, LLVM {{.*}} s) -> {{.*}}relu2.o, {{.*}}relu2.h
 

@@ -8,8 +8,12 @@
 // included) of an embedding, layer norm, linear and cross-entropy model.
 // Layer norm's gradient sums x * gamma over D = 32, a product with no n
 // dimension: as a 64 x 64 tiled contraction it took 251 registers a thread;
-// it is a block reduction.
+// it is a block reduction. The same budgets hold with the contractions on
+// the tensor cores (math=tf32: the same tiles and accumulators, mma.sync
+// for the FMAs).
 // RUN: kiln-opt %kiln_src/examples/gpt/gpt_tiny_block.mlir --kiln-to-gpu | %python %S/Inputs/ptxas-all.py %ptxas sm_90 --budget 128,8448 | FileCheck %s --check-prefix=BLOCK
+// RUN: kiln-opt %kiln_src/examples/gpt/gpt_tiny_block.mlir --kiln-to-gpu="math=tf32" | %python %S/Inputs/ptxas-all.py %ptxas sm_90 --budget 128,8448 | FileCheck %s --check-prefix=BLOCK
+// RUN: kiln-opt %s -kiln-training-step="optimizer=adamw clip-norm=1.0" --kiln-to-gpu="gpu=sm_80 math=tf32" | %python %S/Inputs/ptxas-all.py %ptxas sm_80 --budget 128,8448 | FileCheck %s --check-prefix=STEP80
 // RUN: kiln-opt %s -kiln-training-step="optimizer=adamw clip-norm=1.0" --kiln-to-gpu | %python %S/Inputs/ptxas-all.py %ptxas sm_90 --budget 128,8448 | FileCheck %s --check-prefix=STEP
 // RUN: kiln-opt %s -kiln-training-step="optimizer=adamw clip-norm=1.0" --kiln-to-gpu="gpu=sm_80" | %python %S/Inputs/ptxas-all.py %ptxas sm_80 --budget 128,8448 | FileCheck %s --check-prefix=STEP80
 // REQUIRES: ptxas

@@ -32,6 +32,7 @@
 #include "compiler/Codegen/Common/Attributes.h"
 #include "compiler/Codegen/Common/RowGroups.h"
 #include "compiler/Codegen/Common/Views.h"
+#include "dialects/Kiln/IR/KilnDialect.h"
 
 #include "mlir/Analysis/SliceAnalysis.h"
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
@@ -39,6 +40,8 @@
 #include "mlir/Dialect/Arith/Utils/Utils.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -171,7 +174,7 @@ linalg::FillOp fillBefore(linalg::LinalgOp op) {
     // An op that also reads the buffer (through any view) needs it filled.
     bool read = llvm::any_of(op.getDpsInputs(), [&](Value input) {
       return isa<BaseMemRefType>(input.getType()) &&
-             kiln::viewRoot(input) == kiln::viewRoot(buffer);
+             mlir::kiln::viewRoot(input) == mlir::kiln::viewRoot(buffer);
     });
     return llvm::is_contained(op.getDpsInits(), buffer) && !read ? fill
                                                                  : nullptr;
@@ -459,7 +462,7 @@ void buildReduction(RewriterBase &b, linalg::LinalgOp op,
 /// every reduction one gpu.all_reduce can combine.
 std::optional<unsigned> planRowGroup(func::FuncOp func,
                                      SmallVector<linalg::LinalgOp> &ops) {
-  if (!func->hasAttr(kiln::kNoAliasArgsAttr) || !func.getBody().hasOneBlock()) {
+  if (!func->hasAttr(mlir::kiln::kNoAliasArgsAttr) || !func.getBody().hasOneBlock()) {
     return std::nullopt;
   }
   for (Operation &op : func.getBody().front()) {
@@ -470,7 +473,7 @@ std::optional<unsigned> planRowGroup(func::FuncOp func,
       return std::nullopt;
     }
   }
-  std::optional<unsigned> rank = kiln::rowGroupRank(ops);
+  std::optional<unsigned> rank = mlir::kiln::rowGroupRank(ops);
   if (!rank) {
     return std::nullopt;
   }
@@ -478,7 +481,7 @@ std::optional<unsigned> planRowGroup(func::FuncOp func,
     for (Value init : op.getDpsInits()) {
       auto arg = dyn_cast<BlockArgument>(init);
       if (!arg || arg.getOwner() != &func.getBody().front() ||
-          !func.getArgAttr(arg.getArgNumber(), kiln::kNoAliasArgAttr)) {
+          !func.getArgAttr(arg.getArgNumber(), mlir::kiln::kNoAliasArgAttr)) {
         return std::nullopt;
       }
     }
@@ -626,8 +629,35 @@ Value localOutput(OpBuilder &b, Location loc, Value thread, int64_t r) {
       b, loc, base, index(b, loc, r / kRun * kThreads * kRun + r % kRun));
 }
 
+/// TF32 (kiln-gpu-kernels{math=tf32}): the block's 8 warps compute 64 x 32
+/// outputs each (2 x 4 warps), as 4 x 4 tiles of `mma.sync.m16n8k8` (16 x 8
+/// outputs, 8 steps of the reduction). PTX fixes which lane holds which
+/// element of a tile: lane l = 4g + t (g its group, t its place in it)
+/// holds A's rows g and g + 8 at columns t and t + 4, B's column g at rows
+/// t and t + 4, and C's rows g and g + 8 at columns 2t and 2t + 1. Which
+/// rows of the block's tile a warp's tile rows are is free: row r = g + 8h
+/// of m-tile i is warpM * 64 + (i / 2) * 32 + (g / 4) * 16 + 8h + (i % 2) * 4
+/// + g % 4, column c of n-tile j is warpN * 32 + (c / 4) * 16 + 4j + c % 4,
+/// so that the 32 lanes' reads of a fragment from the shared tiles (rows
+/// kTile + kRun floats apart) fall in 32 distinct banks.
+constexpr int64_t kWarpsM = 2, kWarpsN = 4, kWarpTileM = kTile / kWarpsM,
+                  kWarpTileN = kTile / kWarpsN, kMmaM = 16, kMmaN = 8,
+                  kMmaK = 8, kMmaTilesM = kWarpTileM / kMmaM,
+                  kMmaTilesN = kWarpTileN / kMmaN;
+static_assert(kWarpsM * kWarpsN * 32 == kThreads * kThreads &&
+                  kDepth == kMmaK && kMmaTilesM * kMmaTilesN * 4 ==
+                                         kPerThread * kPerThread,
+              "the TF32 tiling covers the block's tile with the same "
+              "accumulators per thread");
+
+/// The offset of m-tile `i`'s row 8h (h = 0, 1) in its warp's rows, past
+/// the lane's own part (TF32 layout above).
+int64_t mmaRowOffset(int64_t i, int64_t h) {
+  return (i / 2) * 32 + h * 8 + (i % 2) * 4;
+}
+
 void buildContraction(RewriterBase &b, linalg::LinalgOp op,
-                      const ContractionPlan &plan, Value initial) {
+                      const ContractionPlan &plan, Value initial, bool tf32) {
   Location loc = op.getLoc();
   const linalg::ContractionDimensions &dims = plan.dims;
   SmallVector<Value> sizes = loopSizes(b, loc, op);
@@ -833,6 +863,55 @@ void buildContraction(RewriterBase &b, linalg::LinalgOp op,
     return values;
   };
 
+  // TF32: the lane's parts of its warp's rows and columns (layout above):
+  // `rowBase` + mmaRowOffset(i, h) is the row of A's and C's rows g + 8h of
+  // m-tile i, `colBase` + 4j the column of B's column g of n-tile j,
+  // `accColBase` + 4j + e that of C's column 2t + e.
+  Value rowBase, colBase, accColBase, laneT, laneT4;
+  if (tf32) {
+    auto c = [&](int64_t v) { return index(b, loc, v); };
+    Value lane = arith::RemUIOp::create(b, loc, linearThread, c(32));
+    Value warp = arith::DivUIOp::create(b, loc, linearThread, c(32));
+    Value warpM = arith::DivUIOp::create(b, loc, warp, c(kWarpsN));
+    Value warpN = arith::RemUIOp::create(b, loc, warp, c(kWarpsN));
+    laneT = arith::RemUIOp::create(b, loc, lane, c(4));
+    laneT4 = arith::AddIOp::create(b, loc, laneT, c(4));
+    // g / 4 * 16 + g % 4 with g = lane / 4.
+    Value group = arith::AddIOp::create(
+        b, loc,
+        arith::MulIOp::create(b, loc,
+                              arith::DivUIOp::create(b, loc, lane, c(16)),
+                              c(16)),
+        arith::RemUIOp::create(
+            b, loc, arith::DivUIOp::create(b, loc, lane, c(4)), c(4)));
+    Value warpRow = arith::MulIOp::create(b, loc, warpM, c(kWarpTileM));
+    Value warpCol = arith::MulIOp::create(b, loc, warpN, c(kWarpTileN));
+    rowBase = arith::AddIOp::create(b, loc, warpRow, group);
+    colBase = arith::AddIOp::create(b, loc, warpCol, group);
+    // Column 2t + e: (2t + e) / 4 * 16 + (2t + e) % 4 = t / 2 * 16 +
+    // t % 2 * 2 + e.
+    accColBase = arith::AddIOp::create(
+        b, loc, warpCol,
+        arith::AddIOp::create(
+            b, loc,
+            arith::MulIOp::create(b, loc,
+                                  arith::DivUIOp::create(b, loc, laneT, c(2)),
+                                  c(16)),
+            arith::MulIOp::create(b, loc,
+                                  arith::RemUIOp::create(b, loc, laneT, c(2)),
+                                  c(2))));
+  }
+  // TF32: operands rounded to TF32 (to nearest, ties away: cvt.rna) as they
+  // go into shared memory, once per element.
+  auto staged = [&](Value v) -> Value {
+    if (!tf32) {
+      return v;
+    }
+    Value rounded = NVVM::ConvertFloatToTF32Op::create(
+        b, loc, b.getI32Type(), v, NVVM::FPRoundingMode::RNA);
+    return arith::BitcastOp::create(b, loc, b.getF32Type(), rounded);
+  };
+
   // Software pipelining through registers: the next tiles are read from
   // global memory while the block multiplies the ones in shared memory.
   constexpr int64_t kAccumulators = kPerThread * kPerThread;
@@ -849,13 +928,60 @@ void buildContraction(RewriterBase &b, linalg::LinalgOp op,
       for (int64_t e = 0; e < kLoadsPerThread; ++e) {
         auto [kk, xx] = tilePlace(which, e);
         memref::StoreOp::create(
-            b, loc, carried[kAccumulators + which * kLoadsPerThread + e],
+            b, loc,
+            staged(carried[kAccumulators + which * kLoadsPerThread + e]),
             which == 0 ? lhsTile : rhsTile, ValueRange{kk, xx});
       }
     }
     gpu::BarrierOp::create(b, loc);
     SmallVector<Value> next =
         loadTiles(arith::AddIOp::create(b, loc, k0, index(b, loc, kDepth)));
+    if (tf32) {
+      // One mma.sync per 16 x 8 tile of the warp's outputs: accumulators
+      // (i * kMmaTilesN + j) * 4 + e.
+      auto fragment = [&](Value tile, Value row, Value base, int64_t offset) {
+        Value v = memref::LoadOp::create(
+            b, loc, tile,
+            ValueRange{row, arith::AddIOp::create(b, loc, base,
+                                                  index(b, loc, offset))});
+        return arith::BitcastOp::create(b, loc, b.getI32Type(), v).getResult();
+      };
+      SmallVector<SmallVector<Value, 4>> aFragments, bFragments;
+      for (int64_t i = 0; i < kMmaTilesM; ++i) {
+        int64_t top = mmaRowOffset(i, 0), bottom = mmaRowOffset(i, 1);
+        aFragments.push_back({fragment(lhsTile, laneT, rowBase, top),
+                              fragment(lhsTile, laneT, rowBase, bottom),
+                              fragment(lhsTile, laneT4, rowBase, top),
+                              fragment(lhsTile, laneT4, rowBase, bottom)});
+      }
+      for (int64_t j = 0; j < kMmaTilesN; ++j) {
+        bFragments.push_back({fragment(rhsTile, laneT, colBase, 4 * j),
+                              fragment(rhsTile, laneT4, colBase, 4 * j)});
+      }
+      Type f32 = b.getF32Type();
+      auto resultType = LLVM::LLVMStructType::getLiteral(
+          b.getContext(), {f32, f32, f32, f32});
+      SmallVector<Value> sums;
+      for (int64_t i = 0; i < kMmaTilesM; ++i) {
+        for (int64_t j = 0; j < kMmaTilesN; ++j) {
+          ValueRange acc = carried.slice((i * kMmaTilesN + j) * 4, 4);
+          auto mma = NVVM::MmaOp::create(
+              b, loc, resultType, aFragments[i], bFragments[j], acc,
+              {kMmaM, kMmaN, kMmaK}, std::nullopt, std::nullopt,
+              std::array<NVVM::MMATypes, 2>{NVVM::MMATypes::tf32,
+                                            NVVM::MMATypes::tf32},
+              std::array<NVVM::MMALayout, 2>{NVVM::MMALayout::row,
+                                             NVVM::MMALayout::col});
+          for (int64_t e = 0; e < 4; ++e) {
+            sums.push_back(
+                LLVM::ExtractValueOp::create(b, loc, mma, e).getResult());
+          }
+        }
+      }
+      gpu::BarrierOp::create(b, loc);
+      llvm::append_range(sums, next);
+      scf::YieldOp::create(b, loc, sums);
+    } else {
     auto inner = scf::ForOp::create(b, loc, zero, index(b, loc, kDepth), one,
                                     carried.take_front(kAccumulators));
     {
@@ -884,6 +1010,26 @@ void buildContraction(RewriterBase &b, linalg::LinalgOp op,
     SmallVector<Value> yielded(inner.getResults());
     llvm::append_range(yielded, next);
     scf::YieldOp::create(b, loc, yielded);
+    }
+  }
+
+  // Where each accumulator goes in the block's tile (row, column).
+  SmallVector<std::pair<Value, Value>> places(kAccumulators);
+  for (int64_t i = 0; i < kPerThread; ++i) {
+    for (int64_t j = 0; j < kPerThread; ++j) {
+      if (!tf32) {
+        places[i * kPerThread + j] = {localOutput(b, loc, ty, i),
+                                      localOutput(b, loc, tx, j)};
+        continue;
+      }
+      // Here i is an m-tile and a row half, j an n-tile and a column.
+      int64_t tileM = i / 2, half = i % 2, tileN = j / 2, e = j % 2;
+      places[(tileM * kMmaTilesN + tileN) * 4 + half * 2 + e] = {
+          arith::AddIOp::create(b, loc, rowBase,
+                                index(b, loc, mmaRowOffset(tileM, half))),
+          arith::AddIOp::create(b, loc, accColBase,
+                                index(b, loc, 4 * tileN + e))};
+    }
   }
 
   // out += acc where inside the output, or, split, the part's sums into
@@ -892,10 +1038,9 @@ void buildContraction(RewriterBase &b, linalg::LinalgOp op,
   auto storeOutputs = [&](bool toPartials) {
     for (int64_t i = 0; i < kPerThread; ++i) {
       for (int64_t j = 0; j < kPerThread; ++j) {
-        Value gm =
-            arith::AddIOp::create(b, loc, m0, localOutput(b, loc, ty, i));
-        Value gn =
-            arith::AddIOp::create(b, loc, n0, localOutput(b, loc, tx, j));
+        auto [localM, localN] = places[i * kPerThread + j];
+        Value gm = arith::AddIOp::create(b, loc, m0, localM);
+        Value gn = arith::AddIOp::create(b, loc, n0, localN);
         Value inside = arith::AndIOp::create(
             b, loc,
             arith::AndIOp::create(
@@ -1003,8 +1148,26 @@ void buildContraction(RewriterBase &b, linalg::LinalgOp op,
   memref::DeallocOp::create(b, loc, partials);
 }
 
-struct GpuKernels : public kiln::impl::KilnGpuKernelsPassBase<GpuKernels> {
+struct GpuKernels
+    : public mlir::kiln::impl::KilnGpuKernelsPassBase<GpuKernels> {
+  using Base::Base;
+
   void runOnOperation() override {
+    // The math is checked against the architecture the module is compiled
+    // for before anything changes.
+    auto module = getOperation()->getParentOfType<ModuleOp>();
+    auto target = module ? module->getAttrOfType<mlir::kiln::TargetAttr>(
+                               mlir::kiln::kTargetAttr)
+                         : mlir::kiln::TargetAttr();
+    if (math != "fp32") {
+      std::string why = mlir::kiln::gpuMathError(
+          math, target ? target.getGpu() : StringRef());
+      if (!why.empty()) {
+        getOperation()->emitError() << "kiln-gpu-kernels: " << why;
+        return signalPassFailure();
+      }
+    }
+    bool tf32 = math == "tf32";
     IRRewriter rewriter(&getContext());
     if (auto func = dyn_cast<func::FuncOp>(getOperation())) {
       SmallVector<linalg::LinalgOp> group;
@@ -1032,7 +1195,7 @@ struct GpuKernels : public kiln::impl::KilnGpuKernelsPassBase<GpuKernels> {
       linalg::FillOp fill = fillBefore(op);
       SmallVector<Value> initial = initialValues(op, fill);
       if (auto plan = planContraction(op)) {
-        buildContraction(rewriter, op, *plan, initial.front());
+        buildContraction(rewriter, op, *plan, initial.front(), tf32);
       } else if (auto plan = planReduction(op)) {
         LLVM_DEBUG(llvm::dbgs() << DEBUG_TYPE ": block reduction "
                                 << op->getName().getStringRef() << "\n");

@@ -41,8 +41,22 @@ def KilnGpuKernelsPass : Pass<"kiln-gpu-kernels", "::mlir::func::FuncOp"> {
     `gpu.launch` with one block per output: the threads stride over the
     reduced elements and combine their partial results with
     `gpu.all_reduce`. Other ops are left as they are.
+
+    With `math=tf32` (sm_80 and newer), contractions multiply on the tensor
+    cores: operands rounded to TF32 (10-bit mantissa, to nearest) as they
+    are staged in shared memory, each warp 64 x 32 outputs as 4 x 4
+    `mma.sync.m16n8k8` tiles accumulating in fp32; the block's tile, the
+    split and the order of the additions into the output are as in fp32.
   }];
+  let options = [
+    Option<"math", "math", "std::string", /*default=*/"\"fp32\"",
+           "The contractions' arithmetic: fp32 (FMA on the CUDA cores, "
+           "the CPU's results to rounding) or tf32 (tensor cores, "
+           "mma.sync; sm_80 and newer)">
+  ];
   let dependentDialects = ["::mlir::gpu::GPUDialect", "::mlir::scf::SCFDialect",
+                           "::mlir::LLVM::LLVMDialect",
+                           "::mlir::NVVM::NVVMDialect",
                            "::mlir::math::MathDialect",
                            "::mlir::affine::AffineDialect",
                            "::mlir::memref::MemRefDialect"];

@@ -377,6 +377,17 @@ static void lower(LoweredModule &lowered, const LoweringOptions &options,
   if (!target) {
     throw Error("kiln: " + llvm::toString(target.takeError()));
   }
+  if (options.gpuMath != "fp32") {
+    if (options.gpuChip.empty()) {
+      throw Error("kiln: GPU math '" + options.gpuMath +
+                  "' without a GPU: it applies to GPU code only");
+    }
+    if (std::string why =
+            mlir::kiln::gpuMathError(options.gpuMath, options.gpuChip);
+        !why.empty()) {
+      throw Error("kiln: " + why);
+    }
+  }
   if (failed(verify(module))) {
     throw Error("kiln: the module does not verify:" + diagnostics.str());
   }
@@ -421,7 +432,8 @@ static void lower(LoweredModule &lowered, const LoweringOptions &options,
     mlir::kiln::buildLinalgToLLVMPipeline(llvmPm);
   } else {
     mlir::kiln::buildKilnToLinalgPipeline(linalg);
-    mlir::kiln::buildLinalgToGpuPipeline(llvmPm, options.gpuResidentState);
+    mlir::kiln::buildLinalgToGpuPipeline(llvmPm, options.gpuResidentState,
+                                         options.gpuMath);
   }
   if (failed(linalg.run(module))) {
     throw Error("kiln: lowering to linalg failed:" + diagnostics.str());

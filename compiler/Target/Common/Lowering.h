@@ -52,6 +52,12 @@ struct LoweringOptions {
   /// (ArgSpec::onDevice, ResultSpec::onDevice), so that they stay on the
   /// GPU across calls. Off, every argument and result is in host memory.
   bool gpuResidentState = false;
+  /// With gpuChip: the contractions' arithmetic, "fp32" (FMA on the CUDA
+  /// cores: results as the CPU's to fp32 rounding) or "tf32" (tensor cores,
+  /// operands rounded to TF32; sm_80 and newer). Anything else, or tf32
+  /// without a GPU or on an older one, is a kiln::Error before anything is
+  /// compiled.
+  std::string gpuMath = "fp32";
   /// The CPU the code is generated for (and, with gpuChip, the host code):
   /// "host" or an LLVM CPU name ("x86-64-v3", "znver4"), resolved once into
   /// the module's `kiln.target`, which every pass and the target machine

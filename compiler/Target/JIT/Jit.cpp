@@ -99,6 +99,7 @@ static LoweringOptions loweringOptions(const JitOptions &options) {
   lowering.dumpStem = options.dumpStem;
   lowering.cpu = options.cpu;
   lowering.prepareWeights = options.prepareWeights.value_or(false);
+  lowering.gpuMath = options.gpuMath;
   return lowering;
 }
 
@@ -261,6 +262,7 @@ std::shared_ptr<JitModule> JitModule::compileCached(ModuleOp module,
     module->print(os, OpPrintingFlags().printGenericOpForm());
     os << "\n// opt=" << options.optLevel << " dump=" << options.dumpDirectory
        << " pre=" << options.prePipeline << " gpu=" << options.gpu
+       << " gpu_math=" << options.gpuMath
        << " cpu=" << options.cpu << " asan=" << instrumentsAddresses(options)
        << " prepare=" << options.prepareWeights.value_or(false)
        << " functions=";

@@ -50,6 +50,15 @@ struct JitOptions {
   /// where there is no usable one, or a name that is neither, is a
   /// kiln::Error that says why, before anything is compiled.
   std::string gpu;
+  /// With gpu: the arithmetic of matrix products and other contractions.
+  /// "fp32" (the default): FMA on the CUDA cores, results as the CPU's to
+  /// fp32 rounding. "tf32": tensor cores (mma.sync), operands rounded to
+  /// TF32's 10-bit mantissa (to nearest) and products summed in fp32; several
+  /// times faster, each product's error up to about 2^-10 of
+  /// sum |a| |b| (docs/gpu.md); needs sm_80 or newer. Anything else, or tf32
+  /// without a GPU or on an older one, is a kiln::Error before anything is
+  /// compiled.
+  std::string gpuMath = "fp32";
   /// The CPU code is generated for: "host" (this machine's CPU and
   /// features), or an LLVM CPU name as kiln-compile's --cpu takes
   /// ("x86-64-v3", "x86-64-v4", "znver4"). Code for a CPU the host lacks

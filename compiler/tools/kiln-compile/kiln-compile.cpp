@@ -3,6 +3,7 @@
 //   kiln-compile model.mlir -o model.o --header model.h --name model
 //                [--cpu host|x86-64|x86-64-v2|x86-64-v3|x86-64-v4|<llvm cpu>]
 //                [--functions forward,decode,train_step] [--gpu sm_90]
+//                [--gpu-math fp32|tf32]
 //
 // Every public function of the module becomes a C entry point; see
 // compiler/Target/AOT/Aot.h.
@@ -46,6 +47,11 @@ static cl::opt<std::string>
         cl::desc("Run the model on an NVIDIA GPU of this architecture "
                  "(sm_80, sm_90): kernels in PTX, host code for --cpu"),
         cl::value_desc("sm_XX"), cl::init(""));
+static cl::opt<std::string>
+    gpuMath("gpu-math",
+            cl::desc("With --gpu: the matrix products' arithmetic, fp32 "
+                     "(default) or tf32 (tensor cores; sm_80 and newer)"),
+            cl::value_desc("fp32|tf32"), cl::init("fp32"));
 static cl::opt<unsigned> optLevel("O", cl::desc("LLVM optimization level"),
                                   cl::init(3), cl::Prefix);
 static cl::opt<std::string>
@@ -88,6 +94,7 @@ int main(int argc, char **argv) {
   }
   options.lowering.functions.assign(functions.begin(), functions.end());
   options.lowering.gpuChip = gpu;
+  options.lowering.gpuMath = gpuMath;
   try {
     kiln::AotResult result =
         kiln::compileAheadOfTime((*buffer)->getBuffer().str(),

@@ -344,6 +344,25 @@ bool mlir::kiln::isGpuChip(StringRef gpu) {
          version >= 50;
 }
 
+std::string mlir::kiln::gpuMathError(StringRef math, StringRef gpu) {
+  if (math == "fp32") {
+    return "";
+  }
+  if (math != "tf32") {
+    return "math '" + math.str() +
+           "' is not a GPU math mode: use fp32 (the default) or tf32";
+  }
+  unsigned version = 0;
+  if (!isGpuChip(gpu) || gpu.drop_front(3).getAsInteger(10, version) ||
+      version < 80) {
+    return "math tf32 (tensor cores, mma.sync) needs an NVIDIA GPU of sm_80 "
+           "or newer, and the code is compiled for " +
+           (gpu.empty() ? std::string("no GPU architecture (kiln.target)")
+                        : "'" + gpu.str() + "'");
+  }
+  return "";
+}
+
 LogicalResult TargetAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                  StringRef cpu, StringRef features,
                                  int64_t l1DataBytes, int64_t l2Bytes,
