@@ -5,7 +5,8 @@
 # machine needs no LLVM), runs every GpuTarget test, each in a process of
 # its own, in parallel; then Kiln's GPU benchmark rows (kiln-bench --gpu
 # native, then a profile of two more steps: each kernel's time from CUDA
-# events, launches and bytes copied per step) and PyTorch's on the same
+# events, launches and bytes copied per step; the same with TF32 products,
+# --gpu-math tf32) and PyTorch's on the same
 # device (torch_gpu_peer.py: eager and torch.compile, fp32 and TF32); and
 # prints one table. Each phase has a time limit, so the whole stays under 8
 # minutes; logs go to $OUT (or /tmp/kiln-gpu/out), at most 6 files.
@@ -109,6 +110,10 @@ fi
 phase "Kiln on the GPU"
 timeout 240 "$bin/kiln-bench" --gpu native --models "$models" \
   --steps "$steps" --gpu-profile 2>&1 | tee "$out/kiln.log" || failed=1
+phase "Kiln on the GPU, TF32 products"
+timeout 200 "$bin/kiln-bench" --gpu native --gpu-math tf32 \
+  --models "$models" --steps "$steps" --gpu-profile 2>&1 |
+  tee -a "$out/kiln.log" || failed=1
 
 if ((torch)); then
   phase "PyTorch on the GPU"
@@ -141,32 +146,37 @@ cat "$out"/kiln.log "$out"/torch.log 2>/dev/null | awk '
   }
   /^PROFILE / {
     fields($0)
-    key = f["model"] " " f["mode"]
-    prof[key] = sprintf("%5d launches, %8.2f ms in kernels, %7.2f MiB in, %7.2f MiB out",
-                        f["launches_per_step"], f["kernel_ms_per_step"],
-                        f["to_device_mib"], f["to_host_mib"])
+    pkey = f["peer"] " " f["model"] " " f["mode"]
+    profs[++nprofs] = pkey
+    prof[pkey] = sprintf("%5d launches, %8.2f ms in kernels, %7.2f MiB in, %7.2f MiB out",
+                         f["launches_per_step"], f["kernel_ms_per_step"],
+                         f["to_device_mib"], f["to_host_mib"])
   }
   END {
     printf "%-22s", "median ms per step"
     for (p = 1; p <= npeers; ++p) printf " %18s", peers[p]
-    printf " %12s\n", "kiln/eager32"
+    printf " %12s %12s\n", "kiln/eager32", "tf32/eager32"
     for (k = 1; k <= nkeys; ++k) {
       printf "%-22s", keys[k]
       for (p = 1; p <= npeers; ++p) {
         v = ms[keys[k], peers[p]]
         printf " %18s", v == "" ? "-" : v
       }
-      a = ms[keys[k], "kiln"]; b = ms[keys[k], "torch-eager-fp32"]
-      printf " %12s\n", (a != "" && b != "" && b > 0) ? sprintf("%.2fx", a / b) : "-"
+      b = ms[keys[k], "torch-eager-fp32"]
+      for (side = 1; side <= 2; ++side) {
+        a = ms[keys[k], side == 1 ? "kiln" : "kiln-tf32"]
+        printf " %12s", (a != "" && b != "" && b > 0) ? sprintf("%.2fx", a / b) : "-"
+      }
+      printf "\n"
     }
     print ""
     print "Kiln per step (profiled apart):"
-    for (k = 1; k <= nkeys; ++k)
-      if (keys[k] in prof) printf "  %-20s %s\n", keys[k], prof[keys[k]]
+    for (k = 1; k <= nprofs; ++k)
+      printf "  %-30s %s\n", profs[k], prof[profs[k]]
   }' | tee "$out/table.txt"
 echo
 echo "slowest kernels per row (ms per step, share, launches, grid, block):"
-awk '/^KERNEL / { n[$2 $3]++; if (n[$2 $3] <= 6) print "  " $0 }' \
+awk '/^KERNEL / { n[$2 $3 $4]++; if (n[$2 $3 $4] <= 6) print "  " $0 }' \
   "$out/kiln.log" | sed 's/KERNEL //' | tee -a "$out/table.txt"
 phase "done"
 exit $failed

@@ -114,6 +114,9 @@ struct Options {
   /// The GPU they run on (JitOptions::gpu): empty for the CPU, "native"
   /// or an architecture (sm_90).
   std::string gpu;
+  /// With gpu: the products' arithmetic (JitOptions::gpuMath), "fp32" or
+  /// "tf32"; the RESULT lines name the peer "kiln" or "kiln-tf32".
+  std::string gpuMath = "fp32";
   /// Where each compiled stage is written (JitOptions::dumpDirectory).
   std::string dumpDirectory;
   /// On the GPU: after the timed steps, profile a few more (each kernel's
@@ -136,10 +139,16 @@ struct Options {
 
 /// How every model is compiled: for options.cpu, run on options.gpu when
 /// given.
+/// The name of this side in RESULT, PROFILE and KERNEL lines.
+std::string peerName(const Options &options) {
+  return options.gpuMath == "fp32" ? "kiln" : "kiln-" + options.gpuMath;
+}
+
 JitOptions jitOptions(const Options &options) {
   JitOptions jit;
   jit.cpu = options.cpu;
   jit.gpu = options.gpu;
+  jit.gpuMath = options.gpuMath;
   jit.dumpDirectory = options.dumpDirectory;
   jit.prepareWeights = options.prepareWeights;
   return jit;
@@ -148,7 +157,8 @@ JitOptions jitOptions(const Options &options) {
 /// Runs `step` a few times with GPU profiling on and prints, per step, the
 /// launches, the kernels' time and the bytes copied, then the kernels that
 /// took the most time.
-void printGpuProfile(const std::string &name, const std::string &mode,
+void printGpuProfile(const std::string &peer, const std::string &name,
+                     const std::string &mode,
                      const std::function<float()> &step) {
   constexpr int kSteps = 2, kKernels = 15;
   kiln::cuda::setProfiling(true);
@@ -167,24 +177,24 @@ void printGpuProfile(const std::string &name, const std::string &mode,
   auto mib = [&](const kiln::cuda::Profile::Copies &c) {
     return c.bytes / kSteps / (1 << 20);
   };
-  fmt::print("PROFILE peer=kiln model={} mode={} launches_per_step={} "
+  fmt::print("PROFILE peer={} model={} mode={} launches_per_step={} "
              "single_thread_launches_per_step={} "
              "kernels={} kernel_ms_per_step={:.3f} to_device_mib={:.3f} "
              "to_device_copies={} to_host_mib={:.3f} to_host_copies={} "
              "on_device_mib={:.3f}\n",
-             name, mode, launches / kSteps, serial / kSteps,
-             profile.kernels.size(),
-             total / kSteps, mib(profile.toDevice),
+             peer, name, mode, launches / kSteps, serial / kSteps,
+             profile.kernels.size(), total / kSteps, mib(profile.toDevice),
              profile.toDevice.count / kSteps, mib(profile.toHost),
              profile.toHost.count / kSteps, mib(profile.onDevice));
   for (size_t i = 0; i < profile.kernels.size() && i < size_t(kKernels); ++i) {
     const kiln::cuda::KernelProfile &k = profile.kernels[i];
-    fmt::print("KERNEL model={} mode={} ms_per_step={:.3f} share={:.1f}% "
-               "launches_per_step={} grid={}x{}x{} block={}x{}x{} name={}\n",
-               name, mode, k.milliseconds / kSteps,
+    fmt::print("KERNEL peer={} model={} mode={} ms_per_step={:.3f} "
+               "share={:.1f}% launches_per_step={} grid={}x{}x{} "
+               "block={}x{}x{} name={}\n",
+               peer, name, mode, k.milliseconds / kSteps,
                total > 0 ? 100 * k.milliseconds / total : 0.0,
-               k.launches / kSteps, k.grid[0], k.grid[1], k.grid[2],
-               k.block[0], k.block[1], k.block[2], k.name);
+               k.launches / kSteps, k.grid[0], k.grid[1], k.grid[2], k.block[0],
+               k.block[1], k.block[2], k.name);
   }
 }
 
@@ -207,7 +217,7 @@ void measure(const std::string &name, const std::string &mode, const Shape &c,
   }
   double roundTripAfter = kiln::bench::measureCoreRoundTripNs();
   if (options.gpuProfile) {
-    printGpuProfile(name, mode, step);
+    printGpuProfile(peerName(options), name, mode, step);
   }
   std::sort(ms.begin(), ms.end());
   if (mode == "train") {
@@ -243,15 +253,16 @@ void measure(const std::string &name, const std::string &mode, const Shape &c,
              (options.peak > 0 ? 100 * gflops / options.peak : 0.0), peak,
              residentMiB, compilePeak, livePeak, roundTripBefore,
              roundTripAfter);
-  fmt::print("RESULT peer=kiln model={} mode={} median_ms={:.2f} min_ms={:.2f} "
+  fmt::print("RESULT peer={} model={} mode={} median_ms={:.2f} min_ms={:.2f} "
              "tokens_per_s={:.0f} gflops={:.1f} peak_pct={:.1f} rss_mib={:.0f} "
              "rss_now_mib={:.0f} jit_rss_mib={:.0f} live_peak_mib={:.0f} "
              "loss_first={:.4f} loss_last={:.4f} core_ns_before={:.0f} "
              "core_ns_after={:.0f}\n",
-             name, mode, median, ms.front(), c.b * c.t / (median * 1e-3),
-             gflops, (options.peak > 0 ? 100 * gflops / options.peak : 0.0),
-             peak, residentMiB, compilePeak, livePeak, first, last,
-             roundTripBefore, roundTripAfter);
+             peerName(options), name, mode, median, ms.front(),
+             c.b * c.t / (median * 1e-3), gflops,
+             (options.peak > 0 ? 100 * gflops / options.peak : 0.0), peak,
+             residentMiB, compilePeak, livePeak, first, last, roundTripBefore,
+             roundTripAfter);
   std::fflush(stdout);
 }
 
@@ -575,6 +586,8 @@ int main(int argc, char **argv) try {
       options.cpu = argv[++i];
     } else if (arg == "--gpu" && i + 1 < argc) {
       options.gpu = argv[++i];
+    } else if (arg == "--gpu-math" && i + 1 < argc) {
+      options.gpuMath = argv[++i];
     } else if (arg == "--gpu-profile") {
       options.gpuProfile = true;
     } else if (arg == "--unprepared-weights") {
@@ -594,19 +607,25 @@ int main(int argc, char **argv) try {
         start = comma == std::string::npos ? list.size() + 1 : comma + 1;
       }
     } else {
-      fmt::print(stderr,
-                 "usage: kiln-bench [--models "
-                 "gpt-tiny,gpt-small,gpt2,encdec,llama-small] "
-                 "[--modes forward,forward-b1,train,prefill,decode,decode-b4] "
-                 "[--steps N] "
-                 "[--cpu host|x86-64-v3|"
-                 "x86-64-v4|<llvm cpu>] [--gpu native|sm_XX] [--gpu-profile] "
-                 "[--unprepared-weights] [--prepared-ab] [--dump DIR]\n");
+      fmt::print(
+          stderr,
+          "usage: kiln-bench [--models "
+          "gpt-tiny,gpt-small,gpt2,encdec,llama-small] "
+          "[--modes forward,forward-b1,train,prefill,decode,decode-b4] "
+          "[--steps N] "
+          "[--cpu host|x86-64-v3|"
+          "x86-64-v4|<llvm cpu>] [--gpu native|sm_XX] [--gpu-math fp32|tf32] "
+          "[--gpu-profile] "
+          "[--unprepared-weights] [--prepared-ab] [--dump DIR]\n");
       return 2;
     }
   }
   if (options.gpuProfile && options.gpu.empty()) {
     fmt::print(stderr, "--gpu-profile needs --gpu\n");
+    return 2;
+  }
+  if (options.gpuMath != "fp32" && options.gpu.empty()) {
+    fmt::print(stderr, "--gpu-math needs --gpu\n");
     return 2;
   }
   for (const std::string &m : options.modes) {
@@ -636,7 +655,9 @@ int main(int argc, char **argv) try {
   fmt::print("Kiln forward pass (+ mean cross-entropy) and training step "
              "(+ backward + AdamW), target {}, {} threads, measured CPU FMA "
              "peak {}\n",
-             onGpu ? "GPU " + options.gpu : "CPU " + options.cpu,
+             onGpu
+                 ? "GPU " + options.gpu + " (" + options.gpuMath + " products)"
+                 : "CPU " + options.cpu,
              options.threads,
              onGpu ? std::string("not measured (GPU target)")
                    : fmt::format("{:.1f} GFLOP/s", options.peak));

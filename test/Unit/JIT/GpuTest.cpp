@@ -289,6 +289,54 @@ TEST(GpuTarget, EveryOpAndTheModelsTrainingAndDecodingStepsCompileForTheGpu) {
             std::string::npos);
 }
 
+// JitOptions::gpuMath = "tf32" (LoweringOptions::gpuMath) puts the products
+// on the tensor cores: the kernels' PTX multiplies with mma.sync on TF32
+// operands rounded by cvt.rna, and has no fp32 FMA left in the product's
+// kernel. TF32 on a GPU without it (before sm_80), on the CPU, or a math
+// mode that does not exist is refused before anything is compiled.
+TEST(GpuTarget, Tf32PutsProductsOnTheTensorCores) {
+  const char *source = R"(
+    func.func @nn(%a: tensor<?x?xf32>, %b: tensor<?x?xf32>) -> tensor<?x?xf32> {
+      %0 = kiln.matmul %a, %b : (tensor<?x?xf32>, tensor<?x?xf32>) -> tensor<?x?xf32>
+      return %0 : tensor<?x?xf32>
+    })";
+  auto ptxOf = [&](const std::string &math) {
+    LoweringOptions options;
+    options.gpuChip = "sm_80";
+    options.gpuMath = math;
+    LoweredModule lowered = lowerSourceToLLVMDialect(source, "nn", options);
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    lowered.module->print(os);
+    return text;
+  };
+  std::string tf32 = ptxOf("tf32"), fp32 = ptxOf("fp32");
+  EXPECT_NE(tf32.find("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32"),
+            std::string::npos);
+  EXPECT_NE(tf32.find("cvt.rna.tf32.f32"), std::string::npos);
+  EXPECT_EQ(fp32.find("mma.sync"), std::string::npos);
+  EXPECT_NE(fp32.find("fma.rn.f32"), std::string::npos);
+
+  auto refusal = [&](const std::string &chip, const std::string &math) {
+    LoweringOptions options;
+    options.gpuChip = chip;
+    options.gpuMath = math;
+    return errorOf([&] { lowerSourceToLLVMDialect(source, "nn", options); });
+  };
+  EXPECT_NE(refusal("sm_75", "tf32")
+                .find("math tf32 (tensor cores, mma.sync) needs an NVIDIA GPU "
+                      "of sm_80 or newer, and the code is compiled for "
+                      "'sm_75'"),
+            std::string::npos);
+  EXPECT_NE(refusal("", "tf32").find("GPU math 'tf32' without a GPU"),
+            std::string::npos);
+  EXPECT_NE(refusal("sm_90", "TF32")
+                .find("math 'TF32' is not a GPU math "
+                      "mode: use fp32 (the default) or "
+                      "tf32"),
+            std::string::npos);
+}
+
 // Against test/Unit/Cuda's stand-in driver (ctest's GpuTarget.FakeDriver
 // sets KILN_CUDA_DRIVER to it and KILN_FAKE_CUDA_PTX=1): its kernels do
 // nothing, but its device pointers crash the host like a GPU's. Compiling for
@@ -518,8 +566,10 @@ TEST(GpuTarget, EveryOpMatchesTheCpu) {
 /// split k over several blocks (statically and at run time), against loops
 /// in double: |gpu - ref| <= 3e-5 * sum_k |a| |b| + 1e-6 (fp32 rounding of
 /// sums of up to 4,099 terms in another order; fixed before the kernels).
-TEST(GpuTarget, ContractionsMatchDoubleLoopsAcrossTilesAndSplits) {
-  SKIP_WITHOUT_GPU();
+/// Matrix products in plain, transposed and batched forms, compiled for
+/// this machine's GPU with `math` (JitOptions::gpuMath), against loops in
+/// double: |error| at most `tolerance` of sum |a| |b|, plus 1e-6.
+void checkContractions(const std::string &math, double tolerance) {
   const char *source = R"(
     func.func @nn(%a: tensor<?x?xf32>, %b: tensor<?x?xf32>) -> tensor<?x?xf32> {
       %0 = kiln.matmul %a, %b : (tensor<?x?xf32>, tensor<?x?xf32>) -> tensor<?x?xf32>
@@ -537,7 +587,9 @@ TEST(GpuTarget, ContractionsMatchDoubleLoopsAcrossTilesAndSplits) {
       %0 = kiln.matmul %a, %b : (tensor<70x3000xf32>, tensor<3000x90xf32>) -> tensor<70x90xf32>
       return %0 : tensor<70x90xf32>
     })";
-  auto gpu = JitModule::compileSource(source, gpuOptions("native"));
+  JitOptions options = gpuOptions("native");
+  options.gpuMath = math;
+  auto gpu = JitModule::compileSource(source, options);
   std::mt19937_64 rng(29);
   auto random = [&](std::vector<int64_t> shape) {
     Tensor t = Tensor::empty(shape, DType::f32);
@@ -577,9 +629,10 @@ TEST(GpuTarget, ContractionsMatchDoubleLoopsAcrossTilesAndSplits) {
             magnitude += std::abs(x * y);
           }
           double got = po[i * n + j];
-          if (!(std::abs(got - sum) <= 3e-5 * magnitude + 1e-6) && bad++ < 5) {
-            ADD_FAILURE() << what << ": [" << p << ", " << i << ", " << j
-                          << "] is " << got << ", not " << sum;
+          if (!(std::abs(got - sum) <= tolerance * magnitude + 1e-6) &&
+              bad++ < 5) {
+            ADD_FAILURE() << math << " " << what << ": [" << p << ", " << i
+                          << ", " << j << "] is " << got << ", not " << sum;
           }
         }
       }
@@ -605,6 +658,36 @@ TEST(GpuTarget, ContractionsMatchDoubleLoopsAcrossTilesAndSplits) {
   check("nt", 40, 130, 70, 600);
   check("nt", 140, 65, 33, 300);
   check("split", 1, 70, 90, 3000);
+}
+
+TEST(GpuTarget, ContractionsMatchDoubleLoopsAcrossTilesAndSplits) {
+  SKIP_WITHOUT_GPU();
+  checkContractions("fp32", 3e-5);
+}
+
+// TF32 (JitOptions::gpuMath): each operand rounded to nearest with a 10-bit
+// mantissa is off by at most 2^-11 of itself, a product by about 2^-10
+// (9.8e-4) of |a| |b|; the tolerance is twice that, fixed before the code.
+// The products run where the fp32 ones do (the same tiles, splits and
+// sums), so the same sizes cross the same boundaries.
+TEST(GpuTarget, Tf32ContractionsMatchDoubleLoopsWithinTf32Rounding) {
+  SKIP_WITHOUT_GPU();
+  checkContractions("tf32", 2e-3);
+  // And they do run on the tensor cores: 1 + 2^-12 is a quarter of TF32's
+  // last place above 1, so it is rounded to 1 before it is multiplied.
+  JitOptions options = gpuOptions("native");
+  options.gpuMath = "tf32";
+  auto gpu = JitModule::compileSource(R"(
+    func.func @nn(%a: tensor<1x1xf32>, %b: tensor<1x1xf32>) -> tensor<1x1xf32> {
+      %0 = kiln.matmul %a, %b : (tensor<1x1xf32>, tensor<1x1xf32>) -> tensor<1x1xf32>
+      return %0 : tensor<1x1xf32>
+    })",
+                                      options);
+  Tensor a = Tensor::empty({1, 1}, DType::f32);
+  Tensor b = Tensor::empty({1, 1}, DType::f32);
+  a.data<float>()[0] = 1.0f + std::ldexp(1.0f, -12);
+  b.data<float>()[0] = 1.0f;
+  EXPECT_EQ(gpu->call("nn", {a, b})[0].data<float>()[0], 1.0f);
 }
 
 TEST(GpuTarget, GptForwardAndTrainingStepsMatchTheCpu) {
