@@ -462,7 +462,8 @@ void buildReduction(RewriterBase &b, linalg::LinalgOp op,
 /// every reduction one gpu.all_reduce can combine.
 std::optional<unsigned> planRowGroup(func::FuncOp func,
                                      SmallVector<linalg::LinalgOp> &ops) {
-  if (!func->hasAttr(mlir::kiln::kNoAliasArgsAttr) || !func.getBody().hasOneBlock()) {
+  if (!func->hasAttr(mlir::kiln::kNoAliasArgsAttr) ||
+      !func.getBody().hasOneBlock()) {
     return std::nullopt;
   }
   for (Operation &op : func.getBody().front()) {
@@ -645,8 +646,8 @@ constexpr int64_t kWarpsM = 2, kWarpsN = 4, kWarpTileM = kTile / kWarpsM,
                   kMmaK = 8, kMmaTilesM = kWarpTileM / kMmaM,
                   kMmaTilesN = kWarpTileN / kMmaN;
 static_assert(kWarpsM * kWarpsN * 32 == kThreads * kThreads &&
-                  kDepth == kMmaK && kMmaTilesM * kMmaTilesN * 4 ==
-                                         kPerThread * kPerThread,
+                  kDepth == kMmaK &&
+                  kMmaTilesM * kMmaTilesN * 4 == kPerThread * kPerThread,
               "the TF32 tiling covers the block's tile with the same "
               "accumulators per thread");
 
@@ -879,9 +880,8 @@ void buildContraction(RewriterBase &b, linalg::LinalgOp op,
     // g / 4 * 16 + g % 4 with g = lane / 4.
     Value group = arith::AddIOp::create(
         b, loc,
-        arith::MulIOp::create(b, loc,
-                              arith::DivUIOp::create(b, loc, lane, c(16)),
-                              c(16)),
+        arith::MulIOp::create(
+            b, loc, arith::DivUIOp::create(b, loc, lane, c(16)), c(16)),
         arith::RemUIOp::create(
             b, loc, arith::DivUIOp::create(b, loc, lane, c(4)), c(4)));
     Value warpRow = arith::MulIOp::create(b, loc, warpM, c(kWarpTileM));
@@ -894,12 +894,10 @@ void buildContraction(RewriterBase &b, linalg::LinalgOp op,
         b, loc, warpCol,
         arith::AddIOp::create(
             b, loc,
-            arith::MulIOp::create(b, loc,
-                                  arith::DivUIOp::create(b, loc, laneT, c(2)),
-                                  c(16)),
-            arith::MulIOp::create(b, loc,
-                                  arith::RemUIOp::create(b, loc, laneT, c(2)),
-                                  c(2))));
+            arith::MulIOp::create(
+                b, loc, arith::DivUIOp::create(b, loc, laneT, c(2)), c(16)),
+            arith::MulIOp::create(
+                b, loc, arith::RemUIOp::create(b, loc, laneT, c(2)), c(2))));
   }
   // TF32: operands rounded to TF32 (to nearest, ties away: cvt.rna) as they
   // go into shared memory, once per element.
@@ -959,8 +957,8 @@ void buildContraction(RewriterBase &b, linalg::LinalgOp op,
                               fragment(rhsTile, laneT4, colBase, 4 * j)});
       }
       Type f32 = b.getF32Type();
-      auto resultType = LLVM::LLVMStructType::getLiteral(
-          b.getContext(), {f32, f32, f32, f32});
+      auto resultType = LLVM::LLVMStructType::getLiteral(b.getContext(),
+                                                         {f32, f32, f32, f32});
       SmallVector<Value> sums;
       for (int64_t i = 0; i < kMmaTilesM; ++i) {
         for (int64_t j = 0; j < kMmaTilesN; ++j) {
@@ -982,34 +980,34 @@ void buildContraction(RewriterBase &b, linalg::LinalgOp op,
       llvm::append_range(sums, next);
       scf::YieldOp::create(b, loc, sums);
     } else {
-    auto inner = scf::ForOp::create(b, loc, zero, index(b, loc, kDepth), one,
-                                    carried.take_front(kAccumulators));
-    {
-      OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPointToStart(inner.getBody());
-      Value kk = inner.getInductionVar();
-      // Runs of kRun consecutive elements: 128-bit shared-memory loads.
-      SmallVector<Value> a, c;
-      for (int64_t r = 0; r < kPerThread; ++r) {
-        a.push_back(memref::LoadOp::create(
-            b, loc, lhsTile, ValueRange{kk, localOutput(b, loc, ty, r)}));
-        c.push_back(memref::LoadOp::create(
-            b, loc, rhsTile, ValueRange{kk, localOutput(b, loc, tx, r)}));
-      }
-      SmallVector<Value> sums;
-      for (int64_t i = 0; i < kPerThread; ++i) {
-        for (int64_t j = 0; j < kPerThread; ++j) {
-          sums.push_back(math::FmaOp::create(
-              b, loc, a[i], c[j],
-              inner.getRegionIterArgs()[i * kPerThread + j]));
+      auto inner = scf::ForOp::create(b, loc, zero, index(b, loc, kDepth), one,
+                                      carried.take_front(kAccumulators));
+      {
+        OpBuilder::InsertionGuard guard(b);
+        b.setInsertionPointToStart(inner.getBody());
+        Value kk = inner.getInductionVar();
+        // Runs of kRun consecutive elements: 128-bit shared-memory loads.
+        SmallVector<Value> a, c;
+        for (int64_t r = 0; r < kPerThread; ++r) {
+          a.push_back(memref::LoadOp::create(
+              b, loc, lhsTile, ValueRange{kk, localOutput(b, loc, ty, r)}));
+          c.push_back(memref::LoadOp::create(
+              b, loc, rhsTile, ValueRange{kk, localOutput(b, loc, tx, r)}));
         }
+        SmallVector<Value> sums;
+        for (int64_t i = 0; i < kPerThread; ++i) {
+          for (int64_t j = 0; j < kPerThread; ++j) {
+            sums.push_back(math::FmaOp::create(
+                b, loc, a[i], c[j],
+                inner.getRegionIterArgs()[i * kPerThread + j]));
+          }
+        }
+        scf::YieldOp::create(b, loc, sums);
       }
-      scf::YieldOp::create(b, loc, sums);
-    }
-    gpu::BarrierOp::create(b, loc);
-    SmallVector<Value> yielded(inner.getResults());
-    llvm::append_range(yielded, next);
-    scf::YieldOp::create(b, loc, yielded);
+      gpu::BarrierOp::create(b, loc);
+      SmallVector<Value> yielded(inner.getResults());
+      llvm::append_range(yielded, next);
+      scf::YieldOp::create(b, loc, yielded);
     }
   }
 
@@ -1160,8 +1158,8 @@ struct GpuKernels
                                mlir::kiln::kTargetAttr)
                          : mlir::kiln::TargetAttr();
     if (math != "fp32") {
-      std::string why = mlir::kiln::gpuMathError(
-          math, target ? target.getGpu() : StringRef());
+      std::string why = mlir::kiln::gpuMathError(math, target ? target.getGpu()
+                                                              : StringRef());
       if (!why.empty()) {
         getOperation()->emitError() << "kiln-gpu-kernels: " << why;
         return signalPassFailure();

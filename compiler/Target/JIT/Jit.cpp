@@ -262,8 +262,8 @@ std::shared_ptr<JitModule> JitModule::compileCached(ModuleOp module,
     module->print(os, OpPrintingFlags().printGenericOpForm());
     os << "\n// opt=" << options.optLevel << " dump=" << options.dumpDirectory
        << " pre=" << options.prePipeline << " gpu=" << options.gpu
-       << " gpu_math=" << options.gpuMath
-       << " cpu=" << options.cpu << " asan=" << instrumentsAddresses(options)
+       << " gpu_math=" << options.gpuMath << " cpu=" << options.cpu
+       << " asan=" << instrumentsAddresses(options)
        << " prepare=" << options.prepareWeights.value_or(false)
        << " functions=";
     for (const std::string &f : options.functions) {
