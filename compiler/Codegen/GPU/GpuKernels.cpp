@@ -657,6 +657,95 @@ int64_t mmaRowOffset(int64_t i, int64_t h) {
   return (i / 2) * 32 + h * 8 + (i % 2) * 4;
 }
 
+/// A lane's parts of its warp's rows and columns (TF32 layout above):
+/// `rowBase` + mmaRowOffset(i, h) is the block-tile row of A's and C's rows
+/// g + 8h of m-tile i, `colBase` + 4j the column of B's column g of n-tile
+/// j, `accColBase` + 4j + e that of C's column 2t + e; `t` and `t4` are the
+/// reduction steps (t, t + 4) of the lane's A and B elements.
+struct MmaLanes {
+  Value rowBase, colBase, accColBase, t, t4;
+
+  /// For the thread `linearThread` of a block of kThreads x kThreads.
+  static MmaLanes of(OpBuilder &b, Location loc, Value linearThread) {
+    auto c = [&](int64_t v) { return index(b, loc, v); };
+    auto div = [&](Value x, int64_t d) {
+      return arith::DivUIOp::create(b, loc, x, c(d)).getResult();
+    };
+    auto rem = [&](Value x, int64_t d) {
+      return arith::RemUIOp::create(b, loc, x, c(d)).getResult();
+    };
+    auto mul = [&](Value x, int64_t d) {
+      return arith::MulIOp::create(b, loc, x, c(d)).getResult();
+    };
+    auto add = [&](Value x, Value y) {
+      return arith::AddIOp::create(b, loc, x, y).getResult();
+    };
+    MmaLanes lanes;
+    Value lane = rem(linearThread, 32), warp = div(linearThread, 32);
+    lanes.t = rem(lane, 4);
+    lanes.t4 = add(lanes.t, c(4));
+    // g / 4 * 16 + g % 4 with g = lane / 4.
+    Value group = add(mul(div(lane, 16), 16), rem(div(lane, 4), 4));
+    Value warpCol = mul(rem(warp, kWarpsN), kWarpTileN);
+    lanes.rowBase = add(mul(div(warp, kWarpsN), kWarpTileM), group);
+    lanes.colBase = add(warpCol, group);
+    // Column 2t + e: (2t + e) / 4 * 16 + (2t + e) % 4 = t / 2 * 16 +
+    // t % 2 * 2 + e.
+    lanes.accColBase =
+        add(warpCol, add(mul(div(lanes.t, 2), 16), mul(rem(lanes.t, 2), 2)));
+    return lanes;
+  }
+};
+
+/// One step of kMmaK of the reduction on the tensor cores: the warp's 4 x 4
+/// tiles of mma.sync.m16n8k8 on the TF32 values staged in `lhsTile` and
+/// `rhsTile` (kDepth x kTile + kRun, k first), accumulating into `acc`
+/// (accumulator (i * kMmaTilesN + j) * 4 + e is C's element e of tile (i,
+/// j)); returns the new accumulators.
+SmallVector<Value> multiplyOnTensorCores(OpBuilder &b, Location loc,
+                                         const MmaLanes &lanes, Value lhsTile,
+                                         Value rhsTile, ValueRange acc) {
+  auto fragment = [&](Value tile, Value row, Value base, int64_t offset) {
+    Value v = memref::LoadOp::create(
+        b, loc, tile,
+        ValueRange{row,
+                   arith::AddIOp::create(b, loc, base, index(b, loc, offset))});
+    return arith::BitcastOp::create(b, loc, b.getI32Type(), v).getResult();
+  };
+  SmallVector<SmallVector<Value, 4>> aFragments, bFragments;
+  for (int64_t i = 0; i < kMmaTilesM; ++i) {
+    int64_t top = mmaRowOffset(i, 0), bottom = mmaRowOffset(i, 1);
+    aFragments.push_back({fragment(lhsTile, lanes.t, lanes.rowBase, top),
+                          fragment(lhsTile, lanes.t, lanes.rowBase, bottom),
+                          fragment(lhsTile, lanes.t4, lanes.rowBase, top),
+                          fragment(lhsTile, lanes.t4, lanes.rowBase, bottom)});
+  }
+  for (int64_t j = 0; j < kMmaTilesN; ++j) {
+    bFragments.push_back({fragment(rhsTile, lanes.t, lanes.colBase, 4 * j),
+                          fragment(rhsTile, lanes.t4, lanes.colBase, 4 * j)});
+  }
+  Type f32 = b.getF32Type();
+  auto resultType =
+      LLVM::LLVMStructType::getLiteral(b.getContext(), {f32, f32, f32, f32});
+  SmallVector<Value> sums;
+  for (int64_t i = 0; i < kMmaTilesM; ++i) {
+    for (int64_t j = 0; j < kMmaTilesN; ++j) {
+      auto mma =
+          NVVM::MmaOp::create(b, loc, resultType, aFragments[i], bFragments[j],
+                              acc.slice((i * kMmaTilesN + j) * 4, 4),
+                              {kMmaM, kMmaN, kMmaK}, std::nullopt, std::nullopt,
+                              std::array<NVVM::MMATypes, 2>{
+                                  NVVM::MMATypes::tf32, NVVM::MMATypes::tf32},
+                              std::array<NVVM::MMALayout, 2>{
+                                  NVVM::MMALayout::row, NVVM::MMALayout::col});
+      for (int64_t e = 0; e < 4; ++e) {
+        sums.push_back(LLVM::ExtractValueOp::create(b, loc, mma, e));
+      }
+    }
+  }
+  return sums;
+}
+
 void buildContraction(RewriterBase &b, linalg::LinalgOp op,
                       const ContractionPlan &plan, Value initial, bool tf32) {
   Location loc = op.getLoc();
@@ -864,40 +953,9 @@ void buildContraction(RewriterBase &b, linalg::LinalgOp op,
     return values;
   };
 
-  // TF32: the lane's parts of its warp's rows and columns (layout above):
-  // `rowBase` + mmaRowOffset(i, h) is the row of A's and C's rows g + 8h of
-  // m-tile i, `colBase` + 4j the column of B's column g of n-tile j,
-  // `accColBase` + 4j + e that of C's column 2t + e.
-  Value rowBase, colBase, accColBase, laneT, laneT4;
+  std::optional<MmaLanes> lanes;
   if (tf32) {
-    auto c = [&](int64_t v) { return index(b, loc, v); };
-    Value lane = arith::RemUIOp::create(b, loc, linearThread, c(32));
-    Value warp = arith::DivUIOp::create(b, loc, linearThread, c(32));
-    Value warpM = arith::DivUIOp::create(b, loc, warp, c(kWarpsN));
-    Value warpN = arith::RemUIOp::create(b, loc, warp, c(kWarpsN));
-    laneT = arith::RemUIOp::create(b, loc, lane, c(4));
-    laneT4 = arith::AddIOp::create(b, loc, laneT, c(4));
-    // g / 4 * 16 + g % 4 with g = lane / 4.
-    Value group = arith::AddIOp::create(
-        b, loc,
-        arith::MulIOp::create(
-            b, loc, arith::DivUIOp::create(b, loc, lane, c(16)), c(16)),
-        arith::RemUIOp::create(
-            b, loc, arith::DivUIOp::create(b, loc, lane, c(4)), c(4)));
-    Value warpRow = arith::MulIOp::create(b, loc, warpM, c(kWarpTileM));
-    Value warpCol = arith::MulIOp::create(b, loc, warpN, c(kWarpTileN));
-    rowBase = arith::AddIOp::create(b, loc, warpRow, group);
-    colBase = arith::AddIOp::create(b, loc, warpCol, group);
-    // Column 2t + e: (2t + e) / 4 * 16 + (2t + e) % 4 = t / 2 * 16 +
-    // t % 2 * 2 + e.
-    accColBase = arith::AddIOp::create(
-        b, loc, warpCol,
-        arith::AddIOp::create(
-            b, loc,
-            arith::MulIOp::create(
-                b, loc, arith::DivUIOp::create(b, loc, laneT, c(2)), c(16)),
-            arith::MulIOp::create(
-                b, loc, arith::RemUIOp::create(b, loc, laneT, c(2)), c(2))));
+    lanes = MmaLanes::of(b, loc, linearThread);
   }
   // TF32: operands rounded to TF32 (to nearest, ties away: cvt.rna) as they
   // go into shared memory, once per element.
@@ -935,47 +993,8 @@ void buildContraction(RewriterBase &b, linalg::LinalgOp op,
     SmallVector<Value> next =
         loadTiles(arith::AddIOp::create(b, loc, k0, index(b, loc, kDepth)));
     if (tf32) {
-      // One mma.sync per 16 x 8 tile of the warp's outputs: accumulators
-      // (i * kMmaTilesN + j) * 4 + e.
-      auto fragment = [&](Value tile, Value row, Value base, int64_t offset) {
-        Value v = memref::LoadOp::create(
-            b, loc, tile,
-            ValueRange{row, arith::AddIOp::create(b, loc, base,
-                                                  index(b, loc, offset))});
-        return arith::BitcastOp::create(b, loc, b.getI32Type(), v).getResult();
-      };
-      SmallVector<SmallVector<Value, 4>> aFragments, bFragments;
-      for (int64_t i = 0; i < kMmaTilesM; ++i) {
-        int64_t top = mmaRowOffset(i, 0), bottom = mmaRowOffset(i, 1);
-        aFragments.push_back({fragment(lhsTile, laneT, rowBase, top),
-                              fragment(lhsTile, laneT, rowBase, bottom),
-                              fragment(lhsTile, laneT4, rowBase, top),
-                              fragment(lhsTile, laneT4, rowBase, bottom)});
-      }
-      for (int64_t j = 0; j < kMmaTilesN; ++j) {
-        bFragments.push_back({fragment(rhsTile, laneT, colBase, 4 * j),
-                              fragment(rhsTile, laneT4, colBase, 4 * j)});
-      }
-      Type f32 = b.getF32Type();
-      auto resultType = LLVM::LLVMStructType::getLiteral(b.getContext(),
-                                                         {f32, f32, f32, f32});
-      SmallVector<Value> sums;
-      for (int64_t i = 0; i < kMmaTilesM; ++i) {
-        for (int64_t j = 0; j < kMmaTilesN; ++j) {
-          ValueRange acc = carried.slice((i * kMmaTilesN + j) * 4, 4);
-          auto mma = NVVM::MmaOp::create(
-              b, loc, resultType, aFragments[i], bFragments[j], acc,
-              {kMmaM, kMmaN, kMmaK}, std::nullopt, std::nullopt,
-              std::array<NVVM::MMATypes, 2>{NVVM::MMATypes::tf32,
-                                            NVVM::MMATypes::tf32},
-              std::array<NVVM::MMALayout, 2>{NVVM::MMALayout::row,
-                                             NVVM::MMALayout::col});
-          for (int64_t e = 0; e < 4; ++e) {
-            sums.push_back(
-                LLVM::ExtractValueOp::create(b, loc, mma, e).getResult());
-          }
-        }
-      }
+      SmallVector<Value> sums = multiplyOnTensorCores(
+          b, loc, *lanes, lhsTile, rhsTile, carried.take_front(kAccumulators));
       gpu::BarrierOp::create(b, loc);
       llvm::append_range(sums, next);
       scf::YieldOp::create(b, loc, sums);
@@ -1023,9 +1042,9 @@ void buildContraction(RewriterBase &b, linalg::LinalgOp op,
       // Here i is an m-tile and a row half, j an n-tile and a column.
       int64_t tileM = i / 2, half = i % 2, tileN = j / 2, e = j % 2;
       places[(tileM * kMmaTilesN + tileN) * 4 + half * 2 + e] = {
-          arith::AddIOp::create(b, loc, rowBase,
+          arith::AddIOp::create(b, loc, lanes->rowBase,
                                 index(b, loc, mmaRowOffset(tileM, half))),
-          arith::AddIOp::create(b, loc, accColBase,
+          arith::AddIOp::create(b, loc, lanes->accColBase,
                                 index(b, loc, 4 * tileN + e))};
     }
   }
