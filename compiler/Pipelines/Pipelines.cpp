@@ -173,15 +173,15 @@ std::string mlir::kiln::cudaToolkitPath() {
 
 void mlir::kiln::buildKilnToGpuPipeline(OpPassManager &pm,
                                         const std::string &gpu,
-                                        const std::string &cpu, bool resident,
-                                        const std::string &math) {
+                                        const std::string &cpu,
+                                        const GpuPipelineOptions &options) {
   pm.addPass(createKilnSetTargetPass({.cpu = cpu, .gpu = gpu}));
   buildKilnToLinalgPipeline(pm);
-  buildLinalgToGpuPipeline(pm, resident, math);
+  buildLinalgToGpuPipeline(pm, options);
 }
 
-void mlir::kiln::buildLinalgToGpuPipeline(OpPassManager &pm, bool resident,
-                                          const std::string &math) {
+void mlir::kiln::buildLinalgToGpuPipeline(OpPassManager &pm,
+                                          const GpuPipelineOptions &options) {
   // Every distinct linalg op becomes one GPU kernel (kiln-outline-kernels
   // shares it between identical layers): its parallel loops, innermost
   // dimension first (on threadIdx.x: consecutive threads, consecutive
@@ -210,7 +210,8 @@ void mlir::kiln::buildLinalgToGpuPipeline(OpPassManager &pm, bool resident,
   // Kernels: tuned ones for contractions (in fp32 or TF32) and reductions,
   // 16 x 16 tiles of parallel loops for the rest.
   pm.addPass(createKilnStridedCopiesToLinalgPass());
-  pm.addNestedPass<func::FuncOp>(createKilnGpuKernelsPass({.math = math}));
+  pm.addNestedPass<func::FuncOp>(
+      createKilnGpuKernelsPass({.math = options.math}));
   pm.addNestedPass<func::FuncOp>(createConvertLinalgToParallelLoopsPass());
   pm.addNestedPass<func::FuncOp>(createKilnSerialNestsToParallelPass());
   pm.addNestedPass<func::FuncOp>(createKilnGpuLoopTilesPass());
@@ -224,10 +225,17 @@ void mlir::kiln::buildLinalgToGpuPipeline(OpPassManager &pm, bool resident,
   pm.addPass(createSymbolDCEPass());
   // Device memory, host functions on host memory, one stream.
   pm.addPass(createKilnDeviceBuffersPass());
-  pm.addPass(createKilnHostInterfacePass({.resident = resident}));
+  pm.addPass(createKilnHostInterfacePass({.resident = options.resident}));
   pm.addNestedPass<func::FuncOp>(createGpuAsyncRegionPass());
   pm.addPass(createLowerAffinePass());
   pm.addPass(createCanonicalizerPass());
+  // A prediction of each function's time, when asked for: the launches and
+  // their kernels are final, the kernels still structured.
+  if (!options.costSizes.empty()) {
+    pm.addPass(createKilnGpuCostModelPass({.device = options.costDevice,
+                                           .sizes = options.costSizes,
+                                           .report = options.costReport}));
+  }
   // The kernels: NVVM, then PTX for the architecture kiln.target names.
   pm.addPass(createKilnAttachGpuTargetPass());
   OpPassManager &kernels = pm.nest<gpu::GPUModuleOp>();
@@ -271,7 +279,7 @@ LogicalResult mlir::kiln::addPipeline(OpPassManager &pm,
 }
 
 namespace {
-struct GpuPipelineOptions : public PassPipelineOptions<GpuPipelineOptions> {
+struct GpuTextOptions : public PassPipelineOptions<GpuTextOptions> {
   Option<std::string> gpu{
       *this, "gpu", llvm::cl::desc("The NVIDIA GPU architecture: sm_80, sm_90"),
       llvm::cl::init("sm_90")};
@@ -288,6 +296,15 @@ struct GpuPipelineOptions : public PassPipelineOptions<GpuPipelineOptions> {
       llvm::cl::desc("The contractions' arithmetic: fp32, or tf32 (tensor "
                      "cores; sm_80 and newer)"),
       llvm::cl::init("fp32")};
+  Option<std::string> costSizes{
+      *this, "cost-sizes",
+      llvm::cl::desc("Predict each function's time at these argument sizes "
+                     "(kiln-gpu-cost-model: name=8x256,...) and print it"),
+      llvm::cl::init("")};
+  Option<std::string> costDevice{
+      *this, "cost-device",
+      llvm::cl::desc("The GPU of the prediction: h200, h100, a100"),
+      llvm::cl::init("h200")};
 };
 struct CpuTilingOptions : public PassPipelineOptions<CpuTilingOptions> {
   Option<int64_t> tileM{*this, "tile-m",
@@ -346,7 +363,7 @@ void mlir::kiln::registerKilnPipelines() {
       "launches them (NVIDIA)",
       [](OpPassManager &pm, StringRef text,
          function_ref<LogicalResult(const Twine &)> errorHandler) {
-        GpuPipelineOptions options;
+        GpuTextOptions options;
         if (failed(options.parseFromString(text))) {
           return failure();
         }
@@ -359,12 +376,16 @@ void mlir::kiln::registerKilnPipelines() {
             !why.empty()) {
           return errorHandler("kiln-to-gpu: " + why);
         }
-        buildKilnToGpuPipeline(pm, options.gpu, options.cpu, options.resident,
-                               options.math);
+        buildKilnToGpuPipeline(pm, options.gpu, options.cpu,
+                               {.resident = options.resident,
+                                .math = options.math,
+                                .costSizes = options.costSizes,
+                                .costDevice = options.costDevice,
+                                .costReport = true});
         return success();
       },
       [](function_ref<void(const mlir::detail::PassOptions &)> optHandler) {
-        optHandler(GpuPipelineOptions());
+        optHandler(GpuTextOptions());
       });
   PassPipelineRegistration<CpuTilingOptions>(
       "kiln-tile-and-vectorize",

@@ -40,6 +40,22 @@ void buildLinalgToLLVMPipeline(OpPassManager &pm);
 /// (attention by blocks), then linalg-to-LLVM: the kiln-to-llvm pipeline.
 void buildKilnToLLVMPipeline(OpPassManager &pm, const std::string &cpu = "host",
                              bool prepareWeights = false);
+/// What the GPU pipeline is asked for besides the target.
+struct GpuPipelineOptions {
+  /// Parameters and optimizer state, and the results that update them, are
+  /// device buffers (kiln-host-interface{resident}).
+  bool resident = false;
+  /// The contractions' arithmetic (kiln-gpu-kernels{math}: "fp32", or
+  /// "tf32" on sm_80 and newer; checked by gpuMathError).
+  std::string math = "fp32";
+  /// Non-empty: kiln-gpu-cost-model{sizes} predicts each function's time on
+  /// `costDevice` at these argument sizes ("idx=8x256,..."), into the
+  /// module's kiln.gpu_cost; with `costReport`, also printed per launch.
+  std::string costSizes;
+  std::string costDevice = "h200";
+  bool costReport = false;
+};
+
 /// Adds the passes from linalg on tensors to GPU kernels (PTX for the
 /// architecture the module's `kiln.target` names: kiln-set-target{gpu}; a
 /// module without one fails) and host code in the LLVM dialect that
@@ -47,18 +63,15 @@ void buildKilnToLLVMPipeline(OpPassManager &pm, const std::string &cpu = "host",
 /// functions take and return host buffers, but with `resident` their
 /// parameters and optimizer state, and the results that update them, are
 /// device buffers (kiln-host-interface{resident}). Ends with
-/// kiln-check-lowered{stage=llvm}. `math` is the contractions' arithmetic
-/// (kiln-gpu-kernels{math}: "fp32", or "tf32" on sm_80 and newer; checked by
-/// gpuMathError).
-void buildLinalgToGpuPipeline(OpPassManager &pm, bool resident = false,
-                              const std::string &math = "fp32");
+/// kiln-check-lowered{stage=llvm}.
+void buildLinalgToGpuPipeline(OpPassManager &pm,
+                              const GpuPipelineOptions &options = {});
 /// kiln-set-target{gpu, cpu} (`gpu` an NVIDIA architecture, "sm_90", which
 /// must satisfy isGpuChip; `cpu` the host code's), kiln-to-linalg, then
 /// linalg-to-GPU: the kiln-to-gpu pipeline.
 void buildKilnToGpuPipeline(OpPassManager &pm, const std::string &gpu,
                             const std::string &cpu = "host",
-                            bool resident = false,
-                            const std::string &math = "fp32");
+                            const GpuPipelineOptions &options = {});
 /// The CUDA toolkit whose libdevice GPU kernels link ($CUDA_HOME,
 /// $CUDA_PATH, $CUDA_ROOT or /usr/local/cuda), or "" when there is none.
 std::string cudaToolkitPath();

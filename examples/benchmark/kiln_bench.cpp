@@ -20,7 +20,10 @@
 #include "examples/benchmark/memory_bandwidth.h"
 
 #include <kiln/kiln.h>
-// The GPU's profile and device queries: not part of the public headers.
+// The GPU's profile and device queries, and the GPU cost model's
+// prediction (lowering without compiling): not part of the public headers.
+#include "compiler/Target/Common/Lowering.h"
+#include "compiler/Target/Common/TrainingStep.h"
 #include "runtime/Cuda.h"
 
 #include <fmt/format.h>
@@ -117,6 +120,9 @@ struct Options {
   /// With gpu: the products' arithmetic (JitOptions::gpuMath), "fp32" or
   /// "tf32"; the RESULT lines name the peer "kiln" or "kiln-tf32".
   std::string gpuMath = "fp32";
+  /// Not empty: instead of running the rows, predict their time on this
+  /// GPU (h200, h100, a100) with the static cost model, without a GPU.
+  std::string gpuPredict;
   /// Where each compiled stage is written (JitOptions::dumpDirectory).
   std::string dumpDirectory;
   /// On the GPU: after the timed steps, profile a few more (each kernel's
@@ -574,6 +580,64 @@ void benchEncDec(const Options &options) {
   }
 }
 
+/// The row `model`/`mode` predicted by the GPU cost model
+/// (kiln-gpu-cost-model) for options.gpuPredict: the model lowered for the
+/// GPU as the JIT lowers it (sm_90, parameters resident) at the row's
+/// sizes, nothing run. Prints a PREDICT line like the RESULT lines.
+void predictRow(const std::string &model, const std::string &mode,
+                const Options &options) {
+  dsl::Module module;
+  int64_t b = 8, t = 256;
+  std::vector<std::string> inputs = {"idx", "targets"};
+  if (model == "gpt-tiny") {
+    dsl::models::addGptLoss(module, dsl::models::gptTiny());
+    b = 16;
+    t = 128;
+  } else if (model == "gpt-small") {
+    dsl::models::addGptLoss(module, dsl::models::gptSmall());
+    b = mode == "forward-b1" ? 1 : 8;
+  } else if (model == "encdec") {
+    dsl::models::addEncDecLoss(module, dsl::models::encdecBase());
+    t = 64;
+    inputs = {"src", "tgt", "src_mask", "targets"};
+  } else {
+    throw Error("kiln-bench: no GPU prediction for " + model);
+  }
+  LoweringOptions lowering;
+  lowering.gpuChip = "sm_90";
+  lowering.gpuResidentState = true;
+  lowering.gpuMath = options.gpuMath;
+  lowering.gpuCostDevice = options.gpuPredict;
+  lowering.gpuCostReport = true;
+  std::string function = "loss";
+  if (mode == "train") {
+    OptimizerConfig adamw;
+    adamw.weightDecay = 0.01;
+    lowering.prePipeline = trainingStepPipeline("loss", adamw);
+    function = "train_step";
+  }
+  lowering.functions = {function};
+  for (const std::string &input : inputs) {
+    lowering.gpuCostSizes += (lowering.gpuCostSizes.empty() ? "" : ",") +
+                             input + "=" + std::to_string(b) + "x" +
+                             std::to_string(t);
+  }
+  LoweredModule lowered = lowerToLLVMDialect(module.op(), lowering);
+  std::map<std::string, GpuCostPrediction> predictions =
+      gpuCostPredictions(lowered);
+  auto it = predictions.find(function);
+  if (it == predictions.end()) {
+    throw Error("kiln-bench: no prediction for " + function);
+  }
+  const GpuCostPrediction &p = it->second;
+  fmt::print("PREDICT peer={} model={} mode={} device={} predicted_ms={:.2f} "
+             "kernel_ms={:.2f} launches={} copies={} gflop={:.1f} "
+             "gbytes={:.2f}\n",
+             peerName(options), model, mode, options.gpuPredict, p.milliseconds,
+             p.kernelMilliseconds, p.launches, p.copies, p.flops * 1e-9,
+             p.bytes * 1e-9);
+}
+
 } // namespace
 
 int main(int argc, char **argv) try {
@@ -588,6 +652,8 @@ int main(int argc, char **argv) try {
       options.gpu = argv[++i];
     } else if (arg == "--gpu-math" && i + 1 < argc) {
       options.gpuMath = argv[++i];
+    } else if (arg == "--gpu-predict" && i + 1 < argc) {
+      options.gpuPredict = argv[++i];
     } else if (arg == "--gpu-profile") {
       options.gpuProfile = true;
     } else if (arg == "--unprepared-weights") {
@@ -615,7 +681,7 @@ int main(int argc, char **argv) try {
           "[--steps N] "
           "[--cpu host|x86-64-v3|"
           "x86-64-v4|<llvm cpu>] [--gpu native|sm_XX] [--gpu-math fp32|tf32] "
-          "[--gpu-profile] "
+          "[--gpu-profile] [--gpu-predict h200|h100|a100] "
           "[--unprepared-weights] [--prepared-ab] [--dump DIR]\n");
       return 2;
     }
@@ -624,9 +690,23 @@ int main(int argc, char **argv) try {
     fmt::print(stderr, "--gpu-profile needs --gpu\n");
     return 2;
   }
-  if (options.gpuMath != "fp32" && options.gpu.empty()) {
-    fmt::print(stderr, "--gpu-math needs --gpu\n");
+  if (options.gpuMath != "fp32" && options.gpu.empty() &&
+      options.gpuPredict.empty()) {
+    fmt::print(stderr, "--gpu-math needs --gpu or --gpu-predict\n");
     return 2;
+  }
+  if (!options.gpuPredict.empty()) {
+    // Predictions only: no GPU, nothing run; one row after another.
+    for (const std::string &m : options.models) {
+      for (const std::string &mode : options.modes) {
+        if (mode == "forward-b1" && m != "gpt-small") {
+          continue;
+        }
+        predictRow(m, mode, options);
+        std::fflush(stdout);
+      }
+    }
+    return 0;
   }
   for (const std::string &m : options.modes) {
     if (m != "forward" && m != "forward-b1" && m != "train" && m != "prefill" &&

@@ -142,6 +142,42 @@ def KilnHostInterfacePass : Pass<"kiln-host-interface", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::gpu::GPUDialect", "::mlir::memref::MemRefDialect"];
 }
 
+def KilnGpuCostModelPass : Pass<"kiln-gpu-cost-model", "::mlir::ModuleOp"> {
+  let summary = "Predict the time of each function's GPU launches (a static cost model)";
+  let description = [{
+    For kiln-to-gpu, after the kernels are outlined and the host code is on
+    device buffers: evaluates every host function's sizes for the argument
+    sizes given in `sizes` (`name=8x256,...`, the name an argument's
+    `kiln.name` or its number; every dynamic size of an argument must be
+    given), then each `gpu.launch_func`'s grid and block, and counts what
+    one thread of its kernel does: floating-point operations (a
+    `nvvm.mma.sync` counts its share of the warp's), bytes loaded from and
+    stored to global memory (shared memory not counted), loops by their trip
+    counts (bounds that depend on the block or thread evaluated for the
+    first one), the larger branch of an `scf.if`. A kernel's predicted time is
+    the larger of its operations over the device's fp32 (or TF32 tensor)
+    rate and its bytes over its memory bandwidth, both scaled by the
+    share of the device's multiprocessor slots its waves of blocks fill,
+    plus a fixed latency; a function's time adds each launch's, at least
+    the host's cost of one launch each, and its copies between host and
+    device. The device (`device`: h200, h100, a100) gives the rates; the
+    efficiencies are measured (docs/gpu.md). The module gets
+    `kiln.gpu_cost`, per function its launches, copies, flops, bytes, kernel
+    and total milliseconds; with `report`, one line per launch and per function is
+    printed to standard output. Sizes it cannot evaluate are an error naming
+    the value.
+  }];
+  let options = [
+    Option<"device", "device", "std::string", /*default=*/"\"h200\"",
+           "The GPU whose rates the prediction uses: h200, h100, a100">,
+    Option<"sizes", "sizes", "std::string", /*default=*/"\"\"",
+           "The dynamic argument sizes: name=8x256,... (name: kiln.name or "
+           "the argument's number)">,
+    Option<"report", "report", "bool", /*default=*/"false",
+           "Print one line per launch and per function">
+  ];
+}
+
 def KilnAttachGpuTargetPass
     : Pass<"kiln-attach-gpu-target", "::mlir::ModuleOp"> {
   let summary = "Attach the module's GPU architecture to its GPU modules";

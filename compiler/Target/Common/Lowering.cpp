@@ -363,6 +363,32 @@ static void selectFunctions(ModuleOp module,
   }
 }
 
+std::map<std::string, GpuCostPrediction>
+gpuCostPredictions(const LoweredModule &lowered) {
+  std::map<std::string, GpuCostPrediction> result;
+  auto functions =
+      (*lowered.module)
+          ->getAttrOfType<DictionaryAttr>(mlir::kiln::kGpuCostAttr);
+  if (!functions) {
+    return result;
+  }
+  for (NamedAttribute function : functions) {
+    auto fields = cast<DictionaryAttr>(function.getValue());
+    auto integer = [&](StringRef key) {
+      auto a = fields.getAs<IntegerAttr>(key);
+      return a ? a.getInt() : 0;
+    };
+    auto real = [&](StringRef key) {
+      auto a = fields.getAs<FloatAttr>(key);
+      return a ? a.getValueAsDouble() : 0.0;
+    };
+    result[function.getName().str()] = {integer("launches"), integer("copies"),
+                                        real("flops"),       real("bytes"),
+                                        real("kernel_ms"),   real("ms")};
+  }
+  return result;
+}
+
 /// Lowers `lowered.module` in place. `lowered` must outlive `diagnostics`
 /// (whose handler lives in its context), also when this throws.
 static void lower(LoweredModule &lowered, const LoweringOptions &options,
@@ -432,8 +458,12 @@ static void lower(LoweredModule &lowered, const LoweringOptions &options,
     mlir::kiln::buildLinalgToLLVMPipeline(llvmPm);
   } else {
     mlir::kiln::buildKilnToLinalgPipeline(linalg);
-    mlir::kiln::buildLinalgToGpuPipeline(llvmPm, options.gpuResidentState,
-                                         options.gpuMath);
+    mlir::kiln::buildLinalgToGpuPipeline(llvmPm,
+                                         {.resident = options.gpuResidentState,
+                                          .math = options.gpuMath,
+                                          .costSizes = options.gpuCostSizes,
+                                          .costDevice = options.gpuCostDevice,
+                                          .costReport = options.gpuCostReport});
   }
   if (failed(linalg.run(module))) {
     throw Error("kiln: lowering to linalg failed:" + diagnostics.str());

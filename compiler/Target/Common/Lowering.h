@@ -18,6 +18,7 @@
 
 #include "llvm/Support/CodeGen.h"
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -58,6 +59,16 @@ struct LoweringOptions {
   /// without a GPU or on an older one, is a kiln::Error before anything is
   /// compiled.
   std::string gpuMath = "fp32";
+  /// With gpuChip, when not empty: predict each function's time on
+  /// `gpuCostDevice` (h200, h100, a100) at these argument sizes
+  /// ("idx=8x256,targets=8x256": kiln.name or number = sizes), without a
+  /// GPU (kiln-gpu-cost-model); the prediction is the lowered module's
+  /// `kiln.gpu_cost` (gpuCostPredictions reads it).
+  std::string gpuCostSizes;
+  std::string gpuCostDevice = "h200";
+  /// With gpuCostSizes: also print each kernel's prediction (standard
+  /// output, the most expensive first).
+  bool gpuCostReport = false;
   /// The CPU the code is generated for (and, with gpuChip, the host code):
   /// "host" or an LLVM CPU name ("x86-64-v3", "znver4"), resolved once into
   /// the module's `kiln.target`, which every pass and the target machine
@@ -99,6 +110,18 @@ LoweredModule lowerToLLVMDialect(mlir::ModuleOp source,
 LoweredModule lowerSourceToLLVMDialect(const std::string &source,
                                        const std::string &what,
                                        const LoweringOptions &options);
+
+/// kiln-gpu-cost-model's prediction of one function's time on a GPU
+/// (LoweringOptions::gpuCostSizes).
+struct GpuCostPrediction {
+  int64_t launches = 0, copies = 0;
+  double flops = 0, bytes = 0;
+  double kernelMilliseconds = 0, milliseconds = 0;
+};
+/// The predictions of a module lowered with gpuCostSizes, by function name
+/// (none without).
+std::map<std::string, GpuCostPrediction>
+gpuCostPredictions(const LoweredModule &lowered);
 
 /// LLVM's code generation level for O`optLevel` (0: none, 1: less, 2:
 /// default, 3 and above: aggressive).

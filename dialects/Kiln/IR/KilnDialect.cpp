@@ -470,6 +470,18 @@ LogicalResult KilnDialect::verifyOperationAttribute(Operation *op,
     }
     return success();
   }
+  if (attr == kGpuCostAttr) {
+    auto functions = dyn_cast<DictionaryAttr>(attribute.getValue());
+    if (!isa<ModuleOp>(op) || !functions ||
+        !llvm::all_of(functions, [](NamedAttribute f) {
+          return isa<DictionaryAttr>(f.getValue());
+        })) {
+      return op->emitOpError() << "'" << kGpuCostAttr
+                               << "' must be a dictionary of dictionaries "
+                                  "(one per function) on a module";
+    }
+    return success();
+  }
   if (attr == kCpuTilesAttr) {
     auto tiles = dyn_cast<CpuTilesAttr>(attribute.getValue());
     if (!tiles || op->getName().getDialectNamespace() != "linalg") {

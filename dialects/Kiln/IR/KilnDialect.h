@@ -88,6 +88,11 @@ constexpr llvm::StringLiteral kParametersAttr = "kiln.parameters";
 /// the CPU (and GPU) code is generated for, resolved once (kiln-set-target).
 constexpr llvm::StringLiteral kTargetAttr = "kiln.target";
 
+/// The module attribute `kiln.gpu_cost = {fn = {launches, copies, flops,
+/// bytes, kernel_ms, ms, device}, ...}`: kiln-gpu-cost-model's prediction of
+/// each function's time on a GPU.
+constexpr llvm::StringLiteral kGpuCostAttr = "kiln.gpu_cost";
+
 /// Whether `gpu` names an NVIDIA GPU architecture ("sm_80", "sm_90", ...):
 /// the one check of a GPU target's spelling.
 bool isGpuChip(llvm::StringRef gpu);
