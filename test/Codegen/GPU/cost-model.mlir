@@ -30,7 +30,7 @@
 // 264 per block): 11.27 + 2 us.
 // TF32: COST function=mm kernel=kiln_kernel_0_kernel launches=1 us=13.27 flops=2113536 bytes=139264 grid=1x1x1 block=16x16x1 filled=0.004 tensor=1
 
-// On an A100: 108 multiprocessors, 19.5 TFLOP/s fp32: 0.34 x 19.5 / 216 =
+// An A100 has 108 multiprocessors and 19.5 TFLOP/s fp32; 0.34 x 19.5 / 216 =
 // 30.7 GFLOP/s a block, 68.86 + 2 us.
 // A100: COST function=mm kernel=kiln_kernel_0_kernel launches=1 us=70.86
 // A100: COST function=mm total device=a100
