@@ -65,6 +65,18 @@ echo "$root" >"$stage/kiln-gpu/source-dir"
 git -C "$root" rev-parse HEAD >"$stage/kiln-gpu/commit" 2>/dev/null || true
 "$here/source-hash.sh" "$root" >"$stage/kiln-gpu/source-hash"
 
+# The static cost model's predictions of the GPU rows for an H200 (no GPU
+# needed: done here, not on the GPU machine's time), fp32 and TF32;
+# gpu-check.sh puts them beside the measured rows.
+for math in fp32 tf32; do
+  "$build/examples/kiln-bench" --gpu-predict h200 --gpu-math "$math" \
+    --models gpt-tiny,gpt-small,encdec --modes forward,forward-b1,train |
+    grep '^PREDICT ' >>"$stage/kiln-gpu/predicted.log" || {
+    echo "gpu-bundle.sh: kiln-bench --gpu-predict failed" >&2
+    exit 1
+  }
+done
+
 mkdir -p "$out"
 tar -C "$stage" -cf - kiln-gpu | zstd -19 -T2 --long=28 -q -f -o "$out/kiln-gpu.tar.zst"
 cp "$(command -v zstd)" "$out/zstd"

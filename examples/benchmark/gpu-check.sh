@@ -131,7 +131,9 @@ if ((torch)); then
 fi
 
 phase "table"
-cat "$out"/kiln.log "$out"/torch.log 2>/dev/null | awk '
+# The bundle's static predictions (gpu-bundle.sh) become the columns
+# kiln-predicted and kiln-tf32-predicted.
+cat "$out"/kiln.log "$out"/torch.log "$bin/predicted.log" 2>/dev/null | awk '
   function fields(line,    parts, kv, i, n) {
     delete f
     n = split(line, parts, " ")
@@ -143,6 +145,14 @@ cat "$out"/kiln.log "$out"/torch.log 2>/dev/null | awk '
     if (!(key in seen)) { seen[key] = 1; keys[++nkeys] = key }
     if (!(f["peer"] in seenPeer)) { seenPeer[f["peer"]] = 1; peers[++npeers] = f["peer"] }
     ms[key, f["peer"]] = f["median_ms"]
+  }
+  /^PREDICT / {
+    fields($0)
+    key = f["model"] " " f["mode"]
+    peer = f["peer"] "-predicted"
+    if (!(key in seen)) { seen[key] = 1; keys[++nkeys] = key }
+    if (!(peer in seenPeer)) { seenPeer[peer] = 1; peers[++npeers] = peer }
+    ms[key, peer] = f["predicted_ms"]
   }
   /^PROFILE / {
     fields($0)

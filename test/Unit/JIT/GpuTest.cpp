@@ -382,7 +382,7 @@ TEST(GpuTarget, LaunchAndCopyBudgetsHold) {
   trainer.run("forward", {{"idx", idx}});
   trainer.step({{"idx", idx}, {"targets", idx}}, 1e-3f);
   struct Cost {
-    long launches = 0, serial = 0;
+    long launches = 0, serial = 0, copies = 0;
     double in = 0, out = 0;
   };
   auto measure = [](const std::function<void()> &call) {
@@ -397,6 +397,7 @@ TEST(GpuTarget, LaunchAndCopyBudgetsHold) {
     }
     c.in = p.toDevice.bytes;
     c.out = p.toHost.bytes;
+    c.copies = long(p.toDevice.count + p.toHost.count);
     return c;
   };
   Cost forward = measure([&] { trainer.run("forward", {{"idx", idx}}); });
@@ -421,6 +422,23 @@ TEST(GpuTarget, LaunchAndCopyBudgetsHold) {
   // Without either: 74 and 287.
   EXPECT_LE(forward.launches, 42);
   EXPECT_LE(step.launches, 195);
+  // The static cost model (kiln-gpu-cost-model: the same lowering, nothing
+  // run) counts the launches and the copies over the host link that the
+  // runtime makes at these sizes.
+  LoweringOptions lowering;
+  lowering.gpuChip = "sm_90";
+  lowering.gpuResidentState = true;
+  lowering.prePipeline = trainingStepPipeline("loss", kGptOptimizer);
+  lowering.functions = {"forward", "train_step"};
+  lowering.gpuCostSizes = "idx=4x32,targets=4x32";
+  std::map<std::string, GpuCostPrediction> predicted =
+      gpuCostPredictions(lowerToLLVMDialect(module.op(), lowering));
+  EXPECT_EQ(predicted["forward"].launches, forward.launches);
+  EXPECT_EQ(predicted["train_step"].launches, step.launches);
+  EXPECT_EQ(predicted["forward"].copies, forward.copies);
+  EXPECT_EQ(predicted["train_step"].copies, step.copies);
+  EXPECT_GT(predicted["train_step"].milliseconds,
+            predicted["forward"].milliseconds);
   // No serial kernel (one thread): no scatter-add, no scalar code on its own.
   EXPECT_EQ(forward.serial, 0);
   EXPECT_EQ(step.serial, 0);
