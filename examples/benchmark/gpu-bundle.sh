@@ -66,9 +66,9 @@ git -C "$root" rev-parse HEAD >"$stage/kiln-gpu/commit" 2>/dev/null || true
 "$here/source-hash.sh" "$root" >"$stage/kiln-gpu/source-hash"
 
 # The static cost model's predictions of the GPU rows for an H200 (no GPU
-# needed: done here, not on the GPU machine's time), fp32 and TF32;
+# needed: done here, not on the GPU machine's time), fp32, tf32, tf32x3;
 # gpu-check.sh puts them beside the measured rows.
-for math in fp32 tf32; do
+for math in fp32 tf32 tf32x3; do
   "$build/examples/kiln-bench" --gpu-predict h200 --gpu-math "$math" \
     --models gpt-tiny,gpt-small,encdec --modes forward,forward-b1,train |
     grep '^PREDICT ' >>"$stage/kiln-gpu/predicted.log" || {

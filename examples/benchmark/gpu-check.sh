@@ -6,7 +6,7 @@
 # its own, in parallel; then Kiln's GPU benchmark rows (kiln-bench --gpu
 # native, then a profile of two more steps: each kernel's time from CUDA
 # events, launches and bytes copied per step; the same with TF32 products,
-# --gpu-math tf32) and PyTorch's on the same
+# --gpu-math tf32, and gpt-small with tf32x3) and PyTorch's on the same
 # device (torch_gpu_peer.py: eager and torch.compile, fp32 and TF32); and
 # prints one table. Each phase has a time limit, so the whole stays under 8
 # minutes; logs go to $OUT (or /tmp/kiln-gpu/out), at most 6 files.
@@ -114,6 +114,12 @@ phase "Kiln on the GPU, TF32 products"
 timeout 200 "$bin/kiln-bench" --gpu native --gpu-math tf32 \
   --models "$models" --steps "$steps" --gpu-profile 2>&1 |
   tee -a "$out/kiln.log" || failed=1
+if [[ ,$models, == *,gpt-small,* ]]; then
+  phase "Kiln on the GPU, tf32x3 products (gpt-small)"
+  timeout 120 "$bin/kiln-bench" --gpu native --gpu-math tf32x3 \
+    --models gpt-small --steps "$steps" 2>&1 |
+    tee -a "$out/kiln.log" || failed=1
+fi
 
 if ((torch)); then
   phase "PyTorch on the GPU"

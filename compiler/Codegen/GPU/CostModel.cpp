@@ -600,6 +600,7 @@ struct KilnGpuCostModel
       int64_t launches = 0;
       double flops = 0, bytes = 0, seconds = 0;
       std::string shape; // of its first launch
+      size_t first = 0;  // its place in the order of first launches
     };
     llvm::StringMap<KernelCost> kernels;
     SmallVector<StringRef> order;
@@ -713,6 +714,7 @@ struct KilnGpuCostModel
           launch.getKernelModuleName().getValue(), KernelCost{});
       KernelCost &k = entry->second;
       if (added) {
+        k.first = order.size();
         order.push_back(entry->first());
         llvm::raw_string_ostream shape(k.shape);
         shape << "grid=" << values[0] << "x" << values[1] << "x" << values[2]
@@ -743,8 +745,10 @@ struct KilnGpuCostModel
     });
     if (report) {
       // The kernels that take the most time first.
-      llvm::stable_sort(order, [&](StringRef a, StringRef b) {
-        return kernels[a].seconds > kernels[b].seconds;
+      llvm::sort(order, [&](StringRef a, StringRef b) {
+        const KernelCost &x = kernels[a], &y = kernels[b];
+        return x.seconds != y.seconds ? x.seconds > y.seconds
+                                      : x.first < y.first;
       });
       for (StringRef name : order) {
         const KernelCost &k = kernels[name];

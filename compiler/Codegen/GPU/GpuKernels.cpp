@@ -14,9 +14,10 @@
 //    multiplies the current ones. A grid too small to fill the GPU splits
 //    the reduction over more blocks (split-K, decided at run time for
 //    dynamic sizes); a second kernel adds the parts in order, so results do
-//    not depend on timing. The arithmetic is fp32 FMA on the CUDA cores, so
-//    results match the CPU's to rounding (see docs/gpu.md for why not TF32
-//    tensor cores).
+//    not depend on timing. By default the arithmetic is fp32 FMA on the
+//    CUDA cores, so results match the CPU's to rounding; `math=tf32` and
+//    `math=tf32x3` multiply on the tensor cores instead (mma.sync, each warp
+//    64 x 32 outputs; docs/gpu.md).
 //  - A reduction over at least 32 elements (softmax's max and sum,
 //    layernorm's mean and variance, the loss) gives each output element a
 //    block: the threads stride over the reduced elements, then combine their
@@ -50,6 +51,8 @@
 #include "mlir/IR/PatternMatch.h"
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/Debug.h"
+
+#include <limits>
 
 #define DEBUG_TYPE "kiln-gpu-kernels"
 
@@ -698,56 +701,107 @@ struct MmaLanes {
 };
 
 /// One step of kMmaK of the reduction on the tensor cores: the warp's 4 x 4
-/// tiles of mma.sync.m16n8k8 on the TF32 values staged in `lhsTile` and
+/// tiles of mma.sync.m16n8k8 on the values staged in `lhsTile` and
 /// `rhsTile` (kDepth x kTile + kRun, k first), accumulating into `acc`
 /// (accumulator (i * kMmaTilesN + j) * 4 + e is C's element e of tile (i,
-/// j)); returns the new accumulators.
+/// j)); returns the new accumulators. The staged values are TF32 already
+/// (math tf32), or, with `split` (math tf32x3), fp32 values that each
+/// fragment splits into big = tf32(x) and small = tf32(x - big): a product
+/// is small_a big_b + big_a small_b + big_a big_b, three mma.sync, the
+/// small terms first (only small_a small_b, about 2^-22 of it, is left out).
 SmallVector<Value> multiplyOnTensorCores(OpBuilder &b, Location loc,
                                          const MmaLanes &lanes, Value lhsTile,
-                                         Value rhsTile, ValueRange acc) {
+                                         Value rhsTile, ValueRange acc,
+                                         bool split) {
+  Type i32 = b.getI32Type(), f32 = b.getF32Type();
+  // A fragment's element: its TF32 bits, and with `split` its remainder's.
+  struct Element {
+    Value big, small;
+  };
   auto fragment = [&](Value tile, Value row, Value base, int64_t offset) {
     Value v = memref::LoadOp::create(
         b, loc, tile,
         ValueRange{row,
                    arith::AddIOp::create(b, loc, base, index(b, loc, offset))});
-    return arith::BitcastOp::create(b, loc, b.getI32Type(), v).getResult();
+    if (!split) {
+      return Element{arith::BitcastOp::create(b, loc, i32, v), Value()};
+    }
+    Value big = NVVM::ConvertFloatToTF32Op::create(b, loc, i32, v,
+                                                   NVVM::FPRoundingMode::RNA);
+    Value rest = arith::SubFOp::create(
+        b, loc, v, arith::BitcastOp::create(b, loc, f32, big));
+    // An infinite big part (x infinite, or rounded up to infinity) leaves
+    // no small part: x - big would be NaN or infinite, and so the sum.
+    Value finite = arith::CmpFOp::create(
+        b, loc, arith::CmpFPredicate::OLT, math::AbsFOp::create(b, loc, rest),
+        arith::ConstantOp::create(
+            b, loc, b.getF32FloatAttr(std::numeric_limits<float>::infinity())));
+    rest = arith::SelectOp::create(
+        b, loc, finite, rest,
+        arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0)));
+    Value small = NVVM::ConvertFloatToTF32Op::create(b, loc, i32, rest,
+                                                     NVVM::FPRoundingMode::RNA);
+    return Element{big, small};
   };
-  SmallVector<SmallVector<Value, 4>> aFragments, bFragments;
-  for (int64_t i = 0; i < kMmaTilesM; ++i) {
-    int64_t top = mmaRowOffset(i, 0), bottom = mmaRowOffset(i, 1);
-    aFragments.push_back({fragment(lhsTile, lanes.t, lanes.rowBase, top),
-                          fragment(lhsTile, lanes.t, lanes.rowBase, bottom),
-                          fragment(lhsTile, lanes.t4, lanes.rowBase, top),
-                          fragment(lhsTile, lanes.t4, lanes.rowBase, bottom)});
-  }
+  // B's fragments for every n-tile, then A's of one m-tile at a time (fewer
+  // live registers: split, each is two).
+  SmallVector<SmallVector<Element, 4>> bFragments;
   for (int64_t j = 0; j < kMmaTilesN; ++j) {
     bFragments.push_back({fragment(rhsTile, lanes.t, lanes.colBase, 4 * j),
                           fragment(rhsTile, lanes.t4, lanes.colBase, 4 * j)});
   }
-  Type f32 = b.getF32Type();
+  auto parts = [](ArrayRef<Element> elements, bool small) {
+    SmallVector<Value, 4> values;
+    for (const Element &e : elements) {
+      values.push_back(small ? e.small : e.big);
+    }
+    return values;
+  };
   auto resultType =
       LLVM::LLVMStructType::getLiteral(b.getContext(), {f32, f32, f32, f32});
+  auto multiplyAdd = [&](ValueRange a, ValueRange c, ValueRange sums) {
+    auto mma =
+        NVVM::MmaOp::create(b, loc, resultType, a, c, sums,
+                            {kMmaM, kMmaN, kMmaK}, std::nullopt, std::nullopt,
+                            std::array<NVVM::MMATypes, 2>{NVVM::MMATypes::tf32,
+                                                          NVVM::MMATypes::tf32},
+                            std::array<NVVM::MMALayout, 2>{
+                                NVVM::MMALayout::row, NVVM::MMALayout::col});
+    SmallVector<Value, 4> result;
+    for (int64_t e = 0; e < 4; ++e) {
+      result.push_back(LLVM::ExtractValueOp::create(b, loc, mma, e));
+    }
+    return result;
+  };
   SmallVector<Value> sums;
   for (int64_t i = 0; i < kMmaTilesM; ++i) {
+    int64_t top = mmaRowOffset(i, 0), bottom = mmaRowOffset(i, 1);
+    SmallVector<Element, 4> aFragment = {
+        fragment(lhsTile, lanes.t, lanes.rowBase, top),
+        fragment(lhsTile, lanes.t, lanes.rowBase, bottom),
+        fragment(lhsTile, lanes.t4, lanes.rowBase, top),
+        fragment(lhsTile, lanes.t4, lanes.rowBase, bottom)};
     for (int64_t j = 0; j < kMmaTilesN; ++j) {
-      auto mma =
-          NVVM::MmaOp::create(b, loc, resultType, aFragments[i], bFragments[j],
-                              acc.slice((i * kMmaTilesN + j) * 4, 4),
-                              {kMmaM, kMmaN, kMmaK}, std::nullopt, std::nullopt,
-                              std::array<NVVM::MMATypes, 2>{
-                                  NVVM::MMATypes::tf32, NVVM::MMATypes::tf32},
-                              std::array<NVVM::MMALayout, 2>{
-                                  NVVM::MMALayout::row, NVVM::MMALayout::col});
-      for (int64_t e = 0; e < 4; ++e) {
-        sums.push_back(LLVM::ExtractValueOp::create(b, loc, mma, e));
+      SmallVector<Value, 4> tile(acc.slice((i * kMmaTilesN + j) * 4, 4));
+      SmallVector<Value, 4> aBig = parts(aFragment, false),
+                            bBig = parts(bFragments[j], false);
+      if (split) {
+        tile = multiplyAdd(parts(aFragment, true), bBig, tile);
+        tile = multiplyAdd(aBig, parts(bFragments[j], true), tile);
       }
+      llvm::append_range(sums, multiplyAdd(aBig, bBig, tile));
     }
   }
   return sums;
 }
 
+/// The arithmetic of contractions (kiln-gpu-kernels{math}).
+enum class ContractionMath { fp32, tf32, tf32x3 };
+
 void buildContraction(RewriterBase &b, linalg::LinalgOp op,
-                      const ContractionPlan &plan, Value initial, bool tf32) {
+                      const ContractionPlan &plan, Value initial,
+                      ContractionMath math) {
+  bool tensorCores = math != ContractionMath::fp32;
   Location loc = op.getLoc();
   const linalg::ContractionDimensions &dims = plan.dims;
   SmallVector<Value> sizes = loopSizes(b, loc, op);
@@ -954,13 +1008,14 @@ void buildContraction(RewriterBase &b, linalg::LinalgOp op,
   };
 
   std::optional<MmaLanes> lanes;
-  if (tf32) {
+  if (tensorCores) {
     lanes = MmaLanes::of(b, loc, linearThread);
   }
   // TF32: operands rounded to TF32 (to nearest, ties away: cvt.rna) as they
-  // go into shared memory, once per element.
+  // go into shared memory, once per element (tf32x3 splits them when it
+  // reads them).
   auto staged = [&](Value v) -> Value {
-    if (!tf32) {
+    if (math != ContractionMath::tf32) {
       return v;
     }
     Value rounded = NVVM::ConvertFloatToTF32Op::create(
@@ -992,9 +1047,10 @@ void buildContraction(RewriterBase &b, linalg::LinalgOp op,
     gpu::BarrierOp::create(b, loc);
     SmallVector<Value> next =
         loadTiles(arith::AddIOp::create(b, loc, k0, index(b, loc, kDepth)));
-    if (tf32) {
+    if (tensorCores) {
       SmallVector<Value> sums = multiplyOnTensorCores(
-          b, loc, *lanes, lhsTile, rhsTile, carried.take_front(kAccumulators));
+          b, loc, *lanes, lhsTile, rhsTile, carried.take_front(kAccumulators),
+          /*split=*/math == ContractionMath::tf32x3);
       gpu::BarrierOp::create(b, loc);
       llvm::append_range(sums, next);
       scf::YieldOp::create(b, loc, sums);
@@ -1034,7 +1090,7 @@ void buildContraction(RewriterBase &b, linalg::LinalgOp op,
   SmallVector<std::pair<Value, Value>> places(kAccumulators);
   for (int64_t i = 0; i < kPerThread; ++i) {
     for (int64_t j = 0; j < kPerThread; ++j) {
-      if (!tf32) {
+      if (!tensorCores) {
         places[i * kPerThread + j] = {localOutput(b, loc, ty, i),
                                       localOutput(b, loc, tx, j)};
         continue;
@@ -1184,7 +1240,10 @@ struct GpuKernels
         return signalPassFailure();
       }
     }
-    bool tf32 = math == "tf32";
+    ContractionMath contractionMath = math == "tf32" ? ContractionMath::tf32
+                                      : math == "tf32x3"
+                                          ? ContractionMath::tf32x3
+                                          : ContractionMath::fp32;
     IRRewriter rewriter(&getContext());
     if (auto func = dyn_cast<func::FuncOp>(getOperation())) {
       SmallVector<linalg::LinalgOp> group;
@@ -1212,7 +1271,7 @@ struct GpuKernels
       linalg::FillOp fill = fillBefore(op);
       SmallVector<Value> initial = initialValues(op, fill);
       if (auto plan = planContraction(op)) {
-        buildContraction(rewriter, op, *plan, initial.front(), tf32);
+        buildContraction(rewriter, op, *plan, initial.front(), contractionMath);
       } else if (auto plan = planReduction(op)) {
         LLVM_DEBUG(llvm::dbgs() << DEBUG_TYPE ": block reduction "
                                 << op->getName().getStringRef() << "\n");

@@ -47,12 +47,17 @@ def KilnGpuKernelsPass : Pass<"kiln-gpu-kernels", "::mlir::func::FuncOp"> {
     are staged in shared memory, each warp 64 x 32 outputs as 4 x 4
     `mma.sync.m16n8k8` tiles accumulating in fp32; the block's tile, the
     split and the order of the additions into the output are as in fp32.
+    With `math=tf32x3`, operands are staged in fp32 and each fragment is
+    split into big = tf32(x) and small = tf32(x - big); every tile takes
+    three `mma.sync` (small_a big_b, big_a small_b, big_a big_b), about
+    fp32's accuracy.
   }];
   let options = [
     Option<"math", "math", "std::string", /*default=*/"\"fp32\"",
            "The contractions' arithmetic: fp32 (FMA on the CUDA cores, "
-           "the CPU's results to rounding) or tf32 (tensor cores, "
-           "mma.sync; sm_80 and newer)">
+           "the CPU's results to rounding), tf32 (tensor cores, "
+           "mma.sync) or tf32x3 (three TF32 products, about fp32's "
+           "accuracy); tensor cores on sm_80 and newer">
   ];
   let dependentDialects = ["::mlir::gpu::GPUDialect", "::mlir::scf::SCFDialect",
                            "::mlir::LLVM::LLVMDialect",

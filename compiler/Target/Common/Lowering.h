@@ -54,10 +54,11 @@ struct LoweringOptions {
   /// GPU across calls. Off, every argument and result is in host memory.
   bool gpuResidentState = false;
   /// With gpuChip: the contractions' arithmetic, "fp32" (FMA on the CUDA
-  /// cores: results as the CPU's to fp32 rounding) or "tf32" (tensor cores,
-  /// operands rounded to TF32; sm_80 and newer). Anything else, or tf32
-  /// without a GPU or on an older one, is a kiln::Error before anything is
-  /// compiled.
+  /// cores: results as the CPU's to fp32 rounding), "tf32" (tensor cores,
+  /// operands rounded to TF32) or "tf32x3" (three TF32 products, about
+  /// fp32's accuracy); the last two on sm_80 and newer. Anything else, or
+  /// tensor cores without a GPU or on an older one, is a kiln::Error before
+  /// anything is compiled.
   std::string gpuMath = "fp32";
   /// With gpuChip, when not empty: predict each function's time on
   /// `gpuCostDevice` (h200, h100, a100) at these argument sizes

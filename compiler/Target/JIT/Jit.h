@@ -55,9 +55,10 @@ struct JitOptions {
   /// fp32 rounding. "tf32": tensor cores (mma.sync), operands rounded to
   /// TF32's 10-bit mantissa (to nearest) and products summed in fp32; several
   /// times faster, each product's error up to about 2^-10 of
-  /// sum |a| |b| (docs/gpu.md); needs sm_80 or newer. Anything else, or tf32
-  /// without a GPU or on an older one, is a kiln::Error before anything is
-  /// compiled.
+  /// sum |a| |b| (docs/gpu.md). "tf32x3": each operand split into two TF32
+  /// parts and three tensor-core products summed, about fp32's accuracy.
+  /// Both need sm_80 or newer. Anything else, or tf32 or tf32x3 without a
+  /// GPU or on an older one, is a kiln::Error before anything is compiled.
   std::string gpuMath = "fp32";
   /// The CPU code is generated for: "host" (this machine's CPU and
   /// features), or an LLVM CPU name as kiln-compile's --cpu takes

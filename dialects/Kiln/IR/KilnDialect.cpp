@@ -348,15 +348,16 @@ std::string mlir::kiln::gpuMathError(StringRef math, StringRef gpu) {
   if (math == "fp32") {
     return "";
   }
-  if (math != "tf32") {
+  if (math != "tf32" && math != "tf32x3") {
     return "math '" + math.str() +
-           "' is not a GPU math mode: use fp32 (the default) or tf32";
+           "' is not a GPU math mode: use fp32 (the default), tf32 or tf32x3";
   }
   unsigned version = 0;
   if (!isGpuChip(gpu) || gpu.drop_front(3).getAsInteger(10, version) ||
       version < 80) {
-    return "math tf32 (tensor cores, mma.sync) needs an NVIDIA GPU of sm_80 "
-           "or newer, and the code is compiled for " +
+    return "math " + math.str() +
+           " (tensor cores, mma.sync) needs an NVIDIA GPU of sm_80 or newer, "
+           "and the code is compiled for " +
            (gpu.empty() ? std::string("no GPU architecture (kiln.target)")
                         : "'" + gpu.str() + "'");
   }

@@ -3,15 +3,18 @@
 // RUN: kiln-opt %s --pass-pipeline="builtin.module(func.func(kiln-gpu-kernels))" --split-input-file | FileCheck %s --check-prefix=FP32
 // RUN: kiln-opt %S/Inputs/tf32-invalid.mlir --pass-pipeline="builtin.module(func.func(kiln-gpu-kernels{math=tf32}))" --split-input-file --verify-diagnostics
 // RUN: not kiln-opt %s --pass-pipeline="builtin.module(func.func(kiln-gpu-kernels{math=bf16}))" --split-input-file 2>&1 | FileCheck %s --check-prefix=UNKNOWN
+// RUN: kiln-opt %s --pass-pipeline="builtin.module(func.func(kiln-gpu-kernels{math=tf32x3},canonicalize))" --split-input-file | FileCheck %s --check-prefix=X3
+// RUN: kiln-opt %s --pass-pipeline="builtin.module(func.func(kiln-gpu-kernels{math=tf32x3}),gpu-kernel-outlining,lower-affine,nvvm-attach-target{chip=sm_80},gpu.module(kiln-align-workgroup-memory,convert-scf-to-cf,convert-gpu-to-nvvm,reconcile-unrealized-casts),gpu-module-to-binary{format=isa})" --split-input-file | FileCheck %s --check-prefix=X3PTX
 
 // kiln-gpu-kernels{math=tf32}: a contraction's block of 16 x 16 threads
 // (8 warps) computes the same 128 x 128 outputs from the same staged 8 x
 // 132 tiles, each warp 64 x 32 of them as 4 x 4 tiles of mma.sync.m16n8k8
 // (TF32 inputs, fp32 accumulators): the operands are rounded to TF32 (to
-// nearest, ties away: cvt.rna) as they are stored in shared memory, 16
-// fragments of A and 8 of B are read per step, 16 mma.sync replace the 64
-// FMAs a thread, and the 64 accumulators are added to the output as in
-// fp32. The module is compiled for sm_80.
+// nearest, ties away: cvt.rna) as they are stored in shared memory; each
+// step reads B's 8 fragment elements, then each m-tile's 4 of A followed by
+// its 4 products (16 mma.sync in place of 64 FMAs a thread); the 64
+// accumulators are added to the output as in fp32. The module is compiled
+// for sm_80.
 // CHECK-LABEL: func.func @matmul(
 // CHECK-NOT:     linalg.matmul
 // CHECK:         gpu.launch {{.*}} threads({{.*}}) in ({{.*}} = %c16, {{.*}} = %c16, {{.*}} = %c1) workgroup(%[[A:.*]] : memref<8x132xf32, #gpu.address_space<workgroup>>, %[[B:.*]] : memref<8x132xf32, #gpu.address_space<workgroup>>)
@@ -21,10 +24,17 @@
 // CHECK:             nvvm.convert.float.to.tf32
 // CHECK:             memref.store %{{.*}}, %[[B]]
 // CHECK:             gpu.barrier
-// CHECK-COUNT-16:    memref.load %[[A]]
 // CHECK-COUNT-8:     memref.load %[[B]]
 // CHECK-NOT:         math.fma
-// CHECK-COUNT-16:    nvvm.mma.sync A[{{.*}}] B[{{.*}}] C[{{.*}}] {layoutA = #nvvm.mma_layout<row>, layoutB = #nvvm.mma_layout<col>, multiplicandAPtxType = #nvvm.mma_type<tf32>, multiplicandBPtxType = #nvvm.mma_type<tf32>, shape = #nvvm.shape<m = 16, n = 8, k = 8>} : (i32, i32, f32) -> !llvm.struct<(f32, f32, f32, f32)>
+// CHECK-COUNT-4:     memref.load %[[A]]
+// CHECK-COUNT-4:     nvvm.mma.sync A[{{.*}}] B[{{.*}}] C[{{.*}}] {layoutA = #nvvm.mma_layout<row>, layoutB = #nvvm.mma_layout<col>, multiplicandAPtxType = #nvvm.mma_type<tf32>, multiplicandBPtxType = #nvvm.mma_type<tf32>, shape = #nvvm.shape<m = 16, n = 8, k = 8>} : (i32, i32, f32) -> !llvm.struct<(f32, f32, f32, f32)>
+// CHECK-COUNT-4:     memref.load %[[A]]
+// CHECK-COUNT-4:     nvvm.mma.sync
+// CHECK-COUNT-4:     memref.load %[[A]]
+// CHECK-COUNT-4:     nvvm.mma.sync
+// CHECK-COUNT-4:     memref.load %[[A]]
+// CHECK-COUNT-4:     nvvm.mma.sync
+// CHECK-NOT:         nvvm.mma.sync
 // CHECK-NOT:         math.fma
 // CHECK:             gpu.barrier
 // CHECK-COUNT-64:  arith.addf
@@ -34,6 +44,37 @@
 // PTX-SAME: mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32
 // PTX-SAME: bar.sync
 // PTX-SAME: cvt.rna.tf32.f32
+// kiln-gpu-kernels{math=tf32x3}: the operands are staged in fp32 (no
+// rounding as they are stored), each of the 24 fragment elements a step is
+// split into big = tf32(x) and small = tf32(x - big) as it is read (0 where
+// big is infinite), and
+// each of the 16 tiles takes three mma.sync: small_a big_b, big_a small_b,
+// then big_a big_b into the accumulators.
+// X3-LABEL: func.func @matmul(
+// X3:           scf.for %{{.*}} = %c0 to %c64 step %c8 iter_args(
+// X3-NOT:         nvvm.convert.float.to.tf32
+// X3:             gpu.barrier
+// X3-COUNT-8:     memref.load %{{.*}} : memref<8x132xf32, #gpu.address_space<workgroup>>
+// X3-NEXT:        nvvm.convert.float.to.tf32 {{.*}} {rnd = #nvvm.fp_rnd_mode<rna>}
+// X3-NEXT:        arith.bitcast
+// X3-NEXT:        arith.subf
+// X3-NEXT:        math.absf
+// X3-NEXT:        arith.cmpf olt
+// X3-NEXT:        arith.select
+// X3-NEXT:        nvvm.convert.float.to.tf32 {{.*}} {rnd = #nvvm.fp_rnd_mode<rna>}
+// X3-COUNT-4:     memref.load %{{.*}} : memref<8x132xf32, #gpu.address_space<workgroup>>
+// X3-COUNT-12:    nvvm.mma.sync
+// X3-COUNT-4:     memref.load %{{.*}} : memref<8x132xf32, #gpu.address_space<workgroup>>
+// X3-COUNT-12:    nvvm.mma.sync
+// X3-COUNT-4:     memref.load %{{.*}} : memref<8x132xf32, #gpu.address_space<workgroup>>
+// X3-COUNT-12:    nvvm.mma.sync
+// X3-COUNT-4:     memref.load %{{.*}} : memref<8x132xf32, #gpu.address_space<workgroup>>
+// X3-COUNT-12:    nvvm.mma.sync
+// X3-NOT:         nvvm.mma.sync
+// X3:             gpu.barrier
+// X3PTX-LABEL: gpu.binary @matmul_kernel
+// X3PTX-SAME: cvt.rna.tf32.f32
+// X3PTX-SAME: mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32
 // FP32-LABEL: func.func @matmul(
 // FP32-NOT:     nvvm.
 // FP32:         math.fma
@@ -70,4 +111,4 @@ module attributes {kiln.target = #kiln.target<cpu = "x86-64", features = "", l1D
   }
 }
 
-// UNKNOWN: kiln-gpu-kernels: math 'bf16' is not a GPU math mode: use fp32 (the default) or tf32
+// UNKNOWN: kiln-gpu-kernels: math 'bf16' is not a GPU math mode: use fp32 (the default), tf32 or tf32x3

@@ -310,8 +310,11 @@ TEST(GpuTarget, Tf32PutsProductsOnTheTensorCores) {
     lowered.module->print(os);
     return text;
   };
-  std::string tf32 = ptxOf("tf32"), fp32 = ptxOf("fp32");
+  std::string tf32 = ptxOf("tf32"), fp32 = ptxOf("fp32"),
+              tf32x3 = ptxOf("tf32x3");
   EXPECT_NE(tf32.find("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32"),
+            std::string::npos);
+  EXPECT_NE(tf32x3.find("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32"),
             std::string::npos);
   EXPECT_NE(tf32.find("cvt.rna.tf32.f32"), std::string::npos);
   EXPECT_EQ(fp32.find("mma.sync"), std::string::npos);
@@ -332,8 +335,8 @@ TEST(GpuTarget, Tf32PutsProductsOnTheTensorCores) {
             std::string::npos);
   EXPECT_NE(refusal("sm_90", "TF32")
                 .find("math 'TF32' is not a GPU math "
-                      "mode: use fp32 (the default) or "
-                      "tf32"),
+                      "mode: use fp32 (the default), tf32 "
+                      "or tf32x3"),
             std::string::npos);
 }
 
@@ -706,6 +709,29 @@ TEST(GpuTarget, Tf32ContractionsMatchDoubleLoopsWithinTf32Rounding) {
   a.data<float>()[0] = 1.0f + std::ldexp(1.0f, -12);
   b.data<float>()[0] = 1.0f;
   EXPECT_EQ(gpu->call("nn", {a, b})[0].data<float>()[0], 1.0f);
+}
+
+// tf32x3: each operand split into two TF32 parts, three tensor-core
+// products; only small_a small_b (about 2^-22 of |a| |b|) and the parts'
+// own rounding (as small) are lost, so fp32's tolerance holds, and 1 +
+// 2^-12 (big 1, small 2^-12, both exact) times 1 is exact.
+TEST(GpuTarget, Tf32x3ContractionsMatchDoubleLoopsWithinFp32Tolerance) {
+  SKIP_WITHOUT_GPU();
+  checkContractions("tf32x3", 3e-5);
+  JitOptions options = gpuOptions("native");
+  options.gpuMath = "tf32x3";
+  auto gpu = JitModule::compileSource(R"(
+    func.func @nn(%a: tensor<1x1xf32>, %b: tensor<1x1xf32>) -> tensor<1x1xf32> {
+      %0 = kiln.matmul %a, %b : (tensor<1x1xf32>, tensor<1x1xf32>) -> tensor<1x1xf32>
+      return %0 : tensor<1x1xf32>
+    })",
+                                      options);
+  Tensor a = Tensor::empty({1, 1}, DType::f32);
+  Tensor b = Tensor::empty({1, 1}, DType::f32);
+  a.data<float>()[0] = 1.0f + std::ldexp(1.0f, -12);
+  b.data<float>()[0] = 1.0f;
+  EXPECT_EQ(gpu->call("nn", {a, b})[0].data<float>()[0],
+            1.0f + std::ldexp(1.0f, -12));
 }
 
 TEST(GpuTarget, GptForwardAndTrainingStepsMatchTheCpu) {
