@@ -5,9 +5,10 @@
 # the code they call travels: ~180 MB each, stripped, instead of libLLVM.so,
 # libMLIR.so and their own dependencies), with the few shared libraries they
 # still need (fmt, libomp), the fake driver of GpuTarget.HostSideRunsAgainstA
-# FakeDriver, and a zstd to unpack them. Writes OUT_DIR (default
-# <repo>/.gpu-bundle, ignored by git): kiln-gpu.tar.zst (about 55 MiB) and
-# zstd. Run after a build of the same commit; takes about 3 minutes on 2 cores.
+# FakeDriver, the cost model's predictions of the GPU rows, and a zstd to
+# unpack them. Writes OUT_DIR (default <repo>/.gpu-bundle, ignored by git):
+# kiln-gpu.tar.zst (about 55 MiB) and zstd. Run after a build of the same
+# commit; takes about 6 minutes on 2 cores (3 of them the predictions).
 # Usage: gpu-bundle.sh [BUILD_DIR] [OUT_DIR]
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
