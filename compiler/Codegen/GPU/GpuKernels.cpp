@@ -316,13 +316,21 @@ SmallVector<Value> joinIndices(ArrayRef<Value> rowIndices,
   return loops;
 }
 
+/// In a row group's block: the buffers whose element of this row every
+/// thread already holds (a reduction's result), and that value.
+using RowValues = DenseMap<Value, Value>;
+
 /// Maps `op`'s inputs at iteration `loops` into `mapping` (buffers loaded,
-/// scalars as they are) and its linalg.index ops to `loops`.
+/// or taken from `known`; scalars as they are) and its linalg.index ops to
+/// `loops`.
 void mapInputs(OpBuilder &b, Location loc, linalg::LinalgOp op,
-               ArrayRef<Value> loops, IRMapping &mapping) {
+               ArrayRef<Value> loops, IRMapping &mapping,
+               const RowValues &known = RowValues()) {
   for (OpOperand *input : op.getDpsInputOperands()) {
     Value value = input->get();
-    if (isa<MemRefType>(value.getType())) {
+    if (auto it = known.find(value); it != known.end()) {
+      value = it->second;
+    } else if (isa<MemRefType>(value.getType())) {
       value = memref::LoadOp::create(b, loc, value,
                                      operandIndices(b, loc, op, *input, loops));
     }
@@ -350,13 +358,19 @@ SmallVector<Value> cloneBody(OpBuilder &b, linalg::LinalgOp op,
 
 /// In a block of `launch`: reduces `op` at the parallel iteration
 /// `parallelIndices` (its parallel loops, in order) over its reduction loops
-/// (`reducedSizes`): the threads stride over the reduced elements, combine
-/// their partial results with gpu.all_reduce, and thread 0 combines the
-/// totals with the outputs (or with `initial`, where given) and stores them.
-void reduceInBlock(OpBuilder &b, Location loc, gpu::LaunchOp launch,
-                   linalg::LinalgOp op, const ReductionPlan &plan,
-                   ArrayRef<Value> initial, ArrayRef<Value> parallelIndices,
-                   ArrayRef<Value> reducedSizes) {
+/// (`reducedSizes`): the threads stride over the reduced elements (inputs in
+/// `known` taken from it), combine their partial results with
+/// gpu.all_reduce, and thread 0 combines the totals with the outputs (or
+/// with `initial`, where given) and stores them. Returns, per output, the
+/// stored value where every thread computed it too (its start was
+/// `initial`, not the output, which thread 0 overwrites), else null.
+SmallVector<Value> reduceInBlock(OpBuilder &b, Location loc,
+                                 gpu::LaunchOp launch, linalg::LinalgOp op,
+                                 const ReductionPlan &plan,
+                                 ArrayRef<Value> initial,
+                                 ArrayRef<Value> parallelIndices,
+                                 ArrayRef<Value> reducedSizes,
+                                 const RowValues &known = RowValues()) {
   SmallVector<utils::IteratorType> iterators = op.getIteratorTypesArray();
   auto iteration = [&](ArrayRef<Value> reducedIndices) {
     SmallVector<Value> loops;
@@ -378,7 +392,7 @@ void reduceInBlock(OpBuilder &b, Location loc, gpu::LaunchOp launch,
                    SmallVector<Value> loops =
                        iteration(delinearize(b, loc, i, reducedSizes));
                    IRMapping mapping;
-                   mapInputs(b, loc, op, loops, mapping);
+                   mapInputs(b, loc, op, loops, mapping, known);
                    for (auto [arg, partial] :
                         llvm::zip(op.getRegionOutputArgs(), partials)) {
                      mapping.map(arg, partial);
@@ -393,6 +407,22 @@ void reduceInBlock(OpBuilder &b, Location loc, gpu::LaunchOp launch,
         /*uniform=*/b.getUnitAttr()));
   }
   Value zero = index(b, loc, 0);
+  auto combine = [&](OpBuilder &b, size_t k, Value old) {
+    Operation *combiner = plan.combiners[k];
+    BlockArgument arg = op.getRegionOutputArgs()[k];
+    IRMapping mapping;
+    for (Value operand : combiner->getOperands()) {
+      mapping.map(operand, operand == arg ? old : totals[k]);
+    }
+    return b.clone(*combiner, mapping)->getResult(0);
+  };
+  // Every thread's copy of the results that start from `initial`.
+  SmallVector<Value> results(op.getNumDpsInits());
+  for (size_t k = 0; k < results.size(); ++k) {
+    if (initial[k]) {
+      results[k] = combine(b, k, initial[k]);
+    }
+  }
   Value first = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
                                       launch.getThreadIds().x, zero);
   auto ifFirst = scf::IfOp::create(b, loc, first, /*withElse=*/false);
@@ -402,18 +432,14 @@ void reduceInBlock(OpBuilder &b, Location loc, gpu::LaunchOp launch,
       iteration(SmallVector<Value>(reducedSizes.size(), zero));
   for (auto [k, output] : llvm::enumerate(op.getDpsInitsMutable())) {
     SmallVector<Value> indices = operandIndices(b, loc, op, output, loops);
-    Value old = initial[k]
-                    ? initial[k]
-                    : memref::LoadOp::create(b, loc, output.get(), indices);
-    Operation *combiner = plan.combiners[k];
-    BlockArgument arg = op.getRegionOutputArgs()[k];
-    IRMapping mapping;
-    for (Value operand : combiner->getOperands()) {
-      mapping.map(operand, operand == arg ? old : totals[k]);
-    }
-    Value result = b.clone(*combiner, mapping)->getResult(0);
+    Value result =
+        results[k]
+            ? results[k]
+            : combine(b, k,
+                      memref::LoadOp::create(b, loc, output.get(), indices));
     memref::StoreOp::create(b, loc, result, output.get(), indices);
   }
+  return results;
 }
 
 /// A launch of a block for each of `count` things (at least one block: an
@@ -526,17 +552,32 @@ void buildRowGroup(RewriterBase &b, ArrayRef<linalg::LinalgOp> group,
     return k + 1 < ops.size() && ops[k + 1].getNumReductionLoops() > 0 &&
            fillBefore(ops[k + 1]) == ops[k].getOperation();
   };
+  // The row's statistics every thread holds (a reduction's results): the
+  // ops after it read them from registers, not memory, until an op writes
+  // their buffer again.
+  RowValues known;
   for (auto [k, op] : llvm::enumerate(ops)) {
     ArrayRef<Value> restSizes = ArrayRef(sizes[k]).drop_front(rank);
     if (startsFrom(k)) {
       continue; // Not run: the reduction after it starts from its value.
     }
+    for (OpOperand &init : op.getDpsInitsMutable()) {
+      known.erase(init.get());
+    }
     if (op.getNumReductionLoops() > 0) {
       auto fill = k > 0 && startsFrom(k - 1)
                       ? cast<linalg::FillOp>(ops[k - 1].getOperation())
                       : linalg::FillOp();
-      reduceInBlock(b, loc, launch, op, *planCombiners(op),
-                    initialValues(op, fill), rowIndices, restSizes);
+      SmallVector<Value> results =
+          reduceInBlock(b, loc, launch, op, *planCombiners(op),
+                        initialValues(op, fill), rowIndices, restSizes, known);
+      // A reduction of the group has no loop but the row's and reduced ones,
+      // so each output holds one element of the row.
+      for (auto [init, result] : llvm::zip(op.getDpsInits(), results)) {
+        if (result) {
+          known[init] = result;
+        }
+      }
     } else {
       strideLoop(
           b, loc, launch, product(b, loc, restSizes), {},
@@ -544,7 +585,7 @@ void buildRowGroup(RewriterBase &b, ArrayRef<linalg::LinalgOp> group,
             SmallVector<Value> loops =
                 joinIndices(rowIndices, delinearize(b, loc, i, restSizes));
             IRMapping mapping;
-            mapInputs(b, loc, op, loops, mapping);
+            mapInputs(b, loc, op, loops, mapping, known);
             for (OpOperand &init : op.getDpsInitsMutable()) {
               BlockArgument arg = op.getMatchingBlockArgument(&init);
               if (!arg.use_empty()) {

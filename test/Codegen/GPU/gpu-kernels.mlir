@@ -235,8 +235,10 @@ func.func @filled_and_read(%x: memref<4x64xf32>, %m: memref<4xf32>) {
 // argument that overlaps no other): one launch, a block per row of the first
 // two dimensions (rows of 40: 64 threads), the ops one after the other with
 // a barrier between two. The max starts from its fill's value (no fill, no
-// load of the max before its store); the sum reads the stored max; the last
-// op's threads stride over the row, its linalg.index becoming the column.
+// load of the max before its store); every thread holds the row's max and
+// sum (gpu.all_reduce gives each the total), so the ops after them read
+// neither from memory; the last op's threads stride over the row, its
+// linalg.index becoming the column.
 // CHECK-LABEL: func.func @row_group(
 // CHECK-NOT:     linalg.
 // CHECK:         %[[D0:.*]] = memref.dim %{{.*}}, %c0
@@ -252,15 +254,19 @@ func.func @filled_and_read(%x: memref<4x64xf32>, %m: memref<4xf32>) {
 // CHECK:           scf.if
 // CHECK-NEXT:        memref.store %[[MAX]], %arg1[%[[I]], %[[J]]]
 // CHECK:           gpu.barrier
+// CHECK-NOT:       memref.load %arg1
 // CHECK:           scf.for
-// CHECK:             memref.load %arg1[%[[I]], %[[J]]]
+// CHECK:             arith.subf %{{.*}}, %[[MAX]]
 // CHECK:             math.exp
-// CHECK:           gpu.all_reduce add
-// CHECK:           memref.store %{{.*}}, %arg2[%[[I]], %[[J]]]
+// CHECK:           %[[ALL:.*]] = gpu.all_reduce add
+// CHECK:           %[[SUM:.*]] = arith.addf %[[ALL]], %cst
+// CHECK:           memref.store %[[SUM]], %arg2[%[[I]], %[[J]]]
 // CHECK:           gpu.barrier
+// CHECK-NOT:       memref.load %arg{{[12]}}
 // CHECK:           scf.for %[[K:.*]] = %[[T]] to %c40 step %[[BD]] {
 // CHECK:             arith.cmpi ult, %[[K]], %c20
-// CHECK:             arith.divf
+// CHECK:             arith.subf %{{.*}}, %[[MAX]]
+// CHECK:             arith.divf %{{.*}}, %[[SUM]]
 // CHECK:             memref.store %{{.*}}, %arg3[%[[I]], %[[J]], %[[K]]]
 // CHECK-NOT:     gpu.barrier
 // CHECK-NOT:     gpu.launch
