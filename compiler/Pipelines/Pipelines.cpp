@@ -234,7 +234,8 @@ void mlir::kiln::buildLinalgToGpuPipeline(OpPassManager &pm,
   if (!options.costSizes.empty()) {
     pm.addPass(createKilnGpuCostModelPass({.device = options.costDevice,
                                            .sizes = options.costSizes,
-                                           .report = options.costReport}));
+                                           .report = options.costReport,
+                                           .resident = options.resident}));
   }
   // The kernels: NVVM, then PTX for the architecture kiln.target names.
   pm.addPass(createKilnAttachGpuTargetPass());

@@ -26,12 +26,16 @@
 #include "mlir/IR/SymbolTable.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/CheckedArithmetic.h"
 #include "llvm/Support/Debug.h"
 #include "llvm/Support/Format.h"
+#include "llvm/Support/MathExtras.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <cmath>
+#include <limits>
 #include <optional>
 
 #define DEBUG_TYPE "kiln-gpu-cost-model"
@@ -172,7 +176,9 @@ public:
         })
         .Case([&](memref::CollapseShapeOp op) -> std::optional<int64_t> {
           int64_t product = 1;
-          for (int64_t s : op.getReassociationIndices()[d]) {
+          SmallVector<ReassociationIndices> groups =
+              op.getReassociationIndices();
+          for (int64_t s : groups[d]) {
             std::optional<int64_t> part = size(op.getSrc(), s);
             if (!part) {
               return std::nullopt;
@@ -245,6 +251,8 @@ private:
     if (!def) {
       return std::nullopt;
     }
+    // Sizes are non-negative and far below 2^63: an overflow, a division by
+    // zero or an unsigned op on a negative value is not evaluated.
     auto binary = [&](Operation *op, auto f) -> std::optional<int64_t> {
       std::optional<int64_t> a = value(op->getOperand(0)),
                              b = value(op->getOperand(1));
@@ -253,46 +261,75 @@ private:
       }
       return f(*a, *b);
     };
-    auto nonZero = [](int64_t b) { return b != 0; };
+    using Result = std::optional<int64_t>;
+    auto unsignedOp = [](auto f) {
+      return [f](int64_t a, int64_t b) -> Result {
+        if (a < 0 || b <= 0) {
+          return std::nullopt;
+        }
+        return f(a, b);
+      };
+    };
     return llvm::TypeSwitch<Operation *, std::optional<int64_t>>(def)
         .Case([&](arith::ConstantOp op) -> std::optional<int64_t> {
           if (auto i = dyn_cast<IntegerAttr>(op.getValue())) {
-            return i.getValue().getSExtValue();
+            // i1 true is 1 (as zero-extended), not -1.
+            return i.getType().isInteger(1)
+                       ? int64_t(i.getValue().getZExtValue())
+                       : i.getValue().getSExtValue();
           }
           return std::nullopt;
         })
         .Case([&](arith::AddIOp op) {
-          return binary(op, [](int64_t a, int64_t b) { return a + b; });
+          return binary(
+              op, [](int64_t a, int64_t b) { return llvm::checkedAdd(a, b); });
         })
         .Case([&](arith::SubIOp op) {
-          return binary(op, [](int64_t a, int64_t b) { return a - b; });
+          return binary(
+              op, [](int64_t a, int64_t b) { return llvm::checkedSub(a, b); });
         })
         .Case([&](arith::MulIOp op) {
-          return binary(op, [](int64_t a, int64_t b) { return a * b; });
+          return binary(
+              op, [](int64_t a, int64_t b) { return llvm::checkedMul(a, b); });
         })
-        .Case<arith::DivUIOp, arith::DivSIOp, arith::FloorDivSIOp>(
-            [&](Operation *op) -> std::optional<int64_t> {
-              auto r = binary(op, [&](int64_t a, int64_t b) {
-                return nonZero(b) ? a / b : 0;
-              });
-              return r;
-            })
-        .Case<arith::CeilDivUIOp, arith::CeilDivSIOp>([&](Operation *op) {
-          return binary(op, [&](int64_t a, int64_t b) {
-            return nonZero(b) ? (a + b - 1) / b : 0;
+        .Case([&](arith::DivUIOp op) {
+          return binary(op,
+                        unsignedOp([](int64_t a, int64_t b) { return a / b; }));
+        })
+        .Case([&](arith::CeilDivUIOp op) {
+          return binary(op, unsignedOp([](int64_t a, int64_t b) {
+                          return llvm::divideCeil(uint64_t(a), uint64_t(b));
+                        }));
+        })
+        .Case([&](arith::RemUIOp op) {
+          return binary(op,
+                        unsignedOp([](int64_t a, int64_t b) { return a % b; }));
+        })
+        .Case<arith::DivSIOp, arith::FloorDivSIOp, arith::CeilDivSIOp,
+              arith::RemSIOp>([&](Operation *op) {
+          return binary(op, [op](int64_t a, int64_t b) -> Result {
+            if (b == 0 ||
+                (b == -1 && a == std::numeric_limits<int64_t>::min())) {
+              return std::nullopt;
+            }
+            if (isa<arith::FloorDivSIOp>(op)) {
+              return llvm::divideFloorSigned(a, b);
+            }
+            if (isa<arith::CeilDivSIOp>(op)) {
+              return llvm::divideCeilSigned(a, b);
+            }
+            return isa<arith::RemSIOp>(op) ? a % b : a / b;
           });
         })
-        .Case<arith::RemUIOp, arith::RemSIOp>([&](Operation *op) {
-          return binary(
-              op, [&](int64_t a, int64_t b) { return nonZero(b) ? a % b : 0; });
-        })
         .Case<arith::MinUIOp, arith::MinSIOp>([&](Operation *op) {
-          return binary(op,
-                        [](int64_t a, int64_t b) { return std::min(a, b); });
+          return binary(op, [](int64_t a, int64_t b) -> Result {
+            return std::min(a, b);
+          });
         })
         .Case<arith::MaxUIOp, arith::MaxSIOp>([&](Operation *op) {
-          return binary(op,
-                        [](int64_t a, int64_t b) { return std::max(a, b); });
+          return binary(op, [](int64_t a, int64_t b) -> Result {
+            return std::max(a, b);
+          });
         })
         .Case([&](arith::CmpIOp op) -> std::optional<int64_t> {
           std::optional<int64_t> a = value(op.getLhs()), b = value(op.getRhs());
@@ -327,14 +364,23 @@ private:
           return value(*c ? op.getTrueValue() : op.getFalseValue());
         })
         .Case([&](arith::AndIOp op) {
-          return binary(op, [](int64_t a, int64_t b) { return a & b; });
+          return binary(op,
+                        [](int64_t a, int64_t b) -> Result { return a & b; });
         })
         .Case([&](arith::OrIOp op) {
-          return binary(op, [](int64_t a, int64_t b) { return a | b; });
+          return binary(op,
+                        [](int64_t a, int64_t b) -> Result { return a | b; });
         })
         .Case<arith::IndexCastOp, arith::IndexCastUIOp, arith::ExtSIOp,
-              arith::ExtUIOp, arith::TruncIOp>(
+              arith::ExtUIOp>(
             [&](Operation *op) { return value(op->getOperand(0)); })
+        .Case([&](arith::TruncIOp op) -> std::optional<int64_t> {
+          std::optional<int64_t> v = value(op.getIn());
+          if (v && op.getType().isInteger(1)) {
+            return *v & 1;
+          }
+          return v;
+        })
         .Case([&](affine::AffineApplyOp op) -> std::optional<int64_t> {
           SmallVector<Attribute> operands;
           for (Value operand : op.getOperands()) {
@@ -416,8 +462,9 @@ bool isGlobal(Value memref) {
 
 double elementBytes(Value memref) {
   Type element = cast<MemRefType>(memref.getType()).getElementType();
-  return element.isIntOrFloat() ? double(element.getIntOrFloatBitWidth()) / 8
-                                : 8;
+  return element.isIntOrFloat()
+             ? double((element.getIntOrFloatBitWidth() + 7) / 8)
+             : 8;
 }
 
 void count(Evaluator &eval, Block &block, double times, Work &work) {
@@ -447,7 +494,7 @@ void count(Evaluator &eval, Block &block, double times, Work &work) {
       work.flops += larger.flops;
       work.bytes += larger.bytes;
       work.tensor |= larger.tensor;
-      work.unknown = larger.unknown;
+      work.unknown = then.unknown ? then.unknown : other.unknown;
       continue;
     }
     if (isa<gpu::AllReduceOp>(op)) {
@@ -485,11 +532,12 @@ void count(Evaluator &eval, Block &block, double times, Work &work) {
 }
 
 /// Whether `memref` (a view of one) is device memory in host function
-/// `func`: a gpu.alloc, or an argument the caller keeps on the device.
-bool onDevice(func::FuncOp func, Value memref) {
+/// `func`: a gpu.alloc, or (`resident`: kiln-host-interface{resident}) an
+/// argument the caller keeps on the device.
+bool onDevice(func::FuncOp func, Value memref, bool resident) {
   Value root = mlir::kiln::viewRoot(memref);
   if (auto arg = dyn_cast<BlockArgument>(root)) {
-    return arg.getOwner()->getParentOp() == func &&
+    return resident && arg.getOwner()->getParentOp() == func &&
            mlir::kiln::isResidentArgument(func, arg.getArgNumber());
   }
   return root.getDefiningOp<gpu::AllocOp>() != nullptr;
@@ -511,7 +559,7 @@ parseSizes(StringRef text) {
     dims.split(parts, 'x');
     for (StringRef part : parts) {
       int64_t v = 0;
-      if (part.getAsInteger(10, v) || v < 0) {
+      if (part.getAsInteger(10, v) || v < 0 || v >= (int64_t(1) << 40)) {
         return failure();
       }
       sizes.push_back(v);
@@ -538,7 +586,7 @@ struct KilnGpuCostModel
         bindings = parseSizes(sizes);
     if (failed(bindings)) {
       module.emitError() << "kiln-gpu-cost-model: sizes '" << sizes
-                         << "' are not name=AxB,... with sizes >= 0";
+                         << "' are not name=AxB,... with sizes from 0 to 2^40";
       return signalPassFailure();
     }
     SmallVector<NamedAttribute> predictions;
@@ -552,9 +600,21 @@ struct KilnGpuCostModel
       }
       predictions.push_back(NamedAttribute(func.getSymNameAttr(), *prediction));
     }
+    for (const auto &binding : *bindings) {
+      if (!used.contains(binding.first)) {
+        module.emitError() << "kiln-gpu-cost-model: sizes name '"
+                           << binding.first
+                           << "', which is no buffer argument of a function "
+                              "(kiln.name or number)";
+        return signalPassFailure();
+      }
+    }
     module->setAttr(mlir::kiln::kGpuCostAttr,
                     DictionaryAttr::get(&getContext(), predictions));
   }
+
+  /// The names in `sizes` that named an argument.
+  llvm::StringSet<> used;
 
   FailureOr<DictionaryAttr>
   predict(func::FuncOp func, const Device &gpu,
@@ -574,6 +634,7 @@ struct KilnGpuCostModel
       if (binding == bindings.end()) {
         continue; // a launch that needs it says so
       }
+      used.insert(binding->first);
       if (binding->second.size() != size_t(type.getRank())) {
         func.emitError() << "kiln-gpu-cost-model: sizes of '" << binding->first
                          << "' have " << binding->second.size()
@@ -606,6 +667,12 @@ struct KilnGpuCostModel
     SmallVector<StringRef> order;
     llvm::raw_ostream &os = llvm::outs();
     WalkResult walked = func.walk([&](Operation *op) -> WalkResult {
+      if (isa<gpu::MemcpyOp, gpu::LaunchFuncOp>(op) &&
+          op->getParentOp() != func) {
+        op->emitError() << "kiln-gpu-cost-model: host code that launches or "
+                           "copies inside a loop or branch is not counted";
+        return WalkResult::interrupt();
+      }
       if (auto copy = dyn_cast<gpu::MemcpyOp>(op)) {
         auto type = cast<MemRefType>(copy.getDst().getType());
         double moved = elementBytes(copy.getDst());
@@ -621,7 +688,8 @@ struct KilnGpuCostModel
         }
         // Between device buffers: read and written at the device's
         // bandwidth; else over the host link.
-        if (onDevice(func, copy.getSrc()) && onDevice(func, copy.getDst())) {
+        if (onDevice(func, copy.getSrc(), resident) &&
+            onDevice(func, copy.getDst(), resident)) {
           seconds += kKernelLatency + 2 * moved / gpu.bandwidth;
           return WalkResult::advance();
         }
@@ -652,10 +720,23 @@ struct KilnGpuCostModel
         }
         values[i] = *v;
       }
+      // CUDA's limits: grids below 2^31 a dimension, blocks of 1024.
+      if (llvm::any_of(values,
+                       [](int64_t v) { return v >= (int64_t(1) << 31); })) {
+        launch.emitError() << "kiln-gpu-cost-model: this launch's grid or "
+                              "block is beyond what a GPU launches";
+        return WalkResult::interrupt();
+      }
       int64_t blocks = values[0] * values[1] * values[2],
               threads = values[3] * values[4] * values[5];
-      if (blocks == 0) {
+      if (values[0] <= 0 || values[1] <= 0 || values[2] <= 0) {
         return WalkResult::advance(); // not launched (mgpuLaunchKernel)
+      }
+      if (values[3] <= 0 || values[4] <= 0 || values[5] <= 0) {
+        launch.emitError() << "kiln-gpu-cost-model: this launch's block has "
+                           << values[3] << "x" << values[4] << "x" << values[5]
+                           << " threads";
+        return WalkResult::interrupt();
       }
       auto kernel = SymbolTable::lookupNearestSymbolFrom<gpu::GPUFuncOp>(
           launch, launch.getKernel());
@@ -675,9 +756,14 @@ struct KilnGpuCostModel
       Work work;
       count(inKernel, kernel.getBody().front(), 1, work);
       if (work.unknown) {
-        launch.emitError() << "kiln-gpu-cost-model: a loop bound of kernel "
-                           << launch.getKernel()
-                           << " is unknown at the given sizes";
+        InFlightDiagnostic error = launch.emitError()
+                                   << "kiln-gpu-cost-model: a loop bound of "
+                                      "kernel "
+                                   << launch.getKernel()
+                                   << " is unknown at the given sizes";
+        if (Value leaf = inKernel.unknownLeaf(work.unknown)) {
+          error.attachNote(leaf.getLoc()) << "it depends on " << leaf;
+        }
         return WalkResult::interrupt();
       }
       bool tiled = !kernel.getWorkgroupAttributions().empty();
@@ -689,8 +775,9 @@ struct KilnGpuCostModel
       int64_t slots = gpu.multiprocessors * perMultiprocessor;
       int64_t waves = (blocks + slots - 1) / slots;
       double filled = double(blocks) / double(waves * slots);
-      double kernelFlops = double(blocks * threads) * work.flops;
-      double kernelBytes = double(blocks * threads) * work.bytes;
+      double kernelThreads = double(blocks) * double(threads);
+      double kernelFlops = kernelThreads * work.flops;
+      double kernelBytes = kernelThreads * work.bytes;
       double rate =
           work.tensor ? gpu.tf32 * kTf32Efficiency : gpu.fp32 * kFp32Efficiency;
       // A thread's accesses to global memory, one after another, wave

@@ -159,18 +159,21 @@ def KilnGpuCostModelPass : Pass<"kiln-gpu-cost-model", "::mlir::ModuleOp"> {
     `nvvm.mma.sync` counts its share of the warp's), bytes loaded from and
     stored to global memory (shared memory not counted), loops by their trip
     counts (bounds that depend on the block or thread evaluated for the
-    first one), the larger branch of an `scf.if`. A kernel's predicted time is
-    the larger of its operations over the device's fp32 (or TF32 tensor)
-    rate and its bytes over its memory bandwidth, both scaled by the
-    share of the device's multiprocessor slots its waves of blocks fill,
-    plus a fixed latency; a function's time adds each launch's, at least
-    the host's cost of one launch each, and its copies between host and
-    device. The device (`device`: h200, h100, a100) gives the rates; the
-    efficiencies are measured (docs/gpu.md). The module gets
-    `kiln.gpu_cost`, per function its launches, copies, flops, bytes, kernel
-    and total milliseconds; with `report`, one line per launch and per function is
-    printed to standard output. Sizes it cannot evaluate are an error naming
-    the value.
+    first one), the larger branch of an `scf.if`. A kernel's predicted
+    time is the largest of its operations over the device's fp32 (or TF32
+    tensor) rate scaled by the share of the device's block slots its waves
+    fill, its bytes over the memory bandwidth scaled by the share of
+    multiprocessors with a block, and a thread's accesses one after
+    another; plus a fixed latency. A function's time adds each launch's, at
+    least the host's cost of one launch each, and its copies (over the host
+    link, or within the device at its bandwidth, read and written). The
+    device (`device`: h200, h100, a100) gives the rates; the efficiencies
+    are measured (docs/gpu.md). The module gets `kiln.gpu_cost`, per
+    function its launches, copies, flops, bytes, kernel and total
+    milliseconds; with `report`, one line per kernel (its launches summed)
+    and per function is printed to standard output. Sizes it cannot
+    evaluate, a size that names no argument, and launches or copies in host
+    loops or branches are errors.
   }];
   let options = [
     Option<"device", "device", "std::string", /*default=*/"\"h200\"",
@@ -179,7 +182,11 @@ def KilnGpuCostModelPass : Pass<"kiln-gpu-cost-model", "::mlir::ModuleOp"> {
            "The dynamic argument sizes: name=8x256,... (name: kiln.name or "
            "the argument's number)">,
     Option<"report", "report", "bool", /*default=*/"false",
-           "Print one line per launch and per function">
+           "Print one line per kernel (its launches summed) and per function">,
+    Option<"resident", "resident", "bool", /*default=*/"false",
+           "Parameters and optimizer state are device buffers (as "
+           "kiln-host-interface{resident} made them): copies between them "
+           "and device buffers stay on the device">
   ];
 }
 

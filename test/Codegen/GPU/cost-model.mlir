@@ -9,6 +9,8 @@
 // RUN: not kiln-opt %s --kiln-to-gpu="cost-sizes=0=ax64" -o /dev/null 2>&1 | FileCheck %s --check-prefix=SYNTAX
 // RUN: not kiln-opt %s --kiln-to-gpu="cost-sizes=b=64x32" -o /dev/null 2>&1 | FileCheck %s --check-prefix=MISSING
 // RUN: not kiln-opt %s --kiln-to-gpu="cost-sizes=0=100x64 cost-device=v100" -o /dev/null 2>&1 | FileCheck %s --check-prefix=DEVICE
+// RUN: not kiln-opt %s --kiln-to-gpu="cost-sizes=0=100x64,c=4" -o /dev/null 2>&1 | FileCheck %s --check-prefix=UNUSED
+// RUN: kiln-opt %s --kiln-to-gpu="cost-sizes=a=100x64 resident=true" -o /dev/null | FileCheck %s --check-prefix=RESIDENT
 
 // A [100, 64] x [64, 32] product is one block of 16 x 16 threads (one
 // 128 x 128 tile, k = 64 too short to split). Each thread: 8 steps of 8 x
@@ -35,12 +37,17 @@
 // A100: COST function=mm kernel=kiln_kernel_0_kernel launches=1 us=70.86
 // A100: COST function=mm total device=a100
 
+// With the parameter b resident on the device (kiln-host-interface{resident},
+// as the JIT compiles), it is not copied: two copies, 51.3 us.
+// RESIDENT: COST function=mm total device=h200 launches=1 copies=2 gflop=0.002 gbytes=0.000 kernel_ms=0.026 ms=0.051
+
 // STATIC: error: kiln-gpu-cost-model: '1' has size 64 in dimension 0, not 100
 // RANK: error: kiln-gpu-cost-model: sizes of '0' have 1 dimensions, the argument 2
-// SYNTAX: error: kiln-gpu-cost-model: sizes '0=ax64' are not name=AxB,... with sizes >= 0
+// SYNTAX: error: kiln-gpu-cost-model: sizes '0=ax64' are not name=AxB,... with sizes from 0 to 2^40
 // MISSING: error: kiln-gpu-cost-model: the size of this copy is unknown at the given argument sizes (give every dynamic size in 'sizes')
 // DEVICE: error: kiln-gpu-cost-model: no device 'v100': use h200, h100 or a100
-func.func @mm(%a: tensor<?x64xf32> {kiln.name = "a"}, %b: tensor<64x32xf32> {kiln.name = "b"}) -> tensor<?x32xf32> {
+// UNUSED: error: kiln-gpu-cost-model: sizes name 'c', which is no buffer argument of a function (kiln.name or number)
+func.func @mm(%a: tensor<?x64xf32> {kiln.kind = "input", kiln.name = "a"}, %b: tensor<64x32xf32> {kiln.kind = "param", kiln.name = "b"}) -> tensor<?x32xf32> {
   %0 = kiln.matmul %a, %b : (tensor<?x64xf32>, tensor<64x32xf32>) -> tensor<?x32xf32>
   return %0 : tensor<?x32xf32>
 }
