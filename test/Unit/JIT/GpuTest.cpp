@@ -686,18 +686,11 @@ TEST(GpuTarget, ContractionsMatchDoubleLoopsAcrossTilesAndSplits) {
   checkContractions("fp32", 3e-5);
 }
 
-// TF32 (JitOptions::gpuMath): each operand rounded to nearest with a 10-bit
-// mantissa is off by at most 2^-11 of itself, a product by about 2^-10
-// (9.8e-4) of |a| |b|; the tolerance is twice that, fixed before the code.
-// The products run where the fp32 ones do (the same tiles, splits and
-// sums), so the same sizes cross the same boundaries.
-TEST(GpuTarget, Tf32ContractionsMatchDoubleLoopsWithinTf32Rounding) {
-  SKIP_WITHOUT_GPU();
-  checkContractions("tf32", 2e-3);
-  // And they do run on the tensor cores: 1 + 2^-12 is a quarter of TF32's
-  // last place above 1, so it is rounded to 1 before it is multiplied.
+/// (1 + 2^-12) x 1 as a 1 x 1 product on this machine's GPU with `math`:
+/// 1 + 2^-12 is a quarter of TF32's last place above 1.
+float slightlyAboveOneOnGpu(const std::string &math) {
   JitOptions options = gpuOptions("native");
-  options.gpuMath = "tf32";
+  options.gpuMath = math;
   auto gpu = JitModule::compileSource(R"(
     func.func @nn(%a: tensor<1x1xf32>, %b: tensor<1x1xf32>) -> tensor<1x1xf32> {
       %0 = kiln.matmul %a, %b : (tensor<1x1xf32>, tensor<1x1xf32>) -> tensor<1x1xf32>
@@ -708,7 +701,20 @@ TEST(GpuTarget, Tf32ContractionsMatchDoubleLoopsWithinTf32Rounding) {
   Tensor b = Tensor::empty({1, 1}, DType::f32);
   a.data<float>()[0] = 1.0f + std::ldexp(1.0f, -12);
   b.data<float>()[0] = 1.0f;
-  EXPECT_EQ(gpu->call("nn", {a, b})[0].data<float>()[0], 1.0f);
+  return gpu->call("nn", {a, b})[0].data<float>()[0];
+}
+
+// TF32 (JitOptions::gpuMath): each operand rounded to nearest with a 10-bit
+// mantissa is off by at most 2^-11 of itself, a product by about 2^-10
+// (9.8e-4) of |a| |b|; the tolerance is twice that, fixed before the code.
+// The products run where the fp32 ones do (the same tiles, splits and
+// sums), so the same sizes cross the same boundaries.
+TEST(GpuTarget, Tf32ContractionsMatchDoubleLoopsWithinTf32Rounding) {
+  SKIP_WITHOUT_GPU();
+  checkContractions("tf32", 2e-3);
+  // And they do run on the tensor cores: 1 + 2^-12 is rounded to 1 before
+  // it is multiplied.
+  EXPECT_EQ(slightlyAboveOneOnGpu("tf32"), 1.0f);
 }
 
 // tf32x3: each operand split into two TF32 parts, three tensor-core
@@ -718,20 +724,7 @@ TEST(GpuTarget, Tf32ContractionsMatchDoubleLoopsWithinTf32Rounding) {
 TEST(GpuTarget, Tf32x3ContractionsMatchDoubleLoopsWithinFp32Tolerance) {
   SKIP_WITHOUT_GPU();
   checkContractions("tf32x3", 3e-5);
-  JitOptions options = gpuOptions("native");
-  options.gpuMath = "tf32x3";
-  auto gpu = JitModule::compileSource(R"(
-    func.func @nn(%a: tensor<1x1xf32>, %b: tensor<1x1xf32>) -> tensor<1x1xf32> {
-      %0 = kiln.matmul %a, %b : (tensor<1x1xf32>, tensor<1x1xf32>) -> tensor<1x1xf32>
-      return %0 : tensor<1x1xf32>
-    })",
-                                      options);
-  Tensor a = Tensor::empty({1, 1}, DType::f32);
-  Tensor b = Tensor::empty({1, 1}, DType::f32);
-  a.data<float>()[0] = 1.0f + std::ldexp(1.0f, -12);
-  b.data<float>()[0] = 1.0f;
-  EXPECT_EQ(gpu->call("nn", {a, b})[0].data<float>()[0],
-            1.0f + std::ldexp(1.0f, -12));
+  EXPECT_EQ(slightlyAboveOneOnGpu("tf32x3"), 1.0f + std::ldexp(1.0f, -12));
 }
 
 TEST(GpuTarget, GptForwardAndTrainingStepsMatchTheCpu) {
