@@ -51,6 +51,21 @@ struct Shape {
   int64_t vocab, d, heads, layers, dff, t, b;
 };
 
+/// BENCHMARKS.md's rows: each model's sizes and batch (gpt2's training
+/// step at batch 4 of 64 positions).
+Shape rowShape(const std::string &model) {
+  if (model == "gpt-tiny") {
+    return {65, 128, 4, 4, 512, 128, 16};
+  }
+  if (model == "gpt-small") {
+    return {4096, 384, 6, 6, 1536, 256, 8};
+  }
+  if (model == "gpt2") {
+    return {50257, 768, 12, 12, 3072, 64, 4};
+  }
+  return {8000, 512, 8, 6, 2048, 64, 8}; // encdec
+}
+
 // Matmul FLOPs of one forward pass (BENCHMARKS.md: dense T x T attention).
 double gptFlops(const Shape &c) {
   double t = c.t, d = c.d;
@@ -535,7 +550,7 @@ void benchGptDecode(const std::string &name, dsl::models::GptConfig config,
 }
 
 void benchEncDec(const Options &options) {
-  Shape shape{8000, 512, 8, 6, 2048, 64, 8};
+  Shape shape = rowShape("encdec");
   dsl::Module module;
   dsl::models::addEncDecLoss(module, dsl::models::encdecBase());
   Tensor src = randomIds(shape.b, shape.t, shape.vocab, 5);
@@ -587,18 +602,15 @@ void benchEncDec(const Options &options) {
 void predictRow(const std::string &model, const std::string &mode,
                 const Options &options) {
   dsl::Module module;
-  int64_t b = 8, t = 256;
+  Shape shape = rowShape(model);
+  int64_t b = mode == "forward-b1" ? 1 : shape.b, t = shape.t;
   std::vector<std::string> inputs = {"idx", "targets"};
   if (model == "gpt-tiny") {
     dsl::models::addGptLoss(module, dsl::models::gptTiny());
-    b = 16;
-    t = 128;
   } else if (model == "gpt-small") {
     dsl::models::addGptLoss(module, dsl::models::gptSmall());
-    b = mode == "forward-b1" ? 1 : 8;
   } else if (model == "encdec") {
     dsl::models::addEncDecLoss(module, dsl::models::encdecBase());
-    t = 64;
     inputs = {"src", "tgt", "src_mask", "targets"};
   } else {
     throw Error("kiln-bench: no GPU prediction for " + model);
@@ -781,13 +793,11 @@ int main(int argc, char **argv) try {
             benchGptDecode(m, gpt, mode, one);
           } else if (m == "gpt2") {
             // BENCHMARKS.md's training step at batch 4 of 64 positions.
-            benchGpt(m, gpt, {50257, 768, 12, 12, 3072, 64, 4}, one, false);
+            benchGpt(m, gpt, rowShape(m), one, false);
           } else if (m == "gpt-tiny") {
-            benchGpt(m, dsl::models::gptTiny(), {65, 128, 4, 4, 512, 128, 16},
-                     one, false);
+            benchGpt(m, dsl::models::gptTiny(), rowShape(m), one, false);
           } else if (m == "gpt-small") {
-            benchGpt(m, dsl::models::gptSmall(),
-                     {4096, 384, 6, 6, 1536, 256, 8}, one, true);
+            benchGpt(m, dsl::models::gptSmall(), rowShape(m), one, true);
           } else {
             benchEncDec(one);
           }

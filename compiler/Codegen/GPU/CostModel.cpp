@@ -102,14 +102,16 @@ class Evaluator {
 public:
   /// Sizes of function arguments: (argument, dimension) -> size.
   DenseMap<std::pair<Value, unsigned>, int64_t> argumentSizes;
-  /// A kernel's arguments: the host values they are.
+  /// A kernel's arguments: the host values they are, evaluated by the
+  /// host's evaluator `host` (with its cache).
   DenseMap<Value, Value> aliases;
+  Evaluator *host = nullptr;
   /// The grid and block of the launch being evaluated.
   std::array<int64_t, 3> grid = {1, 1, 1}, block = {1, 1, 1};
 
   std::optional<int64_t> value(Value v) {
     if (auto it = aliases.find(v); it != aliases.end()) {
-      return value(it->second);
+      return host->value(it->second);
     }
     if (auto it = cache.find(v); it != cache.end()) {
       return it->second;
@@ -125,7 +127,7 @@ public:
   /// is not one of the above, for the error message.
   Value unknownLeaf(Value v) {
     if (auto it = aliases.find(v); it != aliases.end()) {
-      return unknownLeaf(it->second);
+      return host->unknownLeaf(it->second);
     }
     Operation *def = v.getDefiningOp();
     if (value(v)) {
@@ -144,7 +146,7 @@ public:
 
   std::optional<int64_t> size(Value memref, unsigned d) {
     if (auto it = aliases.find(memref); it != aliases.end()) {
-      return size(it->second, d);
+      return host->size(it->second, d);
     }
     auto type = dyn_cast<MemRefType>(memref.getType());
     if (!type || d >= type.getRank()) {
@@ -746,7 +748,7 @@ struct KilnGpuCostModel
         return WalkResult::interrupt();
       }
       Evaluator inKernel;
-      inKernel.argumentSizes = eval.argumentSizes;
+      inKernel.host = &eval;
       inKernel.grid = {values[0], values[1], values[2]};
       inKernel.block = {values[3], values[4], values[5]};
       for (auto [arg, operand] :
