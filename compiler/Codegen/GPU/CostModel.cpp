@@ -627,8 +627,8 @@ struct KilnGpuCostModel
       if (!type) {
         continue;
       }
-      auto name =
-          func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "kiln.name");
+      auto name = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                    mlir::kiln::kNameAttr);
       std::string number = std::to_string(arg.getArgNumber());
       const auto *binding = llvm::find_if(bindings, [&](const auto &b) {
         return b.first == number || (name && b.first == name.getValue());
