@@ -65,6 +65,9 @@ struct Driver {
   CUresult (*cuEventElapsedTime)(float *, Handle, Handle);
   CUresult (*cuEventDestroy)(Handle);
 
+  /// Optional: the fake driver's kiln_cuda_runs_host_kernels.
+  int (*runsHostKernels)() = nullptr;
+
   Handle context = nullptr;
   std::string error; ///< Why the driver cannot be used ("" when it can).
 };
@@ -126,6 +129,8 @@ Driver &driver() {
     bind(d.cuEventRecord, "cuEventRecord");
     bind(d.cuEventElapsedTime, "cuEventElapsedTime");
     bind(d.cuEventDestroy, "cuEventDestroy_v2");
+    d.runsHostKernels = reinterpret_cast<int (*)()>(
+        dlsym(library, "kiln_cuda_runs_host_kernels"));
     if (!complete) {
       return;
     }
@@ -179,6 +184,11 @@ bool available(std::string *why) {
     *why = d.error;
   }
   return d.error.empty();
+}
+
+bool runsHostKernels() {
+  const Driver &d = driver();
+  return d.error.empty() && d.runsHostKernels && d.runsHostKernels() != 0;
 }
 
 void requireDevice() {

@@ -30,6 +30,12 @@ bool available(std::string *why = nullptr);
 /// Throws kiln::Error with the reason when no CUDA device can be used.
 void requireDevice();
 
+/// Whether the loaded driver emulates a GPU on the host and runs kernels
+/// compiled for the host CPU (kiln-gpu-modules-to-host) rather than PTX: a
+/// driver that exports `int kiln_cuda_runs_host_kernels(void)` returning
+/// non-zero (test/Unit/Cuda's fake driver). False without a driver.
+bool runsHostKernels();
+
 /// The name of device 0 ("NVIDIA H100 80GB HBM3"). Throws like
 /// requireDevice().
 std::string deviceName();

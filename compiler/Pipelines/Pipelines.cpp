@@ -261,10 +261,14 @@ void mlir::kiln::buildLinalgToGpuPipeline(OpPassManager &pm,
   pm.addPass(createGpuToLLVMConversionPass());
   pm.addPass(createConvertFuncToLLVMPass());
   pm.addPass(createReconcileUnrealizedCastsPass());
-  GpuModuleToBinaryPassOptions binary;
-  binary.toolkitPath = cudaToolkitPath();
-  binary.compilationTarget = "isa";
-  pm.addPass(createGpuModuleToBinaryPass(binary));
+  if (options.hostKernels) {
+    pm.addPass(createKilnGpuModulesToHostPass());
+  } else {
+    GpuModuleToBinaryPassOptions binary;
+    binary.toolkitPath = cudaToolkitPath();
+    binary.compilationTarget = "isa";
+    pm.addPass(createGpuModuleToBinaryPass(binary));
+  }
   pm.addPass(checkLowered("llvm"));
 }
 
@@ -306,6 +310,12 @@ struct GpuTextOptions : public PassPipelineOptions<GpuTextOptions> {
       *this, "cost-device",
       llvm::cl::desc("The GPU of the prediction: h200, h100, a100"),
       llvm::cl::init("h200")};
+  Option<bool> hostKernels{
+      *this, "host-kernels",
+      llvm::cl::desc("Compile the kernels for the host CPU, for a driver "
+                     "that emulates the GPU (kiln-gpu-modules-to-host), "
+                     "instead of PTX"),
+      llvm::cl::init(false)};
 };
 struct CpuTilingOptions : public PassPipelineOptions<CpuTilingOptions> {
   Option<int64_t> tileM{*this, "tile-m",
@@ -382,7 +392,8 @@ void mlir::kiln::registerKilnPipelines() {
                                 .math = options.math,
                                 .costSizes = options.costSizes,
                                 .costDevice = options.costDevice,
-                                .costReport = true});
+                                .costReport = true,
+                                .hostKernels = options.hostKernels});
         return success();
       },
       [](function_ref<void(const mlir::detail::PassOptions &)> optHandler) {

@@ -54,6 +54,10 @@ struct GpuPipelineOptions {
   std::string costSizes;
   std::string costDevice = "h200";
   bool costReport = false;
+  /// The kernels compiled for the host CPU (kiln-gpu-modules-to-host), for
+  /// a driver that emulates a GPU on it (test/Unit/Cuda's fake driver),
+  /// instead of PTX.
+  bool hostKernels = false;
 };
 
 /// Adds the passes from linalg on tensors to GPU kernels (PTX for the

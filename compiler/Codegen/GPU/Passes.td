@@ -221,4 +221,29 @@ def KilnAlignWorkgroupMemoryPass
   let dependentDialects = ["::mlir::LLVM::LLVMDialect"];
 }
 
+def KilnGpuModulesToHostPass
+    : Pass<"kiln-gpu-modules-to-host", "::mlir::ModuleOp"> {
+  let summary = "Compile each kernel module for the host CPU, for an "
+                "emulated GPU";
+  let description = [{
+    In place of `gpu-module-to-binary`, for a CUDA driver that runs kernels
+    on the host (the fake driver of test/Unit/Cuda, which the runtime asks
+    through `kiln_cuda_runs_host_kernels`): each `gpu.module`, lowered to the
+    LLVM and NVVM dialects, is compiled for the host CPU into a
+    `gpu.binary` whose object is an ELF object behind a `KILNHOSTKERNELS`
+    header. The NVVM operations become calls into the driver: the special
+    registers (thread, block, grid, lane) read the emulated thread's,
+    `nvvm.barrier0` waits for the block's threads, `nvvm.shfl.sync` and
+    `nvvm.mma.sync` (m16n8k8, TF32) exchange values between the lanes of a
+    warp, `nvvm.convert.float.to.tf32` rounds as `cvt.rna` does; libdevice's
+    `__nv_*` functions are the driver's. Each kernel `K` gets an entry
+    `K(void **params)` that reads its arguments as `cuLaunchKernel` passes
+    them and turns device pointers into host ones. Any other NVVM operation
+    is an error naming it. The driver runs each block's threads as fibers
+    (docs/gpu.md, "Kernels on the host").
+  }];
+  let dependentDialects = ["::mlir::LLVM::LLVMDialect",
+                           "::mlir::gpu::GPUDialect"];
+}
+
 #endif // KILN_COMPILER_CODEGEN_GPU_PASSES_TD

@@ -458,12 +458,13 @@ static void lower(LoweredModule &lowered, const LoweringOptions &options,
     mlir::kiln::buildLinalgToLLVMPipeline(llvmPm);
   } else {
     mlir::kiln::buildKilnToLinalgPipeline(linalg);
-    mlir::kiln::buildLinalgToGpuPipeline(llvmPm,
-                                         {.resident = options.gpuResidentState,
-                                          .math = options.gpuMath,
-                                          .costSizes = options.gpuCostSizes,
-                                          .costDevice = options.gpuCostDevice,
-                                          .costReport = options.gpuCostReport});
+    mlir::kiln::buildLinalgToGpuPipeline(
+        llvmPm, {.resident = options.gpuResidentState,
+                 .math = options.gpuMath,
+                 .costSizes = options.gpuCostSizes,
+                 .costDevice = options.gpuCostDevice,
+                 .costReport = options.gpuCostReport,
+                 .hostKernels = options.gpuHostKernels});
   }
   if (failed(linalg.run(module))) {
     throw Error("kiln: lowering to linalg failed:" + diagnostics.str());

@@ -70,6 +70,11 @@ struct LoweringOptions {
   /// With gpuCostSizes: also print each kernel's prediction (standard
   /// output, the most expensive first).
   bool gpuCostReport = false;
+  /// With gpuChip: the kernels compiled for the host CPU instead of PTX, for
+  /// a CUDA driver that emulates the GPU on the host (the JIT sets it when
+  /// the loaded driver says it runs such kernels:
+  /// kiln::cuda::runsHostKernels).
+  bool gpuHostKernels = false;
   /// The CPU the code is generated for (and, with gpuChip, the host code):
   /// "host" or an LLVM CPU name ("x86-64-v3", "znver4"), resolved once into
   /// the module's `kiln.target`, which every pass and the target machine

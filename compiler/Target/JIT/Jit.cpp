@@ -107,6 +107,8 @@ static LoweringOptions loweringOptions(const JitOptions &options) {
 static LoweringOptions targetLoweringOptions(const JitOptions &options) {
   LoweringOptions lowering = loweringOptions(options);
   lowering.gpuChip = gpuChip(options.gpu);
+  lowering.gpuHostKernels =
+      !lowering.gpuChip.empty() && cuda::runsHostKernels();
   // In-process, the runtime keeps parameters and optimizer state on the GPU
   // (a Trainer's across steps); an ahead-of-time object keeps the C calling
   // convention of host buffers only.

@@ -4,6 +4,10 @@
 // memory. A "module" is the text "kernels"; its functions are the host
 // functions below, run once per thread of the launch grid, so that the
 // runtime's launches (grid, block, arguments) can be checked without a GPU.
+// A module may also be kernels compiled for the host
+// (kiln-gpu-modules-to-host), which run as a GPU would run their PTX
+// (HostKernels.h): this driver exports kiln_cuda_runs_host_kernels, so the
+// JIT compiles such kernels for it, unless KILN_FAKE_CUDA_PTX=1.
 //
 // Device pointers are host allocations moved by kDeviceOffset into
 // non-canonical addresses, as unusable from the host as a GPU's: host code
@@ -16,6 +20,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "HostKernels.h"
+
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -23,28 +29,29 @@
 #include <iterator>
 #include <map>
 #include <mutex>
+#include <string>
 
 extern "C" {
 
 using CUresult = int;
 constexpr CUresult kNotFound = 500; // CUDA_ERROR_NOT_FOUND
 
-/// 2^46 past a user-space address (below 2^47) is at kDeviceSpace or
-/// above: non-canonical on x86-64.
-constexpr unsigned long long kDeviceOffset = 1ull << 46;
-constexpr unsigned long long kDeviceSpace = 1ull << 47;
-static void *onHost(unsigned long long device) {
-  return reinterpret_cast<void *>(device - kDeviceOffset);
-}
-static unsigned long long onDevice(void *host) {
-  return reinterpret_cast<uintptr_t>(host) + kDeviceOffset;
-}
+using kiln::fake::kDeviceSpace;
+using kiln::fake::onDevice;
+using kiln::fake::onHost;
 
 struct Launch {
   unsigned grid[3], block[3];
 };
 using HostKernel = void (*)(const Launch &, unsigned blockIndex,
                             unsigned threadIndex, void **params);
+/// A function handle: a host function run per thread, or a compiled
+/// kernel's entry run by the emulator.
+struct Function {
+  HostKernel perThread = nullptr;
+  kiln::fake::HostKernelEntry entry = nullptr;
+  std::string name;
+};
 
 /// scale(float *data, long n, float factor): data[i] *= factor for the
 /// global thread index i < n.
@@ -87,34 +94,85 @@ static char ptxModule; // the module of every accepted PTX image
 
 /// A compiled kernel under KILN_FAKE_CUDA_PTX: does nothing.
 static void noKernel(const Launch &, unsigned, unsigned, void **) {}
+static const Function noFunction{&noKernel, nullptr, "(PTX)"};
+static const Function scaleFunction{&scale, nullptr, "scale"};
+
+static bool acceptsPtx() {
+  const char *ptx = std::getenv("KILN_FAKE_CUDA_PTX");
+  return ptx && std::strcmp(ptx, "1") == 0;
+}
+
+/// Whether the JIT should compile kernels for the host (Kiln's runtime
+/// asks: kiln::cuda::runsHostKernels).
+int kiln_cuda_runs_host_kernels() { return acceptsPtx() ? 0 : 1; }
+
+/// Loaded host-kernel modules, and their functions' handles.
+static std::mutex modulesMutex;
+static std::map<void *, std::map<std::string, Function>> hostModules;
+/// Why the last host-kernel module failed to load or run.
+static std::string hostKernelError;
+constexpr CUresult kInvalidImage = 200; // CUDA_ERROR_INVALID_IMAGE
+constexpr CUresult kLaunchFailed = 719; // CUDA_ERROR_LAUNCH_FAILED
 
 CUresult cuModuleLoadData(void **module, const void *image) {
   const char *text = static_cast<const char *>(image);
-  const char *ptx = std::getenv("KILN_FAKE_CUDA_PTX");
-  if (ptx && std::strcmp(ptx, "1") == 0 && std::strstr(text, ".entry")) {
+  if (kiln::fake::isHostKernelImage(image)) {
+    std::lock_guard<std::mutex> lock(modulesMutex);
+    void *loaded = kiln::fake::loadHostKernels(image, hostKernelError);
+    if (!loaded) {
+      std::fprintf(stderr, "fake CUDA driver: %s\n", hostKernelError.c_str());
+      return kInvalidImage;
+    }
+    hostModules[loaded];
+    *module = loaded;
+    return 0;
+  }
+  if (acceptsPtx() && std::strstr(text, ".entry")) {
     *module = &ptxModule;
     return 0;
   }
   if (std::strcmp(text, "kernels") != 0) {
-    return 200; // CUDA_ERROR_INVALID_IMAGE
+    return kInvalidImage;
   }
   *module = const_cast<void *>(image);
   return 0;
 }
-CUresult cuModuleUnload(void *) { return 0; }
+CUresult cuModuleUnload(void *module) {
+  std::lock_guard<std::mutex> lock(modulesMutex);
+  if (hostModules.erase(module)) {
+    kiln::fake::unloadHostKernels(module);
+  }
+  return 0;
+}
 /// How many times the runtime looked a function up (tests read it with
 /// dlsym).
 long kiln_fake_cuda_function_lookups = 0;
 CUresult cuModuleGetFunction(void **function, void *module, const char *name) {
   ++kiln_fake_cuda_function_lookups;
   if (module == &ptxModule) {
-    *function = reinterpret_cast<void *>(&noKernel);
+    *function = const_cast<Function *>(&noFunction);
     return 0;
+  }
+  {
+    std::lock_guard<std::mutex> lock(modulesMutex);
+    auto host = hostModules.find(module);
+    if (host != hostModules.end()) {
+      Function &f = host->second[name];
+      if (!f.entry) {
+        f.entry = kiln::fake::hostKernel(module, name);
+        f.name = name;
+      }
+      if (!f.entry) {
+        return kNotFound;
+      }
+      *function = &f;
+      return 0;
+    }
   }
   if (std::strcmp(name, "scale") != 0) {
     return kNotFound;
   }
-  *function = reinterpret_cast<void *>(&scale);
+  *function = const_cast<Function *>(&scaleFunction);
   return 0;
 }
 CUresult cuLaunchKernel(void *function, unsigned gx, unsigned gy, unsigned gz,
@@ -131,10 +189,24 @@ CUresult cuLaunchKernel(void *function, unsigned gx, unsigned gy, unsigned gz,
     return 1;
   }
   Launch l{{gx, gy, gz}, {bx, by, bz}};
-  auto kernel = reinterpret_cast<HostKernel>(function);
+  const auto *f = static_cast<const Function *>(function);
+  if (f->entry) {
+    // One launch at a time: a module's shared memory is its globals.
+    std::lock_guard<std::mutex> lock(modulesMutex);
+    if (!kiln::fake::runHostKernel(f->entry, l.grid, l.block, params,
+                                   hostKernelError)) {
+      std::fprintf(stderr,
+                   "fake CUDA driver: kernel %s, grid %ux%ux%u, block "
+                   "%ux%ux%u: %s\n",
+                   f->name.c_str(), gx, gy, gz, bx, by, bz,
+                   hostKernelError.c_str());
+      return kLaunchFailed;
+    }
+    return 0;
+  }
   for (unsigned b = 0; b < gx; ++b) {
     for (unsigned t = 0; t < bx; ++t) {
-      kernel(l, b, t, params);
+      f->perThread(l, b, t, params);
     }
   }
   return 0;
@@ -245,8 +317,9 @@ CUresult cuEventDestroy_v2(void *event) {
   return 0;
 }
 CUresult cuGetErrorString(CUresult result, const char **text) {
-  *text = result == kNotFound ? "named symbol not found (fake)"
-                              : "invalid image (fake)";
+  *text = result == kNotFound       ? "named symbol not found (fake)"
+          : result == kLaunchFailed ? "unspecified launch failure (fake)"
+                                    : "invalid image (fake)";
   return 0;
 }
 }

@@ -1,0 +1,53 @@
+//===- HostKernels.h - The fake driver's emulated GPU -----------*- C++ -*-===//
+//
+// Kernels compiled for the host CPU (kiln-gpu-modules-to-host), loaded and
+// run by the fake CUDA driver: each block's threads run as fibers on the
+// launching thread, switching where a thread waits for others (a barrier, a
+// warp's shuffle or tensor-core product).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KILN_TEST_UNIT_CUDA_HOSTKERNELS_H
+#define KILN_TEST_UNIT_CUDA_HOSTKERNELS_H
+
+#include <cstdint>
+#include <string>
+
+namespace kiln::fake {
+
+/// 2^46 past a user-space address (below 2^47) is at kDeviceSpace or
+/// above: non-canonical on x86-64, as unusable from the host as a GPU's.
+constexpr unsigned long long kDeviceOffset = 1ull << 46;
+constexpr unsigned long long kDeviceSpace = 1ull << 47;
+inline void *onHost(unsigned long long device) {
+  return reinterpret_cast<void *>(device - kDeviceOffset);
+}
+inline unsigned long long onDevice(void *host) {
+  return reinterpret_cast<uintptr_t>(host) + kDeviceOffset;
+}
+
+/// A kernel's entry: `void name(void **params)`, which reads its arguments
+/// as cuLaunchKernel passes them.
+using HostKernelEntry = void (*)(void **params);
+
+/// Whether `image` starts with kiln-gpu-modules-to-host's header.
+bool isHostKernelImage(const void *image);
+
+/// Loads a host-kernel image; nullptr (with `error` set) when it is
+/// malformed or its object does not link (a function the driver lacks).
+void *loadHostKernels(const void *image, std::string &error);
+void unloadHostKernels(void *module);
+
+/// Kernel `name` of a loaded module, or nullptr.
+HostKernelEntry hostKernel(void *module, const char *name);
+
+/// Runs `entry` over the grid, one block after another; false (with
+/// `error` set) when the threads of a block wait for each other in a way
+/// that can never resolve (a barrier or a warp operation some threads never
+/// reach).
+bool runHostKernel(HostKernelEntry entry, const unsigned grid[3],
+                   const unsigned block[3], void **params, std::string &error);
+
+} // namespace kiln::fake
+
+#endif // KILN_TEST_UNIT_CUDA_HOSTKERNELS_H
