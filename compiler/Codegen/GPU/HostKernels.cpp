@@ -43,6 +43,11 @@ namespace {
 /// same (test/Unit/Cuda/FakeDriver.cpp).
 constexpr char kImageMagic[16] = "KILNHOSTKERNELS";
 
+/// The kernels run in tests, where compiling them costs more than running
+/// them: LLVM's O1 and its quicker code generation.
+constexpr unsigned kOptLevel = 1;
+constexpr llvm::CodeGenOptLevel kCodeGenLevel = llvm::CodeGenOptLevel::Less;
+
 /// The special registers the driver answers, by kiln_emu_sreg's index.
 int specialRegister(StringRef name) {
   return llvm::StringSwitch<int>(name)
@@ -279,9 +284,30 @@ private:
   OpBuilder builder;
 };
 
-/// The host-kernel image of `module` (rewritten): an object for this
-/// machine's CPU, optimized at O2, behind the image header.
-FailureOr<std::string> compile(gpu::GPUModuleOp module) {
+/// This machine's CPU, for host kernels.
+FailureOr<std::unique_ptr<llvm::TargetMachine>> hostMachine(Operation *op) {
+  llvm::InitializeNativeTarget();
+  llvm::InitializeNativeTargetAsmPrinter();
+  auto machineBuilder = llvm::orc::JITTargetMachineBuilder::detectHost();
+  if (!machineBuilder) {
+    return op->emitError("kiln-gpu-modules-to-host: no target for this "
+                         "machine: ")
+           << llvm::toString(machineBuilder.takeError());
+  }
+  machineBuilder->setCodeGenOptLevel(kCodeGenLevel);
+  machineBuilder->setRelocationModel(llvm::Reloc::PIC_);
+  auto machine = machineBuilder->createTargetMachine();
+  if (!machine) {
+    return op->emitError("kiln-gpu-modules-to-host: ")
+           << llvm::toString(machine.takeError());
+  }
+  return std::move(*machine);
+}
+
+/// The host-kernel image of `module` (rewritten): an object for `machine`
+/// behind the image header.
+FailureOr<std::string> compile(gpu::GPUModuleOp module,
+                               llvm::TargetMachine &machine) {
   // A builtin module holding the kernel module's functions and globals.
   OwningOpRef<ModuleOp> host = ModuleOp::create(module.getLoc());
   OpBuilder builder(host->getBodyRegion());
@@ -295,25 +321,10 @@ FailureOr<std::string> compile(gpu::GPUModuleOp module) {
     return module.emitError("kiln-gpu-modules-to-host: the kernels do not "
                             "translate to LLVM IR");
   }
-  llvm::InitializeNativeTarget();
-  llvm::InitializeNativeTargetAsmPrinter();
-  auto machineBuilder = llvm::orc::JITTargetMachineBuilder::detectHost();
-  if (!machineBuilder) {
-    return module.emitError("kiln-gpu-modules-to-host: no target for this "
-                            "machine: ")
-           << llvm::toString(machineBuilder.takeError());
-  }
-  machineBuilder->setCodeGenOptLevel(llvm::CodeGenOptLevel::Default);
-  machineBuilder->setRelocationModel(llvm::Reloc::PIC_);
-  auto machine = machineBuilder->createTargetMachine();
-  if (!machine) {
-    return module.emitError("kiln-gpu-modules-to-host: ")
-           << llvm::toString(machine.takeError());
-  }
-  llvmModule->setDataLayout((*machine)->createDataLayout());
-  llvmModule->setTargetTriple((*machine)->getTargetTriple());
-  if (llvm::Error e =
-          makeOptimizingTransformer(2, 0, machine->get())(llvmModule.get())) {
+  llvmModule->setDataLayout(machine.createDataLayout());
+  llvmModule->setTargetTriple(machine.getTargetTriple());
+  if (llvm::Error e = makeOptimizingTransformer(kOptLevel, 0,
+                                                &machine)(llvmModule.get())) {
     return module.emitError("kiln-gpu-modules-to-host: ")
            << llvm::toString(std::move(e));
   }
@@ -321,8 +332,8 @@ FailureOr<std::string> compile(gpu::GPUModuleOp module) {
   {
     llvm::raw_svector_ostream os(object);
     llvm::legacy::PassManager passes;
-    if ((*machine)->addPassesToEmitFile(passes, os, nullptr,
-                                        llvm::CodeGenFileType::ObjectFile)) {
+    if (machine.addPassesToEmitFile(passes, os, nullptr,
+                                    llvm::CodeGenFileType::ObjectFile)) {
       return module.emitError("kiln-gpu-modules-to-host: this machine's "
                               "target emits no objects");
     }
@@ -341,12 +352,20 @@ struct KilnGpuModulesToHostPass
     : mlir::kiln::impl::KilnGpuModulesToHostPassBase<KilnGpuModulesToHostPass> {
   void runOnOperation() override {
     ModuleOp top = getOperation();
+    if (top.getBody()->getOps<gpu::GPUModuleOp>().empty()) {
+      return;
+    }
+    FailureOr<std::unique_ptr<llvm::TargetMachine>> machine =
+        hostMachine(top);
+    if (failed(machine)) {
+      return signalPassFailure();
+    }
     for (auto module :
          llvm::to_vector(top.getBody()->getOps<gpu::GPUModuleOp>())) {
       if (failed(Rewriter(module).run())) {
         return signalPassFailure();
       }
-      FailureOr<std::string> image = compile(module);
+      FailureOr<std::string> image = compile(module, **machine);
       if (failed(image)) {
         return signalPassFailure();
       }

@@ -96,6 +96,10 @@ struct Block {
   void *scheduler = nullptr; ///< The scheduler's stack pointer.
   /// Per lane of each warp: what a shuffle or an mma.sync exchanges.
   std::vector<uint32_t> slots, a, b;
+  /// Per warp, lanes that have not returned and lanes at a warp operation.
+  std::vector<uint32_t> live, atWarp;
+  /// Threads that have not returned, and those at the barrier.
+  unsigned running = 0, atBarrier = 0;
 };
 
 Block *current = nullptr;
@@ -120,11 +124,54 @@ char *stack(size_t i) {
   return stacks[i];
 }
 
+/// Makes the lanes of warp `w` that wait at a warp operation runnable once
+/// every live lane of its member mask waits there with that mask.
+void releaseWarp(unsigned w) {
+  Block &b = *current;
+  uint32_t waiting = b.atWarp[w];
+  while (waiting) {
+    const Thread &first = b.threads[w * 32 + __builtin_ctz(waiting)];
+    uint32_t members = first.members & b.live[w];
+    bool all = (b.atWarp[w] & members) == members;
+    for (uint32_t m = members; all && m; m &= m - 1) {
+      all = b.threads[w * 32 + __builtin_ctz(m)].members == first.members;
+    }
+    if (all) {
+      for (uint32_t m = members; m; m &= m - 1) {
+        b.threads[w * 32 + __builtin_ctz(m)].state = State::Ready;
+      }
+      b.atWarp[w] &= ~members;
+    }
+    waiting &= ~(members | (1u << __builtin_ctz(waiting)));
+  }
+}
+
+/// Makes the threads at the barrier runnable once every live thread is
+/// there.
+void releaseBarrier() {
+  Block &b = *current;
+  if (b.atBarrier == 0 || b.atBarrier != b.running) {
+    return;
+  }
+  for (Thread &t : b.threads) {
+    if (t.state == State::AtBarrier) {
+      t.state = State::Ready;
+    }
+  }
+  b.atBarrier = 0;
+}
+
 /// A fiber's first frame, entered by kiln_fiber_switch's `ret` (the stack
 /// aligned as after a call); it never returns.
 [[noreturn]] void start() {
   current->entry(current->params);
   self->state = State::Done;
+  unsigned w = self->linear / 32;
+  current->live[w] &= ~(1u << (self->linear % 32));
+  --current->running;
+  // Those it no longer holds up.
+  releaseWarp(w);
+  releaseBarrier();
   void *unused;
   kiln_fiber_switch(&unused, current->scheduler);
   __builtin_unreachable();
@@ -149,6 +196,14 @@ void *freshFiber(char *stack) {
 void wait(State state, uint32_t members = ~0u) {
   self->state = state;
   self->members = members;
+  if (state == State::AtWarp) {
+    unsigned w = self->linear / 32;
+    current->atWarp[w] |= 1u << (self->linear % 32);
+    releaseWarp(w);
+  } else {
+    ++current->atBarrier;
+    releaseBarrier();
+  }
   kiln_fiber_switch(&self->sp, current->scheduler);
 }
 
@@ -442,6 +497,8 @@ bool runHostKernel(HostKernelEntry entry, const unsigned grid[3],
   run.slots.assign(warps * 32, 0);
   run.a.assign(warps * 32 * 4, 0);
   run.b.assign(warps * 32 * 2, 0);
+  run.live.assign(warps, 0);
+  run.atWarp.assign(warps, 0);
   for (unsigned t = 0; t < threads; ++t) {
     Thread &thread = run.threads[t];
     thread.linear = t;
@@ -463,64 +520,26 @@ bool runHostKernel(HostKernelEntry entry, const unsigned grid[3],
           thread.sp = freshFiber(stack(t));
           thread.state = State::Ready;
         }
-        while (true) {
+        run.running = threads;
+        run.atBarrier = 0;
+        for (unsigned w = 0; w < warps; ++w) {
+          unsigned lanes = std::min(32u, threads - w * 32);
+          run.live[w] = lanes == 32 ? ~0u : (1u << lanes) - 1;
+          run.atWarp[w] = 0;
+        }
+        // Each pass runs every runnable thread until it waits or returns;
+        // waiting threads are released as the last one they wait for
+        // arrives (releaseWarp, releaseBarrier).
+        while (run.running > 0) {
+          bool ran = false;
           for (Thread &thread : run.threads) {
             if (thread.state == State::Ready) {
               self = &thread;
+              ran = true;
               kiln_fiber_switch(&run.scheduler, thread.sp);
             }
           }
-          // Nobody can run: release the lanes of a warp operation once
-          // every live lane of its member mask waits at it with that mask,
-          // else the block if every live thread waits at the barrier.
-          bool live = false, released = false, allAtBarrier = true;
-          for (unsigned t = 0; t < threads; ++t) {
-            State s = run.threads[t].state;
-            if (s != State::Done) {
-              live = true;
-              allAtBarrier = allAtBarrier && s == State::AtBarrier;
-            }
-          }
-          for (unsigned w = 0; w < warps; ++w) {
-            unsigned first = w * 32, end = std::min(threads, first + 32);
-            for (unsigned t = first; t < end; ++t) {
-              if (run.threads[t].state != State::AtWarp) {
-                continue;
-              }
-              uint32_t members = run.threads[t].members;
-              bool all = true;
-              for (unsigned u = first; u < end && all; ++u) {
-                const Thread &other = run.threads[u];
-                if (((members >> (u - first)) & 1) &&
-                    other.state != State::Done) {
-                  all =
-                      other.state == State::AtWarp && other.members == members;
-                }
-              }
-              if (!all) {
-                continue;
-              }
-              for (unsigned u = first; u < end; ++u) {
-                if (((members >> (u - first)) & 1) &&
-                    run.threads[u].state == State::AtWarp) {
-                  run.threads[u].state = State::Ready;
-                }
-              }
-              released = true;
-            }
-          }
-          if (!live) {
-            break;
-          }
-          if (!released && allAtBarrier) {
-            for (Thread &thread : run.threads) {
-              if (thread.state == State::AtBarrier) {
-                thread.state = State::Ready;
-              }
-            }
-            released = true;
-          }
-          if (!released) {
+          if (!ran) {
             error = "block (" + std::to_string(x) + ", " + std::to_string(y) +
                     ", " + std::to_string(z) +
                     "): its threads wait at different barriers or warp "
