@@ -16,6 +16,7 @@
 #include "mlir/ExecutionEngine/OptUtils.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/Interfaces/DataLayoutInterfaces.h"
 #include "mlir/Target/LLVMIR/Export.h"
 
 #include "llvm/ADT/StringSwitch.h"
@@ -93,6 +94,7 @@ public:
         addEntry(func);
       }
     }
+    addPoison();
     return success();
   }
 
@@ -280,6 +282,37 @@ private:
     LLVM::ReturnOp::create(builder, loc, ValueRange());
   }
 
+  /// Adds `kiln_emu_poison_shared()`, which fills the module's shared
+  /// memory (its address space 3 globals) with 0xff bytes: the driver calls
+  /// it before each block, so that a kernel that reads shared memory before
+  /// writing it reads NaNs, not the last block's values.
+  void addPoison() {
+    MLIRContext *ctx = module.getContext();
+    Location loc = module.getLoc();
+    builder.setInsertionPointToEnd(module.getBody());
+    auto poison = LLVM::LLVMFuncOp::create(
+        builder, loc, "kiln_emu_poison_shared",
+        LLVM::LLVMFunctionType::get(LLVM::LLVMVoidType::get(ctx), {}));
+    Block *body = poison.addEntryBlock(builder);
+    builder.setInsertionPointToStart(body);
+    DataLayout layout = DataLayout::closest(module);
+    Value ones = LLVM::ConstantOp::create(builder, loc, builder.getI8Type(),
+                                          builder.getI8IntegerAttr(-1));
+    for (auto global : module.getBody()->getOps<LLVM::GlobalOp>()) {
+      if (global.getAddrSpace() != 3) {
+        continue;
+      }
+      Value at = LLVM::AddressOfOp::create(builder, loc, global);
+      Value bytes = LLVM::ConstantOp::create(
+          builder, loc, builder.getI64Type(),
+          builder.getI64IntegerAttr(
+              int64_t(layout.getTypeSize(global.getGlobalType()))));
+      LLVM::MemsetOp::create(builder, loc, at, ones, bytes,
+                             /*isVolatile=*/false);
+    }
+    LLVM::ReturnOp::create(builder, loc, ValueRange());
+  }
+
   gpu::GPUModuleOp module;
   OpBuilder builder;
 };
@@ -323,8 +356,8 @@ FailureOr<std::string> compile(gpu::GPUModuleOp module,
   }
   llvmModule->setDataLayout(machine.createDataLayout());
   llvmModule->setTargetTriple(machine.getTargetTriple());
-  if (llvm::Error e = makeOptimizingTransformer(kOptLevel, 0,
-                                                &machine)(llvmModule.get())) {
+  if (llvm::Error e =
+          makeOptimizingTransformer(kOptLevel, 0, &machine)(llvmModule.get())) {
     return module.emitError("kiln-gpu-modules-to-host: ")
            << llvm::toString(std::move(e));
   }
@@ -355,8 +388,7 @@ struct KilnGpuModulesToHostPass
     if (top.getBody()->getOps<gpu::GPUModuleOp>().empty()) {
       return;
     }
-    FailureOr<std::unique_ptr<llvm::TargetMachine>> machine =
-        hostMachine(top);
+    FailureOr<std::unique_ptr<llvm::TargetMachine>> machine = hostMachine(top);
     if (failed(machine)) {
       return signalPassFailure();
     }

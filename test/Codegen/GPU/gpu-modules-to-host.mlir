@@ -11,6 +11,7 @@
 // RUN: kiln-opt %s --split-input-file --kiln-gpu-modules-to-host | FileCheck %s --check-prefix=MMA
 // RUN: kiln-opt %s --split-input-file --kiln-gpu-modules-to-host | FileCheck %s --check-prefix=CVT
 // RUN: kiln-opt %s --split-input-file --kiln-gpu-modules-to-host | FileCheck %s --check-prefix=ADDR
+// RUN: kiln-opt %s --split-input-file --kiln-gpu-modules-to-host | FileCheck %s --check-prefix=POISON
 // RUN: kiln-opt %S/Inputs/host-kernels-invalid.mlir --split-input-file --kiln-gpu-modules-to-host --verify-diagnostics
 
 // CHECK-NOT: gpu.module
@@ -21,6 +22,7 @@
 // MMA: kiln_emu_mma_m16n8k8_tf32
 // CVT: kiln_emu_cvt_rna_tf32
 // ADDR: kiln_emu_host_address
+// POISON: kiln_emu_poison_shared
 gpu.module @m [#nvvm.target<chip = "sm_90">] {
   llvm.func @k(%p: !llvm.ptr, %v: f32) attributes {gpu.kernel, nvvm.kernel} {
     %tid = nvvm.read.ptx.sreg.tid.x : i32

@@ -52,8 +52,7 @@ TEST(NoDriver, TheGpuIsRefusedWithTheReason) {
   }
   EXPECT_THROW(kiln::cuda::deviceName(), kiln::Error);
   EXPECT_THROW(kiln::cuda::architecture(), kiln::Error);
-  EXPECT_THROW(kiln::cuda::toDevice(
-                   kiln::Tensor::zeros({2}, kiln::DType::f32)),
+  EXPECT_THROW(kiln::cuda::toDevice(kiln::Tensor::zeros({2}, kiln::DType::f32)),
                kiln::Error);
   // A program with GPU code starts (its constructors register modules) and
   // dies with the reason only when it uses the GPU.
@@ -192,7 +191,7 @@ TEST(FakeDriver, ProfilingTimesEveryLaunchAndCountsCopies) {
   ASSERT_EQ(p.kernels.size(), 1u);
   EXPECT_EQ(p.kernels[0].name, "scale");
   EXPECT_EQ(p.kernels[0].launches, 3);
-  EXPECT_EQ(p.kernels[0].singleThreadLaunches, 1); // grid and block 1
+  EXPECT_EQ(p.kernels[0].singleThreadLaunches, 1);   // grid and block 1
   EXPECT_DOUBLE_EQ(p.kernels[0].milliseconds, 0.75); // the fake's 0.25 each
   EXPECT_EQ(p.kernels[0].grid[0], 5u);               // the last launch's
   EXPECT_EQ(p.kernels[0].block[0], 8u);
@@ -220,7 +219,8 @@ TEST(FakeDriver, ProfilingTimesEveryLaunchAndCountsCopies) {
 // driver is asked once per function and module.
 TEST(FakeDriver, FunctionsAreLookedUpOncePerModule) {
   ASSERT_TRUE(kiln::cuda::available());
-  void *driver = dlopen(std::getenv("KILN_CUDA_DRIVER"), RTLD_NOW | RTLD_NOLOAD);
+  void *driver =
+      dlopen(std::getenv("KILN_CUDA_DRIVER"), RTLD_NOW | RTLD_NOLOAD);
   ASSERT_NE(driver, nullptr);
   auto *lookups =
       static_cast<long *>(dlsym(driver, "kiln_fake_cuda_function_lookups"));
@@ -292,8 +292,9 @@ TEST(FakeDriver, GpuTensorsCopyBothWaysAndRefuseHostAccess) {
   message = errorOf([&] { kiln::cuda::copy(host, host); });
   EXPECT_NE(message.find("between a host and a GPU tensor"), std::string::npos)
       << message;
-  message = errorOf(
-      [&] { kiln::cuda::copy(Tensor::zeros({3, 2}, DType::f32), device); });
+  message = errorOf([&] {
+    kiln::cuda::copy(Tensor::zeros({3, 2}, DType::f32), device);
+  });
   EXPECT_NE(message.find("not from host f32 [3, 2] to GPU f32 [2, 3]"),
             std::string::npos)
       << message;

@@ -51,6 +51,7 @@ struct Function {
   HostKernel perThread = nullptr;
   kiln::fake::HostKernelEntry entry = nullptr;
   std::string name;
+  kiln::fake::PoisonShared poison = nullptr;
 };
 
 /// scale(float *data, long n, float factor): data[i] *= factor for the
@@ -161,6 +162,7 @@ CUresult cuModuleGetFunction(void **function, void *module, const char *name) {
       if (!f.entry) {
         f.entry = kiln::fake::hostKernel(module, name);
         f.name = name;
+        f.poison = kiln::fake::poisonShared(module);
       }
       if (!f.entry) {
         return kNotFound;
@@ -193,7 +195,7 @@ CUresult cuLaunchKernel(void *function, unsigned gx, unsigned gy, unsigned gz,
   if (f->entry) {
     // One launch at a time: a module's shared memory is its globals.
     std::lock_guard<std::mutex> lock(modulesMutex);
-    if (!kiln::fake::runHostKernel(f->entry, l.grid, l.block, params,
+    if (!kiln::fake::runHostKernel(f->entry, f->poison, l.grid, l.block, params,
                                    hostKernelError)) {
       std::fprintf(stderr,
                    "fake CUDA driver: kernel %s, grid %ux%ux%u, block "

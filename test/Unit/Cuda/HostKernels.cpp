@@ -482,8 +482,19 @@ HostKernelEntry hostKernel(void *module, const char *name) {
   return found->toPtr<HostKernelEntry>();
 }
 
-bool runHostKernel(HostKernelEntry entry, const unsigned grid[3],
-                   const unsigned block[3], void **params, std::string &error) {
+PoisonShared poisonShared(void *module) {
+  auto found =
+      static_cast<Module *>(module)->jit->lookup("kiln_emu_poison_shared");
+  if (!found) {
+    llvm::consumeError(found.takeError());
+    return nullptr;
+  }
+  return found->toPtr<PoisonShared>();
+}
+
+bool runHostKernel(HostKernelEntry entry, PoisonShared poison,
+                   const unsigned grid[3], const unsigned block[3],
+                   void **params, std::string &error) {
   Block run;
   run.entry = entry;
   run.params = params;
@@ -515,6 +526,10 @@ bool runHostKernel(HostKernelEntry entry, const unsigned grid[3],
     for (unsigned y = 0; y < grid[1]; ++y) {
       for (unsigned x = 0; x < grid[0]; ++x) {
         run.index[0] = x, run.index[1] = y, run.index[2] = z;
+        if (poison) {
+          poison();
+        }
+        bool reverse = (x + y + z) % 2 == 1;
         for (unsigned t = 0; t < threads; ++t) {
           Thread &thread = run.threads[t];
           thread.sp = freshFiber(stack(t));
@@ -532,7 +547,8 @@ bool runHostKernel(HostKernelEntry entry, const unsigned grid[3],
         // arrives (releaseWarp, releaseBarrier).
         while (run.running > 0) {
           bool ran = false;
-          for (Thread &thread : run.threads) {
+          for (unsigned i = 0; i < threads; ++i) {
+            Thread &thread = run.threads[reverse ? threads - 1 - i : i];
             if (thread.state == State::Ready) {
               self = &thread;
               ran = true;

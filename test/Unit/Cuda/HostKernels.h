@@ -40,13 +40,20 @@ void unloadHostKernels(void *module);
 
 /// Kernel `name` of a loaded module, or nullptr.
 HostKernelEntry hostKernel(void *module, const char *name);
+/// The module's function that fills its shared memory with 0xff bytes.
+using PoisonShared = void (*)();
+PoisonShared poisonShared(void *module);
 
-/// Runs `entry` over the grid, one block after another; false (with
+/// Runs `entry` over the grid, one block after another, calling `poison`
+/// (if any) before each; in a block of odd index the threads start in
+/// reverse order, so that a read of another thread's write that no barrier
+/// orders sees the value before the write in some blocks. False (with
 /// `error` set) when the threads of a block wait for each other in a way
 /// that can never resolve (a barrier or a warp operation some threads never
 /// reach).
-bool runHostKernel(HostKernelEntry entry, const unsigned grid[3],
-                   const unsigned block[3], void **params, std::string &error);
+bool runHostKernel(HostKernelEntry entry, PoisonShared poison,
+                   const unsigned grid[3], const unsigned block[3],
+                   void **params, std::string &error);
 
 } // namespace kiln::fake
 

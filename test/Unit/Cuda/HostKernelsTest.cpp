@@ -44,7 +44,8 @@ unsigned linear() {
 
 bool run(kiln::fake::HostKernelEntry kernel, std::vector<unsigned> grid,
          std::vector<unsigned> block, void **params, std::string &error) {
-  return runHostKernel(kernel, grid.data(), block.data(), params, error);
+  return runHostKernel(kernel, nullptr, grid.data(), block.data(), params,
+                       error);
 }
 
 TEST(HostKernels, ThreadsSeeTheirIndicesAndTheGrid) {
@@ -209,6 +210,32 @@ TEST(HostKernels, ThreadsThatCanNeverMeetAreAnError) {
   error.clear();
   EXPECT_TRUE(run(early, {2, 1, 1}, {48, 1, 1}, nullptr, error)) << error;
   EXPECT_EQ(passed, 2 * 32);
+}
+
+TEST(HostKernels, OddBlocksStartTheirThreadsInReverse) {
+  // Thread 31 reads what thread 0 writes with no barrier between: in block
+  // 0 thread 0 runs first, in block 1 thread 31 does, and reads block 0's
+  // value; a kernel with such a race gives wrong results here. `poison`
+  // runs before each block.
+  static int flag = 0, poisoned = 0;
+  static int seen[2];
+  flag = poisoned = 0;
+  auto kernel = [](void **) {
+    if (linear() == 0) {
+      flag = int(kiln_emu_sreg(6)) + 1;
+    }
+    if (linear() == 31) {
+      seen[kiln_emu_sreg(6)] = flag;
+    }
+  };
+  auto poison = [] { ++poisoned; };
+  unsigned grid[3] = {2, 1, 1}, block[3] = {32, 1, 1};
+  std::string error;
+  ASSERT_TRUE(runHostKernel(kernel, poison, grid, block, nullptr, error))
+      << error;
+  EXPECT_EQ(seen[0], 1);
+  EXPECT_EQ(seen[1], 1);
+  EXPECT_EQ(poisoned, 2);
 }
 
 uint32_t bitsOf(float f) {
