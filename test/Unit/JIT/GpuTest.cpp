@@ -417,14 +417,16 @@ TEST(GpuTarget, LaunchAndCopyBudgetsHold) {
   // Launches: one per kernel of each layer, no more than today. A product
   // of one 128 x 128 block over k = 512 (the MLP's down projection forward,
   // its input gradient backward) splits k and launches the kernel that adds
-  // the parts: 2 of the forward pass's 42 launches, 4 of the step's 195.
+  // the parts: 2 of the forward pass's 42 launches, 4 of the step's 196;
+  // the token embedding's gradient sorts the positions by token, then adds
+  // the rows (2 launches).
   // The fills that initialize a block reduction or a product launch
   // nothing (kiln-outline-kernels{group-fills}, each op its own fill:
   // kiln-clone-fills-per-use); softmax, layer norm, the loss's per-row
   // terms and its mean are one kernel each (group-rows, a block per row).
   // Without either: 74 and 287.
   EXPECT_LE(forward.launches, 42);
-  EXPECT_LE(step.launches, 195);
+  EXPECT_LE(step.launches, 196);
   // The static cost model (kiln-gpu-cost-model: the same lowering, nothing
   // run) counts the launches and the copies over the host link that the
   // runtime makes at these sizes.
@@ -546,7 +548,7 @@ TEST(GpuTarget, LaunchAndCopyBudgetsHold) {
               encdecForward.out, encdecStep.launches, encdecStep.serial,
               encdecStep.in, encdecStep.out);
   EXPECT_LE(encdecForward.launches, 107);
-  EXPECT_LE(encdecStep.launches, 377);
+  EXPECT_LE(encdecStep.launches, 379);
   EXPECT_EQ(encdecForward.serial, 0);
   EXPECT_EQ(encdecStep.serial, 0);
   EXPECT_LE(encdecForward.in, pairBytes + 64);
