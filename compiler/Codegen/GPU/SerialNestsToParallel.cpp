@@ -245,9 +245,8 @@ Value writtenRow(ColumnNest &nest) {
     }
     row = indices.front();
   }
-  bool beforeInner =
-      row == nest.outer.getInductionVar() ||
-      llvm::is_contained(nest.prefix, row.getDefiningOp());
+  bool beforeInner = row == nest.outer.getInductionVar() ||
+                     llvm::is_contained(nest.prefix, row.getDefiningOp());
   return beforeInner ? row : nullptr;
 }
 
@@ -312,23 +311,22 @@ void parallelizeSortedRows(ColumnNest &nest, Value row) {
                                              rowJ, rowI);
           Value same = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
                                              rowJ, rowI);
-          Value earlier = arith::CmpIOp::create(
-              b, loc, arith::CmpIPredicate::ult, j, i);
+          Value earlier =
+              arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, j, i);
           Value before = arith::OrIOp::create(
               b, loc, less, arith::AndIOp::create(b, loc, same, earlier));
           Value step = arith::SelectOp::create(b, loc, before, one, zero);
           scf::YieldOp::create(
               b, loc, ValueRange{arith::AddIOp::create(b, loc, rank[0], step)});
         });
-    memref::StoreOp::create(b, loc,
-                            arith::IndexCastOp::create(b, loc, i64, i), order,
-                            ValueRange{rank.getResult(0)});
+    memref::StoreOp::create(b, loc, arith::IndexCastOp::create(b, loc, i64, i),
+                            order, ValueRange{rank.getResult(0)});
   }
   // The sums, a thread per sorted iteration and column.
-  auto sums = scf::ParallelOp::create(
-      b, loc, ValueRange{zero, inner.getLowerBound()},
-      ValueRange{count, inner.getUpperBound()},
-      ValueRange{one, inner.getStep()});
+  auto sums =
+      scf::ParallelOp::create(b, loc, ValueRange{zero, inner.getLowerBound()},
+                              ValueRange{count, inner.getUpperBound()},
+                              ValueRange{one, inner.getStep()});
   {
     OpBuilder::InsertionGuard g(b);
     b.setInsertionPoint(sums.getBody()->getTerminator());
@@ -348,54 +346,56 @@ void parallelizeSortedRows(ColumnNest &nest, Value row) {
           Value rowP = rowOf(b, orderAt(b, loc, order, previous));
           scf::YieldOp::create(
               b, loc,
-              ValueRange{arith::CmpIOp::create(
-                  b, loc, arith::CmpIPredicate::ne, rowP, rowK)});
+              ValueRange{arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne,
+                                               rowP, rowK)});
         });
-    scf::IfOp::create(b, loc, head.getResult(0), [&](OpBuilder &b,
-                                                     Location loc) {
-      scf::WhileOp::create(
-          b, loc, TypeRange{indexType}, ValueRange{k},
-          [&](OpBuilder &b, Location loc, ValueRange kk) {
-            Value inRange = arith::CmpIOp::create(
-                b, loc, arith::CmpIPredicate::ult, kk[0], count);
-            auto same = scf::IfOp::create(
-                b, loc, inRange,
-                [&](OpBuilder &b, Location loc) {
-                  Value rowM = rowOf(b, orderAt(b, loc, order, kk[0]));
-                  scf::YieldOp::create(
-                      b, loc,
-                      ValueRange{arith::CmpIOp::create(
-                          b, loc, arith::CmpIPredicate::eq, rowM, rowK)});
-                },
-                [&](OpBuilder &b, Location loc) {
-                  scf::YieldOp::create(
-                      b, loc,
-                      ValueRange{arith::ConstantIntOp::create(b, loc, 0, 1)});
-                });
-            scf::ConditionOp::create(b, loc, same.getResult(0), kk);
-          },
-          [&](OpBuilder &b, Location loc, ValueRange kk) {
-            IRMapping map;
-            prefixFor(b, orderAt(b, loc, order, kk[0]), map);
-            map.map(inner.getInductionVar(), d);
-            auto body = [&](OpBuilder &b, Location loc) {
-              for (Operation &op : inner.getBody()->without_terminator()) {
-                b.clone(op, map);
-              }
-              scf::YieldOp::create(b, loc);
-            };
-            if (nest.guard) {
-              scf::IfOp::create(
-                  b, loc, map.lookupOrDefault(nest.guard.getCondition()),
-                  body);
-            } else {
-              body(b, loc);
-            }
-            scf::YieldOp::create(
-                b, loc, ValueRange{arith::AddIOp::create(b, loc, kk[0], one)});
-          });
-      scf::YieldOp::create(b, loc);
-    });
+    scf::IfOp::create(
+        b, loc, head.getResult(0), [&](OpBuilder &b, Location loc) {
+          scf::WhileOp::create(
+              b, loc, TypeRange{indexType}, ValueRange{k},
+              [&](OpBuilder &b, Location loc, ValueRange kk) {
+                Value inRange = arith::CmpIOp::create(
+                    b, loc, arith::CmpIPredicate::ult, kk[0], count);
+                auto same = scf::IfOp::create(
+                    b, loc, inRange,
+                    [&](OpBuilder &b, Location loc) {
+                      Value rowM = rowOf(b, orderAt(b, loc, order, kk[0]));
+                      scf::YieldOp::create(
+                          b, loc,
+                          ValueRange{arith::CmpIOp::create(
+                              b, loc, arith::CmpIPredicate::eq, rowM, rowK)});
+                    },
+                    [&](OpBuilder &b, Location loc) {
+                      scf::YieldOp::create(
+                          b, loc,
+                          ValueRange{
+                              arith::ConstantIntOp::create(b, loc, 0, 1)});
+                    });
+                scf::ConditionOp::create(b, loc, same.getResult(0), kk);
+              },
+              [&](OpBuilder &b, Location loc, ValueRange kk) {
+                IRMapping map;
+                prefixFor(b, orderAt(b, loc, order, kk[0]), map);
+                map.map(inner.getInductionVar(), d);
+                auto body = [&](OpBuilder &b, Location loc) {
+                  for (Operation &op : inner.getBody()->without_terminator()) {
+                    b.clone(op, map);
+                  }
+                  scf::YieldOp::create(b, loc);
+                };
+                if (nest.guard) {
+                  scf::IfOp::create(
+                      b, loc, map.lookupOrDefault(nest.guard.getCondition()),
+                      body);
+                } else {
+                  body(b, loc);
+                }
+                scf::YieldOp::create(
+                    b, loc,
+                    ValueRange{arith::AddIOp::create(b, loc, kk[0], one)});
+              });
+          scf::YieldOp::create(b, loc);
+        });
   }
   memref::DeallocOp::create(b, loc, order);
   outer->erase();

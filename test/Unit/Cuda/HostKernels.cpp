@@ -473,23 +473,22 @@ void *loadHostKernels(const void *image, std::string &error) {
 
 void unloadHostKernels(void *module) { delete static_cast<Module *>(module); }
 
-HostKernelEntry hostKernel(void *module, const char *name) {
+/// The address of function `name` of a loaded module, or nullptr.
+template <typename F> F lookup(void *module, const char *name) {
   auto found = static_cast<Module *>(module)->jit->lookup(name);
   if (!found) {
     llvm::consumeError(found.takeError());
     return nullptr;
   }
-  return found->toPtr<HostKernelEntry>();
+  return found->toPtr<F>();
+}
+
+HostKernelEntry hostKernel(void *module, const char *name) {
+  return lookup<HostKernelEntry>(module, name);
 }
 
 PoisonShared poisonShared(void *module) {
-  auto found =
-      static_cast<Module *>(module)->jit->lookup("kiln_emu_poison_shared");
-  if (!found) {
-    llvm::consumeError(found.takeError());
-    return nullptr;
-  }
-  return found->toPtr<PoisonShared>();
+  return lookup<PoisonShared>(module, "kiln_emu_poison_shared");
 }
 
 bool runHostKernel(HostKernelEntry entry, PoisonShared poison,
