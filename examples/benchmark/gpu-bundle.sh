@@ -4,7 +4,8 @@
 # linked again from BUILD_DIR against LLVM and MLIR's static archives (only
 # the code they call travels: ~180 MB each, stripped, instead of libLLVM.so,
 # libMLIR.so and their own dependencies), with the few shared libraries they
-# still need (fmt, libomp), the fake driver of GpuTarget.HostSideRunsAgainstA
+# still need (fmt, libomp), the fake driver (built without the emulated GPU,
+# so without LLVM) of GpuTarget.HostSideRunsAgainstA
 # FakeDriver, the cost model's predictions of the GPU rows, and a zstd to
 # unpack them. Writes OUT_DIR (default <repo>/.gpu-bundle, ignored by git):
 # kiln-gpu.tar.zst (about 55 MiB) and zstd. Run after a build of the same
@@ -23,7 +24,7 @@ for tool in zstd strip ninja; do
     exit 1
   }
 done
-ninja -C "$build" kiln-bench KilnJITTests kiln-fake-cuda >/dev/null
+ninja -C "$build" kiln-bench KilnJITTests kiln-fake-cuda-ptx >/dev/null
 
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
@@ -59,8 +60,14 @@ relink() {
 }
 relink examples/kiln-bench kiln-bench
 relink test/Unit/JIT/KilnJITTests KilnJITTests
-cp -L /usr/lib/x86_64-linux-gnu/libfmt.so.9 "$llvm/libomp.so.5" \
-  "$build/test/Unit/Cuda/libkiln-fake-cuda.so" "$stage/kiln-gpu/"
+cp -L /usr/lib/x86_64-linux-gnu/libfmt.so.9 "$llvm/libomp.so.5" "$stage/kiln-gpu/"
+# The fake driver without the emulated GPU (no LLVM), under the usual name.
+cp -L "$build/test/Unit/Cuda/libkiln-fake-cuda-ptx.so" \
+  "$stage/kiln-gpu/libkiln-fake-cuda.so"
+if ldd "$stage/kiln-gpu/libkiln-fake-cuda.so" | grep -q -E 'libMLIR|libLLVM'; then
+  echo "gpu-bundle.sh: the fake driver still needs libMLIR or libLLVM" >&2
+  exit 1
+fi
 # Where the tests read their inputs (KILN_SOURCE_DIR, compiled in).
 echo "$root" >"$stage/kiln-gpu/source-dir"
 git -C "$root" rev-parse HEAD >"$stage/kiln-gpu/commit" 2>/dev/null || true

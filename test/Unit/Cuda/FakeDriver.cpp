@@ -22,6 +22,10 @@
 
 #include "HostKernels.h"
 
+#ifndef KILN_FAKE_CUDA_EMULATION
+#define KILN_FAKE_CUDA_EMULATION 1
+#endif
+
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -105,7 +109,11 @@ static bool acceptsPtx() {
 
 /// Whether the JIT should compile kernels for the host (Kiln's runtime
 /// asks: kiln::cuda::runsHostKernels).
-int kiln_cuda_runs_host_kernels() { return acceptsPtx() ? 0 : 1; }
+/// Built without the emulated GPU (KILN_FAKE_CUDA_EMULATION 0: the GPU
+/// bundle's copy, for machines without LLVM), it takes PTX only.
+int kiln_cuda_runs_host_kernels() {
+  return KILN_FAKE_CUDA_EMULATION && !acceptsPtx() ? 1 : 0;
+}
 
 /// Loaded host-kernel modules, and their functions' handles.
 static std::mutex modulesMutex;
@@ -118,6 +126,11 @@ constexpr CUresult kLaunchFailed = 719; // CUDA_ERROR_LAUNCH_FAILED
 CUresult cuModuleLoadData(void **module, const void *image) {
   const char *text = static_cast<const char *>(image);
   if (kiln::fake::isHostKernelImage(image)) {
+#if !KILN_FAKE_CUDA_EMULATION
+    std::fprintf(stderr, "fake CUDA driver: kernels compiled for the host, "
+                         "but this copy was built without the emulated GPU\n");
+    return kInvalidImage;
+#else
     std::lock_guard<std::mutex> lock(modulesMutex);
     void *loaded = kiln::fake::loadHostKernels(image, hostKernelError);
     if (!loaded) {
@@ -127,6 +140,7 @@ CUresult cuModuleLoadData(void **module, const void *image) {
     hostModules[loaded];
     *module = loaded;
     return 0;
+#endif
   }
   if (acceptsPtx() && std::strstr(text, ".entry")) {
     *module = &ptxModule;
@@ -140,9 +154,11 @@ CUresult cuModuleLoadData(void **module, const void *image) {
 }
 CUresult cuModuleUnload(void *module) {
   std::lock_guard<std::mutex> lock(modulesMutex);
+#if KILN_FAKE_CUDA_EMULATION
   if (hostModules.erase(module)) {
     kiln::fake::unloadHostKernels(module);
   }
+#endif
   return 0;
 }
 /// How many times the runtime looked a function up (tests read it with
@@ -154,6 +170,7 @@ CUresult cuModuleGetFunction(void **function, void *module, const char *name) {
     *function = const_cast<Function *>(&noFunction);
     return 0;
   }
+#if KILN_FAKE_CUDA_EMULATION
   {
     std::lock_guard<std::mutex> lock(modulesMutex);
     auto host = hostModules.find(module);
@@ -171,6 +188,7 @@ CUresult cuModuleGetFunction(void **function, void *module, const char *name) {
       return 0;
     }
   }
+#endif
   if (std::strcmp(name, "scale") != 0) {
     return kNotFound;
   }
@@ -192,6 +210,7 @@ CUresult cuLaunchKernel(void *function, unsigned gx, unsigned gy, unsigned gz,
   }
   Launch l{{gx, gy, gz}, {bx, by, bz}};
   const auto *f = static_cast<const Function *>(function);
+#if KILN_FAKE_CUDA_EMULATION
   if (f->entry) {
     // One launch at a time: a module's shared memory is its globals.
     std::lock_guard<std::mutex> lock(modulesMutex);
@@ -206,6 +225,7 @@ CUresult cuLaunchKernel(void *function, unsigned gx, unsigned gy, unsigned gz,
     }
     return 0;
   }
+#endif
   for (unsigned b = 0; b < gx; ++b) {
     for (unsigned t = 0; t < bx; ++t) {
       f->perThread(l, b, t, params);

@@ -70,7 +70,7 @@ extern "C" void kiln_fiber_switch(void **from, void *to);
 
 namespace {
 
-constexpr char kImageMagic[16] = "KILNHOSTKERNELS";
+using kiln::fake::kImageMagic;
 
 struct Module {
   std::unique_ptr<llvm::orc::LLJIT> jit;
@@ -420,10 +420,6 @@ std::vector<std::pair<const char *, void *>> symbols() {
 
 namespace kiln::fake {
 
-bool isHostKernelImage(const void *image) {
-  return std::memcmp(image, kImageMagic, sizeof(kImageMagic)) == 0;
-}
-
 void *loadHostKernels(const void *image, std::string &error) {
   const char *bytes = static_cast<const char *>(image);
   uint64_t size = 0;
@@ -474,7 +470,8 @@ void *loadHostKernels(const void *image, std::string &error) {
 void unloadHostKernels(void *module) { delete static_cast<Module *>(module); }
 
 /// The address of function `name` of a loaded module, or nullptr.
-template <typename F> F lookup(void *module, const char *name) {
+template <typename F>
+F lookup(void *module, const char *name) {
   auto found = static_cast<Module *>(module)->jit->lookup(name);
   if (!found) {
     llvm::consumeError(found.takeError());

@@ -11,6 +11,7 @@
 #define KILN_TEST_UNIT_CUDA_HOSTKERNELS_H
 
 #include <cstdint>
+#include <cstring>
 #include <string>
 
 namespace kiln::fake {
@@ -30,8 +31,14 @@ inline unsigned long long onDevice(void *host) {
 /// as cuLaunchKernel passes them.
 using HostKernelEntry = void (*)(void **params);
 
+/// The header of a host-kernel image (kiln-gpu-modules-to-host): these 16
+/// bytes, the object's size (8 bytes, little-endian), the ELF object.
+inline constexpr char kImageMagic[16] = "KILNHOSTKERNELS";
+
 /// Whether `image` starts with kiln-gpu-modules-to-host's header.
-bool isHostKernelImage(const void *image);
+inline bool isHostKernelImage(const void *image) {
+  return std::memcmp(image, kImageMagic, sizeof(kImageMagic)) == 0;
+}
 
 /// Loads a host-kernel image; nullptr (with `error` set) when it is
 /// malformed or its object does not link (a function the driver lacks).
