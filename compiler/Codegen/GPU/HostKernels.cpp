@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "compiler/Codegen/GPU/HostKernelImage.h"
 #include "compiler/Codegen/GPU/Passes.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
@@ -39,10 +40,7 @@ using namespace mlir;
 
 namespace {
 
-/// The header of a host-kernel image: these 16 bytes, then the object's size
-/// (8 bytes, little-endian), then the ELF object. The fake driver reads the
-/// same (test/Unit/Cuda/FakeDriver.cpp).
-constexpr char kImageMagic[16] = "KILNHOSTKERNELS";
+using ::kiln::kHostKernelImageMagic;
 
 /// The kernels run in tests, where compiling them costs more than running
 /// them: LLVM's O1 and its quicker code generation.
@@ -372,7 +370,7 @@ FailureOr<std::string> compile(gpu::GPUModuleOp module,
     }
     passes.run(*llvmModule);
   }
-  std::string image(kImageMagic, sizeof(kImageMagic));
+  std::string image(kHostKernelImageMagic, sizeof(kHostKernelImageMagic));
   uint64_t size = object.size();
   for (int i = 0; i < 8; ++i) {
     image.push_back(char((size >> (8 * i)) & 0xff));

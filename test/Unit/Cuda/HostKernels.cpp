@@ -70,7 +70,7 @@ extern "C" void kiln_fiber_switch(void **from, void *to);
 
 namespace {
 
-using kiln::fake::kImageMagic;
+using kiln::kHostKernelImageMagic;
 
 struct Module {
   std::unique_ptr<llvm::orc::LLJIT> jit;
@@ -424,7 +424,8 @@ void *loadHostKernels(const void *image, std::string &error) {
   const char *bytes = static_cast<const char *>(image);
   uint64_t size = 0;
   for (int i = 0; i < 8; ++i) {
-    size |= uint64_t(uint8_t(bytes[sizeof(kImageMagic) + i])) << (8 * i);
+    size |= uint64_t(uint8_t(bytes[sizeof(kHostKernelImageMagic) + i]))
+            << (8 * i);
   }
   if (size < 64 || size > (1ull << 32)) {
     error = "host kernels: an object of " + std::to_string(size) + " bytes";
@@ -457,7 +458,8 @@ void *loadHostKernels(const void *image, std::string &error) {
   }
   library.addGenerator(std::move(*process));
   auto object = llvm::MemoryBuffer::getMemBufferCopy(
-      llvm::StringRef(bytes + sizeof(kImageMagic) + 8, size), "host-kernels");
+      llvm::StringRef(bytes + sizeof(kHostKernelImageMagic) + 8, size),
+      "host-kernels");
   if (llvm::Error e = (*jit)->addObjectFile(std::move(object))) {
     error = "host kernels: " + llvm::toString(std::move(e));
     return nullptr;

@@ -10,6 +10,8 @@
 #ifndef KILN_TEST_UNIT_CUDA_HOSTKERNELS_H
 #define KILN_TEST_UNIT_CUDA_HOSTKERNELS_H
 
+#include "compiler/Codegen/GPU/HostKernelImage.h"
+
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -31,13 +33,11 @@ inline unsigned long long onDevice(void *host) {
 /// as cuLaunchKernel passes them.
 using HostKernelEntry = void (*)(void **params);
 
-/// The header of a host-kernel image (kiln-gpu-modules-to-host): these 16
-/// bytes, the object's size (8 bytes, little-endian), the ELF object.
-inline constexpr char kImageMagic[16] = "KILNHOSTKERNELS";
-
-/// Whether `image` starts with kiln-gpu-modules-to-host's header.
+/// Whether `image` starts with kiln-gpu-modules-to-host's header
+/// (compiler/Codegen/GPU/HostKernelImage.h).
 inline bool isHostKernelImage(const void *image) {
-  return std::memcmp(image, kImageMagic, sizeof(kImageMagic)) == 0;
+  return std::memcmp(image, kHostKernelImageMagic,
+                     sizeof(kHostKernelImageMagic)) == 0;
 }
 
 /// Loads a host-kernel image; nullptr (with `error` set) when it is
