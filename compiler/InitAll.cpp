@@ -23,6 +23,7 @@
 
 void kiln::registerAllDialects(mlir::DialectRegistry &registry) {
   registry.insert<mlir::kiln::KilnDialect>();
+  mlir::kiln::registerBufferizableOpInterfaceExternalModels(registry);
   mlir::registerAllDialects(registry);
   mlir::registerAllExtensions(registry);
   // Translation to LLVM IR, for the JIT and ahead of time alike: OpenMP

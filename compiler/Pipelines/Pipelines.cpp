@@ -68,8 +68,10 @@ std::unique_ptr<Pass> inlineWithoutSimplifying() {
 
 void mlir::kiln::buildKilnToLinalgPipeline(OpPassManager &pm,
                                            int64_t attentionBlock,
-                                           bool prepareWeights) {
-  pm.addPass(createConvertKilnToLinalgPass({.attentionBlock = attentionBlock}));
+                                           bool prepareWeights,
+                                           bool attentionKernel) {
+  pm.addPass(createConvertKilnToLinalgPass(
+      {.attentionBlock = attentionBlock, .attentionKernel = attentionKernel}));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createKilnFuseElementwisePass());
   pm.addPass(createCanonicalizerPass());
@@ -176,7 +178,8 @@ void mlir::kiln::buildKilnToGpuPipeline(OpPassManager &pm,
                                         const std::string &cpu,
                                         const GpuPipelineOptions &options) {
   pm.addPass(createKilnSetTargetPass({.cpu = cpu, .gpu = gpu}));
-  buildKilnToLinalgPipeline(pm);
+  buildKilnToLinalgPipeline(pm, /*attentionBlock=*/0, /*prepareWeights=*/false,
+                            options.attentionKernel);
   buildLinalgToGpuPipeline(pm, options);
 }
 
@@ -316,6 +319,11 @@ struct GpuTextOptions : public PassPipelineOptions<GpuTextOptions> {
                      "that emulates the GPU (kiln-gpu-modules-to-host), "
                      "instead of PTX"),
       llvm::cl::init(false)};
+  Option<bool> attentionKernel{
+      *this, "attention-kernel",
+      llvm::cl::desc("Attention as flash kernels (kiln.flash_attention, no "
+                     "[B, H, Tq, Tk] scores); false: whole scores"),
+      llvm::cl::init(true)};
 };
 struct CpuTilingOptions : public PassPipelineOptions<CpuTilingOptions> {
   Option<int64_t> tileM{*this, "tile-m",
@@ -393,7 +401,8 @@ void mlir::kiln::registerKilnPipelines() {
                                 .costSizes = options.costSizes,
                                 .costDevice = options.costDevice,
                                 .costReport = true,
-                                .hostKernels = options.hostKernels});
+                                .hostKernels = options.hostKernels,
+                                .attentionKernel = options.attentionKernel});
         return success();
       },
       [](function_ref<void(const mlir::detail::PassOptions &)> optHandler) {

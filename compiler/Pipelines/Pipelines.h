@@ -23,14 +23,17 @@ namespace kiln {
 constexpr int64_t kCpuAttentionBlock = 64;
 
 /// Adds the passes from kiln to linalg on tensors to `pm`, ending with
-/// kiln-check-lowered{stage=linalg}; `attentionBlock` > 0 computes attention
-/// block by block (CPU code), 0 materializes its scores (GPU code).
-/// kiln to linalg on tensors; `attentionBlock` > 0: attention blocked
-/// (flash) with key blocks that long (the CPU's); `prepareWeights` (CPU):
-/// products read the 2-D parameters they take transposed from prepared
-/// copies passed as arguments (kiln-prepare-weights).
+/// kiln-check-lowered{stage=linalg}. Attention: `attentionKernel` (GPU code)
+/// makes it the kernel ops kiln.flash_attention and
+/// kiln.flash_attention_grad where heads are at most 128 wide; otherwise
+/// `attentionBlock` > 0 computes it block by block (flash attention, with
+/// key blocks that long: the CPU's), 0 materializes its scores.
+/// `prepareWeights` (CPU): products read the 2-D parameters they take
+/// transposed from prepared copies passed as arguments
+/// (kiln-prepare-weights).
 void buildKilnToLinalgPipeline(OpPassManager &pm, int64_t attentionBlock = 0,
-                               bool prepareWeights = false);
+                               bool prepareWeights = false,
+                               bool attentionKernel = false);
 /// Adds the passes from linalg on tensors (the output of kiln-to-linalg) to
 /// the LLVM dialect: bufferization, loops, LLVM, with tiles sized for the
 /// module's `kiln.target` (kiln-set-target; a module without one fails);
@@ -58,6 +61,10 @@ struct GpuPipelineOptions {
   /// a driver that emulates a GPU on it (test/Unit/Cuda's fake driver),
   /// instead of PTX.
   bool hostKernels = false;
+  /// Attention as the flash kernels (kiln.flash_attention, built by
+  /// kiln-gpu-kernels), not whole [B, H, Tq, Tk] scores: read by
+  /// buildKilnToGpuPipeline (the kiln-to-linalg stage).
+  bool attentionKernel = true;
 };
 
 /// Adds the passes from linalg on tensors to GPU kernels (PTX for the

@@ -6,7 +6,7 @@
 
 #include "compiler/Codegen/Common/Passes.h"
 
-#include "dialects/Kiln/IR/KilnDialect.h"
+#include "dialects/Kiln/IR/KilnOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMTypes.h"
@@ -46,6 +46,11 @@ struct KilnCheckLoweredPass
           << stage << "' (expected linalg or llvm)";
       return signalPassFailure();
     }
+    // The GPU kernel ops are lowered later, by kiln-gpu-kernels: they may
+    // stay in modules compiled for a GPU.
+    auto target = getOperation()->getAttrOfType<mlir::kiln::TargetAttr>(
+        mlir::kiln::kTargetAttr);
+    bool forGpu = target && !target.getGpu().empty();
     bool failed = false;
     getOperation().walk([&](Operation *op) {
       if (op == getOperation().getOperation()) {
@@ -55,9 +60,17 @@ struct KilnCheckLoweredPass
       bool leftover =
           toLLVM ? !isa_and_nonnull<LLVM::LLVMDialect>(dialect) &&
                        !translatesWithLLVM(op)
-                 : isa_and_nonnull<mlir::kiln::KilnDialect>(dialect);
+                 : isa_and_nonnull<mlir::kiln::KilnDialect>(dialect) &&
+                       !(forGpu && isa<mlir::kiln::FlashAttentionOp,
+                                       mlir::kiln::FlashAttentionGradOp>(op));
       if (leftover) {
-        op->emitOpError("was not lowered to ") << stage;
+        InFlightDiagnostic error = op->emitOpError("was not lowered to ")
+                                   << stage;
+        if (isa<mlir::kiln::FlashAttentionOp, mlir::kiln::FlashAttentionGradOp>(
+                op)) {
+          error << " (a GPU kernel op: only code compiled for a GPU, "
+                   "kiln-to-gpu, takes it)";
+        }
         failed = true;
       }
     });

@@ -10,6 +10,8 @@
 #include "compiler/Codegen/Common/RowGroups.h"
 #include "compiler/Codegen/Common/Views.h"
 
+#include "dialects/Kiln/IR/KilnOps.h"
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -39,7 +41,7 @@ namespace {
 constexpr size_t kMaxRowGroup = 16;
 
 struct OutlineKernels
-    : public kiln::impl::KilnOutlineKernelsPassBase<OutlineKernels> {
+    : public mlir::kiln::impl::KilnOutlineKernelsPassBase<OutlineKernels> {
   using Base::Base;
 
   void runOnOperation() override {
@@ -65,10 +67,13 @@ struct OutlineKernels
       // Each linalg op, and each parallel loop (flash attention's loop
       // over blocks) with the ops inside it: those become serial kernels
       // first (LLVM's time grows faster than the size of a function), then
-      // the loop becomes the kernel that calls them on all cores.
+      // the loop becomes the kernel that calls them on all cores. The GPU
+      // kernel ops (kiln.flash_attention, kiln.flash_attention_grad) are
+      // kernels of their own too, shared between identical layers.
       SmallVector<Operation *> ops;
       func.walk<WalkOrder::PreOrder>([&](Operation *op) {
-        if (isa<linalg::LinalgOp, scf::ParallelOp>(op)) {
+        if (isa<linalg::LinalgOp, scf::ParallelOp, mlir::kiln::FlashAttentionOp,
+                mlir::kiln::FlashAttentionGradOp>(op)) {
           ops.push_back(op);
           return WalkResult::skip();
         }
@@ -154,7 +159,7 @@ struct OutlineKernels
           continue;
         }
         if (!clash) {
-          kernel.setArgAttr(i, kiln::kNoAliasArgAttr,
+          kernel.setArgAttr(i, mlir::kiln::kNoAliasArgAttr,
                             UnitAttr::get(&getContext()));
           positions.push_back(position + 1);
         }
@@ -162,7 +167,7 @@ struct OutlineKernels
         position += 3 + 2 * memref.getRank();
       }
       if (!positions.empty()) {
-        kernel->setAttr(kiln::kNoAliasArgsAttr,
+        kernel->setAttr(mlir::kiln::kNoAliasArgsAttr,
                         DenseI64ArrayAttr::get(&getContext(), positions));
       }
     }
@@ -208,13 +213,13 @@ struct OutlineKernels
     if (!llvm::is_contained(nextOp.getDpsInits(), buffer)) {
       return false;
     }
-    Value root = kiln::viewRoot(buffer);
+    Value root = mlir::kiln::viewRoot(buffer);
     for (Operation *between = fill->getNextNode(); between != next;
          between = between->getNextNode()) {
       WalkResult used = between->walk([&](Operation *inner) {
         for (Value operand : inner->getOperands()) {
           if (isa<BaseMemRefType>(operand.getType()) &&
-              kiln::viewRoot(operand) == root) {
+              mlir::kiln::viewRoot(operand) == root) {
             return WalkResult::interrupt();
           }
         }
@@ -267,7 +272,7 @@ struct OutlineKernels
              between = between->getNextNode()) {
           movable = isMemoryEffectFree(between) ||
                     llvm::none_of(usedBuffers(between), [&](Value buffer) {
-                      return movedRoots.contains(kiln::viewRoot(buffer));
+                      return movedRoots.contains(mlir::kiln::viewRoot(buffer));
                     });
         }
         if (!movable) {
@@ -276,9 +281,10 @@ struct OutlineKernels
       }
       run.push_back(op);
       for (Value buffer : usedBuffers(op)) {
-        movedRoots.insert(kiln::viewRoot(buffer));
+        movedRoots.insert(mlir::kiln::viewRoot(buffer));
       }
-      if (run.size() >= 2 && kiln::rowGroupRank(run) && separateMemory(run)) {
+      if (run.size() >= 2 && mlir::kiln::rowGroupRank(run) &&
+          separateMemory(run)) {
         best.assign(run.begin(), run.end());
       }
     }
@@ -294,10 +300,10 @@ struct OutlineKernels
     }
     for (linalg::LinalgOp op : ops) {
       for (Value init : op.getDpsInits()) {
-        Value root = kiln::viewRoot(init);
+        Value root = mlir::kiln::viewRoot(init);
         if (!root.getDefiningOp<memref::AllocOp>() ||
             llvm::any_of(used, [&](Value buffer) {
-              return buffer != init && kiln::viewRoot(buffer) == root;
+              return buffer != init && mlir::kiln::viewRoot(buffer) == root;
             })) {
           return false;
         }
@@ -316,7 +322,7 @@ struct OutlineKernels
         if (found == writes.end() ||
             (i < found->second.size() && found->second[i])) {
           if (isa<BaseMemRefType>(operand.getType())) {
-            roots.insert(kiln::viewRoot(operand));
+            roots.insert(mlir::kiln::viewRoot(operand));
           }
         }
       }
@@ -327,7 +333,7 @@ struct OutlineKernels
       for (const MemoryEffects::EffectInstance &effect : instances) {
         if (isa<MemoryEffects::Write>(effect.getEffect()) &&
             effect.getValue()) {
-          roots.insert(kiln::viewRoot(effect.getValue()));
+          roots.insert(mlir::kiln::viewRoot(effect.getValue()));
         }
       }
     });
@@ -345,7 +351,7 @@ struct OutlineKernels
     SmallVector<Value> roots;
     SmallVector<bool> written, buffer, known;
     for (Value v : arguments) {
-      roots.push_back(kiln::viewRoot(v));
+      roots.push_back(mlir::kiln::viewRoot(v));
       buffer.push_back(isa<BaseMemRefType>(v.getType()));
       written.push_back(buffer.back() && writtenSet.contains(roots.back()));
       Value root = roots.back();
@@ -410,7 +416,7 @@ struct OutlineKernels
     kernel->setAttr("passthrough",
                     builder.getArrayAttr(builder.getStringAttr("noinline")));
     if (serial) {
-      kernel->setAttr(kiln::kSerialKernelAttr, builder.getUnitAttr());
+      kernel->setAttr(mlir::kiln::kSerialKernelAttr, builder.getUnitAttr());
     }
     Block *entry = kernel.addEntryBlock();
     builder.setInsertionPointToStart(entry);
@@ -456,8 +462,9 @@ struct OutlineKernels
     SmallVector<bool> &argWrites = writes[it->second];
     argWrites.resize(arguments.size(), false);
     for (auto [i, v] : llvm::enumerate(arguments)) {
-      argWrites[i] = argWrites[i] || (isa<BaseMemRefType>(v.getType()) &&
-                                      written.contains(kiln::viewRoot(v)));
+      argWrites[i] =
+          argWrites[i] || (isa<BaseMemRefType>(v.getType()) &&
+                           written.contains(mlir::kiln::viewRoot(v)));
     }
     auto [entryIt, fresh] = aliasing.try_emplace(it->second, clash);
     if (!fresh) {

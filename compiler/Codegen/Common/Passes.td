@@ -144,7 +144,9 @@ def KilnCheckLoweredPass : Pass<"kiln-check-lowered", "::mlir::ModuleOp"> {
   let summary = "Fail when anything is left above the pipeline's target level";
   let description = [{
     The last pass of every Kiln pipeline. With `stage=linalg` it rejects any
-    remaining `kiln` op; with `stage=llvm` it rejects any op outside the
+    remaining `kiln` op but the GPU kernel ops (`kiln.flash_attention`,
+    `kiln.flash_attention_grad`) in a module whose `kiln.target` names a GPU,
+    which kiln-gpu-kernels lowers; with `stage=llvm` it rejects any op outside the
     `llvm` dialect (besides the module, OpenMP regions, GPU binaries and the
     `gpu.launch_func` ops that launch their kernels on LLVM values, which
     are translated to LLVM IR with it). Each leftover op gets an error

@@ -93,6 +93,15 @@ constexpr double kCopyCost = 10e-6, kCopyBandwidth = 8e9;
 constexpr int64_t kThreadsPerMultiprocessor = 2048, kTiledBlocks = 2,
                   kMaxBlocks = 32;
 
+/// Whether `memref` is global memory (not shared).
+bool isGlobal(Value memref) {
+  auto type = dyn_cast<MemRefType>(memref.getType());
+  auto space =
+      type ? dyn_cast_or_null<gpu::AddressSpaceAttr>(type.getMemorySpace())
+           : nullptr;
+  return !space || space.getValue() == gpu::AddressSpace::Global;
+}
+
 /// Evaluates the integer values of host code and kernels at the given
 /// argument sizes: constants, integer arithmetic, comparisons and selects,
 /// affine.apply, the sizes of buffers and views; a kernel's arguments are
@@ -407,7 +416,17 @@ private:
           if (!i) {
             return std::nullopt;
           }
-          return element(op.getMemRef(), *i, op);
+          std::optional<int64_t> stored = element(op.getMemRef(), *i, op);
+          // An integer in shared memory that the block's threads may set (the
+          // flash attention kernels' "a row saw no key" flag, which sends a
+          // causal block over its remaining key tiles): priced clear, the
+          // common case.
+          auto type = cast<MemRefType>(op.getMemRef().getType());
+          if (!stored && !isGlobal(op.getMemRef()) &&
+              type.getElementType().isInteger()) {
+            return 0;
+          }
+          return stored;
         })
         .Case([&](memref::DimOp op) -> std::optional<int64_t> {
           std::optional<int64_t> d = value(op.getIndex());
@@ -452,14 +471,6 @@ double flopsOf(Operation *op) {
     return 1;
   }
   return 0;
-}
-
-bool isGlobal(Value memref) {
-  auto type = dyn_cast<MemRefType>(memref.getType());
-  auto space =
-      type ? dyn_cast_or_null<gpu::AddressSpaceAttr>(type.getMemorySpace())
-           : nullptr;
-  return !space || space.getValue() == gpu::AddressSpace::Global;
 }
 
 double elementBytes(Value memref) {

@@ -18,6 +18,8 @@
 //    CUDA cores, so results match the CPU's to rounding; `math=tf32` and
 //    `math=tf32x3` multiply on the tensor cores instead (mma.sync, each warp
 //    64 x 32 outputs; docs/gpu.md).
+//  - kiln.flash_attention and kiln.flash_attention_grad become the attention
+//    kernels of FlashAttention.cpp.
 //  - A reduction over at least 32 elements (softmax's max and sum,
 //    layernorm's mean and variance, the loss) gives each output element a
 //    block: the threads stride over the reduced elements, then combine their
@@ -30,10 +32,12 @@
 
 #include "compiler/Codegen/GPU/Passes.h"
 
+#include "compiler/Codegen/GPU/FlashAttention.h"
+
 #include "compiler/Codegen/Common/Attributes.h"
 #include "compiler/Codegen/Common/RowGroups.h"
 #include "compiler/Codegen/Common/Views.h"
-#include "dialects/Kiln/IR/KilnDialect.h"
+#include "dialects/Kiln/IR/KilnOps.h"
 
 #include "mlir/Analysis/SliceAnalysis.h"
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
@@ -1286,6 +1290,25 @@ struct GpuKernels
                                           ? ContractionMath::tf32x3
                                           : ContractionMath::fp32;
     IRRewriter rewriter(&getContext());
+    // Attention: kernels of its own (FlashAttention.cpp).
+    SmallVector<Operation *> attention;
+    getOperation().walk([&](Operation *op) {
+      if (isa<mlir::kiln::FlashAttentionOp, mlir::kiln::FlashAttentionGradOp>(
+              op) &&
+          cast<DestinationStyleOpInterface>(op).hasPureBufferSemantics()) {
+        attention.push_back(op);
+      }
+    });
+    for (Operation *op : attention) {
+      LLVM_DEBUG(llvm::dbgs() << DEBUG_TYPE ": flash attention kernels for "
+                              << op->getName().getStringRef() << "\n");
+      if (auto forward = dyn_cast<mlir::kiln::FlashAttentionOp>(op)) {
+        mlir::kiln::buildFlashAttention(rewriter, forward);
+      } else {
+        mlir::kiln::buildFlashAttentionGrad(
+            rewriter, cast<mlir::kiln::FlashAttentionGradOp>(op));
+      }
+    }
     if (auto func = dyn_cast<func::FuncOp>(getOperation())) {
       SmallVector<linalg::LinalgOp> group;
       if (std::optional<unsigned> rank = planRowGroup(func, group)) {

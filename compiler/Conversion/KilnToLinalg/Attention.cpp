@@ -239,6 +239,45 @@ Value Attention::weightedColumns(Value w, Value xh) {
   return headContraction(w, {0, 1, 4, 2}, xh, key);
 }
 
+bool Attention::kernelTakes() const {
+  return headDim <= FlashAttentionOp::kMaxHeadDim;
+}
+
+Value Attention::kernelForward(Value value) {
+  OpBuilder &rb = b();
+  Value init = e.empty(e.sizes(query), e.f32());
+  auto op = FlashAttentionOp::create(
+      rb, loc(), TypeRange{init.getType()}, query, key, value, mask, seed, init,
+      rb.getI64IntegerAttr(heads), rb.getI64IntegerAttr(kvHeads),
+      causal ? rb.getUnitAttr() : UnitAttr(), rb.getF64FloatAttr(dropout),
+      rb.getI64IntegerAttr(stream));
+  return op.getResult().front();
+}
+
+SmallVector<Value> Attention::kernelBackward(Value grad, Value value,
+                                             Value output) {
+  OpBuilder &rb = b();
+  SmallVector<Value> inits;
+  SmallVector<Type> types;
+  for (Value like : {query, key, value}) {
+    inits.push_back(e.empty(e.sizes(like), e.f32()));
+    types.push_back(inits.back().getType());
+  }
+  auto op = FlashAttentionGradOp::create(
+      rb, loc(), types, grad, query, key, value, output, mask, seed, inits[0],
+      inits[1], inits[2], rb.getI64IntegerAttr(heads),
+      rb.getI64IntegerAttr(kvHeads), causal ? rb.getUnitAttr() : UnitAttr(),
+      rb.getF64FloatAttr(dropout), rb.getI64IntegerAttr(stream));
+  return SmallVector<Value>(op.getResults());
+}
+
+Value Attention::forwardBy(Value value, int64_t block, bool kernel) {
+  if (kernel && kernelTakes()) {
+    return kernelForward(value);
+  }
+  return block > 0 ? fusedForward(value, block) : forward(value);
+}
+
 Value Attention::forward(Value value) {
   Value qh = split(query), kh = repeatKv(splitKv(key)),
         vh = repeatKv(splitKv(value));
@@ -252,14 +291,19 @@ Value Attention::forward(Value value) {
 
 namespace {
 
+/// The attention of `op`; `kernel`: lowered as a kernel op if it takes the
+/// heads (which reads an i1 mask as it is).
 template <typename Op>
 static Attention attentionFor(Emitter &e, Op op, Value query, Value key,
-                              Value mask, Value seed) {
+                              Value mask, Value seed, bool kernel) {
+  int64_t dim = Emitter::type(query).getDimSize(2);
+  int64_t heads = int64_t(op.getNumHeads());
   // An i1 mask is widened to i8 once ([B, Tk] elements), so that the
   // [B, H, Tq, Tk] score kernels read bytes and stay vectorized: vectors of
   // i1 are bit-packed in memory, buffers of i1 hold a byte per element, and
   // kiln-tile-and-vectorize leaves ops on i1 buffers scalar.
-  if (mask && Emitter::type(mask).getElementType().isInteger(1)) {
+  bool byKernel = kernel && dim / heads <= FlashAttentionOp::kMaxHeadDim;
+  if (mask && !byKernel && Emitter::type(mask).getElementType().isInteger(1)) {
     auto maskType = Emitter::type(mask);
     mask = e.elementwise(
         RankedTensorType::get(maskType.getShape(), e.b.getI8Type()),
@@ -267,8 +311,6 @@ static Attention attentionFor(Emitter &e, Op op, Value query, Value key,
           return arith::ExtUIOp::create(nb, l, nb.getI8Type(), a[0]);
         });
   }
-  int64_t dim = Emitter::type(query).getDimSize(2);
-  int64_t heads = int64_t(op.getNumHeads());
   int64_t kvHeads = heads;
   if constexpr (!std::is_same_v<Op, MultiHeadAttentionOp>) {
     kvHeads = int64_t(op.getNumKvHeads().value_or(heads));
@@ -286,14 +328,16 @@ static Attention attentionFor(Emitter &e, Op op, Value query, Value key,
                    key};
 }
 
-/// A pattern of an attention op, lowered block by block when `block` > 0
-/// (Attention::fusedForward; for the gradient, Attention::fusedBackward
-/// given the forward output).
+/// A pattern of an attention op, lowered as the GPU kernel ops when
+/// `kernel` (Attention::kernelForward; for the gradient,
+/// Attention::kernelBackward given the forward output), else block by
+/// block when `block` > 0 (Attention::fusedForward, fusedBackward).
 template <typename Op>
 struct AttentionBlockPattern : KilnPattern<Op> {
-  AttentionBlockPattern(MLIRContext *context, int64_t block)
-      : KilnPattern<Op>(context), block(block) {}
+  AttentionBlockPattern(MLIRContext *context, int64_t block, bool kernel)
+      : KilnPattern<Op>(context), block(block), kernel(kernel) {}
   int64_t block;
+  bool kernel;
 };
 
 /// Multi-head attention: the q/k/v projections, the attention core (scores
@@ -330,9 +374,8 @@ struct MultiHeadAttentionPattern : AttentionBlockPattern<MultiHeadAttentionOp> {
     Value k = e.linear(kv, wk, sized(adaptor.getBk(), {dim}), projType(kv));
     Value v = e.linear(kv, wv, sized(adaptor.getBv(), {dim}), projType(kv));
     Attention attention = attentionFor(e, op, q, k, adaptor.getKeyPaddingMask(),
-                                       adaptor.getSeed());
-    Value merged =
-        block > 0 ? attention.fusedForward(v, block) : attention.forward(v);
+                                       adaptor.getSeed(), kernel);
+    Value merged = attention.forwardBy(v, block, kernel);
     return {e.linear(merged, wo, sized(adaptor.getBo(), {dim}), type)};
   }
 };
@@ -370,9 +413,8 @@ struct AttentionPattern : AttentionBlockPattern<AttentionOp> {
       }
     }
     Attention attention = attentionFor(e, op, adaptor.getQuery(), key, mask,
-                                       adaptor.getSeed());
-    return {block > 0 ? attention.fusedForward(value, block)
-                      : attention.forward(value)};
+                                       adaptor.getSeed(), kernel);
+    return {attention.forwardBy(value, block, kernel)};
   }
 };
 
@@ -385,8 +427,13 @@ struct AttentionGradPattern : AttentionBlockPattern<AttentionGradOp> {
   SmallVector<Value> lower(AttentionGradOp op, OpAdaptor adaptor,
                            Emitter &e) const override {
     Value mask = adaptor.getKeyPaddingMask();
-    Attention a = attentionFor(e, op, adaptor.getQuery(), adaptor.getKey(),
-                               mask, adaptor.getSeed());
+    Attention a =
+        attentionFor(e, op, adaptor.getQuery(), adaptor.getKey(), mask,
+                     adaptor.getSeed(), kernel && adaptor.getOutput());
+    if (kernel && a.kernelTakes() && adaptor.getOutput()) {
+      return a.kernelBackward(adaptor.getGrad(), adaptor.getValue(),
+                              adaptor.getOutput());
+    }
     if (block > 0 && adaptor.getOutput()) {
       SmallVector<Value> results = a.fusedBackward(
           adaptor.getGrad(), adaptor.getValue(), adaptor.getOutput(), block);
@@ -435,8 +482,9 @@ struct AttentionGradPattern : AttentionBlockPattern<AttentionGradOp> {
 } // namespace
 
 void mlir::kiln::populateAttentionPatterns(RewritePatternSet &patterns,
-                                           int64_t attentionBlock) {
+                                           int64_t attentionBlock,
+                                           bool attentionKernel) {
   patterns
       .add<MultiHeadAttentionPattern, AttentionPattern, AttentionGradPattern>(
-          patterns.getContext(), attentionBlock);
+          patterns.getContext(), attentionBlock, attentionKernel);
 }

@@ -92,6 +92,19 @@ struct Attention {
   /// The forward output [B, Tq, D].
   Value forward(Value value);
 
+  /// Whether the GPU kernel ops take these heads (at most
+  /// FlashAttentionOp::kMaxHeadDim wide).
+  bool kernelTakes() const;
+  /// The forward output [B, Tq, D] as kiln.flash_attention (a GPU kernel
+  /// that kiln-gpu-kernels builds).
+  Value kernelForward(Value value);
+  /// The gradients (dQ, dK, dV) as kiln.flash_attention_grad, given the
+  /// forward output `output`.
+  SmallVector<Value> kernelBackward(Value grad, Value value, Value output);
+  /// The forward output by the algorithm the options choose: the kernel op
+  /// (`kernel`, where it takes the heads), block by block (`block` > 0), or
+  /// on whole scores.
+  Value forwardBy(Value value, int64_t block, bool kernel);
   /// The forward output [B, Tq, D], computed block by block as flash
   /// attention does (FlashAttention.cpp).
   Value fusedForward(Value value, int64_t block);

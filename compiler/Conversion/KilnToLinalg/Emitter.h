@@ -345,9 +345,10 @@ void populateElementwisePatterns(RewritePatternSet &patterns);
 /// feed_forward, dropout.
 void populateLayerPatterns(RewritePatternSet &patterns);
 /// Attention.cpp: mha, attention, attention_grad (`attentionBlock` > 0: block
-/// by block, in FlashAttention.cpp).
+/// by block, in FlashAttention.cpp; `attentionKernel`: as the GPU kernel ops
+/// kiln.flash_attention and kiln.flash_attention_grad).
 void populateAttentionPatterns(RewritePatternSet &patterns,
-                               int64_t attentionBlock);
+                               int64_t attentionBlock, bool attentionKernel);
 /// ReductionsAndShapes.cpp: softmax, log_softmax, reduce, reshape, transpose,
 /// slice, concat, constant.
 void populateReductionAndShapePatterns(RewritePatternSet &patterns);

@@ -39,11 +39,12 @@ struct ConvertKilnToLinalgPass
     MLIRContext *context = &getContext();
     ConversionTarget target(*context);
     target.addIllegalDialect<KilnDialect>();
+    target.addLegalOp<FlashAttentionOp, FlashAttentionGradOp>();
     target.addLegalDialect<linalg::LinalgDialect, tensor::TensorDialect,
                            arith::ArithDialect, math::MathDialect,
                            func::FuncDialect, scf::SCFDialect>();
     RewritePatternSet patterns(context);
-    populateKilnToLinalgPatterns(patterns, attentionBlock);
+    populateKilnToLinalgPatterns(patterns, attentionBlock, attentionKernel);
     if (failed(applyPartialConversion(getOperation(), target,
                                       std::move(patterns)))) {
       signalPassFailure();
@@ -54,10 +55,11 @@ struct ConvertKilnToLinalgPass
 } // namespace
 
 void mlir::kiln::populateKilnToLinalgPatterns(RewritePatternSet &patterns,
-                                              int64_t attentionBlock) {
+                                              int64_t attentionBlock,
+                                              bool attentionKernel) {
   populateElementwisePatterns(patterns);
   populateLayerPatterns(patterns);
-  populateAttentionPatterns(patterns, attentionBlock);
+  populateAttentionPatterns(patterns, attentionBlock, attentionKernel);
   populateReductionAndShapePatterns(patterns);
   populateLossPatterns(patterns);
   populateGradientPatterns(patterns);

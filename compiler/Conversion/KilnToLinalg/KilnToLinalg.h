@@ -25,7 +25,8 @@ namespace kiln {
 /// `attentionBlock` > 0 lowers the attention forward pass block by block
 /// (the pass's `attention-block` option).
 void populateKilnToLinalgPatterns(RewritePatternSet &patterns,
-                                  int64_t attentionBlock = 0);
+                                  int64_t attentionBlock = 0,
+                                  bool attentionKernel = false);
 
 } // namespace kiln
 } // namespace mlir

@@ -41,7 +41,12 @@ def ConvertKilnToLinalgPass : Pass<"convert-kiln-to-linalg"> {
     Option<"attentionBlock", "attention-block", "int64_t", /*default=*/"0",
            "Attention in the flash manner, over blocks of this many query "
            "rows and keys (no [B, H, Tq, Tk] scores); 0: the scores are "
-           "materialized (one linalg op per step, as GPU code wants)">
+           "materialized (one linalg op per step, as GPU code wants)">,
+    Option<"attentionKernel", "attention-kernel", "bool", /*default=*/"false",
+           "Attention (forward, and backward given the forward output) as "
+           "kiln.flash_attention and kiln.flash_attention_grad, whose GPU "
+           "kernels kiln-gpu-kernels builds (heads at most 128 wide; wider "
+           "ones as attention-block says)">
   ];
   let dependentDialects = [
     "::mlir::linalg::LinalgDialect", "::mlir::tensor::TensorDialect",

@@ -457,7 +457,9 @@ static void lower(LoweredModule &lowered, const LoweringOptions &options,
         linalg, mlir::kiln::kCpuAttentionBlock, options.prepareWeights);
     mlir::kiln::buildLinalgToLLVMPipeline(llvmPm);
   } else {
-    mlir::kiln::buildKilnToLinalgPipeline(linalg);
+    mlir::kiln::buildKilnToLinalgPipeline(linalg, /*attentionBlock=*/0,
+                                          /*prepareWeights=*/false,
+                                          /*attentionKernel=*/true);
     mlir::kiln::buildLinalgToGpuPipeline(
         llvmPm, {.resident = options.gpuResidentState,
                  .math = options.gpuMath,

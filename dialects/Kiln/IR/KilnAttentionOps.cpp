@@ -236,3 +236,151 @@ LogicalResult AttentionGradOp::verify() {
                          getNumKvHeads(), getCausal(),
                          getDropout().convertToDouble(), bool(getSeed()));
 }
+
+//===----------------------------------------------------------------------===//
+// FlashAttentionOp and FlashAttentionGradOp
+//===----------------------------------------------------------------------===//
+
+/// The checks shared by the kernel ops: every shaped operand a tensor or
+/// every one a buffer; `query` [B, Tq, H·dh], `key` and `value` [B, Tk,
+/// Hkv·dh] with dh at most FlashAttentionOp::kMaxHeadDim; each of
+/// `likeQuery` shaped like the query, each of `likeKey` like the key; the
+/// mask [B, Tk] of integers; the causal, dropout and seed rules of
+/// kiln.attention.
+static LogicalResult
+verifyAttentionKernel(Operation *op, Value query, Value key, Value value,
+                      Value mask, ArrayRef<Value> likeQuery,
+                      ArrayRef<Value> likeKey, int64_t heads, int64_t kvHeads,
+                      bool causal, double dropout, bool hasSeed) {
+  auto dps = cast<DestinationStyleOpInterface>(op);
+  if (!dps.hasPureTensorSemantics() && !dps.hasPureBufferSemantics()) {
+    return op->emitOpError("expects tensors only or buffers only");
+  }
+  auto shaped = [](Value v) { return cast<ShapedType>(v.getType()); };
+  auto format = [&](Value v) { return shape::format(shaped(v).getShape()); };
+  auto q = shaped(query), k = shaped(key);
+  for (Value v : {query, key, value}) {
+    if (shaped(v).getRank() != 3) {
+      return op->emitOpError("expects 'query', 'key' and 'value' to be "
+                             "[batch, seq, dim], got ")
+             << format(query) << ", " << format(key) << " and "
+             << format(value);
+    }
+  }
+  if (heads <= 0 || kvHeads <= 0 || heads % kvHeads != 0) {
+    return op->emitOpError("expects 'num_kv_heads' (")
+           << kvHeads << ") to divide 'num_heads' (" << heads
+           << "), both positive";
+  }
+  int64_t dim = q.getDimSize(2);
+  if (ShapedType::isDynamic(dim) || dim % heads != 0) {
+    return op->emitOpError("expects 'num_heads' (")
+           << heads << ") to divide the static width of 'query' "
+           << format(query);
+  }
+  int64_t headDim = dim / heads;
+  if (headDim < 1 || headDim > FlashAttentionOp::kMaxHeadDim) {
+    return op->emitOpError("expects heads 1 to ")
+           << FlashAttentionOp::kMaxHeadDim << " wide, got " << headDim;
+  }
+  int64_t batch = q.getDimSize(0);
+  if (!shape::compatible(k.getDimSize(0), batch) ||
+      !shape::compatible(k.getDimSize(2), headDim * kvHeads)) {
+    return op->emitOpError("expects 'key' ")
+           << format(key) << " to match the batch of 'query' " << format(query)
+           << " and have " << kvHeads << " heads of width " << headDim;
+  }
+  auto sameShape = [&](Value v, ShapedType like) {
+    auto t = shaped(v);
+    if (t.getRank() != like.getRank()) {
+      return false;
+    }
+    for (int64_t d = 0; d < t.getRank(); ++d) {
+      if (!shape::compatible(t.getDimSize(d), like.getDimSize(d))) {
+        return false;
+      }
+    }
+    return true;
+  };
+  if (!sameShape(value, k)) {
+    return op->emitOpError("expects 'value' ")
+           << format(value) << " shaped like 'key' " << format(key);
+  }
+  for (Value v : likeQuery) {
+    if (!sameShape(v, q)) {
+      return op->emitOpError("expects ")
+             << format(v) << " shaped like 'query' " << format(query);
+    }
+  }
+  for (Value v : likeKey) {
+    if (!sameShape(v, k)) {
+      return op->emitOpError("expects ")
+             << format(v) << " shaped like 'key' " << format(key);
+    }
+  }
+  if (mask) {
+    auto m = shaped(mask);
+    if (m.getRank() != 2 || !shape::compatible(m.getDimSize(0), batch) ||
+        !shape::compatible(m.getDimSize(1), k.getDimSize(1))) {
+      return op->emitOpError("expects 'key_padding_mask' to be [batch, "
+                             "key_seq] = ")
+             << shape::format({batch, k.getDimSize(1)}) << ", got "
+             << format(mask);
+    }
+  }
+  if (causal && !ShapedType::isDynamic(q.getDimSize(1)) &&
+      !ShapedType::isDynamic(k.getDimSize(1)) &&
+      q.getDimSize(1) > k.getDimSize(1)) {
+    return op->emitOpError("expects causal attention to have no more queries (")
+           << q.getDimSize(1) << ") than keys (" << k.getDimSize(1) << ")";
+  }
+  return verifyDropout(op, dropout, hasSeed, "dropout");
+}
+
+/// Reads every shaped input, writes (and reads) every init, on buffers.
+static void kernelEffects(
+    DestinationStyleOpInterface op,
+    SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>>
+        &effects) {
+  if (!op.hasPureBufferSemantics()) {
+    return;
+  }
+  for (OpOperand &operand : op->getOpOperands()) {
+    if (!isa<MemRefType>(operand.get().getType())) {
+      continue;
+    }
+    effects.emplace_back(MemoryEffects::Read::get(), &operand,
+                         SideEffects::DefaultResource::get());
+    if (op.isDpsInit(&operand)) {
+      effects.emplace_back(MemoryEffects::Write::get(), &operand,
+                           SideEffects::DefaultResource::get());
+    }
+  }
+}
+
+LogicalResult FlashAttentionOp::verify() {
+  return verifyAttentionKernel(
+      *this, getQuery(), getKey(), getValue(), getKeyPaddingMask(), {getInit()},
+      {}, int64_t(getNumHeads()), int64_t(getNumKvHeads()), getCausal(),
+      getDropout().convertToDouble(), bool(getSeed()));
+}
+
+void FlashAttentionOp::getEffects(
+    SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>>
+        &effects) {
+  kernelEffects(*this, effects);
+}
+
+LogicalResult FlashAttentionGradOp::verify() {
+  return verifyAttentionKernel(
+      *this, getQuery(), getKey(), getValue(), getKeyPaddingMask(),
+      {getGrad(), getOutput(), getQueryInit()}, {getKeyInit(), getValueInit()},
+      int64_t(getNumHeads()), int64_t(getNumKvHeads()), getCausal(),
+      getDropout().convertToDouble(), bool(getSeed()));
+}
+
+void FlashAttentionGradOp::getEffects(
+    SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>>
+        &effects) {
+  kernelEffects(*this, effects);
+}

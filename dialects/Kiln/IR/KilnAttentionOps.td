@@ -11,6 +11,7 @@
 include "dialects/Kiln/IR/KilnBase.td"
 include "dialects/Kiln/IR/KilnInterfaces.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
+include "mlir/Interfaces/DestinationStyleOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 
 //===----------------------------------------------------------------------===//
@@ -169,6 +170,116 @@ def Kiln_AttentionGradOp
     functional-type(operands, results)
   }];
   let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Attention as GPU kernels (kiln-to-gpu)
+//===----------------------------------------------------------------------===//
+
+// A float operand of a kernel op: a tensor before bufferization, a buffer
+// after it.
+def Kiln_FloatShaped : AnyTypeOf<[Kiln_FloatTensor, MemRefOf<[Kiln_Float]>]>;
+def Kiln_IntegerShaped : AnyTypeOf<[RankedTensorOf<[AnyInteger]>,
+                                    MemRefOf<[AnyInteger]>]>;
+
+// What the kernel ops share: a destination-style op on tensors or buffers
+// (`init`s written, nothing else), with the attention's attributes.
+class Kiln_KernelOp<string mnemonic, list<Trait> traits = []>
+    : Kiln_Op<mnemonic, !listconcat(traits, [
+          AttrSizedOperandSegments, DestinationStyleOpInterface,
+          DeclareOpInterfaceMethods<MemoryEffectsOpInterface>])> {
+  let hasVerifier = 1;
+}
+
+def Kiln_FlashAttentionOp : Kiln_KernelOp<"flash_attention"> {
+  let summary = "kiln.attention's forward pass as one GPU kernel";
+  let description = [{
+    What `convert-kiln-to-linalg{attention-kernel}` (the GPU pipeline) makes
+    of `kiln.attention` and of `kiln.mha`'s attention core when heads are
+    at most 128 wide: the same result (the same masks, `-1e9` for masked
+    scores, dropout from `seed` and `stream` at each score's place in
+    `[B, H, Tq, Tk]`), written into `init` (`[B, Tq, D]`), with no
+    `[B, H, Tq, Tk]` tensor. Queries sit at the end of the keys (causal: query
+    `i` sees key `j <= i + Tk - Tq`); a cached decoder's keys are cut to the
+    filled prefix before. It bufferizes in place and `kiln-gpu-kernels`
+    builds its kernel (compiler/Codegen/GPU/FlashAttention.cpp): a block per
+    16 query rows of a head, the keys and values staged 32 at a time in
+    shared memory, an online softmax per row. No CPU pipeline makes it.
+
+    ```mlir
+    %o = kiln.flash_attention ins(%q, %k, %v : tensor<?x?x128xf32>,
+        tensor<?x?x128xf32>, tensor<?x?x128xf32>) outs(%init : tensor<?x?x128xf32>)
+        {num_heads = 2 : i64, num_kv_heads = 2 : i64, causal} -> tensor<?x?x128xf32>
+    ```
+  }];
+  let arguments = (ins Kiln_FloatShaped:$query, Kiln_FloatShaped:$key,
+                       Kiln_FloatShaped:$value,
+                       Optional<Kiln_IntegerShaped>:$key_padding_mask,
+                       Optional<Kiln_Seed>:$seed,
+                       Kiln_FloatShaped:$init,
+                       I64Attr:$num_heads, I64Attr:$num_kv_heads,
+                       UnitAttr:$causal,
+                       DefaultValuedAttr<F64Attr, "0.0">:$dropout,
+                       DefaultValuedAttr<I64Attr, "0">:$stream);
+  let results = (outs Variadic<Kiln_FloatTensor>:$result);
+  let assemblyFormat = [{
+    `ins` `(` $query `,` $key `,` $value `:` type($query) `,` type($key) `,`
+    type($value) `)` (`mask` `(` $key_padding_mask^ `:`
+    type($key_padding_mask) `)`)? (`seed` `(` $seed^ `)`)?
+    `outs` `(` $init `:` type($init) `)` attr-dict (`->` type($result)^)?
+  }];
+  let extraClassDeclaration = [{
+    ::mlir::MutableOperandRange getDpsInitsMutable() {
+      return getInitMutable();
+    }
+    /// The widest head the kernels take (their shared-memory tiles hold
+    /// rows of it); convert-kiln-to-linalg{attention-kernel} keeps wider
+    /// ones on whole scores.
+    static constexpr int64_t kMaxHeadDim = 128;
+  }];
+}
+
+def Kiln_FlashAttentionGradOp : Kiln_KernelOp<"flash_attention_grad"> {
+  let summary = "kiln.attention_grad as GPU kernels";
+  let description = [{
+    What `convert-kiln-to-linalg{attention-kernel}` makes of
+    `kiln.attention_grad` given the forward `output` (which `kiln-autodiff`
+    passes) when heads are at most 128 wide: the gradients of the query, the
+    key and the value, written into `query_init`, `key_init` and
+    `value_init`, with no `[B, H, Tq, Tk]` tensor. `kiln-gpu-kernels` builds
+    two kernels (compiler/Codegen/GPU/FlashAttention.cpp): one per 16 query
+    rows of a head recomputes each row's maximum and sum, stores them with
+    `grad · output`, and computes dQ; one per 16 keys of a key/value head
+    computes dK and dV from them, summing over the head's group of query
+    heads in order. No atomics: the results do not depend on timing.
+  }];
+  let arguments = (ins Kiln_FloatShaped:$grad, Kiln_FloatShaped:$query,
+                       Kiln_FloatShaped:$key, Kiln_FloatShaped:$value,
+                       Kiln_FloatShaped:$output,
+                       Optional<Kiln_IntegerShaped>:$key_padding_mask,
+                       Optional<Kiln_Seed>:$seed,
+                       Kiln_FloatShaped:$query_init, Kiln_FloatShaped:$key_init,
+                       Kiln_FloatShaped:$value_init,
+                       I64Attr:$num_heads, I64Attr:$num_kv_heads,
+                       UnitAttr:$causal,
+                       DefaultValuedAttr<F64Attr, "0.0">:$dropout,
+                       DefaultValuedAttr<I64Attr, "0">:$stream);
+  let results = (outs Variadic<Kiln_FloatTensor>:$results);
+  let assemblyFormat = [{
+    `ins` `(` $grad `,` $query `,` $key `,` $value `,` $output `:`
+    type($grad) `,` type($query) `,` type($key) `,` type($value) `,`
+    type($output) `)` (`mask` `(` $key_padding_mask^ `:`
+    type($key_padding_mask) `)`)? (`seed` `(` $seed^ `)`)?
+    `outs` `(` $query_init `,` $key_init `,` $value_init `:` type($query_init)
+    `,` type($key_init) `,` type($value_init) `)` attr-dict
+    (`->` type($results)^)?
+  }];
+  let extraClassDeclaration = [{
+    ::mlir::MutableOperandRange getDpsInitsMutable() {
+      return ::mlir::MutableOperandRange(getOperation(),
+          getQueryInitMutable().getOperandNumber(), 3);
+    }
+  }];
 }
 
 #endif // KILN_DIALECT_KILN_IR_KILNATTENTIONOPS_TD

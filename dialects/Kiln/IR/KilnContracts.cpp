@@ -575,6 +575,31 @@ void AttentionGradOp::addShapeContract(ShapeContract &c) {
   c.sameShape(getResult(2), getValue());
 }
 
+// The kernel ops exist only in the GPU pipeline after the calls' contracts
+// were taken (from kiln.attention and kiln.attention_grad): on tensors they
+// state the same one, on buffers none.
+void FlashAttentionOp::addShapeContract(ShapeContract &c) {
+  if (!hasPureTensorSemantics()) {
+    return;
+  }
+  attentionContract(c, getQuery(), getKey(), getValue(), getKeyPaddingMask(),
+                    int64_t(getNumHeads()), getNumKvHeads());
+  c.sameShape(getInit(), getQuery());
+}
+
+void FlashAttentionGradOp::addShapeContract(ShapeContract &c) {
+  if (!hasPureTensorSemantics()) {
+    return;
+  }
+  attentionContract(c, getQuery(), getKey(), getValue(), getKeyPaddingMask(),
+                    int64_t(getNumHeads()), getNumKvHeads());
+  for (Value v : {getGrad(), getOutput(), getQueryInit()}) {
+    c.sameShape(v, getQuery());
+  }
+  c.sameShape(getKeyInit(), getKey());
+  c.sameShape(getValueInit(), getValue());
+}
+
 void PositionalEncodingGradOp::addShapeContract(ShapeContract &c) {
   int64_t rank = rankOf(getGrad());
   c.same(getResult(), 1, getGrad(), rank - 1);

@@ -23,6 +23,11 @@
 
 namespace mlir::kiln {
 
+/// Registers how one-shot bufferization bufferizes the kernel ops
+/// (kiln.flash_attention, kiln.flash_attention_grad); kiln::registerAllDialects
+/// calls it.
+void registerBufferizableOpInterfaceExternalModels(DialectRegistry &registry);
+
 //===----------------------------------------------------------------------===//
 // The function boundary: the attributes that tie compiled functions to the
 // runtime. The dialect declares and verifies them (KilnDialect.cpp:

@@ -1384,3 +1384,84 @@ func.func @attention_kv_width(%q: tensor<?x?x12xf32>, %k: tensor<?x?x12xf32>) {
       -> (tensor<?x?x12xf32>, tensor<?x?x12xf32>, tensor<?x?x12xf32>)
   return
 }
+
+// -----
+
+// The attention kernel ops (kiln-to-gpu): tensors and buffers mixed.
+func.func @flash_mixed(%q: tensor<?x?x8xf32>, %o: memref<?x?x8xf32>) {
+  // expected-error @+1 {{'kiln.flash_attention' op expects tensors only or buffers only}}
+  kiln.flash_attention ins(%q, %q, %q : tensor<?x?x8xf32>, tensor<?x?x8xf32>, tensor<?x?x8xf32>) outs(%o : memref<?x?x8xf32>) {num_heads = 2 : i64, num_kv_heads = 2 : i64}
+  return
+}
+
+// -----
+
+// Heads wider than the kernels' tiles.
+func.func @flash_wide_heads(%q: memref<?x?x258xf32>) {
+  // expected-error @+1 {{'kiln.flash_attention' op expects heads 1 to 128 wide, got 129}}
+  kiln.flash_attention ins(%q, %q, %q : memref<?x?x258xf32>, memref<?x?x258xf32>, memref<?x?x258xf32>) outs(%q : memref<?x?x258xf32>) {num_heads = 2 : i64, num_kv_heads = 2 : i64}
+  return
+}
+
+// -----
+
+// Key/value heads that do not divide the query heads.
+func.func @flash_kv_heads(%q: memref<?x?x12xf32>, %k: memref<?x?x9xf32>) {
+  // expected-error @+1 {{'kiln.flash_attention' op expects 'num_kv_heads' (3) to divide 'num_heads' (4), both positive}}
+  kiln.flash_attention ins(%q, %k, %k : memref<?x?x12xf32>, memref<?x?x9xf32>, memref<?x?x9xf32>) outs(%q : memref<?x?x12xf32>) {num_heads = 4 : i64, num_kv_heads = 3 : i64}
+  return
+}
+
+// -----
+
+// Keys of the wrong width for two key/value heads of 3.
+func.func @flash_key_width(%q: memref<?x?x12xf32>, %k: memref<?x?x12xf32>) {
+  // expected-error @+1 {{'kiln.flash_attention' op expects 'key' [?, ?, 12] to match the batch of 'query' [?, ?, 12] and have 2 heads of width 3}}
+  kiln.flash_attention ins(%q, %k, %k : memref<?x?x12xf32>, memref<?x?x12xf32>, memref<?x?x12xf32>) outs(%q : memref<?x?x12xf32>) {num_heads = 4 : i64, num_kv_heads = 2 : i64}
+  return
+}
+
+// -----
+
+// An output that is not shaped like the queries.
+func.func @flash_init_shape(%q: tensor<2x3x8xf32>, %o: tensor<2x4x8xf32>) {
+  // expected-error @+1 {{'kiln.flash_attention' op expects [2, 4, 8] shaped like 'query' [2, 3, 8]}}
+  %0 = kiln.flash_attention ins(%q, %q, %q : tensor<2x3x8xf32>, tensor<2x3x8xf32>, tensor<2x3x8xf32>) outs(%o : tensor<2x4x8xf32>) {num_heads = 2 : i64, num_kv_heads = 2 : i64} -> tensor<2x4x8xf32>
+  return
+}
+
+// -----
+
+// A padding mask of the wrong length.
+func.func @flash_mask(%q: memref<2x3x8xf32>, %m: memref<2x4xi1>) {
+  // expected-error @+1 {{'kiln.flash_attention' op expects 'key_padding_mask' to be [batch, key_seq] = [2, 3], got [2, 4]}}
+  kiln.flash_attention ins(%q, %q, %q : memref<2x3x8xf32>, memref<2x3x8xf32>, memref<2x3x8xf32>) mask(%m : memref<2x4xi1>) outs(%q : memref<2x3x8xf32>) {num_heads = 2 : i64, num_kv_heads = 2 : i64}
+  return
+}
+
+// -----
+
+// Dropout without a seed.
+func.func @flash_dropout_seed(%q: memref<?x?x8xf32>) {
+  // expected-error @+1 {{'kiln.flash_attention' op expects a 'seed' operand when 'dropout' (5.000000e-01) is non-zero}}
+  kiln.flash_attention ins(%q, %q, %q : memref<?x?x8xf32>, memref<?x?x8xf32>, memref<?x?x8xf32>) outs(%q : memref<?x?x8xf32>) {num_heads = 2 : i64, num_kv_heads = 2 : i64, dropout = 0.5 : f64}
+  return
+}
+
+// -----
+
+// Causal attention with more queries than keys.
+func.func @flash_causal_lengths(%q: memref<2x5x8xf32>, %k: memref<2x3x8xf32>) {
+  // expected-error @+1 {{'kiln.flash_attention' op expects causal attention to have no more queries (5) than keys (3)}}
+  kiln.flash_attention ins(%q, %k, %k : memref<2x5x8xf32>, memref<2x3x8xf32>, memref<2x3x8xf32>) outs(%q : memref<2x5x8xf32>) {num_heads = 2 : i64, num_kv_heads = 2 : i64, causal}
+  return
+}
+
+// -----
+
+// A key gradient not shaped like the keys.
+func.func @flash_grad_key_init(%q: memref<?x?x8xf32>, %dk: memref<?x?x4xf32>) {
+  // expected-error @+1 {{'kiln.flash_attention_grad' op expects [?, ?, 4] shaped like 'key' [?, ?, 8]}}
+  kiln.flash_attention_grad ins(%q, %q, %q, %q, %q : memref<?x?x8xf32>, memref<?x?x8xf32>, memref<?x?x8xf32>, memref<?x?x8xf32>, memref<?x?x8xf32>) outs(%q, %dk, %q : memref<?x?x8xf32>, memref<?x?x4xf32>, memref<?x?x8xf32>) {num_heads = 2 : i64, num_kv_heads = 2 : i64}
+  return
+}

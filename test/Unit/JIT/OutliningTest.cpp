@@ -84,8 +84,9 @@ int64_t gpuKernels(int64_t layers) {
 } // namespace
 
 TEST(Outlining, GpuKernelCountDoesNotGrowWithDepth) {
+  // 20 kernels at 2 layers (attention forward as one of them).
   int64_t two = gpuKernels(2);
-  EXPECT_GT(two, 20);
+  EXPECT_GT(two, 15);
   EXPECT_EQ(gpuKernels(6), two);
 }
 
