@@ -415,26 +415,85 @@ void clearFlag(Kernel &k, Value flag, Value thread) {
           {k.idx(0)});
 }
 
-Kernel kernelFor(OpBuilder &b, Location loc, int64_t heads, int64_t kvHeads,
-                 bool causal, double dropout, int64_t stream, Value seed,
-                 Value mask, Value query, Value key) {
+/// The kernel description of `op` (either kernel op), its host sizes
+/// read before the launches.
+template <typename Op>
+Kernel kernelFor(OpBuilder &b, Op op) {
+  Location loc = op.getLoc();
+  Value query = op.getQuery(), key = op.getKey();
+  auto heads = int64_t(op.getNumHeads());
   int64_t width = cast<MemRefType>(query.getType()).getDimSize(2);
-  Kernel k{b,
-           loc,
-           heads,
-           kvHeads,
-           width / heads,
-           causal,
-           dropout,
-           stream,
-           seed,
-           mask,
-           memref::DimOp::create(b, loc, query, 0),
-           memref::DimOp::create(b, loc, query, 1),
-           memref::DimOp::create(b, loc, key, 1),
-           Value(),
-           Value()};
-  return k;
+  return Kernel{b,
+                loc,
+                heads,
+                int64_t(op.getNumKvHeads()),
+                width / heads,
+                op.getCausal(),
+                op.getDropout().convertToDouble(),
+                int64_t(op.getStream()),
+                op.getSeed(),
+                op.getKeyPaddingMask(),
+                memref::DimOp::create(b, loc, query, 0),
+                memref::DimOp::create(b, loc, query, 1),
+                memref::DimOp::create(b, loc, key, 1),
+                Value(),
+                Value()};
+}
+
+/// A block of query rows of one head, in a launch over (ceil(Tq / rows),
+/// H, B) blocks: its batch row, head, key/value head, first row, the
+/// warp's first row in the block, the warp's queries and whether each
+/// exists, the key tiles, and those it visits before knowing whether each
+/// row saw a key (visitedTiles).
+struct QueryRows {
+  gpu::LaunchOp launch;
+  Value thread, bi, h, kvh, q0, rowBase, tiles, visited;
+  SmallVector<Value> queries, rowsExist;
+};
+
+QueryRows launchQueryRows(Kernel &k, TypeRange shared) {
+  QueryRows q;
+  Value queryBlocks = k.ceilDiv(k.tq, k.rows());
+  q.launch = k.launch(queryBlocks, k.idx(k.heads), k.batch, shared,
+                      [&](gpu::LaunchOp l) {
+                        return k.andi(k.ult(l.getBlockIds().x, queryBlocks),
+                                      k.ult(l.getBlockIds().z, k.batch));
+                      });
+  q.thread = q.launch.getThreadIds().x;
+  q.bi = q.launch.getBlockIds().z;
+  q.h = q.launch.getBlockIds().y;
+  q.kvh = arith::DivUIOp::create(k.b, k.loc, q.h, k.idx(k.heads / k.kvHeads));
+  q.q0 = k.mul(q.launch.getBlockIds().x, k.idx(k.rows()));
+  q.rowBase = k.mul(k.warp, k.idx(k.rowsPerWarp));
+  for (int64_t r = 0; r < k.rowsPerWarp; ++r) {
+    q.queries.push_back(k.add(q.q0, k.add(q.rowBase, k.idx(r))));
+    q.rowsExist.push_back(k.ult(q.queries.back(), k.tq));
+  }
+  q.tiles = k.ceilDiv(k.tk, kLanes);
+  Value lastQuery =
+      k.minIndex(k.add(q.q0, k.idx(k.rows() - 1)),
+                 arith::SubIOp::create(k.b, k.loc, k.tq, k.idx(1)));
+  q.visited = k.visitedTiles(lastQuery, q.tiles);
+  return q;
+}
+
+/// In a block of query rows: key tile `t` staged (the keys into `kTile`,
+/// and the values into `vTile` where given) once the block is done with
+/// the previous one; the lane's key, whether it exists, and its mask entry.
+struct KeyLane {
+  Value key, valid, maskValue;
+};
+KeyLane stageKeyTile(Kernel &k, const QueryRows &rows, Value t, Value kTile,
+                     Value keys, Value vTile = {}, Value values = {}) {
+  Value k0 = k.mul(t, k.idx(kLanes));
+  k.barrier();
+  k.stage(kTile, keys, rows.bi, rows.kvh, k0, kLanes, k.tk, rows.thread);
+  if (vTile) {
+    k.stage(vTile, values, rows.bi, rows.kvh, k0, kLanes, k.tk, rows.thread);
+  }
+  k.barrier();
+  Value key = k.add(k0, k.lane);
+  return {key, k.ult(key, k.tk), k.maskAt(rows.bi, key)};
 }
 
 /// Stores `acc[r][c] / l[r]` (0 where l is 0: no keys) of the warp's rows
@@ -467,14 +526,9 @@ void storeRows(Kernel &k, Value out, Value bi, Value head, Value first,
 } // namespace
 
 void mlir::kiln::buildFlashAttention(RewriterBase &b, FlashAttentionOp op) {
-  Location loc = op.getLoc();
   b.setInsertionPoint(op);
-  Kernel k =
-      kernelFor(b, loc, int64_t(op.getNumHeads()), int64_t(op.getNumKvHeads()),
-                op.getCausal(), op.getDropout().convertToDouble(),
-                int64_t(op.getStream()), op.getSeed(), op.getKeyPaddingMask(),
-                op.getQuery(), op.getKey());
-  int64_t dh = k.headDim, group = k.heads / k.kvHeads;
+  Kernel k = kernelFor(b, op);
+  int64_t dh = k.headDim;
   assert(int64_t(sizeof(float)) * (k.rows() * dh + kLanes * (2 * dh + 1)) + 4 <=
              kSharedLimit &&
          "heads too wide for the kernel");
@@ -485,34 +539,15 @@ void mlir::kiln::buildFlashAttention(RewriterBase &b, FlashAttentionOp op) {
   SmallVector<Type> shared = {
       k.sharedRows(k.rows(), dh), k.sharedRows(kLanes, dh + 1),
       k.sharedRows(kLanes, dh), k.sharedType({1}, b.getI32Type())};
-  Value queryBlocks = k.ceilDiv(k.tq, k.rows());
-  gpu::LaunchOp launch = k.launch(
-      queryBlocks, k.idx(k.heads), k.batch, shared, [&](gpu::LaunchOp l) {
-        return k.andi(k.ult(l.getBlockIds().x, queryBlocks),
-                      k.ult(l.getBlockIds().z, k.batch));
-      });
-  Value qTile = launch.getWorkgroupAttributions()[0];
-  Value kTile = launch.getWorkgroupAttributions()[1];
-  Value vTile = launch.getWorkgroupAttributions()[2];
-  Value flag = launch.getWorkgroupAttributions()[3];
-  Value thread = launch.getThreadIds().x;
-  Value bi = launch.getBlockIds().z, h = launch.getBlockIds().y;
-  Value kvh = arith::DivUIOp::create(b, loc, h, k.idx(group));
-  Value q0 = k.mul(launch.getBlockIds().x, k.idx(k.rows()));
-  Value rowBase = k.mul(k.warp, k.idx(k.rowsPerWarp));
-  SmallVector<Value> queries, rowsExist;
-  for (int64_t r = 0; r < k.rowsPerWarp; ++r) {
-    queries.push_back(k.add(q0, k.add(rowBase, k.idx(r))));
-    rowsExist.push_back(k.ult(queries.back(), k.tq));
-  }
+  QueryRows rows = launchQueryRows(k, shared);
+  auto attrs = rows.launch.getWorkgroupAttributions();
+  Value qTile = attrs[0], kTile = attrs[1], vTile = attrs[2], flag = attrs[3];
+  Value thread = rows.thread, bi = rows.bi, h = rows.h, q0 = rows.q0,
+        rowBase = rows.rowBase, tiles = rows.tiles, visited = rows.visited;
+  ArrayRef<Value> queries = rows.queries, rowsExist = rows.rowsExist;
   k.stage(qTile, query, bi, h, q0, k.rows(), k.tq, thread);
   clearFlag(k, flag, thread);
   k.barrier();
-
-  Value tiles = k.ceilDiv(k.tk, kLanes);
-  Value lastQuery = k.minIndex(k.add(q0, k.idx(k.rows() - 1)),
-                               arith::SubIOp::create(b, loc, k.tq, k.idx(1)));
-  Value visited = k.visitedTiles(lastQuery, tiles);
   int64_t cols = k.columns();
   SmallVector<Value> state(k.rowsPerWarp,
                            k.f32(-std::numeric_limits<double>::infinity()));
@@ -522,14 +557,8 @@ void mlir::kiln::buildFlashAttention(RewriterBase &b, FlashAttentionOp op) {
     ValueRange m = s.take_front(k.rowsPerWarp),
                l = s.slice(k.rowsPerWarp, k.rowsPerWarp),
                acc = s.drop_front(2 * k.rowsPerWarp);
-    Value k0 = k.mul(t, k.idx(kLanes));
-    k.barrier();
-    k.stage(kTile, key, bi, kvh, k0, kLanes, k.tk, thread);
-    k.stage(vTile, value, bi, kvh, k0, kLanes, k.tk, thread);
-    k.barrier();
-    Value keyIndex = k.add(k0, k.lane);
-    Value valid = k.ult(keyIndex, k.tk);
-    Value maskValue = k.maskAt(bi, keyIndex);
+    KeyLane lane = stageKeyTile(k, rows, t, kTile, key, vTile, value);
+    Value keyIndex = lane.key, valid = lane.valid, maskValue = lane.maskValue;
     SmallVector<Value> raw = k.dots(qTile, rowBase, kTile);
     SmallVector<Value> scores;
     for (int64_t r = 0; r < k.rowsPerWarp; ++r) {
@@ -563,11 +592,7 @@ void mlir::kiln::buildFlashAttentionGrad(RewriterBase &b,
                                          FlashAttentionGradOp op) {
   Location loc = op.getLoc();
   b.setInsertionPoint(op);
-  Kernel k =
-      kernelFor(b, loc, int64_t(op.getNumHeads()), int64_t(op.getNumKvHeads()),
-                op.getCausal(), op.getDropout().convertToDouble(),
-                int64_t(op.getStream()), op.getSeed(), op.getKeyPaddingMask(),
-                op.getQuery(), op.getKey());
+  Kernel k = kernelFor(b, op);
   int64_t dh = k.headDim, group = k.heads / k.kvHeads;
   // Each kernel stages two tiles of the block's rows and two padded ones of
   // 32 rows (and a flag).
@@ -601,42 +626,23 @@ void mlir::kiln::buildFlashAttentionGrad(RewriterBase &b,
         k.sharedRows(k.rows(), dh), k.sharedRows(k.rows(), dh),
         k.sharedRows(kLanes, dh + 1), k.sharedRows(kLanes, dh + 1),
         k.sharedType({1}, b.getI32Type())};
-    Value queryBlocks = k.ceilDiv(k.tq, k.rows());
-    gpu::LaunchOp launch = k.launch(
-        queryBlocks, k.idx(k.heads), k.batch, shared, [&](gpu::LaunchOp l) {
-          return k.andi(k.ult(l.getBlockIds().x, queryBlocks),
-                        k.ult(l.getBlockIds().z, k.batch));
-        });
-    auto attrs = launch.getWorkgroupAttributions();
+    QueryRows rows = launchQueryRows(k, shared);
+    auto attrs = rows.launch.getWorkgroupAttributions();
     Value qTile = attrs[0], gTile = attrs[1], kTile = attrs[2],
           vTile = attrs[3], flag = attrs[4];
-    Value thread = launch.getThreadIds().x;
-    Value bi = launch.getBlockIds().z, h = launch.getBlockIds().y;
-    Value kvh = arith::DivUIOp::create(b, loc, h, k.idx(group));
-    Value q0 = k.mul(launch.getBlockIds().x, k.idx(k.rows()));
-    Value rowBase = k.mul(k.warp, k.idx(k.rowsPerWarp));
-    SmallVector<Value> queries, rowsExist;
-    for (int64_t r = 0; r < k.rowsPerWarp; ++r) {
-      queries.push_back(k.add(q0, k.add(rowBase, k.idx(r))));
-      rowsExist.push_back(k.ult(queries.back(), k.tq));
-    }
+    Value thread = rows.thread, bi = rows.bi, h = rows.h, q0 = rows.q0,
+          rowBase = rows.rowBase, visited = rows.visited;
+    ArrayRef<Value> queries = rows.queries, rowsExist = rows.rowsExist;
     k.stage(qTile, query, bi, h, q0, k.rows(), k.tq, thread);
     k.stage(gTile, grad, bi, h, q0, k.rows(), k.tq, thread);
     clearFlag(k, flag, thread);
     k.barrier();
-    Value lastQuery = k.minIndex(k.add(q0, k.idx(k.rows() - 1)),
-                                 arith::SubIOp::create(b, loc, k.tq, k.idx(1)));
-    Value visited = k.visitedTiles(lastQuery, tiles);
     // Pass 1: each row's maximum and sum, as the forward pass found them.
     SmallVector<Value> state(k.rowsPerWarp, inf);
     state.append(k.rowsPerWarp, k.f32(0.0));
     auto statsTile = [&](Value t, ValueRange s) -> SmallVector<Value> {
-      Value k0 = k.mul(t, k.idx(kLanes));
-      k.barrier();
-      k.stage(kTile, key, bi, kvh, k0, kLanes, k.tk, thread);
-      k.barrier();
-      Value keyIndex = k.add(k0, k.lane);
-      Value maskValue = k.maskAt(bi, keyIndex);
+      KeyLane lane = stageKeyTile(k, rows, t, kTile, key);
+      Value keyIndex = lane.key, maskValue = lane.maskValue;
       SmallVector<Value> raw = k.dots(qTile, rowBase, kTile);
       SmallVector<Value> scores;
       for (int64_t r = 0; r < k.rowsPerWarp; ++r) {
@@ -684,14 +690,8 @@ void mlir::kiln::buildFlashAttentionGrad(RewriterBase &b,
     // Pass 2: dQ = Σ_j dS·K over the visible tiles (past them dS is 0).
     SmallVector<Value> dq(k.rowsPerWarp * cols, k.f32(0.0));
     auto gradTile = [&](Value t, ValueRange acc) -> SmallVector<Value> {
-      Value k0 = k.mul(t, k.idx(kLanes));
-      k.barrier();
-      k.stage(kTile, key, bi, kvh, k0, kLanes, k.tk, thread);
-      k.stage(vTile, value, bi, kvh, k0, kLanes, k.tk, thread);
-      k.barrier();
-      Value keyIndex = k.add(k0, k.lane);
-      Value valid = k.ult(keyIndex, k.tk);
-      Value maskValue = k.maskAt(bi, keyIndex);
+      KeyLane lane = stageKeyTile(k, rows, t, kTile, key, vTile, value);
+      Value keyIndex = lane.key, valid = lane.valid, maskValue = lane.maskValue;
       SmallVector<Value> raw = k.dots(qTile, rowBase, kTile, gTile, vTile);
       SmallVector<Value> dScores;
       for (int64_t r = 0; r < k.rowsPerWarp; ++r) {

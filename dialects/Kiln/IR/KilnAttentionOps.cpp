@@ -107,6 +107,33 @@ LogicalResult MultiHeadAttentionOp::verify() {
 // AttentionOp
 //===----------------------------------------------------------------------===//
 
+/// The checks that end kiln.attention's, kiln.attention_grad's and the
+/// kernel ops' verifiers: the mask [batch, key_seq], no more queries than
+/// keys when causal, and the dropout probability with its seed.
+static LogicalResult verifyMaskCausalDropout(Operation *op, ShapedType q,
+                                             ShapedType k, Value mask,
+                                             bool causal, double dropout,
+                                             bool hasSeed) {
+  if (mask) {
+    auto m = cast<ShapedType>(mask.getType());
+    int64_t batch = shape::merge(q.getDimSize(0), k.getDimSize(0));
+    if (m.getRank() != 2 || !shape::compatible(m.getDimSize(0), batch) ||
+        !shape::compatible(m.getDimSize(1), k.getDimSize(1))) {
+      return op->emitOpError("expects 'key_padding_mask' to be [batch, "
+                             "key_seq] = ")
+             << shape::format({batch, k.getDimSize(1)}) << ", got "
+             << shape::format(m.getShape());
+    }
+  }
+  if (causal && !ShapedType::isDynamic(q.getDimSize(1)) &&
+      !ShapedType::isDynamic(k.getDimSize(1)) &&
+      q.getDimSize(1) > k.getDimSize(1)) {
+    return op->emitOpError("expects causal attention to have no more queries (")
+           << q.getDimSize(1) << ") than keys (" << k.getDimSize(1) << ")";
+  }
+  return verifyDropout(op, dropout, hasSeed, "dropout");
+}
+
 /// The checks shared by kiln.attention and kiln.attention_grad.
 static LogicalResult verifyAttention(Operation *op, Value query, Value key,
                                      Value value, Value mask, int64_t heads,
@@ -157,24 +184,7 @@ static LogicalResult verifyAttention(Operation *op, Value query, Value key,
              << " (" << kvDim << ")";
     }
   }
-  if (mask) {
-    auto m = tensorType(mask);
-    int64_t batch = shape::merge(q.getDimSize(0), k.getDimSize(0));
-    if (m.getRank() != 2 || !shape::compatible(m.getDimSize(0), batch) ||
-        !shape::compatible(m.getDimSize(1), k.getDimSize(1))) {
-      return op->emitOpError("expects 'key_padding_mask' to be [batch, "
-                             "key_seq] = ")
-             << shape::format({batch, k.getDimSize(1)}) << ", got "
-             << shapeOf(m);
-    }
-  }
-  if (causal && !ShapedType::isDynamic(q.getDimSize(1)) &&
-      !ShapedType::isDynamic(k.getDimSize(1)) &&
-      q.getDimSize(1) > k.getDimSize(1)) {
-    return op->emitOpError("expects causal attention to have no more queries (")
-           << q.getDimSize(1) << ") than keys (" << k.getDimSize(1) << ")";
-  }
-  return verifyDropout(op, dropout, hasSeed, "dropout");
+  return verifyMaskCausalDropout(op, q, k, mask, causal, dropout, hasSeed);
 }
 
 LogicalResult AttentionOp::inferReturnTypes(MLIRContext *,
@@ -318,23 +328,7 @@ verifyAttentionKernel(Operation *op, Value query, Value key, Value value,
              << format(v) << " shaped like 'key' " << format(key);
     }
   }
-  if (mask) {
-    auto m = shaped(mask);
-    if (m.getRank() != 2 || !shape::compatible(m.getDimSize(0), batch) ||
-        !shape::compatible(m.getDimSize(1), k.getDimSize(1))) {
-      return op->emitOpError("expects 'key_padding_mask' to be [batch, "
-                             "key_seq] = ")
-             << shape::format({batch, k.getDimSize(1)}) << ", got "
-             << format(mask);
-    }
-  }
-  if (causal && !ShapedType::isDynamic(q.getDimSize(1)) &&
-      !ShapedType::isDynamic(k.getDimSize(1)) &&
-      q.getDimSize(1) > k.getDimSize(1)) {
-    return op->emitOpError("expects causal attention to have no more queries (")
-           << q.getDimSize(1) << ") than keys (" << k.getDimSize(1) << ")";
-  }
-  return verifyDropout(op, dropout, hasSeed, "dropout");
+  return verifyMaskCausalDropout(op, q, k, mask, causal, dropout, hasSeed);
 }
 
 /// Reads every shaped input, writes (and reads) every init, on buffers.

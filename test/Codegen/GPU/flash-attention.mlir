@@ -33,12 +33,12 @@
 // CHECK:         %[[GX:.*]] = arith.maxui %[[QB]], %c1
 // CHECK:         %[[GZ:.*]] = arith.maxui %[[B]], %c1
 // CHECK:         gpu.launch blocks({{.*}}) in ({{.*}} = %[[GX]], {{.*}} = %c2, {{.*}} = %[[GZ]]) threads({{.*}}) in ({{.*}} = %c128, {{.*}} = %c1, {{.*}} = %c1) workgroup(%[[QT:.*]] : memref<16x32xf32, #gpu.address_space<workgroup>>, %[[KT:.*]] : memref<32x33xf32, #gpu.address_space<workgroup>>, %[[VT:.*]] : memref<32x32xf32, #gpu.address_space<workgroup>>, %[[FLAG:.*]] : memref<1xi32, #gpu.address_space<workgroup>>)
+// CHECK:           %[[TILES:.*]] = arith.ceildivui %[[TK]], %c32
+// CHECK:           %[[VISITED:.*]] = arith.select %{{.*}}, %c0, %{{.*}} : index
 // CHECK:           memref.load %[[Q]]
 // CHECK:           memref.store %{{.*}}, %[[QT]]
 // CHECK:           memref.store %c0_i32, %[[FLAG]][%c0]
 // CHECK:           gpu.barrier
-// CHECK:           %[[TILES:.*]] = arith.ceildivui %[[TK]], %c32
-// CHECK:           %[[VISITED:.*]] = arith.select %{{.*}}, %c0, %{{.*}} : index
 // CHECK:           scf.for %{{.*}} = %c0 to %[[VISITED]] step %c1 iter_args(
 // CHECK:             gpu.barrier
 // CHECK:             memref.load %[[K]]
