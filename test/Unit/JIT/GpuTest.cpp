@@ -734,7 +734,8 @@ TEST(GpuTarget, Tf32x3ContractionsMatchDoubleLoopsWithinFp32Tolerance) {
 /// The attention kernels (kiln.flash_attention and kiln.flash_attention_grad)
 /// against loops in double: forward output and dQ, dK, dV, with query and
 /// key lengths across the kernels' 16-row blocks and 32-key tiles (1, 15,
-/// 16, 17, 33, 65) and empty ones, heads of 8, 40 (columns not a multiple
+/// 16, 17, 33, 65) and empty ones (no keys: an output of 0, as the sum over
+/// no keys), heads of 8, 40 (columns not a multiple
 /// of 32) and 128 (the widest) floats, cross-attention, causal with padding
 /// (rows that see no key attend to every key), grouped-query heads with
 /// dropout, and a cached decoder's queries at an offset. Tolerances (fixed
@@ -913,8 +914,9 @@ TEST(GpuTarget, FlashAttentionMatchesDoubleLoops) {
                                                   {2, 16, 16}, {1, 17, 33},
                                                   {2, 33, 65}, {1, 65, 65}}
             : std::vector<std::array<int64_t, 3>>{
-                  {1, 1, 1},   {2, 15, 17}, {1, 16, 16}, {2, 17, 33},
-                  {1, 33, 65}, {1, 65, 65}, {2, 0, 5},   {0, 3, 4}};
+                  {1, 1, 1},   {2, 15, 17}, {1, 16, 16},
+                  {2, 17, 33}, {1, 33, 65}, {1, 65, 65},
+                  {2, 0, 5},   {0, 3, 4},   {1, 3, 0}};
     if (c.name == "grouped_dropout") {
       sizes = {{1, 1, 16}, {1, 17, 33}, {2, 65, 65}};
     }
