@@ -619,7 +619,8 @@ void mlir::kiln::buildFlashAttentionGrad(RewriterBase &b,
   };
   Value tiles = k.ceilDiv(k.tk, kLanes);
 
-  // Kernel 1: a block per 16 query rows of a head: the statistics, then dQ.
+  // Kernel 1: a block per 16 query rows of a head (8 at heads over 127):
+  // the statistics, then dQ.
   {
     OpBuilder::InsertionGuard guard(b);
     SmallVector<Type> shared = {
@@ -716,7 +717,8 @@ void mlir::kiln::buildFlashAttentionGrad(RewriterBase &b,
   }
   b.setInsertionPoint(op);
 
-  // Kernel 2: a block per 16 keys of a key/value head: dK and dV, over the
+  // Kernel 2: a block per 16 keys of a key/value head (8 at heads over
+  // 127): dK and dV, over the
   // group's query heads in order and their query tiles.
   {
     OpBuilder::InsertionGuard guard(b);

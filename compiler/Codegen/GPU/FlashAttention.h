@@ -28,7 +28,8 @@ void buildFlashAttention(RewriterBase &b, FlashAttentionOp op);
 /// head recomputes each row's maximum and sum, stores them with
 /// D = grad · output, and computes dQ; one per 16 keys of a key/value head
 /// computes dK and dV from them, over the head's group of query heads in
-/// order.
+/// order. Heads wider than 127 take 8 rows a block (their tiles then fit in
+/// 48 KiB of shared memory).
 void buildFlashAttentionGrad(RewriterBase &b, FlashAttentionGradOp op);
 
 } // namespace kiln

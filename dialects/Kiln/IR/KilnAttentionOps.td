@@ -251,7 +251,8 @@ def Kiln_FlashAttentionGradOp : Kiln_KernelOp<"flash_attention_grad"> {
     rows of a head recomputes each row's maximum and sum, stores them with
     `grad · output`, and computes dQ; one per 16 keys of a key/value head
     computes dK and dV from them, summing over the head's group of query
-    heads in order. No atomics: the results do not depend on timing.
+    heads in order (8 rows or keys a block at heads of 128). No atomics: the
+    results do not depend on timing.
   }];
   let arguments = (ins Kiln_FloatShaped:$grad, Kiln_FloatShaped:$query,
                        Kiln_FloatShaped:$key, Kiln_FloatShaped:$value,

@@ -73,7 +73,7 @@ func.func @forward(%q: memref<?x?x64xf32>, %k: memref<?x?x32xf32>, %v: memref<?x
 // CHECK:         gpu.launch {{.*}} workgroup({{.*}} : memref<16x8xf32, #gpu.address_space<workgroup>>, {{.*}} : memref<32x9xf32, #gpu.address_space<workgroup>>, {{.*}} : memref<32x8xf32, #gpu.address_space<workgroup>>, {{.*}} : memref<1xi32, #gpu.address_space<workgroup>>)
 // CHECK:           %[[TILES:.*]] = arith.ceildivui %{{.*}}, %c32
 // CHECK:           scf.for %{{.*}} = %c0 to %[[TILES]] step %c1
-// CHECK-NOT:       arith.select %{{.*}}, %[[TILES]]
+// CHECK-NOT:       arith.select %{{.*}}, %[[TILES]],
 // CHECK:         return
 func.func @cross(%q: memref<?x?x16xf32>, %k: memref<?x?x16xf32>, %o: memref<?x?x16xf32>) {
   kiln.flash_attention ins(%q, %k, %k : memref<?x?x16xf32>, memref<?x?x16xf32>, memref<?x?x16xf32>) outs(%o : memref<?x?x16xf32>) {num_heads = 2 : i64, num_kv_heads = 2 : i64}
