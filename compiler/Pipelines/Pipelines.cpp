@@ -10,6 +10,7 @@
 #include "compiler/Pipelines/Pipelines.h"
 
 #include "compiler/Codegen/CPU/Passes.h"
+#include "compiler/Codegen/CPU/TargetInfo.h"
 #include "compiler/Codegen/Common/Passes.h"
 #include "compiler/Codegen/GPU/Passes.h"
 #include "compiler/Conversion/KilnToLinalg/KilnToLinalg.h"
@@ -85,10 +86,11 @@ void mlir::kiln::buildKilnToLinalgPipeline(OpPassManager &pm,
 
 void mlir::kiln::buildKilnToLLVMPipeline(OpPassManager &pm,
                                          const std::string &cpu,
-                                         bool prepareWeights) {
+                                         bool prepareWeights,
+                                         llvm::StringRef precision) {
   pm.addPass(createKilnSetTargetPass({.cpu = cpu}));
   buildKilnToLinalgPipeline(pm, kCpuAttentionBlock, prepareWeights);
-  buildLinalgToLLVMPipeline(pm);
+  buildLinalgToLLVMPipeline(pm, precision);
 }
 
 /// Adds CPU tiling to a pass manager of functions on buffers: the decision
@@ -106,7 +108,8 @@ static void buildCpuTilingPipeline(
   pm.addPass(createKilnVectorizeTilesPass({.remarks = remarks}));
 }
 
-void mlir::kiln::buildLinalgToLLVMPipeline(OpPassManager &pm) {
+void mlir::kiln::buildLinalgToLLVMPipeline(OpPassManager &pm,
+                                           llvm::StringRef precision) {
   // Buffers: arguments updated in place, fills per user, freed early.
   pm.addNestedPass<func::FuncOp>(createKilnCloneFillsPerUsePass());
   pm.addPass(createKilnMarkInPlaceArgumentsPass());
@@ -122,6 +125,9 @@ void mlir::kiln::buildLinalgToLLVMPipeline(OpPassManager &pm) {
   // Register tiles and vectors, the loops that run on all cores; products
   // of a few rows stream their weight instead.
   pm.addNestedPass<func::FuncOp>(createKilnVectorMatrixProductsPass());
+  if (precision == "bf16") {
+    pm.addNestedPass<func::FuncOp>(createKilnBf16ProductsPass());
+  }
   buildCpuTilingPipeline(pm.nest<func::FuncOp>());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
@@ -367,6 +373,11 @@ struct CpuPipelineOptions : public PassPipelineOptions<CpuPipelineOptions> {
                      "from prepared copies, appended arguments "
                      "(kiln-prepare-weights)"),
       llvm::cl::init(false)};
+  Option<std::string> precision{
+      *this, "precision",
+      llvm::cl::desc("Matrix products: fp32, or bf16 (bf16 values, f32 "
+                     "sums; AVX512-BF16)"),
+      llvm::cl::init("fp32")};
 };
 } // namespace
 
@@ -425,9 +436,26 @@ void mlir::kiln::registerKilnPipelines() {
   PassPipelineRegistration<>(
       "kiln-to-linalg", "Lower kiln to linalg on tensors",
       [](OpPassManager &pm) { buildKilnToLinalgPipeline(pm); });
-  PassPipelineRegistration<CpuPipelineOptions>(
+  // By hand too: a precision that is none is an error before the pipeline
+  // runs (whether the target has what it needs, kiln-bf16-products says).
+  registerPassPipeline(
       "kiln-to-llvm", "Lower kiln to the LLVM dialect (CPU)",
-      [](OpPassManager &pm, const CpuPipelineOptions &options) {
-        buildKilnToLLVMPipeline(pm, options.cpu, options.prepareWeights);
+      [](OpPassManager &pm, StringRef text,
+         function_ref<LogicalResult(const Twine &)> errorHandler) {
+        CpuPipelineOptions options;
+        if (failed(options.parseFromString(text))) {
+          return failure();
+        }
+        if (std::string why =
+                cpu::cpuPrecisionError(options.precision, TargetAttr());
+            !why.empty()) {
+          return errorHandler("kiln-to-llvm: " + why);
+        }
+        buildKilnToLLVMPipeline(pm, options.cpu, options.prepareWeights,
+                                options.precision);
+        return success();
+      },
+      [](function_ref<void(const mlir::detail::PassOptions &)> optHandler) {
+        optHandler(CpuPipelineOptions());
       });
 }

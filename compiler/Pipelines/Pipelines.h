@@ -9,6 +9,7 @@
 #define KILN_COMPILER_PIPELINES_PIPELINES_H
 
 #include "mlir/Support/LLVM.h"
+#include "llvm/ADT/StringRef.h"
 
 #include <cstdint>
 #include <string>
@@ -37,12 +38,16 @@ void buildKilnToLinalgPipeline(OpPassManager &pm, int64_t attentionBlock = 0,
 /// Adds the passes from linalg on tensors (the output of kiln-to-linalg) to
 /// the LLVM dialect: bufferization, loops, LLVM, with tiles sized for the
 /// module's `kiln.target` (kiln-set-target; a module without one fails);
-/// ends with kiln-check-lowered{stage=llvm}.
-void buildLinalgToLLVMPipeline(OpPassManager &pm);
+/// ends with kiln-check-lowered{stage=llvm}. `precision` "bf16": matrix
+/// products of bf16 values with f32 sums (kiln-bf16-products; the target
+/// must have AVX512-BF16: cpu::cpuPrecisionError); "fp32": all f32.
+void buildLinalgToLLVMPipeline(OpPassManager &pm,
+                               llvm::StringRef precision = "fp32");
 /// kiln-set-target{cpu} ("host" or an LLVM CPU name), kiln-to-linalg
 /// (attention by blocks), then linalg-to-LLVM: the kiln-to-llvm pipeline.
 void buildKilnToLLVMPipeline(OpPassManager &pm, const std::string &cpu = "host",
-                             bool prepareWeights = false);
+                             bool prepareWeights = false,
+                             llvm::StringRef precision = "fp32");
 /// What the GPU pipeline is asked for besides the target.
 struct GpuPipelineOptions {
   /// Parameters and optimizer state, and the results that update them, are

@@ -135,6 +135,9 @@ struct Options {
   /// With gpu: the products' arithmetic (JitOptions::gpuMath), "fp32" or
   /// "tf32"; the RESULT lines name the peer "kiln" or "kiln-tf32".
   std::string gpuMath = "fp32";
+  /// CPU code's precision (JitOptions::precision), "fp32" or "bf16"; the
+  /// RESULT lines name the peer "kiln" or "kiln-bf16".
+  std::string precision = "fp32";
   /// Not empty: instead of running the rows, predict their time on this
   /// GPU (h200, h100, a100) with the static cost model, without a GPU.
   std::string gpuPredict;
@@ -162,6 +165,9 @@ struct Options {
 /// given.
 /// The name of this side in RESULT, PROFILE and KERNEL lines.
 std::string peerName(const Options &options) {
+  if (options.precision != "fp32") {
+    return "kiln-" + options.precision;
+  }
   return options.gpuMath == "fp32" ? "kiln" : "kiln-" + options.gpuMath;
 }
 
@@ -170,6 +176,7 @@ JitOptions jitOptions(const Options &options) {
   jit.cpu = options.cpu;
   jit.gpu = options.gpu;
   jit.gpuMath = options.gpuMath;
+  jit.precision = options.precision;
   jit.dumpDirectory = options.dumpDirectory;
   jit.prepareWeights = options.prepareWeights;
   return jit;
@@ -664,6 +671,8 @@ int main(int argc, char **argv) try {
       options.gpu = argv[++i];
     } else if (arg == "--gpu-math" && i + 1 < argc) {
       options.gpuMath = argv[++i];
+    } else if (arg == "--precision" && i + 1 < argc) {
+      options.precision = argv[++i];
     } else if (arg == "--gpu-predict" && i + 1 < argc) {
       options.gpuPredict = argv[++i];
     } else if (arg == "--gpu-profile") {
@@ -692,7 +701,7 @@ int main(int argc, char **argv) try {
                  "[--steps N] "
                  "[--cpu host|x86-64-v3|"
                  "x86-64-v4|<llvm cpu>] [--gpu native|sm_XX] [--gpu-math "
-                 "fp32|tf32|tf32x3] "
+                 "fp32|tf32|tf32x3] [--precision fp32|bf16] "
                  "[--gpu-profile] [--gpu-predict h200|h100|a100] "
                  "[--unprepared-weights] [--prepared-ab] [--dump DIR]\n");
       return 2;
@@ -744,15 +753,20 @@ int main(int argc, char **argv) try {
     fmt::print("measured memory read bandwidth {:.1f} GB/s on {} threads\n",
                options.bandwidth, options.threads);
   }
-  fmt::print("Kiln forward pass (+ mean cross-entropy) and training step "
-             "(+ backward + AdamW), target {}, {} threads, measured CPU FMA "
-             "peak {}\n",
-             onGpu
-                 ? "GPU " + options.gpu + " (" + options.gpuMath + " products)"
-                 : "CPU " + options.cpu,
-             options.threads,
-             onGpu ? std::string("not measured (GPU target)")
-                   : fmt::format("{:.1f} GFLOP/s", options.peak));
+  fmt::print(
+      "Kiln forward pass (+ mean cross-entropy) and training step "
+      "(+ backward + AdamW), target {}, {} threads, measured CPU FMA "
+      "peak {}\n",
+      onGpu ? "GPU " + options.gpu + " (" + options.gpuMath + " products)"
+            : "CPU " + options.cpu + " (" + options.precision + " products" +
+                  (options.precision == "bf16"
+                       ? ": peak_pct is of the fp32 peak, vdpbf16ps "
+                         "doubles it"
+                       : "") +
+                  ")",
+      options.threads,
+      onGpu ? std::string("not measured (GPU target)")
+            : fmt::format("{:.1f} GFLOP/s", options.peak));
   // Each model and mode in a process of its own (as the libtorch peer
   // runs), so that one row's peak resident set is its own.
   for (const std::string &m : options.models) {

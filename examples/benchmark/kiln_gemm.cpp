@@ -109,6 +109,8 @@ int main(int argc, char **argv) {
       std::string arg = argv[i];
       if (arg == "--cpu" && i + 1 < argc) {
         options.cpu = argv[++i];
+      } else if (arg == "--precision" && i + 1 < argc) {
+        options.precision = argv[++i];
       } else if (arg == "--dump" && i + 1 < argc) {
         options.dumpDirectory = argv[++i];
       } else if (arg == "--dynamic") {
@@ -120,7 +122,8 @@ int main(int argc, char **argv) {
         return 0;
       } else if (arg.rfind("--", 0) == 0) {
         fmt::print(stderr, "usage: kiln-gemm [--cpu host|x86-64-v3|x86-64-v4|"
-                           "<llvm cpu>] [--dynamic] [--dump DIR] [--list] "
+                           "<llvm cpu>] [--precision fp32|bf16] [--dynamic] "
+                           "[--dump DIR] [--list] "
                            "[shape name]\n");
         return 2;
       } else {
@@ -128,9 +131,13 @@ int main(int argc, char **argv) {
       }
     }
     const char *threads = std::getenv("OMP_NUM_THREADS");
-    fmt::print("Kiln contractions ({} threads, cpu {}, {} shapes)\n",
+    fmt::print("Kiln contractions ({} threads, cpu {}, {} shapes, {})\n",
                threads ? threads : "all", options.cpu,
-               dynamic ? "dynamic" : "static");
+               dynamic ? "dynamic" : "static", options.precision);
+    // bf16 runs are reported as their own peer (the inputs, 0.5 and 0.25,
+    // are exact in bf16, so the result check holds for both).
+    std::string peer =
+        options.precision == "fp32" ? "kiln" : "kiln-" + options.precision;
     for (const GemmShape &s : kiln::bench::kGemmShapes) {
       if (!only.empty() && only != s.name) {
         continue;
@@ -161,7 +168,7 @@ int main(int argc, char **argv) {
                  "GFLOP/s\n",
                  s.name, s.layout, s.m, s.n, s.k, s.batch, median * 1e3,
                  flop / median * 1e-9);
-      fmt::print("GEMM peer=kiln shape=\"{}\" ms={:.4f} gflops={:.2f}\n",
+      fmt::print("GEMM peer={} shape=\"{}\" ms={:.4f} gflops={:.2f}\n", peer,
                  s.name, median * 1e3, flop / median * 1e-9);
     }
   } catch (const std::exception &e) {

@@ -37,6 +37,7 @@ struct Options {
   double temperature = 0.8;
   std::string prompt = "ROMEO:";
   uint64_t seed = 1;
+  std::string precision = "fp32";
 };
 
 inline const char *kUsage = R"(usage: kiln-example-shakespeare [options]
@@ -61,6 +62,9 @@ Trains a character-level GPT on Tiny Shakespeare and prints a sample.
   --sample-only      load --checkpoint and sample, without training
   --data PATH        the text to train on (examples/data/tinyshakespeare.txt)
   --seed N           initialization, data and sampling seed (1)
+  --precision P      fp32 (default), or bf16: matrix products of bf16 values
+                     with f32 sums, f32 weights and optimizer state (needs a
+                     CPU with AVX512-BF16; docs/precision.md)
 )";
 
 /// The largest values the options take: far beyond any model this example
@@ -146,8 +150,13 @@ inline Options parseOptions(int argc, char **argv, const char *usage,
     cl.reals.insert_or_assign("--weight-decay",
                               Real(&o.weightDecay, 0, kMaxLr));
     cl.switches["--sample-only"] = &o.sampleOnly;
+    cl.strings["--precision"] = &o.precision;
   }
   cl.parse(argc, argv, usage);
+  if (o.precision != "fp32" && o.precision != "bf16") {
+    throw Error("--precision: '" + o.precision +
+                "' is not a precision: use fp32 or bf16");
+  }
   o.sampleOnly |= program == Program::aotGenerate;
   checkModel(o, "the options");
   // Before anything is compiled: no output over the corpus or another

@@ -29,11 +29,13 @@ int main(int argc, char **argv) try {
   dsl::Module module;
   buildModel(module, o, data.vocab().size());
   fmt::print("model: GPT, vocab {}, d_model {}, {} layers, {} heads, context "
-             "{}, dropout {}\n",
+             "{}, dropout {}, precision {}\n",
              data.vocab().size(), o.dModel, o.layers, o.heads, o.context,
-             o.dropout);
-  auto jit =
-      compileTraining(module, "loss", optimizer(o), {}, stepKindFor(*world));
+             o.dropout, o.precision);
+  JitOptions jitOptions;
+  jitOptions.precision = o.precision;
+  auto jit = compileTraining(module, "loss", optimizer(o), jitOptions,
+                             stepKindFor(*world));
   fmt::print("{} parameters; compiled in {:.1f} s (MLIR {:.1f} s, LLVM {:.1f} "
              "s)\n",
              module.numParameters(),

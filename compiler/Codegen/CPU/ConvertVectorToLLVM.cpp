@@ -12,6 +12,7 @@
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/Dialect/X86Vector/X86VectorDialect.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Pass/PassManager.h"
@@ -31,10 +32,13 @@ using namespace mlir;
 namespace {
 
 /// MLIR's convert-vector-to-llvm with outer-product contractions and
-/// `transposes`.
-std::unique_ptr<Pass> vectorToLLVM(vector::VectorTransposeLowering transposes) {
+/// `transposes`; `x86` lowers x86vector ops (kiln-bf16-products' dots) to
+/// their intrinsics.
+std::unique_ptr<Pass> vectorToLLVM(vector::VectorTransposeLowering transposes,
+                                   bool x86 = false) {
   return createConvertVectorToLLVMPass(
-      {.vectorContractLowering = vector::VectorContractLowering::OuterProduct,
+      {.x86Vector = x86,
+       .vectorContractLowering = vector::VectorContractLowering::OuterProduct,
        .vectorTransposeLowering = transposes});
 }
 
@@ -87,7 +91,7 @@ struct KilnConvertVectorToLLVMPass
 
   void getDependentDialects(DialectRegistry &registry) const override {
     Base::getDependentDialects(registry);
-    vectorToLLVM(vector::VectorTransposeLowering::Shuffle1D)
+    vectorToLLVM(vector::VectorTransposeLowering::Shuffle1D, /*x86=*/true)
         ->getDependentDialects(registry);
   }
 
@@ -106,9 +110,18 @@ struct KilnConvertVectorToLLVMPass
     if (failed(applyPatternsGreedily(getOperation(), std::move(scalars)))) {
       return signalPassFailure();
     }
+    // x86vector's patterns only where its ops are (bf16 products).
+    bool x86 = getOperation()
+                   ->walk([](Operation *op) {
+                     return isa<x86vector::X86VectorDialect>(op->getDialect())
+                                ? WalkResult::interrupt()
+                                : WalkResult::advance();
+                   })
+                   .wasInterrupted();
     OpPassManager pm(ModuleOp::getOperationName());
     pm.addPass(vectorToLLVM(wide ? vector::VectorTransposeLowering::Shuffle16x16
-                                 : vector::VectorTransposeLowering::Shuffle1D));
+                                 : vector::VectorTransposeLowering::Shuffle1D,
+                            x86));
     if (failed(runPipeline(pm, getOperation()))) {
       return signalPassFailure();
     }

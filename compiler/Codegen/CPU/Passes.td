@@ -174,6 +174,36 @@ def KilnVectorMatrixProductsPass
                            "::mlir::scf::SCFDialect"];
 }
 
+def KilnBf16ProductsPass
+    : Pass<"kiln-bf16-products", "::mlir::func::FuncOp"> {
+  let summary = "Matrix products in bf16 with f32 sums (AVX512-BF16)";
+  let description = [{
+    The bf16 precision policy of CPU code: rewrites every contraction
+    `out[m.., n..] += a * b` on f32 buffers without a batch loop whose
+    operands collapse into 2-D ones (a indexed (m.., k..) or (k.., m..), b
+    (k.., n..) or (n.., k..), out (m.., n..), each run of loops in one order
+    wherever it appears: a linear's [batch, sequence] rows; the innermost
+    dimension of each with stride 1) into a product of bf16
+    values with f32 sums: a and b are rounded to bf16 (to nearest, ties to
+    even) while they are packed (no separate pass over memory), a as rows
+    of k pairs, b as panels of 32 columns of k pairs (the layout
+    `vdpbf16ps` reads), and register tiles of 8 rows by 32 columns add one
+    pair of k per `x86vector.avx512.dot` into f32 accumulators. The
+    result, its initial value (`kiln.fill` or the output's contents) and
+    every sum stay f32. Packing and tiles run on all cores
+    (`kiln.parallel` loops). Products it does not match (batched, strided
+    innermost) stay f32, as do those kiln-vector-matrix-products streamed.
+    Run after kiln-vector-matrix-products, before kiln-tile-and-vectorize;
+    the module's `kiln.target` (kiln-set-target) must have AVX512-BF16, or
+    the pass fails and says so.
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::memref::MemRefDialect",
+                           "::mlir::scf::SCFDialect",
+                           "::mlir::vector::VectorDialect",
+                           "::mlir::x86vector::X86VectorDialect"];
+}
+
 def KilnSelectCpuTilesPass
     : Pass<"kiln-select-cpu-tiles", "::mlir::func::FuncOp"> {
   let summary = "Choose the cache blocks, copies, tiles and thread loops of every linalg op";

@@ -138,12 +138,34 @@ TargetInfo TargetInfo::of(TargetAttr target) {
   for (llvm::StringRef feature : features) {
     avx |= feature == "+avx";
     avx512 |= feature == "+avx512f";
+    info.avx512bf16 |= feature == "+avx512bf16";
   }
   info.vectorBits = avx512 ? 512 : avx ? 256 : 128;
   info.vectorRegisters = avx512 ? 32 : 16;
   info.l1DataBytes = target.getL1DataBytes();
   info.l2Bytes = target.getL2Bytes();
   return info;
+}
+
+std::string cpuPrecisionError(llvm::StringRef precision, TargetAttr target) {
+  if (precision == "fp32") {
+    return "";
+  }
+  if (precision != "bf16") {
+    return "precision '" + precision.str() +
+           "' is not a CPU precision: use fp32 (the default) or bf16";
+  }
+  if (!target) {
+    return "";
+  }
+  TargetInfo info = TargetInfo::of(target);
+  if (!info.avx512bf16) {
+    return "precision bf16 needs a CPU with AVX512-BF16 (vdpbf16ps: Zen 4 "
+           "and later, Sapphire Rapids and later), and the code is compiled "
+           "for '" +
+           info.cpu + "', which lacks it; use precision fp32";
+  }
+  return "";
 }
 
 TargetAttr getTarget(Operation *op) {

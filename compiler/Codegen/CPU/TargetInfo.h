@@ -32,6 +32,10 @@ struct TargetInfo {
   /// (32 KiB L1d, 512 KiB L2: Zen 3), so that blocks fit everywhere.
   int64_t l1DataBytes = 32 * 1024;
   int64_t l2Bytes = 512 * 1024;
+  /// AVX512-BF16 (`vdpbf16ps`: a dot product of bf16 pairs into f32 lanes,
+  /// twice the f32 FMA rate): Zen 4 and later, Cooper Lake, Sapphire Rapids
+  /// and later. What the bf16 precision needs (kiln-bf16-products).
+  bool avx512bf16 = false;
 
   /// Thresholds measured on particular CPUs (the same for every target
   /// until a family measures otherwise).
@@ -105,6 +109,14 @@ struct TargetInfo {
 llvm::Expected<TargetAttr> resolveTarget(MLIRContext *context,
                                          llvm::StringRef cpu,
                                          llvm::StringRef gpu = "");
+
+/// The one check of a CPU precision (kiln-to-llvm's `precision`,
+/// JitOptions::precision, kiln-compile's --precision, kiln-bf16-products)
+/// against the target: "fp32" runs anywhere; "bf16" (matrix products of
+/// bf16 values with f32 sums: kiln-bf16-products) needs AVX512-BF16. Empty
+/// when `precision` can run there, else why not; with a null `target`, only
+/// whether `precision` names one.
+std::string cpuPrecisionError(llvm::StringRef precision, TargetAttr target);
 
 /// The `kiln.target` of the module that holds `op` (or of `op` itself), or
 /// null when there is none.

@@ -403,6 +403,16 @@ static void lower(LoweredModule &lowered, const LoweringOptions &options,
   if (!target) {
     throw Error("kiln: " + llvm::toString(target.takeError()));
   }
+  if (options.precision != "fp32" && !options.gpuChip.empty()) {
+    throw Error("kiln: precision '" + options.precision +
+                "' with a GPU: it applies to CPU code only (GPU code has "
+                "its math: fp32, tf32, tf32x3)");
+  }
+  if (std::string why =
+          mlir::kiln::cpu::cpuPrecisionError(options.precision, *target);
+      !why.empty()) {
+    throw Error("kiln: " + why);
+  }
   if (options.gpuMath != "fp32") {
     if (options.gpuChip.empty()) {
       throw Error("kiln: GPU math '" + options.gpuMath +
@@ -455,7 +465,7 @@ static void lower(LoweredModule &lowered, const LoweringOptions &options,
   if (options.gpuChip.empty()) {
     mlir::kiln::buildKilnToLinalgPipeline(
         linalg, mlir::kiln::kCpuAttentionBlock, options.prepareWeights);
-    mlir::kiln::buildLinalgToLLVMPipeline(llvmPm);
+    mlir::kiln::buildLinalgToLLVMPipeline(llvmPm, options.precision);
   } else {
     mlir::kiln::buildKilnToLinalgPipeline(linalg, /*attentionBlock=*/0,
                                           /*prepareWeights=*/false,

@@ -84,6 +84,11 @@ struct LoweringOptions {
   /// from prepared copies, arguments appended to the functions that do
   /// (kiln-prepare-weights; ArgSpec::Role::prepared).
   bool prepareWeights = false;
+  /// CPU target: "fp32" (every product in f32), or "bf16" (matrix products
+  /// of bf16 values with f32 sums: kiln-bf16-products; the CPU must have
+  /// AVX512-BF16). Anything else, bf16 on a CPU without it or with gpuChip,
+  /// is a kiln::Error before anything is compiled.
+  std::string precision = "fp32";
 };
 
 struct LoweredModule {

@@ -100,6 +100,7 @@ static LoweringOptions loweringOptions(const JitOptions &options) {
   lowering.cpu = options.cpu;
   lowering.prepareWeights = options.prepareWeights.value_or(false);
   lowering.gpuMath = options.gpuMath;
+  lowering.precision = options.precision;
   return lowering;
 }
 
@@ -265,6 +266,7 @@ std::shared_ptr<JitModule> JitModule::compileCached(ModuleOp module,
     os << "\n// opt=" << options.optLevel << " dump=" << options.dumpDirectory
        << " pre=" << options.prePipeline << " gpu=" << options.gpu
        << " gpu_math=" << options.gpuMath << " cpu=" << options.cpu
+       << " precision=" << options.precision
        << " asan=" << instrumentsAddresses(options)
        << " prepare=" << options.prepareWeights.value_or(false)
        << " functions=";

@@ -65,6 +65,15 @@ struct JitOptions {
   /// ("x86-64-v3", "x86-64-v4", "znver4"). Code for a CPU the host lacks
   /// features of compiles, but calling it may fault.
   std::string cpu = "host";
+  /// The CPU code's precision: "fp32" (the default: every product in f32,
+  /// results that match the reference loops to f32 rounding), or "bf16"
+  /// (mixed precision: the operands of matrix products rounded to bf16 as
+  /// they are packed, products and sums in f32 on AVX512-BF16's vdpbf16ps;
+  /// parameters, optimizer state, activations, normalization, softmax and
+  /// the loss stay f32). bf16 needs a CPU with AVX512-BF16 (Zen 4 and
+  /// later, Sapphire Rapids and later): on any other, or with `gpu`, it is
+  /// a kiln::Error before anything is compiled. See docs/precision.md.
+  std::string precision = "fp32";
   /// Instruments the generated CPU code with AddressSanitizer: every load
   /// and store is checked against the sanitizer's shadow memory, so that
   /// compiled code that reads or writes outside a buffer is reported where

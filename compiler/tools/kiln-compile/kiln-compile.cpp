@@ -53,6 +53,11 @@ static cl::opt<std::string>
                      "(default), tf32 or tf32x3 (tensor cores; sm_80 and "
                      "newer)"),
             cl::value_desc("fp32|tf32|tf32x3"), cl::init("fp32"));
+static cl::opt<std::string>
+    precision("precision",
+              cl::desc("CPU code's matrix products: fp32 (default), or bf16 "
+                       "(bf16 values, f32 sums; needs AVX512-BF16)"),
+              cl::value_desc("fp32|bf16"), cl::init("fp32"));
 static cl::opt<unsigned> optLevel("O", cl::desc("LLVM optimization level"),
                                   cl::init(3), cl::Prefix);
 static cl::opt<std::string>
@@ -96,6 +101,7 @@ int main(int argc, char **argv) {
   options.lowering.functions.assign(functions.begin(), functions.end());
   options.lowering.gpuChip = gpu;
   options.lowering.gpuMath = gpuMath;
+  options.lowering.precision = precision;
   try {
     kiln::AotResult result =
         kiln::compileAheadOfTime((*buffer)->getBuffer().str(),

@@ -1,0 +1,533 @@
+//===- Bf16Products.cpp - Matrix products in bf16 with f32 sums -----------===//
+//
+// Implements kiln-bf16-products.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/Codegen/CPU/Passes.h"
+
+#include "compiler/Codegen/CPU/TargetInfo.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Linalg/IR/LinalgInterfaces.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/Dialect/X86Vector/X86VectorDialect.h"
+#include "mlir/IR/ImplicitLocOpBuilder.h"
+
+#include "llvm/Support/Debug.h"
+
+#define DEBUG_TYPE "kiln-bf16-products"
+
+namespace mlir::kiln {
+#define GEN_PASS_DEF_KILNBF16PRODUCTSPASS
+#include "compiler/Codegen/CPU/Passes.h.inc"
+} // namespace mlir::kiln
+
+using namespace mlir;
+
+namespace {
+
+/// f32 lanes of a 512-bit register, and bf16 pairs in one.
+constexpr int64_t kLanes = 16;
+/// The register tile: 8 rows of two accumulator registers (16 of the 32
+/// registers, two for the panel's pairs, one for the broadcast pair of A).
+constexpr int64_t kRows = 8;
+constexpr int64_t kCols = 2 * kLanes;
+/// Pairs of the reduction packed per step (a 16 x 16 block of pairs is
+/// transposed in registers when the source holds the other dimension
+/// contiguous); the packed buffers' reduction extent is a multiple of it.
+constexpr int64_t kPairBlock = 16;
+
+/// A contraction out[m.., n..] += a * b on f32 buffers: no batch loop, each
+/// operand's loops in two runs (a: m.. and k.., in either order; b: n.. and
+/// k..; out: m.. then n..), each run in the same order wherever it appears,
+/// so that collapsing the runs gives 2-D buffers; the innermost dimension of
+/// each with stride 1.
+struct Product {
+  linalg::LinalgOp op;
+  Value a, b, out;
+  /// The runs of each operand, in its order (collapse_shape's groups).
+  SmallVector<ReassociationIndices> aRuns, bRuns, outRuns;
+  unsigned aM, aK; // the dimensions of the collapsed a that m and k index
+  unsigned bN, bK; // the dimensions of the collapsed b that n and k index
+  std::optional<FloatAttr> fill; // the value out holds before (kiln.fill)
+};
+
+enum class Role { m, n, k };
+
+/// The loop dimension of each result of `map`, none when a result is not a
+/// plain dimension.
+std::optional<SmallVector<unsigned>> dimsOf(AffineMap map) {
+  SmallVector<unsigned> dims;
+  for (AffineExpr e : map.getResults()) {
+    auto dim = dyn_cast<AffineDimExpr>(e);
+    if (!dim) {
+      return std::nullopt;
+    }
+    dims.push_back(dim.getPosition());
+  }
+  return dims;
+}
+
+/// `dims` split into two runs of the roles `first` then `second`: the
+/// groups of positions and the loops of each run; none when the roles do
+/// not come in those two runs.
+std::optional<
+    std::pair<SmallVector<ReassociationIndices>,
+              std::pair<SmallVector<unsigned>, SmallVector<unsigned>>>>
+runsOf(ArrayRef<unsigned> dims, const DenseMap<unsigned, Role> &roles,
+       Role first, Role second) {
+  ReassociationIndices one, two;
+  SmallVector<unsigned> oneLoops, twoLoops;
+  for (auto [position, dim] : llvm::enumerate(dims)) {
+    Role role = roles.lookup(dim);
+    if (role == first && two.empty()) {
+      one.push_back(position);
+      oneLoops.push_back(dim);
+    } else if (role == second) {
+      two.push_back(position);
+      twoLoops.push_back(dim);
+    } else {
+      return std::nullopt;
+    }
+  }
+  if (one.empty() || two.empty()) {
+    return std::nullopt;
+  }
+  return std::make_pair(SmallVector<ReassociationIndices>{one, two},
+                        std::make_pair(oneLoops, twoLoops));
+}
+
+/// Whether `buffer` is f32 with its innermost stride 1 and collapses by
+/// `runs` into a 2-D buffer.
+bool collapsible(Value buffer, ArrayRef<ReassociationIndices> runs) {
+  auto type = dyn_cast<MemRefType>(buffer.getType());
+  if (!type || !type.getElementType().isF32()) {
+    return false;
+  }
+  SmallVector<int64_t> strides;
+  int64_t offset;
+  return succeeded(type.getStridesAndOffset(strides, offset)) &&
+         strides.back() == 1 &&
+         memref::CollapseShapeOp::isGuaranteedCollapsible(type, runs);
+}
+
+std::optional<Product> match(linalg::LinalgOp op) {
+  if (!op.hasPureBufferSemantics() || op.getNumDpsInputs() != 2 ||
+      op.getNumDpsInits() != 1 || !linalg::isaContractionOpInterface(op)) {
+    return std::nullopt;
+  }
+  FailureOr<linalg::ContractionDimensions> dims =
+      linalg::inferContractionDims(op);
+  if (failed(dims) || !dims->batch.empty() || dims->m.empty() ||
+      dims->n.empty() || dims->k.empty()) {
+    return std::nullopt;
+  }
+  DenseMap<unsigned, Role> roles;
+  for (unsigned d : dims->m) {
+    roles[d] = Role::m;
+  }
+  for (unsigned d : dims->n) {
+    roles[d] = Role::n;
+  }
+  for (unsigned d : dims->k) {
+    roles[d] = Role::k;
+  }
+  SmallVector<AffineMap> maps = op.getIndexingMapsArray();
+  std::optional<SmallVector<unsigned>> in0 = dimsOf(maps[0]),
+                                       in1 = dimsOf(maps[1]),
+                                       out = dimsOf(maps[2]);
+  if (!in0 || !in1 || !out) {
+    return std::nullopt;
+  }
+  unsigned bIndex = llvm::is_contained(*in0, dims->n.front()) ? 0 : 1;
+  SmallVector<unsigned> aDims = bIndex == 0 ? *in1 : *in0;
+  SmallVector<unsigned> bDims = bIndex == 0 ? *in0 : *in1;
+  auto outRuns = runsOf(*out, roles, Role::m, Role::n);
+  auto aMK = runsOf(aDims, roles, Role::m, Role::k);
+  auto aKM = runsOf(aDims, roles, Role::k, Role::m);
+  auto bNK = runsOf(bDims, roles, Role::n, Role::k);
+  auto bKN = runsOf(bDims, roles, Role::k, Role::n);
+  if (!outRuns || (!aMK && !aKM) || (!bNK && !bKN)) {
+    return std::nullopt;
+  }
+  Product p;
+  p.op = op;
+  p.a = op->getOperand(1 - bIndex);
+  p.b = op->getOperand(bIndex);
+  p.out = op.getDpsInits()[0];
+  p.aM = aMK ? 0 : 1;
+  p.aK = 1 - p.aM;
+  p.bN = bNK ? 0 : 1;
+  p.bK = 1 - p.bN;
+  auto &aRuns = aMK ? *aMK : *aKM;
+  auto &bRuns = bNK ? *bNK : *bKN;
+  const SmallVector<unsigned> &aM =
+      p.aM == 0 ? aRuns.second.first : aRuns.second.second;
+  const SmallVector<unsigned> &aK =
+      p.aK == 0 ? aRuns.second.first : aRuns.second.second;
+  const SmallVector<unsigned> &bN =
+      p.bN == 0 ? bRuns.second.first : bRuns.second.second;
+  const SmallVector<unsigned> &bK =
+      p.bK == 0 ? bRuns.second.first : bRuns.second.second;
+  // Each run in one order wherever it appears.
+  if (aM != outRuns->second.first || bN != outRuns->second.second || aK != bK) {
+    return std::nullopt;
+  }
+  p.aRuns = aRuns.first;
+  p.bRuns = bRuns.first;
+  p.outRuns = outRuns->first;
+  if (!collapsible(p.a, p.aRuns) || !collapsible(p.b, p.bRuns) ||
+      !collapsible(p.out, p.outRuns)) {
+    return std::nullopt;
+  }
+  if (Attribute fill = op->getAttr(mlir::kiln::cpu::kFillAttr)) {
+    auto value = dyn_cast<FloatAttr>(fill);
+    if (!value || !value.getType().isF32()) {
+      return std::nullopt;
+    }
+    p.fill = value;
+  }
+  return p;
+}
+
+/// `buffer` collapsed by `runs` into two dimensions (itself when it has two).
+Value collapse(ImplicitLocOpBuilder &b, Value buffer,
+               ArrayRef<ReassociationIndices> runs) {
+  if (cast<MemRefType>(buffer.getType()).getRank() == 2) {
+    return buffer;
+  }
+  return memref::CollapseShapeOp::create(b, buffer, runs);
+}
+
+/// Builds the packing and the register tiles of one product.
+class Builder {
+public:
+  Builder(const Product &product) : p(product), b(p.op.getLoc(), p.op) {
+    p.a = collapse(b, p.a, p.aRuns);
+    p.b = collapse(b, p.b, p.bRuns);
+    p.out = collapse(b, p.out, p.outRuns);
+  }
+
+  void build() {
+    Value m = memref::DimOp::create(b, p.a, p.aM);
+    Value k = memref::DimOp::create(b, p.a, p.aK);
+    Value n = memref::DimOp::create(b, p.b, p.bN);
+    Value pairs = ceilDiv(k, 2);
+    Value pairsPadded = mul(ceilDiv(pairs, kPairBlock), kPairBlock);
+    Value rowsPadded = mul(ceilDiv(m, kPairBlock), kPairBlock);
+    Value panels = ceilDiv(n, kCols);
+    auto i32 = b.getI32Type();
+    // a as bf16 pairs along k, [rows, pairs]; b as panels of 32 columns,
+    // [panel, pair, column] (the VNNI layout vdpbf16ps reads).
+    Value aPacked = memref::AllocOp::create(
+        b, MemRefType::get({ShapedType::kDynamic, ShapedType::kDynamic}, i32),
+        ValueRange{rowsPadded, pairsPadded}, b.getI64IntegerAttr(64));
+    Value bPacked = memref::AllocOp::create(
+        b,
+        MemRefType::get({ShapedType::kDynamic, ShapedType::kDynamic, kCols},
+                        i32),
+        ValueRange{panels, pairsPadded}, b.getI64IntegerAttr(64));
+    if (p.aK == 1) {
+      packRowsAlongK(m, k, pairsPadded, aPacked);
+    } else {
+      packColumnsAlongK(m, k, rowsPadded, pairsPadded, aPacked);
+    }
+    if (p.bK == 1) {
+      packPanelsFromRowsAlongK(n, k, panels, pairsPadded, bPacked);
+    } else {
+      packPanelsFromColumns(n, k, panels, pairs, bPacked);
+    }
+    multiply(m, panels, pairs, aPacked, bPacked);
+    memref::DeallocOp::create(b, aPacked);
+    memref::DeallocOp::create(b, bPacked);
+  }
+
+private:
+  Product p; // with 2-D a, b and out
+
+  ImplicitLocOpBuilder b;
+
+  Value index(int64_t v) { return arith::ConstantIndexOp::create(b, v); }
+  Value add(Value x, int64_t v) {
+    return arith::AddIOp::create(b, x, index(v));
+  }
+  Value add(Value x, Value y) { return arith::AddIOp::create(b, x, y); }
+  Value mul(Value x, int64_t v) {
+    return arith::MulIOp::create(b, x, index(v));
+  }
+  Value ceilDiv(Value x, int64_t v) {
+    return arith::DivUIOp::create(b, add(x, v - 1), index(v));
+  }
+  VectorType vector(int64_t n, Type element) {
+    return VectorType::get({n}, element);
+  }
+
+  /// A loop over [0, upper) by one, its body built by `body` at the
+  /// insertion point; marked to run on all cores when `parallel`
+  /// (kiln-parallelize-loops).
+  void loop(Value upper, bool parallel, llvm::function_ref<void(Value)> body) {
+    auto forOp = scf::ForOp::create(b, index(0), upper, index(1));
+    if (parallel) {
+      forOp->setAttr(mlir::kiln::cpu::kParallelAttr, b.getUnitAttr());
+    }
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPoint(forOp.getBody()->getTerminator());
+    body(forOp.getInductionVar());
+  }
+
+  /// Indices into `buffer` (a or b) of element (outer, inner), where
+  /// `innerDim` is the dimension the `inner` index is for.
+  SmallVector<Value> at(unsigned innerDim, Value outer, Value inner) {
+    return innerDim == 1 ? SmallVector<Value>{outer, inner}
+                         : SmallVector<Value>{inner, outer};
+  }
+
+  /// `lanes` f32 of `buffer` along its innermost dimension from `indices`,
+  /// zero past its end.
+  Value read(Value buffer, ValueRange indices, int64_t lanes) {
+    Value zero = arith::ConstantOp::create(b, b.getF32FloatAttr(0.0f));
+    return vector::TransferReadOp::create(b, vector(lanes, b.getF32Type()),
+                                          buffer, indices, zero,
+                                          ArrayRef<bool>{false});
+  }
+
+  /// read(), or zeros when `row` (the outer index) is not below `rows`; the
+  /// read itself is of a row in range.
+  Value readRowOrZero(Value buffer, unsigned innerDim, Value row, Value rows,
+                      Value inner, int64_t lanes) {
+    Value last = arith::SubIOp::create(b, rows, index(1));
+    Value clamped = arith::MinUIOp::create(b, row, last);
+    Value v = read(buffer, at(innerDim, clamped, inner), lanes);
+    Value inside =
+        arith::CmpIOp::create(b, arith::CmpIPredicate::ult, row, rows);
+    Value zeros = arith::ConstantOp::create(
+        b, DenseElementsAttr::get(vector(lanes, b.getF32Type()), 0.0f));
+    return arith::SelectOp::create(b, inside, v, zeros);
+  }
+
+  /// f32 lanes rounded to bf16 (to nearest, ties to even).
+  Value toBf16(Value v) {
+    int64_t lanes = cast<VectorType>(v.getType()).getNumElements();
+    return arith::TruncFOp::create(b, vector(lanes, b.getBF16Type()), v);
+  }
+  Value asPairs(Value bf16) {
+    int64_t lanes = cast<VectorType>(bf16.getType()).getNumElements();
+    return vector::BitCastOp::create(b, vector(lanes / 2, b.getI32Type()),
+                                     bf16);
+  }
+
+  /// The 16 x 16 pairs `rows[i]` holds for i = 0..15, transposed: row j of
+  /// the result holds pair j of every row.
+  Value transposed(ArrayRef<Value> rows) {
+    auto tileType = VectorType::get({kLanes, kLanes}, b.getI32Type());
+    Value tile = arith::ConstantOp::create(
+        b, DenseElementsAttr::get(tileType, b.getI32IntegerAttr(0)));
+    for (auto [i, row] : llvm::enumerate(rows)) {
+      tile = vector::InsertOp::create(b, row, tile, int64_t(i));
+    }
+    return vector::TransposeOp::create(b, tile, ArrayRef<int64_t>{1, 0});
+  }
+
+  /// a[m, k] with k contiguous: each row's 32 values from k = 32 kb are 16
+  /// pairs of its packed row.
+  void packRowsAlongK(Value m, Value k, Value pairsPadded, Value aPacked) {
+    loop(m, /*parallel=*/true, [&](Value row) {
+      loop(arith::DivUIOp::create(b, pairsPadded, index(kPairBlock)), false,
+           [&](Value block) {
+             Value v = read(p.a, at(p.aK, row, mul(block, 2 * kPairBlock)),
+                            2 * kPairBlock);
+             vector::StoreOp::create(b, asPairs(toBf16(v)), aPacked,
+                                     ValueRange{row, mul(block, kPairBlock)});
+           });
+    });
+  }
+
+  /// a stored [k, m] (m contiguous: a weight gradient's gᵀ): 16 rows by 32
+  /// values of k at a time, rows k and k + 1 interleaved into pairs, the
+  /// 16 x 16 pairs transposed into 16 packed rows.
+  void packColumnsAlongK(Value m, Value k, Value rowsPadded, Value pairsPadded,
+                         Value aPacked) {
+    loop(arith::DivUIOp::create(b, rowsPadded, index(kLanes)), true,
+         [&](Value rowBlock) {
+           Value row0 = mul(rowBlock, kLanes);
+           loop(arith::DivUIOp::create(b, pairsPadded, index(kPairBlock)),
+                false, [&](Value block) {
+                  Value k0 = mul(block, 2 * kPairBlock);
+                  SmallVector<Value> columns;
+                  for (int64_t j = 0; j < kPairBlock; ++j) {
+                    Value even = toBf16(readRowOrZero(p.a, p.aM, add(k0, 2 * j),
+                                                      k, row0, kLanes));
+                    Value odd = toBf16(readRowOrZero(
+                        p.a, p.aM, add(k0, 2 * j + 1), k, row0, kLanes));
+                    columns.push_back(
+                        asPairs(vector::InterleaveOp::create(b, even, odd)));
+                  }
+                  Value rows = transposed(columns);
+                  for (int64_t i = 0; i < kLanes; ++i) {
+                    vector::StoreOp::create(
+                        b, vector::ExtractOp::create(b, rows, i), aPacked,
+                        ValueRange{add(row0, i), mul(block, kPairBlock)});
+                  }
+                });
+         });
+  }
+
+  /// b stored [n, k] (k contiguous: a linear's weight read transposed):
+  /// per panel, 16 columns by 32 values of k at a time, transposed into 16
+  /// pair rows of the panel. Columns past n repeat the last (their sums are
+  /// never stored).
+  void packPanelsFromRowsAlongK(Value n, Value k, Value panels,
+                                Value pairsPadded, Value bPacked) {
+    loop(panels, true, [&](Value panel) {
+      loop(arith::DivUIOp::create(b, pairsPadded, index(kPairBlock)), false,
+           [&](Value block) {
+             Value last = arith::SubIOp::create(b, n, index(1));
+             for (int64_t half = 0; half < 2; ++half) {
+               SmallVector<Value> columns;
+               for (int64_t c = 0; c < kLanes; ++c) {
+                 Value column = arith::MinUIOp::create(
+                     b, add(mul(panel, kCols), half * kLanes + c), last);
+                 Value v =
+                     read(p.b, at(p.bK, column, mul(block, 2 * kPairBlock)),
+                          2 * kPairBlock);
+                 columns.push_back(asPairs(toBf16(v)));
+               }
+               Value rows = transposed(columns);
+               for (int64_t j = 0; j < kPairBlock; ++j) {
+                 vector::StoreOp::create(
+                     b, vector::ExtractOp::create(b, rows, j), bPacked,
+                     ValueRange{panel, add(mul(block, kPairBlock), j),
+                                index(half * kLanes)});
+               }
+             }
+           });
+    });
+  }
+
+  /// b stored [k, n] (n contiguous): rows k and k + 1 of a panel's 32
+  /// columns interleaved into its pair row.
+  void packPanelsFromColumns(Value n, Value k, Value panels, Value pairs,
+                             Value bPacked) {
+    loop(panels, true, [&](Value panel) {
+      loop(pairs, false, [&](Value pair) {
+        Value column = mul(panel, kCols);
+        Value k0 = mul(pair, 2);
+        Value even = toBf16(readRowOrZero(p.b, p.bN, k0, k, column, kCols));
+        Value odd =
+            toBf16(readRowOrZero(p.b, p.bN, add(k0, 1), k, column, kCols));
+        vector::StoreOp::create(
+            b, asPairs(vector::InterleaveOp::create(b, even, odd)), bPacked,
+            ValueRange{panel, pair, index(0)});
+      });
+    });
+  }
+
+  /// out[m, n] (+)= the packed product: per panel and block of 8 rows, 16
+  /// accumulators over every pair of k (one vdpbf16ps per accumulator and
+  /// pair, each pair of a broadcast to all lanes), then the rows in range
+  /// stored, masked past n.
+  void multiply(Value m, Value panels, Value pairs, Value aPacked,
+                Value bPacked) {
+    auto f32x16 = vector(kLanes, b.getF32Type());
+    auto bf16x32 = vector(2 * kLanes, b.getBF16Type());
+    auto i32x16 = vector(kLanes, b.getI32Type());
+    Value rowTiles = ceilDiv(m, kRows);
+    Value lastRow = arith::SubIOp::create(b, m, index(1));
+    loop(panels, true, [&](Value panel) {
+      Value column = mul(panel, kCols);
+      loop(rowTiles, true, [&](Value tile) {
+        Value row0 = mul(tile, kRows);
+        SmallVector<Value> init;
+        for (int64_t r = 0; r < kRows; ++r) {
+          Value row = arith::MinUIOp::create(b, add(row0, r), lastRow);
+          for (int64_t h = 0; h < 2; ++h) {
+            if (p.fill) {
+              init.push_back(arith::ConstantOp::create(
+                  b, DenseElementsAttr::get(f32x16, p.fill->getValue())));
+            } else {
+              init.push_back(read(
+                  p.out, ValueRange{row, add(column, h * kLanes)}, kLanes));
+            }
+          }
+        }
+        auto sums = scf::ForOp::create(
+            b, index(0), pairs, index(1), init,
+            [&](OpBuilder &nested, Location loc, Value pair, ValueRange acc) {
+              ImplicitLocOpBuilder ib(loc, nested);
+              Value panelPairs[2];
+              for (int64_t h = 0; h < 2; ++h) {
+                Value start = arith::ConstantIndexOp::create(ib, h * kLanes);
+                Value v = vector::LoadOp::create(
+                    ib, i32x16, bPacked, ValueRange{panel, pair, start});
+                panelPairs[h] = vector::BitCastOp::create(ib, bf16x32, v);
+              }
+              SmallVector<Value> next;
+              for (int64_t r = 0; r < kRows; ++r) {
+                Value row = arith::AddIOp::create(
+                    ib, row0, arith::ConstantIndexOp::create(ib, r));
+                Value aPair =
+                    memref::LoadOp::create(ib, aPacked, ValueRange{row, pair});
+                Value broadcast = vector::BitCastOp::create(
+                    ib, bf16x32,
+                    vector::BroadcastOp::create(ib, i32x16, aPair));
+                for (int64_t h = 0; h < 2; ++h) {
+                  next.push_back(x86vector::DotBF16Op::create(
+                      ib, f32x16, acc[2 * r + h], broadcast, panelPairs[h]));
+                }
+              }
+              scf::YieldOp::create(ib, next);
+            });
+        for (int64_t r = 0; r < kRows; ++r) {
+          Value row = add(row0, r);
+          Value inside =
+              arith::CmpIOp::create(b, arith::CmpIPredicate::ult, row, m);
+          auto store = scf::IfOp::create(b, inside, /*withElseRegion=*/false);
+          OpBuilder::InsertionGuard guard(b);
+          b.setInsertionPoint(store.thenBlock()->getTerminator());
+          for (int64_t h = 0; h < 2; ++h) {
+            vector::TransferWriteOp::create(
+                b, sums.getResult(2 * r + h), p.out,
+                ValueRange{row, add(column, h * kLanes)},
+                ArrayRef<bool>{false});
+          }
+        }
+      });
+    });
+  }
+};
+
+struct KilnBf16ProductsPass
+    : mlir::kiln::impl::KilnBf16ProductsPassBase<KilnBf16ProductsPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    FailureOr<mlir::kiln::TargetAttr> target =
+        mlir::kiln::cpu::requireTarget(getOperation(), DEBUG_TYPE);
+    if (failed(target)) {
+      return signalPassFailure();
+    }
+    if (std::string why = mlir::kiln::cpu::cpuPrecisionError("bf16", *target);
+        !why.empty()) {
+      getOperation().emitError() << DEBUG_TYPE << ": " << why;
+      return signalPassFailure();
+    }
+    SmallVector<Product> products;
+    getOperation()->walk([&](linalg::LinalgOp op) {
+      if (std::optional<Product> p = match(op)) {
+        products.push_back(std::move(*p));
+      }
+    });
+    for (const Product &p : products) {
+      LLVM_DEBUG(llvm::dbgs() << DEBUG_TYPE << ": " << *p.op << "\n");
+      Builder(p).build();
+      p.op->erase();
+    }
+  }
+};
+
+} // namespace

@@ -1,0 +1,191 @@
+//===- Bf16ProductsTest.cpp - Products in bf16 against double loops -------===//
+//
+// JitOptions::precision = "bf16" (kiln-bf16-products: the operands of matrix
+// products rounded to bf16 as they are packed, f32 sums on vdpbf16ps)
+// against naive products in double of the f32 inputs, with an error bound
+// fixed from bf16's 8-bit significand before the code was written:
+//
+//   |got - ref| <= (2^-7 + 2^-16 + (K + 2) 2^-23) * sum_k |a_mk| |b_kn|
+//
+// (each operand rounded to nearest with relative error at most u = 2^-8, so
+// a product at most 2u + u^2; f32 sums of K + 1 terms, each addition or
+// pairwise dot rounding at most 2^-24, doubled for the dot's two steps).
+// Where the host lacks AVX512-BF16 the same precision is a clear error.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Reference.h"
+
+#include "compiler/Target/JIT/Jit.h"
+#include "runtime/Error.h"
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+
+using namespace kiln;
+
+namespace {
+
+/// Products of every layout kiln-bf16-products takes, all sizes dynamic:
+/// a·b, a·bᵀ (a linear's weight), aᵀ·b (a weight gradient); and a linear
+/// layer with a bias on [batch, sequence] rows.
+const char *kSource = R"(
+  func.func @mm(%a: tensor<?x?xf32>, %b: tensor<?x?xf32>) -> tensor<?x?xf32> {
+    %0 = kiln.matmul %a, %b : (tensor<?x?xf32>, tensor<?x?xf32>) -> tensor<?x?xf32>
+    return %0 : tensor<?x?xf32>
+  }
+  func.func @mm_bt(%a: tensor<?x?xf32>, %b: tensor<?x?xf32>) -> tensor<?x?xf32> {
+    %0 = kiln.matmul %a, %b {transpose_rhs} : (tensor<?x?xf32>, tensor<?x?xf32>) -> tensor<?x?xf32>
+    return %0 : tensor<?x?xf32>
+  }
+  func.func @mm_at(%a: tensor<?x?xf32>, %b: tensor<?x?xf32>) -> tensor<?x?xf32> {
+    %0 = kiln.matmul %a, %b {transpose_lhs} : (tensor<?x?xf32>, tensor<?x?xf32>) -> tensor<?x?xf32>
+    return %0 : tensor<?x?xf32>
+  }
+  func.func @lin(%x: tensor<?x?x48xf32>, %w: tensor<33x48xf32>, %b: tensor<33xf32>) -> tensor<?x?x33xf32> {
+    %0 = kiln.linear %x, %w, %b : (tensor<?x?x48xf32>, tensor<33x48xf32>, tensor<33xf32>) -> tensor<?x?x33xf32>
+    return %0 : tensor<?x?x33xf32>
+  })";
+
+bool hostHasBf16() { return __builtin_cpu_supports("avx512bf16"); }
+
+/// Element (i, j) of a row-major [rows, cols] tensor, or of its transpose.
+float at(const Tensor &t, int64_t i, int64_t j, bool transposed) {
+  int64_t cols = t.shape()[1];
+  return transposed ? t.data<float>()[j * cols + i]
+                    : t.data<float>()[i * cols + j];
+}
+
+/// Checks `got` [m, n] against sum_k a(i, k) b(k, j) (+ bias[j]) in double
+/// with the bound above; returns the largest error relative to
+/// sum_k |a| |b| (to tell bf16 arithmetic from f32).
+double checkProduct(const Tensor &got, int64_t m, int64_t n, int64_t k,
+                    const std::function<float(int64_t, int64_t)> &a,
+                    const std::function<float(int64_t, int64_t)> &b,
+                    const float *bias) {
+  EXPECT_EQ(got.shape(), (std::vector<int64_t>{m, n}));
+  const double bound = std::ldexp(1.0, -7) + std::ldexp(1.0, -16) +
+                       double(k + 2) * std::ldexp(1.0, -23);
+  double worst = 0;
+  int failures = 0;
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      double sum = bias ? bias[j] : 0.0, magnitude = 0;
+      for (int64_t l = 0; l < k; ++l) {
+        sum += double(a(i, l)) * b(l, j);
+        magnitude += std::fabs(double(a(i, l)) * b(l, j));
+      }
+      double error = std::fabs(double(got.data<float>()[i * n + j]) - sum);
+      if (magnitude > 0) {
+        worst = std::max(worst, error / magnitude);
+      }
+      if (!(error <= bound * magnitude) && failures++ < 5) {
+        ADD_FAILURE() << "(" << i << ", " << j << ") of " << m << "x" << n
+                      << "x" << k << ": got " << got.data<float>()[i * n + j]
+                      << ", want " << sum << " (bound " << bound * magnitude
+                      << ")";
+      }
+    }
+  }
+  return worst;
+}
+
+} // namespace
+
+// Every size from 0 across the register tile (8 rows, 32 columns) and the
+// packing blocks (16 rows of a stored [k, m], 32 values of k), odd k (a
+// last pair with one value), for the three layouts; a linear with its bias
+// on 3-D rows (the deferred fill, rows collapsed).
+TEST(Bf16Products, MatchDoubleLoopsWithinTheBf16Bound) {
+  if (!hostHasBf16()) {
+    GTEST_SKIP() << "this CPU has no AVX512-BF16 (Bf16Products."
+                    "RefusedWhereTheTargetLacksAvx512Bf16 checks the error)";
+  }
+  JitOptions options;
+  options.precision = "bf16";
+  auto jit = JitModule::compileSource(kSource, options);
+  const std::vector<int64_t> sizes = {0, 1, 5, 15, 16, 17, 33, 65};
+  uint32_t seed = 1;
+  double worst = 0;
+  for (int64_t m : sizes) {
+    for (int64_t n : sizes) {
+      for (int64_t k : sizes) {
+        SCOPED_TRACE(fmt::format("m {} n {} k {}", m, n, k));
+        Tensor a = ref::randomTensor({m, k}, seed++);
+        Tensor b = ref::randomTensor({k, n}, seed++);
+        Tensor bt = ref::randomTensor({n, k}, seed++);
+        Tensor at_ = ref::randomTensor({k, m}, seed++);
+        auto aRows = [&](int64_t i, int64_t l) { return at(a, i, l, false); };
+        auto bRows = [&](int64_t l, int64_t j) { return at(b, l, j, false); };
+        worst = std::max(worst, checkProduct(jit->call("mm", {a, b})[0], m, n,
+                                             k, aRows, bRows, nullptr));
+        checkProduct(
+            jit->call("mm_bt", {a, bt})[0], m, n, k, aRows,
+            [&](int64_t l, int64_t j) { return at(bt, l, j, true); }, nullptr);
+        checkProduct(
+            jit->call("mm_at", {at_, b})[0], m, n, k,
+            [&](int64_t i, int64_t l) { return at(at_, i, l, true); }, bRows,
+            nullptr);
+        if (HasFailure()) {
+          return;
+        }
+      }
+    }
+  }
+  // Rounded to bf16 indeed: f32 products would stay within 2^-17 of the
+  // double sums at these lengths.
+  EXPECT_GT(worst, std::ldexp(1.0, -12));
+  Tensor w = ref::randomTensor({33, 48}, 900),
+         bias = ref::randomTensor({33}, 901);
+  for (auto [rows, cols] : std::vector<std::pair<int64_t, int64_t>>{
+           {1, 1}, {2, 5}, {3, 7}, {2, 17}}) {
+    Tensor x = ref::randomTensor({rows, cols, 48}, 902);
+    Tensor got = jit->call("lin", {x, w, bias})[0];
+    got = got.reshape({rows * cols, 33});
+    checkProduct(
+        got, rows * cols, 33, 48,
+        [&](int64_t i, int64_t l) { return x.data<float>()[i * 48 + l]; },
+        [&](int64_t l, int64_t j) { return at(w, l, j, true); },
+        bias.data<float>());
+  }
+}
+
+// bf16 is compiled only for a CPU with AVX512-BF16: on any other target, or
+// under a name that is no precision, a kiln::Error says why before anything
+// is compiled (with a GPU: test/Target/AOT/precision.mlir).
+TEST(Bf16Products, RefusedWhereTheTargetLacksAvx512Bf16) {
+  auto message = [](const JitOptions &options) -> std::string {
+    try {
+      JitModule::compileSource(kSource, options);
+    } catch (const Error &e) {
+      return e.what();
+    }
+    return "";
+  };
+  JitOptions v4;
+  v4.precision = "bf16";
+  v4.cpu = "x86-64-v4";
+  EXPECT_NE(message(v4).find("precision bf16 needs a CPU with AVX512-BF16"),
+            std::string::npos)
+      << message(v4);
+  EXPECT_NE(message(v4).find("'x86-64-v4'"), std::string::npos);
+  JitOptions host;
+  host.precision = "bf16";
+  if (!hostHasBf16()) {
+    EXPECT_NE(message(host).find("AVX512-BF16"), std::string::npos)
+        << message(host);
+  }
+  JitOptions other;
+  other.precision = "fp16";
+  EXPECT_NE(message(other).find("precision 'fp16' is not a CPU precision"),
+            std::string::npos)
+      << message(other);
+  // Compiled for a CPU that has it on any host (not run).
+  JitOptions zen4;
+  zen4.precision = "bf16";
+  zen4.cpu = "znver4";
+  EXPECT_EQ(message(zen4), "");
+}
