@@ -33,6 +33,7 @@ llvm_config.add_tool_substitutions(
         "kiln-example-llama",
         "kiln-example-translate",
         "kiln-example-custom-loop",
+        "kiln-precision-check",
         "kiln-shakespeare-train",
         "kiln-shakespeare-generate",
     ],
@@ -102,3 +103,6 @@ if {"avx2", "fma", "bmi2", "movbe"} <= flags:
     config.available_features.add("x86-64-v3")
 if {"avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl"} <= flags:
     config.available_features.add("x86-64-v4")
+# bf16 products (vdpbf16ps) run where the CPU has AVX512-BF16.
+if "avx512_bf16" in flags:
+    config.available_features.add("avx512bf16")

@@ -17,6 +17,7 @@
 #include "compiler/DSL/Models.h"
 #include "compiler/Target/AOT/Generator.h"
 #include "compiler/Target/JIT/CompiledModel.h"
+#include "compiler/Target/JIT/PrecisionCheck.h"
 #include "compiler/Target/JIT/Training.h"
 
 #endif // KILN_KILN_H

@@ -77,6 +77,45 @@ def KilnAutodiffPass : Pass<"kiln-autodiff", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::kiln::KilnDialect"];
 }
 
+def KilnExposeValuesPass : Pass<"kiln-expose-values", "::mlir::ModuleOp"> {
+  let summary = "Return every value a function's kiln ops compute";
+  let description = [{
+    For looking inside a compiled function: `function` also returns, after
+    its own results, every f32 tensor that a kiln op in its body computes,
+    in program order, each result named (`kiln.name`) after its op and the
+    op's location, e.g. `"#3:kiln.linear@model.cpp:42:7"` (the number
+    counts the exposed values from 0; `.1` after the op name for its second
+    result; characters outside printable ASCII, and spaces, become `_`). The precision check
+    (kiln::checkPrecision, kiln-precision-check) compiles a function with
+    its values exposed in fp32 and in bf16 and compares them value by value.
+    Values that feed no result until now stay computed: nothing is
+    removed as dead.
+
+    Before:
+    ```mlir
+    func.func @f(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+      %0 = kiln.gelu %x : tensor<4x8xf32> -> tensor<4x8xf32>
+      %1 = kiln.add %0, %x : ...
+      return %1 : tensor<4x8xf32>
+    }
+    ```
+    After:
+    ```mlir
+    func.func @f(%x: tensor<4x8xf32>) -> (tensor<4x8xf32>,
+        tensor<4x8xf32> {kiln.name = "#0:kiln.gelu@f.mlir:2:8"},
+        tensor<4x8xf32> {kiln.name = "#1:kiln.add@f.mlir:3:8"}) {
+      ...
+      return %1, %0, %1 : ...
+    }
+    ```
+  }];
+  let options = [
+    Option<"function", "function", "std::string", /*default=*/"\"\"",
+           "The function whose values are returned">
+  ];
+  let dependentDialects = ["::mlir::kiln::KilnDialect"];
+}
+
 def KilnTrainingStepPass : Pass<"kiln-training-step", "::mlir::ModuleOp"> {
   let summary = "One compiled training step: loss, gradients and update";
   let description = [{
