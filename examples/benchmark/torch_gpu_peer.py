@@ -32,8 +32,11 @@ fused CUDA AdamW); fp32 = TF32 off (torch.backends.cuda.matmul.allow_tf32
 and torch.backends.cudnn.allow_tf32 False, float32 matmul precision
 'highest'), tf32 = TF32 on (precision 'high'). Only the legacy TF32 switches
 are used, never the fp32_precision API, since mixing the two makes PyTorch
-refuse to report (and Inductor to compile). Default: eager-fp32, eager-tf32,
-compile-fp32.
+refuse to report (and Inductor to compile). bf16 = autocast to bf16
+(torch.autocast(device_type, torch.bfloat16) around the forward pass and
+the loss; the parameters, gradients and AdamW stay fp32: PyTorch's mixed
+precision, the peer of Kiln's --precision bf16, mostly with --device cpu).
+Default: eager-fp32, eager-tf32, compile-fp32.
 
 Compiling encdec's 12 layers (forward and, for training, backward) with
 Inductor takes minutes, so the compile variants run only for the models of
@@ -50,7 +53,8 @@ torch.compile error, out of memory) is reported on stderr as
 
 usage: torch_gpu_peer.py [--models gpt-tiny,gpt-small,encdec]
     [--modes forward,train] [--steps N]
-    [--variants eager-fp32,eager-tf32,compile-fp32,compile-tf32]
+    [--variants eager-fp32,eager-tf32,compile-fp32,compile-tf32,
+                eager-bf16,compile-bf16]
     [--compile-models gpt-tiny,gpt-small,encdec] [--attention manual|sdpa]
     [--device cuda]
 """
@@ -66,7 +70,8 @@ import traceback
 
 MODELS = ("gpt-tiny", "gpt-small", "encdec")
 MODES = ("forward", "train")
-VARIANTS = ("eager-fp32", "eager-tf32", "compile-fp32", "compile-tf32")
+VARIANTS = ("eager-fp32", "eager-tf32", "compile-fp32", "compile-tf32",
+            "eager-bf16", "compile-bf16")
 DEFAULT_VARIANTS = "eager-fp32,eager-tf32,compile-fp32"
 DEFAULT_COMPILE_MODELS = "gpt-tiny,gpt-small"
 WARMUP = 3
@@ -360,16 +365,23 @@ def run_row(torch, args, model, mode, variant, peer):
         opt = torch.optim.AdamW(net.parameters(), lr=3e-4, betas=(0.9, 0.999),
                                 eps=1e-8, weight_decay=0.01, fused=cuda)
     host = host_inputs(torch, model, shape, mode)
+    bf16 = variant.endswith("bf16")
+
+    def forward():
+        if bf16:
+            with torch.autocast(device_type=device.type, dtype=torch.bfloat16):
+                return fn(*[h.to(device) for h in host]).float()
+        return fn(*[h.to(device) for h in host])
 
     def step():
         if train:
             opt.zero_grad(set_to_none=True)
-            loss = fn(*[h.to(device) for h in host])
+            loss = forward()
             loss.backward()
             opt.step()
             return loss.item()
         with torch.no_grad():
-            return fn(*[h.to(device) for h in host]).item()
+            return forward().item()
 
     if cuda:
         torch.cuda.synchronize(device)
