@@ -6,6 +6,7 @@
 
 #include "compiler/Codegen/CPU/Passes.h"
 
+#include "compiler/Codegen/CPU/Contraction.h"
 #include "compiler/Codegen/CPU/TargetInfo.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -59,20 +60,6 @@ struct Product {
 
 enum class Role { m, n, k };
 
-/// The loop dimension of each result of `map`, none when a result is not a
-/// plain dimension.
-std::optional<SmallVector<unsigned>> dimsOf(AffineMap map) {
-  SmallVector<unsigned> dims;
-  for (AffineExpr e : map.getResults()) {
-    auto dim = dyn_cast<AffineDimExpr>(e);
-    if (!dim) {
-      return std::nullopt;
-    }
-    dims.push_back(dim.getPosition());
-  }
-  return dims;
-}
-
 /// `dims` split into two runs of the roles `first` then `second`: the
 /// groups of positions and the loops of each run; none when the roles do
 /// not come in those two runs.
@@ -105,15 +92,9 @@ runsOf(ArrayRef<unsigned> dims, const DenseMap<unsigned, Role> &roles,
 /// Whether `buffer` is f32 with its innermost stride 1 and collapses by
 /// `runs` into a 2-D buffer.
 bool collapsible(Value buffer, ArrayRef<ReassociationIndices> runs) {
-  auto type = dyn_cast<MemRefType>(buffer.getType());
-  if (!type || !type.getElementType().isF32()) {
-    return false;
-  }
-  SmallVector<int64_t> strides;
-  int64_t offset;
-  return succeeded(type.getStridesAndOffset(strides, offset)) &&
-         strides.back() == 1 &&
-         memref::CollapseShapeOp::isGuaranteedCollapsible(type, runs);
+  return mlir::kiln::cpu::isF32InnermostContiguous(buffer) &&
+         memref::CollapseShapeOp::isGuaranteedCollapsible(
+             cast<MemRefType>(buffer.getType()), runs);
 }
 
 std::optional<Product> match(linalg::LinalgOp op) {
@@ -138,9 +119,12 @@ std::optional<Product> match(linalg::LinalgOp op) {
     roles[d] = Role::k;
   }
   SmallVector<AffineMap> maps = op.getIndexingMapsArray();
-  std::optional<SmallVector<unsigned>> in0 = dimsOf(maps[0]),
-                                       in1 = dimsOf(maps[1]),
-                                       out = dimsOf(maps[2]);
+  std::optional<SmallVector<unsigned>> in0 =
+                                           mlir::kiln::cpu::loopDimsOf(maps[0]),
+                                       in1 =
+                                           mlir::kiln::cpu::loopDimsOf(maps[1]),
+                                       out =
+                                           mlir::kiln::cpu::loopDimsOf(maps[2]);
   if (!in0 || !in1 || !out) {
     return std::nullopt;
   }

@@ -6,6 +6,7 @@
 
 #include "compiler/Codegen/CPU/Passes.h"
 
+#include "compiler/Codegen/CPU/Contraction.h"
 #include "compiler/Codegen/CPU/TargetInfo.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -40,31 +41,6 @@ struct Product {
   int64_t kSize;        // static
 };
 
-bool innermostContiguous(Value buffer) {
-  auto type = dyn_cast<MemRefType>(buffer.getType());
-  if (!type || !type.getElementType().isF32() || type.getRank() == 0) {
-    return false;
-  }
-  SmallVector<int64_t> strides;
-  int64_t offset;
-  return succeeded(type.getStridesAndOffset(strides, offset)) &&
-         strides.back() == 1;
-}
-
-/// The loop dimension of each result of `map`, none when a result is not a
-/// plain dimension.
-std::optional<SmallVector<unsigned>> dimsOf(AffineMap map) {
-  SmallVector<unsigned> dims;
-  for (AffineExpr e : map.getResults()) {
-    auto dim = dyn_cast<AffineDimExpr>(e);
-    if (!dim) {
-      return std::nullopt;
-    }
-    dims.push_back(dim.getPosition());
-  }
-  return dims;
-}
-
 std::optional<Product> match(linalg::LinalgOp op, int64_t lanes) {
   if (!op.hasPureBufferSemantics() || op.getNumDpsInputs() != 2 ||
       op.getNumDpsInits() != 1 || !linalg::isaContractionOpInterface(op)) {
@@ -83,9 +59,12 @@ std::optional<Product> match(linalg::LinalgOp op, int64_t lanes) {
   p.m.assign(dims->m.begin(), dims->m.end());
   SmallVector<AffineMap> maps = op.getIndexingMapsArray();
   // b is the input the n loop indexes.
-  std::optional<SmallVector<unsigned>> in0 = dimsOf(maps[0]),
-                                       in1 = dimsOf(maps[1]),
-                                       out = dimsOf(maps[2]);
+  std::optional<SmallVector<unsigned>> in0 =
+                                           mlir::kiln::cpu::loopDimsOf(maps[0]),
+                                       in1 =
+                                           mlir::kiln::cpu::loopDimsOf(maps[1]),
+                                       out =
+                                           mlir::kiln::cpu::loopDimsOf(maps[2]);
   if (!in0 || !in1 || !out) {
     return std::nullopt;
   }
@@ -109,8 +88,8 @@ std::optional<Product> match(linalg::LinalgOp op, int64_t lanes) {
   auto bType = cast<MemRefType>(b.getType());
   p.kSize = bType.getDimSize(1);
   if (ShapedType::isDynamic(p.kSize) || p.kSize < lanes ||
-      p.kSize % lanes != 0 || !innermostContiguous(a) ||
-      !innermostContiguous(b) ||
+      p.kSize % lanes != 0 || !mlir::kiln::cpu::isF32InnermostContiguous(a) ||
+      !mlir::kiln::cpu::isF32InnermostContiguous(b) ||
       !cast<MemRefType>(op.getDpsInits()[0].getType())
            .getElementType()
            .isF32()) {
