@@ -43,34 +43,42 @@ constexpr int64_t kCols = 2 * kLanes;
 /// contiguous); the packed buffers' reduction extent is a multiple of it.
 constexpr int64_t kPairBlock = 16;
 
-/// A contraction out[m.., n..] += a * b on f32 buffers: no batch loop, each
-/// operand's loops in two runs (a: m.. and k.., in either order; b: n.. and
-/// k..; out: m.. then n..), each run in the same order wherever it appears,
-/// so that collapsing the runs gives 2-D buffers; the innermost dimension of
-/// each with stride 1.
+/// A contraction out[batch.., m.., n..] += a * b on f32 buffers: each
+/// operand's batch loops first (in one order), then its other loops in two
+/// runs (a: m.. and k.., in either order; b: n.. and k..; out: m.. then
+/// n..), each run in the same order wherever it appears, so that collapsing
+/// the runs gives 2-D buffers (3-D with the batch loops collapsed in
+/// front); the innermost dimension of each with stride 1.
 struct Product {
   linalg::LinalgOp op;
   Value a, b, out;
-  /// The runs of each operand, in its order (collapse_shape's groups).
+  /// The runs of each operand, in its order (collapse_shape's groups): the
+  /// batch run first when there is one.
   SmallVector<ReassociationIndices> aRuns, bRuns, outRuns;
+  bool batched = false;
   unsigned aM, aK; // the dimensions of the collapsed a that m and k index
   unsigned bN, bK; // the dimensions of the collapsed b that n and k index
   std::optional<FloatAttr> fill; // the value out holds before (kiln.fill)
 };
 
-enum class Role { m, n, k };
+enum class Role { batch, m, n, k };
 
-/// `dims` split into two runs of the roles `first` then `second`: the
-/// groups of positions and the loops of each run; none when the roles do
-/// not come in those two runs.
+/// `dims` after its first `batch` (the batch loops) split into two runs of
+/// the roles `first` then `second`: the groups of positions (the batch
+/// positions first when there are any) and the loops of each run; none when
+/// the roles do not come in those runs.
 std::optional<
     std::pair<SmallVector<ReassociationIndices>,
               std::pair<SmallVector<unsigned>, SmallVector<unsigned>>>>
 runsOf(ArrayRef<unsigned> dims, const DenseMap<unsigned, Role> &roles,
-       Role first, Role second) {
-  ReassociationIndices one, two;
+       Role first, Role second, size_t batch) {
+  ReassociationIndices one, two, batchRun;
   SmallVector<unsigned> oneLoops, twoLoops;
   for (auto [position, dim] : llvm::enumerate(dims)) {
+    if (position < batch) {
+      batchRun.push_back(position);
+      continue;
+    }
     Role role = roles.lookup(dim);
     if (role == first && two.empty()) {
       one.push_back(position);
@@ -85,12 +93,16 @@ runsOf(ArrayRef<unsigned> dims, const DenseMap<unsigned, Role> &roles,
   if (one.empty() || two.empty()) {
     return std::nullopt;
   }
-  return std::make_pair(SmallVector<ReassociationIndices>{one, two},
-                        std::make_pair(oneLoops, twoLoops));
+  SmallVector<ReassociationIndices> groups;
+  if (!batchRun.empty()) {
+    groups.push_back(batchRun);
+  }
+  groups.append({one, two});
+  return std::make_pair(groups, std::make_pair(oneLoops, twoLoops));
 }
 
 /// Whether `buffer` is f32 with its innermost stride 1 and collapses by
-/// `runs` into a 2-D buffer.
+/// `runs` into a 2-D (3-D with a batch run) buffer.
 bool collapsible(Value buffer, ArrayRef<ReassociationIndices> runs) {
   return mlir::kiln::cpu::isF32InnermostContiguous(buffer) &&
          memref::CollapseShapeOp::isGuaranteedCollapsible(
@@ -104,11 +116,13 @@ std::optional<Product> match(linalg::LinalgOp op) {
   }
   FailureOr<linalg::ContractionDimensions> dims =
       linalg::inferContractionDims(op);
-  if (failed(dims) || !dims->batch.empty() || dims->m.empty() ||
-      dims->n.empty() || dims->k.empty()) {
+  if (failed(dims) || dims->m.empty() || dims->n.empty() || dims->k.empty()) {
     return std::nullopt;
   }
   DenseMap<unsigned, Role> roles;
+  for (unsigned d : dims->batch) {
+    roles[d] = Role::batch;
+  }
   for (unsigned d : dims->m) {
     roles[d] = Role::m;
   }
@@ -131,11 +145,27 @@ std::optional<Product> match(linalg::LinalgOp op) {
   unsigned bIndex = llvm::is_contained(*in0, dims->n.front()) ? 0 : 1;
   SmallVector<unsigned> aDims = bIndex == 0 ? *in1 : *in0;
   SmallVector<unsigned> bDims = bIndex == 0 ? *in0 : *in1;
-  auto outRuns = runsOf(*out, roles, Role::m, Role::n);
-  auto aMK = runsOf(aDims, roles, Role::m, Role::k);
-  auto aKM = runsOf(aDims, roles, Role::k, Role::m);
-  auto bNK = runsOf(bDims, roles, Role::n, Role::k);
-  auto bKN = runsOf(bDims, roles, Role::k, Role::n);
+  // The batch loops lead every operand, in one order.
+  size_t batch = dims->batch.size();
+  ArrayRef<unsigned> batchLoops =
+      ArrayRef<unsigned>(*out).take_front(std::min(batch, out->size()));
+  for (ArrayRef<unsigned> operand :
+       {ArrayRef<unsigned>(aDims), ArrayRef<unsigned>(bDims),
+        ArrayRef<unsigned>(*out)}) {
+    if (operand.size() < batch || operand.take_front(batch) != batchLoops) {
+      return std::nullopt;
+    }
+  }
+  for (unsigned d : batchLoops) {
+    if (roles.lookup(d) != Role::batch) {
+      return std::nullopt;
+    }
+  }
+  auto outRuns = runsOf(*out, roles, Role::m, Role::n, batch);
+  auto aMK = runsOf(aDims, roles, Role::m, Role::k, batch);
+  auto aKM = runsOf(aDims, roles, Role::k, Role::m, batch);
+  auto bNK = runsOf(bDims, roles, Role::n, Role::k, batch);
+  auto bKN = runsOf(bDims, roles, Role::k, Role::n, batch);
   if (!outRuns || (!aMK && !aKM) || (!bNK && !bKN)) {
     return std::nullopt;
   }
@@ -144,6 +174,7 @@ std::optional<Product> match(linalg::LinalgOp op) {
   p.a = op->getOperand(1 - bIndex);
   p.b = op->getOperand(bIndex);
   p.out = op.getDpsInits()[0];
+  p.batched = batch > 0;
   p.aM = aMK ? 0 : 1;
   p.aK = 1 - p.aM;
   p.bN = bNK ? 0 : 1;
@@ -179,13 +210,36 @@ std::optional<Product> match(linalg::LinalgOp op) {
   return p;
 }
 
-/// `buffer` collapsed by `runs` into two dimensions (itself when it has two).
+/// `buffer` collapsed by `runs`, one dimension each (itself when it has as
+/// many).
 Value collapse(ImplicitLocOpBuilder &b, Value buffer,
                ArrayRef<ReassociationIndices> runs) {
-  if (cast<MemRefType>(buffer.getType()).getRank() == 2) {
+  if (cast<MemRefType>(buffer.getType()).getRank() == int64_t(runs.size())) {
     return buffer;
   }
   return memref::CollapseShapeOp::create(b, buffer, runs);
+}
+
+/// The slice `[index, ...]` of `buffer` without its first dimension.
+Value slice(ImplicitLocOpBuilder &b, Value buffer, Value index) {
+  auto type = cast<MemRefType>(buffer.getType());
+  int64_t rank = type.getRank();
+  SmallVector<OpFoldResult> offsets(rank, b.getIndexAttr(0));
+  offsets[0] = index;
+  SmallVector<OpFoldResult> sizes = {b.getIndexAttr(1)};
+  SmallVector<int64_t> shape;
+  for (int64_t d = 1; d < rank; ++d) {
+    sizes.push_back(
+        type.isDynamicDim(d)
+            ? OpFoldResult(memref::DimOp::create(b, buffer, d).getResult())
+            : OpFoldResult(b.getIndexAttr(type.getDimSize(d))));
+    shape.push_back(type.getDimSize(d));
+  }
+  SmallVector<OpFoldResult> strides(rank, b.getIndexAttr(1));
+  auto sliceType = memref::SubViewOp::inferRankReducedResultType(
+      shape, type, offsets, sizes, strides);
+  return memref::SubViewOp::create(b, cast<MemRefType>(sliceType), buffer,
+                                   offsets, sizes, strides);
 }
 
 /// Builds the packing and the register tiles of one product.
@@ -197,10 +251,15 @@ public:
     p.out = collapse(b, p.out, p.outRuns);
   }
 
+  /// Without batch loops, one product whose packing and tiles run on all
+  /// cores; with them, a loop over the batch on all cores, each iteration a
+  /// product of its own on one core (in slices of packed buffers allocated
+  /// for every batch at once).
   void build() {
-    Value m = memref::DimOp::create(b, p.a, p.aM);
-    Value k = memref::DimOp::create(b, p.a, p.aK);
-    Value n = memref::DimOp::create(b, p.b, p.bN);
+    unsigned first = p.batched ? 1 : 0;
+    Value m = memref::DimOp::create(b, p.a, first + p.aM);
+    Value k = memref::DimOp::create(b, p.a, first + p.aK);
+    Value n = memref::DimOp::create(b, p.b, first + p.bN);
     Value pairs = ceilDiv(k, 2);
     Value pairsPadded = mul(ceilDiv(pairs, kPairBlock), kPairBlock);
     Value rowsPadded = mul(ceilDiv(m, kPairBlock), kPairBlock);
@@ -208,14 +267,46 @@ public:
     auto i32 = b.getI32Type();
     // a as bf16 pairs along k, [rows, pairs]; b as panels of 32 columns,
     // [panel, pair, column] (the VNNI layout vdpbf16ps reads).
-    Value aPacked = memref::AllocOp::create(
-        b, MemRefType::get({ShapedType::kDynamic, ShapedType::kDynamic}, i32),
-        ValueRange{rowsPadded, pairsPadded}, b.getI64IntegerAttr(64));
-    Value bPacked = memref::AllocOp::create(
-        b,
-        MemRefType::get({ShapedType::kDynamic, ShapedType::kDynamic, kCols},
-                        i32),
-        ValueRange{panels, pairsPadded}, b.getI64IntegerAttr(64));
+    // (A batch dimension in front of each when batched.)
+    SmallVector<int64_t> aShape(2, ShapedType::kDynamic),
+        bShape = {ShapedType::kDynamic, ShapedType::kDynamic, kCols};
+    SmallVector<Value> aSizes = {rowsPadded, pairsPadded},
+                       bSizes = {panels, pairsPadded};
+    Value batches;
+    if (p.batched) {
+      batches = memref::DimOp::create(b, p.out, 0);
+      aShape.insert(aShape.begin(), ShapedType::kDynamic);
+      aSizes.insert(aSizes.begin(), batches);
+      bShape.insert(bShape.begin(), ShapedType::kDynamic);
+      bSizes.insert(bSizes.begin(), batches);
+    }
+    Value aPacked = memref::AllocOp::create(b, MemRefType::get(aShape, i32),
+                                            aSizes, b.getI64IntegerAttr(64));
+    Value bPacked = memref::AllocOp::create(b, MemRefType::get(bShape, i32),
+                                            bSizes, b.getI64IntegerAttr(64));
+    if (!p.batched) {
+      buildOne(m, k, n, pairs, pairsPadded, rowsPadded, panels, aPacked,
+               bPacked);
+    } else {
+      Value a3 = p.a, b3 = p.b, out3 = p.out;
+      loop(batches, /*parallel=*/true, [&](Value index) {
+        p.a = slice(b, a3, index);
+        p.b = slice(b, b3, index);
+        p.out = slice(b, out3, index);
+        threads = false;
+        buildOne(m, k, n, pairs, pairsPadded, rowsPadded, panels,
+                 slice(b, aPacked, index), slice(b, bPacked, index));
+        threads = true;
+      });
+    }
+    memref::DeallocOp::create(b, aPacked);
+    memref::DeallocOp::create(b, bPacked);
+  }
+
+private:
+  /// One 2-D product of p.a, p.b into p.out through the packed buffers.
+  void buildOne(Value m, Value k, Value n, Value pairs, Value pairsPadded,
+                Value rowsPadded, Value panels, Value aPacked, Value bPacked) {
     if (p.aK == 1) {
       packRowsAlongK(m, k, pairsPadded, aPacked);
     } else {
@@ -227,12 +318,12 @@ public:
       packPanelsFromColumns(n, k, panels, pairs, bPacked);
     }
     multiply(m, panels, pairs, aPacked, bPacked);
-    memref::DeallocOp::create(b, aPacked);
-    memref::DeallocOp::create(b, bPacked);
   }
 
-private:
-  Product p; // with 2-D a, b and out
+  Product p; // collapsed a, b and out (2-D slices inside a batch loop)
+  /// Whether the loops a product marks run on all cores (not inside a
+  /// batch loop that does).
+  bool threads = true;
 
   ImplicitLocOpBuilder b;
 
@@ -256,7 +347,7 @@ private:
   /// (kiln-parallelize-loops).
   void loop(Value upper, bool parallel, llvm::function_ref<void(Value)> body) {
     auto forOp = scf::ForOp::create(b, index(0), upper, index(1));
-    if (parallel) {
+    if (parallel && threads) {
       forOp->setAttr(mlir::kiln::cpu::kParallelAttr, b.getUnitAttr());
     }
     OpBuilder::InsertionGuard guard(b);

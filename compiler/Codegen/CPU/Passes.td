@@ -179,11 +179,12 @@ def KilnBf16ProductsPass
   let summary = "Matrix products in bf16 with f32 sums (AVX512-BF16)";
   let description = [{
     The bf16 precision policy of CPU code: rewrites every contraction
-    `out[m.., n..] += a * b` on f32 buffers without a batch loop whose
-    operands collapse into 2-D ones (a indexed (m.., k..) or (k.., m..), b
-    (k.., n..) or (n.., k..), out (m.., n..), each run of loops in one order
-    wherever it appears: a linear's [batch, sequence] rows; the innermost
-    dimension of each with stride 1) into a product of bf16
+    `out[batch.., m.., n..] += a * b` on f32 buffers whose operands collapse
+    into 2-D ones after their leading batch loops (a indexed (m.., k..) or
+    (k.., m..), b (k.., n..) or (n.., k..), out (m.., n..), each run of
+    loops in one order wherever it appears: a linear's [batch, sequence]
+    rows; the innermost dimension of each with stride 1) into a product of
+    bf16
     values with f32 sums: a and b are rounded to bf16 (to nearest, ties to
     even) while they are packed (no separate pass over memory), a as rows
     of k pairs, b as panels of 32 columns of k pairs (the layout
@@ -191,8 +192,10 @@ def KilnBf16ProductsPass
     pair of k per `x86vector.avx512.dot` into f32 accumulators. The
     result, its initial value (`kiln.fill` or the output's contents) and
     every sum stay f32. Packing and tiles run on all cores
-    (`kiln.parallel` loops). Products it does not match (batched, strided
-    innermost) stay f32, as do those kiln-vector-matrix-products streamed.
+    (`kiln.parallel` loops); a batched product runs its batches on all
+    cores instead, each packed and multiplied on one. Products it does not
+    match (strided innermost, an output indexed (n, m)) stay f32, as do
+    those kiln-vector-matrix-products streamed.
     Run after kiln-vector-matrix-products, before kiln-tile-and-vectorize;
     the module's `kiln.target` (kiln-set-target) must have AVX512-BF16, or
     the pass fails and says so.

@@ -22,16 +22,20 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <functional>
 #include <string>
+#include <tuple>
+#include <vector>
 
 using namespace kiln;
 
 namespace {
 
 /// Products of every layout kiln-bf16-products takes, all sizes dynamic:
-/// a·b, a·bᵀ (a linear's weight), aᵀ·b (a weight gradient); and a linear
-/// layer with a bias on [batch, sequence] rows.
+/// a·b, a·bᵀ (a linear's weight), aᵀ·b (a weight gradient), each also
+/// batched; and a linear layer with a bias on [batch, sequence] rows.
 const char *kSource = R"(
   func.func @mm(%a: tensor<?x?xf32>, %b: tensor<?x?xf32>) -> tensor<?x?xf32> {
     %0 = kiln.matmul %a, %b : (tensor<?x?xf32>, tensor<?x?xf32>) -> tensor<?x?xf32>
@@ -44,6 +48,18 @@ const char *kSource = R"(
   func.func @mm_at(%a: tensor<?x?xf32>, %b: tensor<?x?xf32>) -> tensor<?x?xf32> {
     %0 = kiln.matmul %a, %b {transpose_lhs} : (tensor<?x?xf32>, tensor<?x?xf32>) -> tensor<?x?xf32>
     return %0 : tensor<?x?xf32>
+  }
+  func.func @bmm(%a: tensor<?x?x?xf32>, %b: tensor<?x?x?xf32>) -> tensor<?x?x?xf32> {
+    %0 = kiln.matmul %a, %b : (tensor<?x?x?xf32>, tensor<?x?x?xf32>) -> tensor<?x?x?xf32>
+    return %0 : tensor<?x?x?xf32>
+  }
+  func.func @bmm_bt(%a: tensor<?x?x?xf32>, %b: tensor<?x?x?xf32>) -> tensor<?x?x?xf32> {
+    %0 = kiln.matmul %a, %b {transpose_rhs} : (tensor<?x?x?xf32>, tensor<?x?x?xf32>) -> tensor<?x?x?xf32>
+    return %0 : tensor<?x?x?xf32>
+  }
+  func.func @bmm_at(%a: tensor<?x?x?xf32>, %b: tensor<?x?x?xf32>) -> tensor<?x?x?xf32> {
+    %0 = kiln.matmul %a, %b {transpose_lhs} : (tensor<?x?x?xf32>, tensor<?x?x?xf32>) -> tensor<?x?x?xf32>
+    return %0 : tensor<?x?x?xf32>
   }
   func.func @lin(%x: tensor<?x?x48xf32>, %w: tensor<33x48xf32>, %b: tensor<33xf32>) -> tensor<?x?x33xf32> {
     %0 = kiln.linear %x, %w, %b : (tensor<?x?x48xf32>, tensor<33x48xf32>, tensor<33xf32>) -> tensor<?x?x33xf32>
@@ -138,6 +154,42 @@ TEST(Bf16Products, MatchDoubleLoopsWithinTheBf16Bound) {
   // Rounded to bf16 indeed: f32 products would stay within 2^-17 of the
   // double sums at these lengths.
   EXPECT_GT(worst, std::ldexp(1.0, -12));
+  // Batched: each batch its own product (batches of 0, 1 and 3; sizes
+  // across the tiles).
+  for (int64_t batches : {0, 1, 3}) {
+    for (auto [m, n, k] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{
+             {1, 1, 1}, {17, 33, 15}, {9, 65, 33}}) {
+      SCOPED_TRACE(fmt::format("batch {} m {} n {} k {}", batches, m, n, k));
+      Tensor a = ref::randomTensor({batches, m, k}, seed++);
+      Tensor b = ref::randomTensor({batches, k, n}, seed++);
+      Tensor bt = ref::randomTensor({batches, n, k}, seed++);
+      Tensor at_ = ref::randomTensor({batches, k, m}, seed++);
+      Tensor got = jit->call("bmm", {a, b})[0];
+      Tensor gotBt = jit->call("bmm_bt", {a, bt})[0];
+      Tensor gotAt = jit->call("bmm_at", {at_, b})[0];
+      ASSERT_EQ(got.shape(), (std::vector<int64_t>{batches, m, n}));
+      for (int64_t i = 0; i < batches; ++i) {
+        auto sliceOf = [&](const Tensor &t, int64_t rows, int64_t cols) {
+          Tensor s = Tensor::empty({rows, cols}, DType::f32);
+          std::copy_n(t.data<float>() + i * rows * cols, rows * cols,
+                      s.data<float>());
+          return s;
+        };
+        Tensor ai = sliceOf(a, m, k), bi = sliceOf(b, k, n),
+               bti = sliceOf(bt, n, k), ati = sliceOf(at_, k, m);
+        auto aRows = [&](int64_t r, int64_t l) { return at(ai, r, l, false); };
+        auto bRows = [&](int64_t l, int64_t j) { return at(bi, l, j, false); };
+        checkProduct(sliceOf(got, m, n), m, n, k, aRows, bRows, nullptr);
+        checkProduct(
+            sliceOf(gotBt, m, n), m, n, k, aRows,
+            [&](int64_t l, int64_t j) { return at(bti, l, j, true); }, nullptr);
+        checkProduct(
+            sliceOf(gotAt, m, n), m, n, k,
+            [&](int64_t r, int64_t l) { return at(ati, r, l, true); }, bRows,
+            nullptr);
+      }
+    }
+  }
   Tensor w = ref::randomTensor({33, 48}, 900),
          bias = ref::randomTensor({33}, 901);
   for (auto [rows, cols] : std::vector<std::pair<int64_t, int64_t>>{
