@@ -132,16 +132,12 @@ std::optional<Product> match(linalg::LinalgOp op) {
   for (unsigned d : dims->k) {
     roles[d] = Role::k;
   }
-  SmallVector<AffineMap> maps = op.getIndexingMapsArray();
-  std::optional<SmallVector<unsigned>> in0 =
-                                           mlir::kiln::cpu::loopDimsOf(maps[0]),
-                                       in1 =
-                                           mlir::kiln::cpu::loopDimsOf(maps[1]),
-                                       out =
-                                           mlir::kiln::cpu::loopDimsOf(maps[2]);
-  if (!in0 || !in1 || !out) {
+  auto operands = mlir::kiln::cpu::operandLoopDims(op);
+  if (!operands) {
     return std::nullopt;
   }
+  const SmallVector<unsigned> *in0 = &(*operands)[0], *in1 = &(*operands)[1],
+                              *out = &(*operands)[2];
   unsigned bIndex = llvm::is_contained(*in0, dims->n.front()) ? 0 : 1;
   SmallVector<unsigned> aDims = bIndex == 0 ? *in1 : *in0;
   SmallVector<unsigned> bDims = bIndex == 0 ? *in0 : *in1;

@@ -8,9 +8,11 @@
 #ifndef KILN_COMPILER_CODEGEN_CPU_CONTRACTION_H
 #define KILN_COMPILER_CODEGEN_CPU_CONTRACTION_H
 
+#include "mlir/Dialect/Linalg/IR/LinalgInterfaces.h"
 #include "mlir/IR/AffineMap.h"
 #include "mlir/IR/BuiltinTypes.h"
 
+#include <array>
 #include <optional>
 
 namespace mlir::kiln::cpu {
@@ -25,6 +27,25 @@ inline std::optional<SmallVector<unsigned>> loopDimsOf(AffineMap map) {
       return std::nullopt;
     }
     dims.push_back(dim.getPosition());
+  }
+  return dims;
+}
+
+/// loopDimsOf each indexing map of an op with two inputs and one output
+/// (in0, in1, out), none when one has a result that is no plain dimension.
+inline std::optional<std::array<SmallVector<unsigned>, 3>>
+operandLoopDims(linalg::LinalgOp op) {
+  SmallVector<AffineMap> maps = op.getIndexingMapsArray();
+  if (maps.size() != 3) {
+    return std::nullopt;
+  }
+  std::array<SmallVector<unsigned>, 3> dims;
+  for (int i = 0; i < 3; ++i) {
+    std::optional<SmallVector<unsigned>> d = loopDimsOf(maps[i]);
+    if (!d) {
+      return std::nullopt;
+    }
+    dims[i] = std::move(*d);
   }
   return dims;
 }

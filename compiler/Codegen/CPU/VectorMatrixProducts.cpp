@@ -57,17 +57,13 @@ std::optional<Product> match(linalg::LinalgOp op, int64_t lanes) {
   p.n = dims->n.front();
   p.k = dims->k.front();
   p.m.assign(dims->m.begin(), dims->m.end());
-  SmallVector<AffineMap> maps = op.getIndexingMapsArray();
   // b is the input the n loop indexes.
-  std::optional<SmallVector<unsigned>> in0 =
-                                           mlir::kiln::cpu::loopDimsOf(maps[0]),
-                                       in1 =
-                                           mlir::kiln::cpu::loopDimsOf(maps[1]),
-                                       out =
-                                           mlir::kiln::cpu::loopDimsOf(maps[2]);
-  if (!in0 || !in1 || !out) {
+  auto operands = mlir::kiln::cpu::operandLoopDims(op);
+  if (!operands) {
     return std::nullopt;
   }
+  const SmallVector<unsigned> *in0 = &(*operands)[0], *in1 = &(*operands)[1],
+                              *out = &(*operands)[2];
   p.b = llvm::is_contained(*in0, p.n) ? 0 : 1;
   p.a = 1 - p.b;
   SmallVector<unsigned> aDims = p.a == 0 ? *in0 : *in1;
