@@ -45,6 +45,15 @@ int64_t positive(const std::string &flag, const char *text, int64_t max) {
   return value;
 }
 
+double real(const std::string &flag, const char *text) {
+  char *end = nullptr;
+  double value = std::strtod(text, &end);
+  if (!*text || *end) {
+    throw Error(fmt::format("{}: '{}' is not a number", flag, text));
+  }
+  return value;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -69,19 +78,9 @@ int main(int argc, char **argv) {
       } else if (arg == "--gradients") {
         options.gradients = true;
       } else if (arg == "--budget" && hasValue) {
-        char *end = nullptr;
-        const char *text = argv[++i];
-        options.budget = std::strtod(text, &end);
-        if (!*text || *end) {
-          throw Error(fmt::format("--budget: '{}' is not a number", text));
-        }
+        options.budget = real(arg, argv[++i]);
       } else if (arg == "--floor" && hasValue) {
-        char *end = nullptr;
-        const char *text = argv[++i];
-        options.floor = std::strtod(text, &end);
-        if (!*text || *end) {
-          throw Error(fmt::format("--floor: '{}' is not a number", text));
-        }
+        options.floor = real(arg, argv[++i]);
       } else if (arg == "--precision" && hasValue) {
         options.precision = argv[++i];
       } else if (arg == "--cpu" && hasValue) {

@@ -153,10 +153,6 @@ inline Options parseOptions(int argc, char **argv, const char *usage,
     cl.strings["--precision"] = &o.precision;
   }
   cl.parse(argc, argv, usage);
-  if (o.precision != "fp32" && o.precision != "bf16") {
-    throw Error("--precision: '" + o.precision +
-                "' is not a precision: use fp32 or bf16");
-  }
   o.sampleOnly |= program == Program::aotGenerate;
   checkModel(o, "the options");
   // Before anything is compiled: no output over the corpus or another

@@ -22,6 +22,10 @@ int main(int argc, char **argv) try {
   std::shared_ptr<Communicator> world = examples::exampleWorld(&argc, &argv);
   Options o = parseOptions(argc, argv, kUsage, Program::jit,
                            world->rank() == 0);
+  // Before the corpus is read: a precision this CPU cannot run.
+  if (std::string why = precisionError(o.precision); !why.empty()) {
+    throw Error("--precision: " + why);
+  }
   CharDataset data = loadCorpus(o);
   if (o.sampleOnly) {
     adoptCheckpointConfig(o);

@@ -12,6 +12,7 @@
 // RUN: not kiln-example-shakespeare --lr 1e39 2>&1 | FileCheck %s --check-prefix=LR
 // RUN: not kiln-shakespeare-train --lr -1 2>&1 | FileCheck %s --check-prefix=NEGLR
 // RUN: not kiln-example-shakespeare --weight-decay nan 2>&1 | FileCheck %s --check-prefix=DECAY
+// RUN: not kiln-example-shakespeare --precision fp16 2>&1 | FileCheck %s --check-prefix=PRECISION
 // RUN: not kiln-example-shakespeare --eval-batches 0 2>&1 | FileCheck %s --check-prefix=EVAL
 // RUN: not kiln-example-shakespeare --layers 100000 2>&1 | FileCheck %s --check-prefix=LAYERS
 // RUN: not kiln-example-shakespeare --heads 3 2>&1 | FileCheck %s --check-prefix=HEADS
@@ -40,6 +41,7 @@
 // LR: error: --lr must be a finite number between 0 and 10000, got 1e39
 // NEGLR: error: --lr must be a finite number between 0 and 10000, got -1
 // DECAY: error: --weight-decay must be a finite number between 0 and 10000, got nan
+// PRECISION: --precision: precision 'fp16' is not a CPU precision: use fp32 (the default) or bf16
 // EVAL: error: --eval-batches must be between 1 and 16777216, got 0
 // LAYERS: error: --layers must be between 1 and 1024, got 100000
 // HEADS: error: the options: 3 heads do not divide d_model 128

@@ -74,6 +74,18 @@ static std::string gpuChip(const std::string &gpu) {
   return gpu == "native" ? cuda::architecture() : gpu;
 }
 
+std::string precisionError(const std::string &precision,
+                           const std::string &cpu) {
+  mlir::MLIRContext context;
+  context.getOrLoadDialect<mlir::kiln::KilnDialect>();
+  llvm::Expected<mlir::kiln::TargetAttr> target =
+      mlir::kiln::cpu::resolveTarget(&context, cpu);
+  if (!target) {
+    return llvm::toString(target.takeError());
+  }
+  return mlir::kiln::cpu::cpuPrecisionError(precision, *target);
+}
+
 /// Whether compiled code gets AddressSanitizer's checks
 /// (JitOptions::addressSanitizer).
 static bool instrumentsAddresses(const JitOptions &options) {

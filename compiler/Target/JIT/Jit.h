@@ -95,6 +95,13 @@ struct JitOptions {
   std::optional<bool> prepareWeights;
 };
 
+/// Why JitOptions::precision `precision` cannot be compiled for CPU `cpu`
+/// ("host" or an LLVM CPU name), empty when it can: the check compile()
+/// makes, for a program to make before anything else (an unknown name, bf16
+/// on a CPU without AVX512-BF16, an unknown CPU).
+std::string precisionError(const std::string &precision,
+                           const std::string &cpu = "host");
+
 class JitModule : public Executable {
 public:
   ~JitModule() override;

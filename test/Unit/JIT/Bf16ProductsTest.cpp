@@ -235,6 +235,15 @@ TEST(Bf16Products, RefusedWhereTheTargetLacksAvx512Bf16) {
   EXPECT_NE(message(other).find("precision 'fp16' is not a CPU precision"),
             std::string::npos)
       << message(other);
+  // The same check before anything is compiled (kiln::precisionError).
+  EXPECT_NE(precisionError("bf16", "x86-64-v3").find("'x86-64-v3'"),
+            std::string::npos);
+  EXPECT_EQ(precisionError("bf16", "znver4"), "");
+  EXPECT_EQ(precisionError("fp32", "x86-64-v3"), "");
+  EXPECT_NE(precisionError("fp16").find("not a CPU precision"),
+            std::string::npos);
+  EXPECT_NE(precisionError("bf16", "pentium9"), "");
+  EXPECT_EQ(precisionError("bf16").empty(), hostHasBf16());
   // Compiled for a CPU that has it on any host (not run).
   JitOptions zen4;
   zen4.precision = "bf16";
