@@ -62,6 +62,22 @@ const CompiledFunction &compiledFor(const kiln_function *fn) {
   return it->second.function;
 }
 
+int32_t codeOf(DType dtype) {
+  switch (dtype) {
+  case DType::f32:
+    return KILN_F32;
+  case DType::i32:
+    return KILN_I32;
+  case DType::i64:
+    return KILN_I64;
+  case DType::i1:
+    return KILN_BOOL;
+  case DType::bf16:
+    return KILN_BF16;
+  }
+  return KILN_F32;
+}
+
 DType dtypeOf(int32_t code, size_t index) {
   switch (code) {
   case KILN_F32:
@@ -72,6 +88,8 @@ DType dtypeOf(int32_t code, size_t index) {
     return DType::i64;
   case KILN_BOOL:
     return DType::i1;
+  case KILN_BF16:
+    return DType::bf16;
   default:
     throw Error("kiln: argument #" + std::to_string(index) +
                 " has an unknown dtype code " + std::to_string(code));
@@ -141,7 +159,7 @@ extern "C" int kiln_call(const kiln_function *function, const kiln_tensor *args,
     for (size_t i = 0; i < out.size(); ++i) {
       kiln_tensor &r = results[i];
       r.data = out[i].raw();
-      r.dtype = KILN_F32;
+      r.dtype = codeOf(out[i].dtype());
       r.rank = int32_t(out[i].rank());
       for (int64_t d = 0; d < out[i].rank(); ++d) {
         r.shape[d] = out[i].shape()[d];

@@ -17,7 +17,7 @@ extern "C" {
 #endif
 
 /* Element types of kiln_tensor.dtype. */
-enum { KILN_F32 = 0, KILN_I32 = 1, KILN_I64 = 2, KILN_BOOL = 3 };
+enum { KILN_F32 = 0, KILN_I32 = 1, KILN_I64 = 2, KILN_BOOL = 3, KILN_BF16 = 4 };
 
 #define KILN_MAX_RANK 8
 
@@ -46,7 +46,7 @@ typedef struct kiln_function {
 
 /* The layout of kiln_model and kiln_function and of their spec text; a
  * runtime refuses a model made for another. */
-#define KILN_ABI_VERSION 7
+#define KILN_ABI_VERSION 8
 
 /* A compiled model: its functions and its parameters (text: name, shape and
  * initializer of each), for kiln::AotModule (runtime/Aot.h). */

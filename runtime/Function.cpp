@@ -16,6 +16,7 @@
 #include "runtime/PreparedWeights.h"
 
 #include <algorithm>
+#include <cstring>
 #include <set>
 
 namespace kiln {
@@ -225,11 +226,12 @@ std::vector<Tensor> CompiledFunction::call(const std::vector<Arg> &given) const 
       d.strides.push_back(int64_t(results[at + 3 + rank + k]));
     }
     at += 3 + 2 * rank;
-    float *data = static_cast<float *>(d.aligned) + d.offset;
+    size_t elementSize = sizeOf(r.dtype);
+    char *data = static_cast<char *>(d.aligned) + d.offset * elementSize;
     if (r.onDevice) {
       // kiln-host-interface hands over a contiguous device buffer of the
       // result's own.
-      out.push_back(cuda::adopt(d.allocated, data, d.sizes, DType::f32));
+      out.push_back(cuda::adopt(d.allocated, data, d.sizes, r.dtype));
       continue;
     }
     auto allocated = reinterpret_cast<uintptr_t>(d.allocated);
@@ -247,12 +249,12 @@ std::vector<Tensor> CompiledFunction::call(const std::vector<Arg> &given) const 
     if (owned && contiguous && !adopted.count(allocated)) {
       adopted.insert(allocated);
       void *toRelease = d.allocated;
-      out.push_back(Tensor::adopt(data, d.sizes, DType::f32,
+      out.push_back(Tensor::adopt(data, d.sizes, r.dtype,
                                   [toRelease] { memory::release(toRelease); }));
       continue;
     }
-    Tensor copy = Tensor::empty(d.sizes, DType::f32);
-    float *dst = copy.data<float>();
+    Tensor copy = Tensor::empty(d.sizes, r.dtype);
+    char *dst = static_cast<char *>(copy.raw());
     int64_t n = copy.numel();
     std::vector<int64_t> index(rank, 0);
     for (int64_t i = 0; i < n; ++i) {
@@ -260,7 +262,7 @@ std::vector<Tensor> CompiledFunction::call(const std::vector<Arg> &given) const 
       for (size_t k = 0; k < rank; ++k) {
         src += index[k] * d.strides[k];
       }
-      dst[i] = data[src];
+      std::memcpy(dst + i * elementSize, data + src * elementSize, elementSize);
       for (size_t k = rank; k-- > 0;) {
         if (++index[k] < d.sizes[k]) {
           break;

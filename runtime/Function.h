@@ -153,13 +153,14 @@ struct ResultSpec {
   std::vector<int64_t> shape; ///< -1 for a dynamic size.
   /// When >= 0: the result is argument `updates`, which the function writes
   /// in place (the parameters and optimizer state of a CPU training step);
-  /// the call returns that argument's tensor. Otherwise a fresh f32 tensor.
+  /// the call returns that argument's tensor. Otherwise a fresh tensor.
   int64_t updates = -1;
   /// GPU code compiled with its state resident: the result (a training
   /// step's new parameter or optimizer state, a decoder's new cache: one
   /// that updates an argument, kiln.updates) is returned as a tensor in
   /// GPU memory (Tensor::onGpu(); runtime/Cuda.h copies it to the host).
   bool onDevice = false;
+  DType dtype = DType::f32; ///< f32 or bf16.
 };
 
 /// The tokens a cross-entropy or NLL loss runs over (a data-parallel

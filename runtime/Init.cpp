@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <numbers>
 
@@ -142,6 +143,7 @@ static void fillInteger(Tensor &tensor, const Init &init, double value) {
     return;
   }
   case DType::f32:
+  case DType::bf16:
     break;
   }
 }
@@ -153,6 +155,14 @@ void kiln::initialize(Tensor &tensor, const Init &init, Rng &rng) {
   }
   checkFinite(init, init.a);
   checkFinite(init, init.b);
+  if (tensor.dtype() == DType::bf16) {
+    // The f32 values rounded: the same draws as an f32 tensor's.
+    Tensor values = Tensor::empty(tensor.shape(), DType::f32);
+    initialize(values, init, rng);
+    Tensor rounded = values.to(DType::bf16);
+    std::memcpy(tensor.raw(), rounded.raw(), rounded.nbytes());
+    return;
+  }
 
   bool isConstant = init.kind == Init::Kind::zeros ||
                     init.kind == Init::Kind::ones ||

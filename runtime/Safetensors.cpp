@@ -54,6 +54,8 @@ static const char *safetensorsName(DType dtype) {
     return "I64";
   case DType::i1:
     return "BOOL";
+  case DType::bf16:
+    return "BF16";
   }
   return "?";
 }
@@ -92,7 +94,9 @@ static const char *halfName(Half half) {
 }
 
 /// The F32 bits of a BF16 value: its 16 bits are the F32's upper half.
-static uint32_t widenBF16(uint16_t bits) { return uint32_t(bits) << 16; }
+static uint32_t widenBF16(uint16_t bits) {
+  return std::bit_cast<uint32_t>(BFloat16{bits}.toFloat());
+}
 
 /// The F32 bits of an IEEE 754 binary16 value (1 sign, 5 exponent, 10
 /// fraction bits): every one is an F32 value, subnormals included.
@@ -113,16 +117,6 @@ static uint32_t widenF16(uint16_t bits) {
     return sign | (uint32_t(113 - shift) << 23) | (fraction << 13);
   }
   return sign | ((exponent + 112) << 23) | (fraction << 13);
-}
-
-/// `bits` (an F32) rounded to BF16: to the nearest, ties to even; a NaN
-/// stays a (quiet) NaN of the same sign.
-static uint16_t roundToBF16(uint32_t bits) {
-  if ((bits & 0x7fffffffu) > 0x7f800000u) {
-    return uint16_t((bits >> 16) | 0x0040);
-  }
-  uint32_t lsb = (bits >> 16) & 1;
-  return uint16_t((bits + 0x7fffu + lsb) >> 16);
 }
 
 /// strerror of the current errno.
@@ -220,7 +214,7 @@ static bool writeBF16(int fd, const Tensor &tensor) {
   for (int64_t start = 0, n = tensor.numel(); start < n;) {
     int64_t count = std::min<int64_t>(n - start, std::size(block));
     for (int64_t i = 0; i < count; ++i) {
-      block[i] = roundToBF16(std::bit_cast<uint32_t>(values[start + i]));
+      block[i] = BFloat16::round(values[start + i]).bits;
     }
     if (!writeAll(fd, block, size_t(count) * 2)) {
       return false;

@@ -227,7 +227,7 @@ private:
 };
 
 DType parseDType(const LineReader &r, size_t i) {
-  for (DType d : {DType::f32, DType::i32, DType::i64, DType::i1}) {
+  for (DType d : {DType::f32, DType::i32, DType::i64, DType::i1, DType::bf16}) {
     if (r.word(i) == name(d)) {
       return d;
     }
@@ -285,7 +285,7 @@ std::string serialize(const FunctionSpec &spec) {
   for (const ResultSpec &r : spec.results) {
     checkToken(r.name, "a result name");
     os << "result " << r.name << " " << joinShape(r.shape) << " " << r.updates
-       << "\n";
+       << " " << name(r.dtype) << "\n";
   }
   for (const DimGroup &g : spec.groups) {
     os << "group " << g.size;
@@ -415,8 +415,12 @@ FunctionSpec parseFunctionSpec(std::string_view text) {
       }
       spec.args.push_back(a);
     } else if (k == "result") {
-      r.expectWords(4);
+      r.expectWords(5);
       ResultSpec result{r.word(1), r.shape(2), r.integer(3)};
+      result.dtype = parseDType(r, 4);
+      if (result.dtype != DType::f32 && result.dtype != DType::bf16) {
+        r.fail("result '" + result.name + "' is not an f32 or bf16 tensor");
+      }
       if (!isToken(result.name)) {
         r.fail("a result name must be printable ASCII without spaces");
       }
@@ -430,10 +434,10 @@ FunctionSpec parseFunctionSpec(std::string_view text) {
       }
       if (result.updates >= 0) {
         const ArgSpec &arg = spec.args[result.updates];
-        if (arg.isScalar || arg.dtype != DType::f32 ||
+        if (arg.isScalar || arg.dtype != result.dtype ||
             arg.shape != result.shape) {
           r.fail("the result updates argument '" + arg.name +
-                 "', which is not an f32 tensor of the result's shape");
+                 "', which is not a tensor of the result's dtype and shape");
         }
         for (const ResultSpec &earlier : spec.results) {
           if (earlier.updates == result.updates) {

@@ -296,6 +296,39 @@ Tensor Tensor::reshape(std::vector<int64_t> shape) const {
   return result;
 }
 
+Tensor Tensor::to(DType dtype) const {
+  bool floats = (dtype_ == DType::f32 || dtype_ == DType::bf16) &&
+                (dtype == DType::f32 || dtype == DType::bf16);
+  if (!defined() || gpu_ || !floats) {
+    throw Error(fmt::format(
+        "Tensor::to: cannot convert {} tensor of dtype {} (shape {}) to {} "
+        "(f32 and bf16 host tensors convert)",
+        !defined() ? "an undefined"
+        : gpu_     ? "a GPU"
+                   : "a",
+        name(dtype_), formatShape(shape_), name(dtype)));
+  }
+  if (dtype == dtype_) {
+    return clone();
+  }
+  Tensor result = empty(shape_, dtype);
+  int64_t numel = this->numel();
+  if (dtype == DType::bf16) {
+    const float *from = data<float>();
+    BFloat16 *to = result.data<BFloat16>();
+    for (int64_t i = 0; i < numel; ++i) {
+      to[i] = BFloat16::round(from[i]);
+    }
+  } else {
+    const BFloat16 *from = data<BFloat16>();
+    float *to = result.data<float>();
+    for (int64_t i = 0; i < numel; ++i) {
+      to[i] = from[i].toFloat();
+    }
+  }
+  return result;
+}
+
 template <typename T>
 std::vector<T> Tensor::toVector() const {
   const T *data = this->data<T>();
@@ -322,5 +355,6 @@ KILN_INSTANTIATE_TENSOR_TEMPLATES(float)
 KILN_INSTANTIATE_TENSOR_TEMPLATES(int32_t)
 KILN_INSTANTIATE_TENSOR_TEMPLATES(int64_t)
 KILN_INSTANTIATE_TENSOR_TEMPLATES(bool)
+KILN_INSTANTIATE_TENSOR_TEMPLATES(BFloat16)
 #undef KILN_INSTANTIATE_TENSOR_TEMPLATES
 } // namespace kiln

@@ -75,6 +75,10 @@ public:
   Tensor clone() const;
   /// The same storage seen with another shape of equal element count.
   Tensor reshape(std::vector<int64_t> shape) const;
+  /// The elements converted to `dtype`: f32 to bf16 rounds to the nearest
+  /// (ties to even), bf16 to f32 is exact; a copy when the dtype is the
+  /// same. Throws kiln::Error for other dtypes and GPU tensors.
+  Tensor to(DType dtype) const;
   /// Copies the elements into a std::vector (T must match dtype()).
   template <typename T>
   std::vector<T> toVector() const;

@@ -10,6 +10,7 @@
 #include "compiler/DSL/Ops.h"
 #include "compiler/DSL/Internal.h"
 
+#include "dialects/Kiln/IR/DTypes.h"
 #include "dialects/Kiln/IR/KilnOps.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
@@ -455,6 +456,44 @@ Var constant(Graph &graph, double value, SourceLoc loc) {
   return constant(graph, Shape{}, {static_cast<float>(value)}, loc);
 }
 
+/// The scalar `value` (rounded to the nearest) in the floating-point
+/// element type of `like`, for the operators that mix a Var and a number.
+static Var scalarLike(Graph &graph, const Var &like, double value,
+                      const SourceLoc &loc) {
+  auto element = mlir::dyn_cast<mlir::FloatType>(
+      mlir::getElementTypeOrSelf(like.value().getType()));
+  if (!element || element.isF32()) {
+    return constant(graph, value, loc);
+  }
+  llvm::APFloat rounded(value);
+  bool inexact = false;
+  rounded.convert(element.getFloatSemantics(),
+                  llvm::APFloat::rmNearestTiesToEven, &inexact);
+  auto type = mlir::RankedTensorType::get({}, element);
+  return emit<mk::ConstantOp>(
+      graph, loc,
+      mlir::cast<mlir::ElementsAttr>(mlir::DenseElementsAttr::get(
+          type, llvm::ArrayRef<llvm::APFloat>(rounded))));
+}
+
+Var cast(Var x, DType dtype, SourceLoc loc) {
+  Graph &graph = checkOperands(loc, "cast", {{x, "input"}});
+  checkDType(x, {DType::f32, DType::bf16}, "cast", "input",
+             "a floating-point tensor", loc);
+  if (dtype != DType::f32 && dtype != DType::bf16) {
+    fail(loc, std::string("cast: converts to f32 or bf16, not ") +
+                  kiln::name(dtype));
+  }
+  if (x.dtype() == dtype) {
+    return x;
+  }
+  auto type = mlir::cast<mlir::RankedTensorType>(x.value().getType());
+  return emit<mk::CastOp>(
+      graph, loc,
+      type.clone(mk::elementTypeOf(&graph.module().context(), dtype)),
+      x.value());
+}
+
 //===----------------------------------------------------------------------===//
 // Losses
 //===----------------------------------------------------------------------===//
@@ -508,11 +547,11 @@ Var operator/(const Var &lhs, Located<Var> rhs) {
 
 Var operator+(const Var &lhs, Located<double> rhs) {
   Graph &graph = graphOf(lhs, "+", rhs.loc);
-  return add(lhs, constant(graph, rhs.value, rhs.loc), rhs.loc);
+  return add(lhs, scalarLike(graph, lhs, rhs.value, rhs.loc), rhs.loc);
 }
 Var operator-(const Var &lhs, Located<double> rhs) {
   Graph &graph = graphOf(lhs, "-", rhs.loc);
-  return sub(lhs, constant(graph, rhs.value, rhs.loc), rhs.loc);
+  return sub(lhs, scalarLike(graph, lhs, rhs.value, rhs.loc), rhs.loc);
 }
 Var operator*(const Var &lhs, Located<double> rhs) {
   return scale(lhs, rhs.value, rhs.loc);
@@ -525,18 +564,18 @@ Var operator/(const Var &lhs, Located<double> rhs) {
 }
 Var operator+(double lhs, Located<Var> rhs) {
   Graph &graph = graphOf(rhs.value, "+", rhs.loc);
-  return add(constant(graph, lhs, rhs.loc), rhs.value, rhs.loc);
+  return add(scalarLike(graph, rhs.value, lhs, rhs.loc), rhs.value, rhs.loc);
 }
 Var operator-(double lhs, Located<Var> rhs) {
   Graph &graph = graphOf(rhs.value, "-", rhs.loc);
-  return sub(constant(graph, lhs, rhs.loc), rhs.value, rhs.loc);
+  return sub(scalarLike(graph, rhs.value, lhs, rhs.loc), rhs.value, rhs.loc);
 }
 Var operator*(double lhs, Located<Var> rhs) {
   return scale(rhs.value, lhs, rhs.loc);
 }
 Var operator/(double lhs, Located<Var> rhs) {
   Graph &graph = graphOf(rhs.value, "/", rhs.loc);
-  return div(constant(graph, lhs, rhs.loc), rhs.value, rhs.loc);
+  return div(scalarLike(graph, rhs.value, lhs, rhs.loc), rhs.value, rhs.loc);
 }
 
 Var operator-(Located<Var> x) { return scale(x.value, -1.0, x.loc); }

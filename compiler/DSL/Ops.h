@@ -202,6 +202,13 @@ Var sub(Var lhs, Var rhs, SourceLoc loc = SourceLoc::current());
 Var mul(Var lhs, Var rhs, SourceLoc loc = SourceLoc::current());
 Var div(Var lhs, Var rhs, SourceLoc loc = SourceLoc::current());
 
+/// The elements of `x` (f32 or bf16) as `dtype` (f32 or bf16): rounded to
+/// the nearest bf16 (ties to even), or widened exactly; `x` itself when it
+/// has that dtype. Every other op takes one floating-point dtype for all its
+/// tensors (an f32 weight with bf16 activations needs a cast), and computes
+/// bf16 in f32 (docs/precision.md).
+Var cast(Var x, DType dtype, SourceLoc loc = SourceLoc::current());
+
 /// Multiplies by a constant.
 Var scale(Var x, double factor, SourceLoc loc = SourceLoc::current());
 

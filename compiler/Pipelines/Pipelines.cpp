@@ -15,6 +15,7 @@
 #include "compiler/Codegen/GPU/Passes.h"
 #include "compiler/Conversion/KilnToLinalg/KilnToLinalg.h"
 #include "dialects/Kiln/IR/KilnDialect.h"
+#include "dialects/Kiln/Transforms/Passes.h"
 
 #include "mlir/Conversion/Passes.h"
 #include "mlir/Dialect/Bufferization/Pipelines/Passes.h"
@@ -71,6 +72,7 @@ void mlir::kiln::buildKilnToLinalgPipeline(OpPassManager &pm,
                                            int64_t attentionBlock,
                                            bool prepareWeights,
                                            bool attentionKernel) {
+  pm.addPass(createKilnWidenBf16Pass());
   pm.addPass(createConvertKilnToLinalgPass(
       {.attentionBlock = attentionBlock, .attentionKernel = attentionKernel}));
   pm.addPass(createCanonicalizerPass());

@@ -92,8 +92,8 @@ this is not IR
 // HEADER: /* double_relu
 // HEADER-NEXT:  * Arguments, in this order (args[i]):
 // HEADER-NEXT:  *   [0] x: f32 [?, 3]
-// HEADER-NEXT:  * Results (results[i], f32; release each with kiln_tensor_release):
-// HEADER-NEXT:  *   [0] result0: [?, 3]
+// HEADER-NEXT:  * Results (results[i]; release each with kiln_tensor_release):
+// HEADER-NEXT:  *   [0] result0: f32 [?, 3]
 // HEADER: #define RELU2_DOUBLE_RELU_NUM_ARGS 1
 // HEADER: #define RELU2_DOUBLE_RELU_NUM_RESULTS 1
 // HEADER: int relu2_double_relu(const kiln_tensor *args, size_t num_args,

@@ -9,6 +9,7 @@
 
 #include "mlir/Conversion/VectorToLLVM/ConvertVectorToLLVMPass.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Arith/Transforms/Passes.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
@@ -107,6 +108,13 @@ struct KilnConvertVectorToLLVMPass
                             << " for " << target->getCpu() << "\n");
     RewritePatternSet scalars(&getContext());
     scalars.add<ScalarTransferRead, ScalarTransferWrite>(&getContext());
+    // bf16 conversions (kiln.cast's): vcvtneps2bf16 where the target has
+    // AVX512-BF16; elsewhere integer arithmetic (round to nearest even), not
+    // LLVM's calls to __truncsfbf2 per element.
+    bool bf16 = mlir::kiln::cpu::TargetInfo::of(*target).avx512bf16;
+    if (!bf16) {
+      arith::populateExpandBFloat16Patterns(scalars);
+    }
     if (failed(applyPatternsGreedily(getOperation(), std::move(scalars)))) {
       return signalPassFailure();
     }

@@ -1,7 +1,7 @@
 //===- Elementwise.cpp - Elementwise arithmetic and activations -----------===//
 //
-// kiln.add/sub/mul/div (broadcasting), relu, tanh, exp, log, abs, silu, gelu
-// and scale: one linalg.generic each, with the op's scalar body.
+// kiln.add/sub/mul/div (broadcasting), relu, tanh, exp, log, abs, silu, gelu,
+// scale and cast: one linalg.generic each, with the op's scalar body.
 //
 //===----------------------------------------------------------------------===//
 
@@ -46,6 +46,18 @@ Value scalarBody<GeluOp>(GeluOp op, OpBuilder &b, Location loc,
   return gelu(b, loc, args[0], op.getApproximateTanh());
 }
 
+template <>
+Value scalarBody<CastOp>(CastOp op, OpBuilder &b, Location loc,
+                         ValueRange args) {
+  auto to = cast<FloatType>(getElementTypeOrSelf(op.getType()));
+  auto from = cast<FloatType>(args[0].getType());
+  if (to.getWidth() > from.getWidth()) {
+    return arith::ExtFOp::create(b, loc, to, args[0]);
+  }
+  // Rounds to the nearest, ties to even (arith.truncf's default).
+  return arith::TruncFOp::create(b, loc, to, args[0]);
+}
+
 /// Elementwise arithmetic on one or two broadcast operands.
 template <typename Op, typename ScalarOp = void>
 SmallVector<Value> lowerElementwise(Op op, typename Op::Adaptor adaptor,
@@ -70,15 +82,16 @@ using ElementwisePattern = Lowering<Op, lowerElementwise<Op, ScalarOp>>;
 } // namespace
 
 void mlir::kiln::populateElementwisePatterns(RewritePatternSet &patterns) {
-  patterns.add<ElementwisePattern<AddOp, arith::AddFOp>,
-               ElementwisePattern<SubOp, arith::SubFOp>,
-               ElementwisePattern<MulOp, arith::MulFOp>,
-               ElementwisePattern<DivOp, arith::DivFOp>,
-               ElementwisePattern<TanhOp, math::TanhOp>,
-               ElementwisePattern<ExpOp, math::ExpOp>,
-               ElementwisePattern<LogOp, math::LogOp>,
-               ElementwisePattern<AbsOp, math::AbsFOp>,
-               ElementwisePattern<ReluOp>, ElementwisePattern<SiluOp>,
-               ElementwisePattern<GeluOp>, ElementwisePattern<ScaleOp>>(
-      patterns.getContext());
+  patterns
+      .add<ElementwisePattern<AddOp, arith::AddFOp>,
+           ElementwisePattern<SubOp, arith::SubFOp>,
+           ElementwisePattern<MulOp, arith::MulFOp>,
+           ElementwisePattern<DivOp, arith::DivFOp>,
+           ElementwisePattern<TanhOp, math::TanhOp>,
+           ElementwisePattern<ExpOp, math::ExpOp>,
+           ElementwisePattern<LogOp, math::LogOp>,
+           ElementwisePattern<AbsOp, math::AbsFOp>, ElementwisePattern<ReluOp>,
+           ElementwisePattern<SiluOp>, ElementwisePattern<GeluOp>,
+           ElementwisePattern<ScaleOp>, ElementwisePattern<CastOp>>(
+          patterns.getContext());
 }

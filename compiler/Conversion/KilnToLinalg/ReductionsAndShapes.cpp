@@ -123,7 +123,7 @@ SmallVector<Value> lowerTranspose(TransposeOp op, TransposeOp::Adaptor adaptor,
   for (int64_t p : op.getPermutation()) {
     shape.push_back(e.size(x, p));
   }
-  Value init = e.empty(shape, e.f32());
+  Value init = e.empty(shape, getElementTypeOrSelf(x.getType()));
   auto transposed = linalg::TransposeOp::create(e.b, op.getLoc(), x, init,
                                                 op.getPermutation());
   return {transposed.getResult()[0]};
@@ -184,7 +184,7 @@ SmallVector<Value> lowerConcat(ConcatOp op, ConcatOp::Adaptor adaptor,
     total = arith::AddIOp::create(e.b, loc, total, e.sizeValue(input, axis));
   }
   shape[axis] = total;
-  Value result = e.empty(shape, e.f32());
+  Value result = e.empty(shape, type.getElementType());
   Value offset = e.index(0);
   // A result with no elements is complete as it is, and a piece with none
   // adds nothing: an insert_slice of either at the end of a dimension of

@@ -230,11 +230,12 @@ std::string aotHeader(const std::vector<FunctionSpec> &functions,
       }
       h += "\n";
     }
-    h += " * Results (results[i], f32; release each with "
+    h += " * Results (results[i]; release each with "
          "kiln_tensor_release):\n";
     for (size_t i = 0; i < f.results.size(); ++i) {
       h += " *   [" + std::to_string(i) + "] " + inComment(f.results[i].name) +
-           ": " + formatShape(f.results[i].shape);
+           ": " + name(f.results[i].dtype) + " " +
+           formatShape(f.results[i].shape);
       if (f.results[i].updates >= 0) {
         h += ", written into args[" + std::to_string(f.results[i].updates) +
              "] in place (the result is a view of it)";

@@ -241,10 +241,11 @@ static FunctionSpec readSpec(func::FuncOp func, bool inPlace, bool resident) {
     if (auto tensor = dyn_cast<RankedTensorType>(type)) {
       std::optional<DType> dtype = mlir::kiln::dtypeOf(tensor);
       if (!dtype) {
-        throw Error("kiln: function '" + spec.name + "' argument #" +
-                    std::to_string(i) + " has element type " +
-                    llvm::formatv("{0}", tensor.getElementType()).str() +
-                    ": compiled functions take f32, i32, i64 and i1 tensors");
+        throw Error(
+            "kiln: function '" + spec.name + "' argument #" +
+            std::to_string(i) + " has element type " +
+            llvm::formatv("{0}", tensor.getElementType()).str() +
+            ": compiled functions take f32, bf16, i32, i64 and i1 tensors");
       }
       arg.dtype = *dtype;
       for (int64_t size : tensor.getShape()) {
@@ -262,11 +263,14 @@ static FunctionSpec readSpec(func::FuncOp func, bool inPlace, bool resident) {
   }
   for (auto [r, type] : llvm::enumerate(func.getResultTypes())) {
     auto tensor = dyn_cast<RankedTensorType>(type);
-    if (!tensor || !tensor.getElementType().isF32()) {
+    std::optional<DType> dtype =
+        tensor ? mlir::kiln::dtypeOf(tensor) : std::nullopt;
+    if (!dtype || (*dtype != DType::f32 && *dtype != DType::bf16)) {
       throw Error("kiln: function '" + spec.name +
-                  "' must return f32 tensors only");
+                  "' must return f32 and bf16 tensors only");
     }
     ResultSpec result;
+    result.dtype = *dtype;
     auto name = func.getResultAttrOfType<StringAttr>(r, mlir::kiln::kNameAttr);
     result.name = name ? name.str() : "result" + std::to_string(r);
     for (const ResultSpec &earlier : spec.results) {

@@ -16,6 +16,8 @@ Type mlir::kiln::elementTypeOf(MLIRContext *context, ::kiln::DType dtype) {
     return IntegerType::get(context, 64);
   case ::kiln::DType::i1:
     return IntegerType::get(context, 1);
+  case ::kiln::DType::bf16:
+    return BFloat16Type::get(context);
   }
   llvm_unreachable("unknown kiln::DType");
 }
@@ -26,6 +28,9 @@ std::optional<::kiln::DType> mlir::kiln::dtypeOf(Type type) {
   }
   if (type.isF32()) {
     return ::kiln::DType::f32;
+  }
+  if (type.isBF16()) {
+    return ::kiln::DType::bf16;
   }
   if (type.isInteger(1)) {
     return ::kiln::DType::i1;

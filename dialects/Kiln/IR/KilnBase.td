@@ -44,9 +44,11 @@ def Kiln_Dialect : Dialect {
 // Type constraints
 //===----------------------------------------------------------------------===//
 
-// The floating-point element types Kiln computes in. Only f32 for now: adding
-// bf16/f16 here admits them in every op at once.
-def Kiln_Float : AnyTypeOf<[F32], "floating-point (f32)">;
+// The floating-point element types of Kiln's tensors. Every op takes f32 or
+// bf16, one of them for all its floating-point operands and results (the
+// ShapeContract interface's verify; kiln.cast converts); kiln-widen-bf16
+// computes bf16 ops in f32 between casts.
+def Kiln_Float : AnyTypeOf<[F32, BF16], "floating-point (f32 or bf16)">;
 def Kiln_FloatTensor : RankedTensorOf<[Kiln_Float]>;
 
 // Token ids and class targets.

@@ -40,7 +40,7 @@ static LogicalResult verifyBroadcast(Operation *op) {
   if (!error.empty()) {
     return op->emitOpError("expects broadcast-compatible operands: ") << error;
   }
-  return verifySameFloatElements(op);
+  return success();
 }
 
 #define KILN_BINARY_OP(OpClass)                                                \
@@ -83,6 +83,30 @@ LogicalResult DropoutOp::verify() {
     return emitOpError("expects 'p' to be a probability in [0, 1), got ") << p;
   }
   return success();
+}
+
+LogicalResult CastOp::verify() {
+  auto from = tensorType(getInput());
+  auto to = tensorType(getResult());
+  if (from.getShape() != to.getShape()) {
+    return emitOpError("expects the result to have the input's shape ")
+           << shapeOf(from) << ", got " << shapeOf(to);
+  }
+  return success();
+}
+
+OpFoldResult CastOp::fold(FoldAdaptor) {
+  if (getInput().getType() == getType()) {
+    return getInput();
+  }
+  // bf16 -> f32 -> bf16 is exact (f32 -> bf16 -> f32 is not).
+  if (auto widened = getInput().getDefiningOp<CastOp>();
+      widened && widened.getInput().getType() == getType() &&
+      getElementTypeOrSelf(widened.getType()).getIntOrFloatBitWidth() >
+          getElementTypeOrSelf(getType()).getIntOrFloatBitWidth()) {
+    return widened.getInput();
+  }
+  return nullptr;
 }
 
 OpFoldResult DropoutOp::fold(FoldAdaptor) {

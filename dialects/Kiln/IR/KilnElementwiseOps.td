@@ -142,4 +142,26 @@ def Kiln_DropoutOp : Kiln_Op<"dropout", [Pure, InferTypeOpAdaptor, DeclareOpInte
   let hasFolder = 1;
 }
 
+def Kiln_CastOp : Kiln_Op<"cast", [Pure, DeclareOpInterfaceMethods<Kiln_GradientOpInterface>]> {
+  let summary = "convert between floating-point element types";
+  let description = [{
+    The input's elements as the result's element type, of the same shape:
+    f32 to bf16 rounds to the nearest, ties to even (infinities and NaNs
+    stay); bf16 to f32 is exact. The one op whose operand and result differ
+    in element type: every other kiln op has one floating-point element type
+    for all its operands and results. Its gradient is the result's gradient
+    cast back. A cast to the input's own type folds away, and so does a bf16
+    value widened to f32 and rounded back.
+
+    ```mlir
+    %h = kiln.cast %x : (tensor<?x768xf32>) -> tensor<?x768xbf16>
+    ```
+  }];
+  let arguments = (ins Kiln_FloatTensor:$input);
+  let results = (outs Kiln_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
 #endif // KILN_DIALECT_KILN_IR_KILNELEMENTWISEOPS_TD

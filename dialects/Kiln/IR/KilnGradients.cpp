@@ -129,6 +129,13 @@ LogicalResult DivOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
   return success();
 }
 
+LogicalResult CastOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                     SmallVectorImpl<Value> &operandGrads) {
+  operandGrads.push_back(
+      CastOp::create(b, getLoc(), getInput().getType(), resultGrads[0]));
+  return success();
+}
+
 LogicalResult ScaleOp::buildGradients(OpBuilder &b, ArrayRef<Value> resultGrads,
                                       SmallVectorImpl<Value> &operandGrads) {
   operandGrads.push_back(
@@ -199,7 +206,8 @@ LinearGrads linearGrads(OpBuilder &b, Location loc, Value g, Value x, Value w,
     // [-1, 0] would read the 0 as "keep this dimension").
     auto type = cast<RankedTensorType>(w.getType());
     grads.weight = ConstantOp::create(
-        b, loc, DenseElementsAttr::get(type, b.getF32FloatAttr(0.0f)));
+        b, loc,
+        DenseElementsAttr::get(type, b.getZeroAttr(type.getElementType())));
   } else if (rank != 2 &&
              (ShapedType::isDynamic(in) || ShapedType::isDynamic(out))) {
     // A reshape to [-1, width] needs a static width: move the width first
@@ -681,8 +689,9 @@ LogicalResult ConcatOp::buildGradients(OpBuilder &b,
       // not verify).
       operandGrads.push_back(ConstantOp::create(
           b, loc,
-          DenseElementsAttr::get(cast<RankedTensorType>(input.getType()),
-                                 b.getF32FloatAttr(0.0f))));
+          DenseElementsAttr::get(
+              cast<RankedTensorType>(input.getType()),
+              b.getZeroAttr(getElementTypeOrSelf(input.getType())))));
       continue;
     }
     operandGrads.push_back(SliceOp::create(

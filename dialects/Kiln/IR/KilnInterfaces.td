@@ -54,10 +54,13 @@ def Kiln_ShapeContractOpInterface : OpInterface<"ShapeContractOpInterface"> {
   // size have one static size (a dynamic one between two others does not
   // join a 0 and a 15). Run after the op's own verifier, which makes the
   // contract's statements meaningful (ranks, axes).
+  // And its floating-point operands and results have one element type
+  // (f32 or bf16), but for kiln.cast, which converts.
   let verify = [{
     return ::llvm::success(
         ::mlir::succeeded(::mlir::kiln::verifyByteSizes($_op)) &&
-        ::mlir::succeeded(::mlir::kiln::verifyStaticContract($_op)));
+        ::mlir::succeeded(::mlir::kiln::verifyStaticContract($_op)) &&
+        ::mlir::succeeded(::mlir::kiln::verifyOneFloatType($_op)));
   }];
   let verifyWithRegions = 1;
 }

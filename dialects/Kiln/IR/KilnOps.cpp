@@ -93,18 +93,41 @@ LogicalResult mlir::kiln::detail::verifyMatrix(Operation *op, Value value,
   return success();
 }
 
-LogicalResult mlir::kiln::detail::verifySameFloatElements(Operation *op) {
-  Type expected = tensorType(op->getResult(0)).getElementType();
-  for (OpOperand &operand : op->getOpOperands()) {
-    auto type = dyn_cast<RankedTensorType>(operand.get().getType());
-    if (!type || !isa<FloatType>(type.getElementType())) {
-      continue;
+LogicalResult mlir::kiln::verifyOneFloatType(Operation *op) {
+  if (isa<CastOp>(op)) {
+    return success();
+  }
+  auto floatOf = [](Type type) -> Type {
+    auto tensor = dyn_cast<RankedTensorType>(type);
+    return tensor && isa<FloatType>(tensor.getElementType())
+               ? tensor.getElementType()
+               : Type();
+  };
+  Type expected;
+  auto check = [&](Type type, StringRef what, unsigned index) -> LogicalResult {
+    Type element = floatOf(type);
+    if (!element || element == expected) {
+      return success();
     }
-    if (type.getElementType() != expected) {
-      return op->emitOpError("expects all floating-point operands to have "
-                             "the result's element type ")
-             << expected << ", operand #" << operand.getOperandNumber()
-             << " has " << type.getElementType();
+    if (!expected) {
+      expected = element;
+      return success();
+    }
+    return op->emitOpError("expects one floating-point element type for all "
+                           "its operands and results (kiln.cast converts), "
+                           "but ")
+           << what << " #" << index << " has " << element << " where "
+           << expected << " came first";
+  };
+  for (OpOperand &operand : op->getOpOperands()) {
+    if (failed(check(operand.get().getType(), "operand",
+                     operand.getOperandNumber()))) {
+      return failure();
+    }
+  }
+  for (OpResult result : op->getResults()) {
+    if (failed(check(result.getType(), "result", result.getResultNumber()))) {
+      return failure();
     }
   }
   return success();

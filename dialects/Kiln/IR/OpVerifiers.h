@@ -52,10 +52,6 @@ LogicalResult verifyVector(Operation *op, Value value, StringRef name,
 LogicalResult verifyMatrix(Operation *op, Value value, StringRef name,
                            int64_t rows, int64_t cols, StringRef layout);
 
-/// Checks that every float tensor operand and the result share one element
-/// type (bf16/f16 may be admitted later, but never mixed silently).
-LogicalResult verifySameFloatElements(Operation *op);
-
 /// Checks a dropout probability `p` (the attribute `name`) and that a seed
 /// is given when it is non-zero.
 LogicalResult verifyDropout(Operation *op, double p, bool hasSeed,

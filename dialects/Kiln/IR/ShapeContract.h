@@ -85,6 +85,11 @@ llvm::LogicalResult verifyByteSizes(Operation *op);
 /// stated constant, or below a stated least size.
 llvm::LogicalResult verifyStaticContract(Operation *op);
 
+/// Fails, with an op error, when the floating-point tensors among the
+/// operands and results of `op` have more than one element type (kiln.cast
+/// excepted: it converts). Defined in KilnOps.cpp.
+llvm::LogicalResult verifyOneFloatType(Operation *op);
+
 } // namespace mlir::kiln
 
 #endif // KILN_DIALECTS_KILN_IR_SHAPECONTRACT_H

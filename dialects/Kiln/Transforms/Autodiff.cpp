@@ -141,7 +141,8 @@ FailureOr<func::FuncOp> mlir::kiln::differentiate(func::FuncOp forward,
         grad.erase();
         return failure();
       }
-      auto zero = DenseElementsAttr::get(type, builder.getF32FloatAttr(0.0f));
+      auto zero = DenseElementsAttr::get(
+          type, builder.getZeroAttr(type.getElementType()));
       g = ConstantOp::create(builder, loc, zero);
     }
     results.push_back(g);

@@ -35,6 +35,31 @@ def KilnStripDropoutPass : Pass<"kiln-strip-dropout"> {
   let dependentDialects = ["::mlir::kiln::KilnDialect"];
 }
 
+def KilnWidenBf16Pass : Pass<"kiln-widen-bf16"> {
+  let summary = "Compute every kiln op on bf16 tensors in f32, between casts";
+  let description = [{
+    bf16 is a storage type in Kiln: every kiln op whose floating-point
+    operands and results are bf16 becomes the same op in f32, its operands
+    widened by `kiln.cast` (exactly) and its results rounded back to bf16 by
+    `kiln.cast` (to the nearest, ties to even). Products accumulate in f32,
+    normalization statistics, softmax and losses are computed in f32; only
+    what is stored between ops is bf16. Ops that only move elements
+    (reshape, transpose, slice, concat, update_slice) and constants stay in
+    bf16. The casts lower to elementwise linalg ops that kiln-fuse-elementwise
+    fuses into their elementwise neighbours, so a chain of elementwise ops
+    reads and writes bf16 once. The first pass of the lowering to linalg.
+
+    ```mlir
+    %y = kiln.gelu %x : (tensor<?x768xbf16>) -> tensor<?x768xbf16>
+    // becomes
+    %w = kiln.cast %x : (tensor<?x768xbf16>) -> tensor<?x768xf32>
+    %g = kiln.gelu %w : (tensor<?x768xf32>) -> tensor<?x768xf32>
+    %y = kiln.cast %g : (tensor<?x768xf32>) -> tensor<?x768xbf16>
+    ```
+  }];
+  let dependentDialects = ["::mlir::kiln::KilnDialect"];
+}
+
 def KilnAutodiffPass : Pass<"kiln-autodiff", "::mlir::ModuleOp"> {
   let summary = "Reverse-mode differentiation of a loss function";
   let description = [{

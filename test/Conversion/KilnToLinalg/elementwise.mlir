@@ -101,3 +101,20 @@ func.func @silu(%x: tensor<?x8xf32>) -> tensor<?x8xf32> {
   %0 = kiln.silu %x : (tensor<?x8xf32>) -> tensor<?x8xf32>
   return %0 : tensor<?x8xf32>
 }
+
+// -----
+
+// kiln.cast: one generic, arith.truncf (round to nearest even) to bf16 and
+// arith.extf back.
+// CHECK-LABEL: func.func @casts
+// CHECK: linalg.generic
+// CHECK-SAME: ins(%{{.+}} : tensor<?x8xf32>) outs(%{{.+}} : tensor<?x8xbf16>)
+// CHECK: arith.truncf %{{.+}} : f32 to bf16
+// CHECK: linalg.generic
+// CHECK-SAME: ins(%{{.+}} : tensor<?x8xbf16>) outs(%{{.+}} : tensor<?x8xf32>)
+// CHECK: arith.extf %{{.+}} : bf16 to f32
+func.func @casts(%x: tensor<?x8xf32>) -> tensor<?x8xf32> {
+  %0 = kiln.cast %x : (tensor<?x8xf32>) -> tensor<?x8xbf16>
+  %1 = kiln.cast %0 : (tensor<?x8xbf16>) -> tensor<?x8xf32>
+  return %1 : tensor<?x8xf32>
+}

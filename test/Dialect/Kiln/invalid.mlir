@@ -57,10 +57,48 @@ func.func @wrong_result_type(%ids: tensor<4xi64>, %t: tensor<10x3xf32>) {
 
 // -----
 
-// f16 is not admitted (yet).
+// f16 is not admitted: Kiln's floats are f32 and bf16.
 func.func @f16_not_admitted(%x: tensor<4xf16>) {
-  // expected-error @+1 {{'kiln.relu' op operand #0 must be ranked tensor of floating-point (f32) values}}
+  // expected-error @+1 {{'kiln.relu' op operand #0 must be ranked tensor of floating-point (f32 or bf16) values}}
   %0 = kiln.relu %x : (tensor<4xf16>) -> tensor<4xf16>
+  return
+}
+
+// -----
+
+// One floating-point element type per op: bf16 activations with an f32
+// weight need a kiln.cast.
+func.func @mixed_floats(%x: tensor<?x8xbf16>, %w: tensor<4x8xf32>) {
+  // expected-error @+1 {{'kiln.linear' op expects one floating-point element type for all its operands and results (kiln.cast converts), but operand #1 has 'f32' where 'bf16' came first}}
+  %0 = kiln.linear %x, %w : (tensor<?x8xbf16>, tensor<4x8xf32>) -> tensor<?x4xbf16>
+  return
+}
+
+// -----
+
+// A result of another float type than the operands.
+func.func @mixed_result(%x: tensor<8xbf16>) {
+  // expected-error @+2 {{'kiln.relu' op inferred type(s) 'tensor<8xbf16>' are incompatible with return type(s) of operation 'tensor<8xf32>'}}
+  // expected-error @+1 {{'kiln.relu' op failed to infer returned types}}
+  %0 = kiln.relu %x : (tensor<8xbf16>) -> tensor<8xf32>
+  return
+}
+
+// -----
+
+// A cast keeps the shape.
+func.func @cast_shape(%x: tensor<?x8xf32>) {
+  // expected-error @+1 {{'kiln.cast' op expects the result to have the input's shape [?, 8], got [?, 4]}}
+  %0 = kiln.cast %x : (tensor<?x8xf32>) -> tensor<?x4xbf16>
+  return
+}
+
+// -----
+
+// A cast converts floats only.
+func.func @cast_ids(%x: tensor<8xi64>) {
+  // expected-error @+1 {{'kiln.cast' op operand #0 must be ranked tensor of floating-point (f32 or bf16) values}}
+  %0 = kiln.cast %x : (tensor<8xi64>) -> tensor<8xbf16>
   return
 }
 
@@ -757,7 +795,7 @@ func.func @concat_empty() {
 
 // Integer constants are not kiln tensors.
 func.func @constant_int() {
-  // expected-error @+1 {{'kiln.constant' op result #0 must be ranked tensor of floating-point (f32) values}}
+  // expected-error @+1 {{'kiln.constant' op result #0 must be ranked tensor of floating-point (f32 or bf16) values}}
   %0 = kiln.constant dense<1> : tensor<2xi32>
   return
 }

@@ -311,3 +311,46 @@ TEST_F(DslOpsTest, MisuseIsReportedAtTheCall) {
     EXPECT_TRUE(contains(message, c.expected)) << message;
   }
 }
+
+//===----------------------------------------------------------------------===//
+// bf16
+//===----------------------------------------------------------------------===//
+
+TEST_F(DslOpsTest, CastMakesBf16TensorsThatOpsKeep) {
+  Var x = f32("x", {kDyn, 64});
+  Var w = weight("w", {32, 64});
+  Var h = cast(x, DType::bf16);
+  EXPECT_EQ(h.dtype(), DType::bf16);
+  EXPECT_EQ(h.typeString(), "tensor<?x64xbf16>");
+  EXPECT_EQ(cast(h, DType::bf16).value(), h.value()); // no op to itself
+  Var y = gelu(linear(h, cast(w, DType::bf16)));
+  EXPECT_EQ(y.dtype(), DType::bf16);
+  // Numbers mixed with a bf16 Var become bf16 constants (3.1 rounded).
+  y = 1.0 - (y + 3.1) * 0.5;
+  EXPECT_EQ(y.dtype(), DType::bf16);
+  Var loss = reduce(cast(y, DType::f32), Reduction::mean, {0, 1});
+  EXPECT_EQ(loss.dtype(), DType::f32);
+  graph.finish({loss});
+  module.verify();
+  std::string ir = module.str();
+  EXPECT_EQ(count(ir, "kiln.cast"), 3) << ir;
+  EXPECT_TRUE(contains(ir, "3.093750e+00")) << ir; // 3.1 in bf16
+}
+
+TEST_F(DslOpsTest, MixingBf16AndF32IsAnErrorAtTheLine) {
+  Var x = graph.input("x", {kDyn, 64}, DType::bf16);
+  Var w = weight("w", {32, 64});
+  int line = __LINE__ + 1;
+  std::string error = errorOf([&] { linear(x, w); });
+  EXPECT_TRUE(contains(error, at(line))) << error;
+  EXPECT_TRUE(contains(error, "one floating-point element type")) << error;
+  EXPECT_TRUE(contains(error, "kiln.cast converts")) << error;
+  Var ids = graph.input("ids", {kDyn}, DType::i64);
+  error = errorOf([&] { cast(ids, DType::bf16); });
+  EXPECT_TRUE(contains(error, "cast: expects 'input' to be a floating-point "
+                              "tensor (f32/bf16), got tensor<?xi64>"))
+      << error;
+  error = errorOf([&] { cast(x, DType::i32); });
+  EXPECT_TRUE(contains(error, "cast: converts to f32 or bf16, not i32"))
+      << error;
+}

@@ -104,8 +104,9 @@ TEST(Function, SpecsRoundTripThroughText) {
   EXPECT_EQ(parseFunctionSpec(serialize(spec)).elementChecks,
             spec.elementChecks);
   // Blank and white-space-only lines say nothing.
-  EXPECT_EQ(serialize(parseFunctionSpec("function f\n  \n\t\nresult r [2] -1\n")),
-            "function f\nresult r [2] -1\n");
+  EXPECT_EQ(
+      serialize(parseFunctionSpec("function f\n  \n\t\nresult r [2] -1 f32\n")),
+      "function f\nresult r [2] -1 f32\n");
 
   std::vector<ParamSpec> params = {
       {"wte.weight", {10, 4}, Init::normal(0.0, 0.02)},
@@ -190,28 +191,41 @@ TEST(Function, MalformedSpecsAreRefused) {
                                       "without spaces");
   EXPECT_KILN_ERROR(parseFunctionSpec("function f\nbogus 1\n"),
                     "unknown entry 'bogus'");
-  EXPECT_KILN_ERROR(parseFunctionSpec("function f\nresult r [2,x] -1\n"),
+  EXPECT_KILN_ERROR(parseFunctionSpec("function f\nresult r [2,x] -1 f32\n"),
                     "is not a shape");
-  EXPECT_KILN_ERROR(parseFunctionSpec("function f\nresult r [2]\n"),
-                    "expected 4 fields");
+  EXPECT_KILN_ERROR(parseFunctionSpec("function f\nresult r [2] -1\n"),
+                    "expected 5 fields");
+  // Results are f32 or bf16 tensors.
+  EXPECT_EQ(
+      parseFunctionSpec("function f\nresult r [2] -1 bf16\n").results[0].dtype,
+      DType::bf16);
+  EXPECT_KILN_ERROR(parseFunctionSpec("function f\nresult r [2] -1 i64\n"),
+                    "result 'r' is not an f32 or bf16 tensor");
+  EXPECT_KILN_ERROR(parseFunctionSpec("function f\nresult r [2] -1 f16\n"),
+                    "unknown dtype 'f16'");
   EXPECT_KILN_ERROR(
-      parseFunctionSpec("function f\nresult r [2] -1\nresult r [3] -1\n"),
+      parseFunctionSpec(
+          "function f\nresult r [2] -1 f32\nresult r [3] -1 f32\n"),
       "two results are called 'r'");
-  // A result updating an argument in place: one that exists, is an f32
-  // tensor of the result's shape, and no other result updates.
+  // A result updating an argument in place: one that exists, is a tensor
+  // of the result's dtype and shape, and no other result updates.
   const std::string w = "function f\narg w param f32 [2] -1 none -\n"
                         "arg s input scalar [] -1 none -\n";
-  EXPECT_KILN_ERROR(parseFunctionSpec(w + "result r [2] 2\n"),
+  EXPECT_KILN_ERROR(parseFunctionSpec(w + "result r [2] 2 f32\n"),
                     "updates no argument");
-  EXPECT_KILN_ERROR(parseFunctionSpec(w + "result r [2] -2\n"),
+  EXPECT_KILN_ERROR(parseFunctionSpec(w + "result r [2] -2 f32\n"),
                     "updates no argument");
-  EXPECT_KILN_ERROR(parseFunctionSpec(w + "result r [] 1\n"),
-                    "not an f32 tensor of the result's shape");
-  EXPECT_KILN_ERROR(parseFunctionSpec(w + "result r [3] 0\n"),
-                    "not an f32 tensor of the result's shape");
-  EXPECT_KILN_ERROR(parseFunctionSpec(w + "result r [2] 0\nresult s [2] 0\n"),
-                    "two results update argument 'w'");
-  EXPECT_EQ(parseFunctionSpec(w + "result r [2] 0\n").results[0].updates, 0);
+  EXPECT_KILN_ERROR(parseFunctionSpec(w + "result r [] 1 f32\n"),
+                    "not a tensor of the result's dtype and shape");
+  EXPECT_KILN_ERROR(parseFunctionSpec(w + "result r [3] 0 f32\n"),
+                    "not a tensor of the result's dtype and shape");
+  EXPECT_KILN_ERROR(parseFunctionSpec(w + "result r [2] 0 bf16\n"),
+                    "not a tensor of the result's dtype and shape");
+  EXPECT_KILN_ERROR(
+      parseFunctionSpec(w + "result r [2] 0 f32\nresult s [2] 0 f32\n"),
+      "two results update argument 'w'");
+  EXPECT_EQ(parseFunctionSpec(w + "result r [2] 0 f32\n").results[0].updates,
+            0);
   EXPECT_KILN_ERROR(parseFunctionSpec("function f\narg a input f32 [2] -1 0\n"),
                     "expected 8 fields");
   EXPECT_KILN_ERROR(

@@ -4,6 +4,7 @@
 #include "runtime/Tensor.h"
 
 #include "test/Unit/Runtime/ExpectError.h"
+#include "test/Unit/Runtime/NearestBF16.h"
 
 #include <gtest/gtest.h>
 
@@ -201,6 +202,23 @@ TEST(InitTest, InitializationIsReproducible) {
   EXPECT_EQ(x.toVector<float>(), y.toVector<float>());
   initialize(y, Init::xavierNormal(), b);
   EXPECT_NE(x.toVector<float>(), y.toVector<float>());
+}
+
+// A bf16 tensor takes the same draws as an f32 one, rounded to bf16 (the
+// test's own nearest-bf16 reference); constants too.
+TEST(InitTest, Bf16TensorsTakeTheF32DrawsRounded) {
+  Rng a(5), b(5);
+  Tensor x = Tensor::empty({17, 33}, DType::f32);
+  Tensor h = Tensor::empty({17, 33}, DType::bf16);
+  initialize(x, Init::xavierUniform(), a);
+  initialize(h, Init::xavierUniform(), b);
+  std::vector<float> f = x.toVector<float>();
+  std::vector<BFloat16> r = h.toVector<BFloat16>();
+  for (size_t i = 0; i < f.size(); ++i) {
+    EXPECT_EQ(r[i].toFloat(), kiln::test::nearestBF16(f[i])) << i;
+  }
+  initialize(h, Init::constant(0.1), a);
+  EXPECT_EQ(h.toVector<BFloat16>()[5].toFloat(), kiln::test::nearestBF16(0.1f));
 }
 
 TEST(InitTest, TruncatedNormal) {

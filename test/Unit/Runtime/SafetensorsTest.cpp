@@ -184,6 +184,23 @@ TEST_F(SafetensorsTest, WritesTheFormatByteForByte) {
   EXPECT_EQ(actual[0] % 8, 0) << "the header length is a multiple of 8";
 }
 
+// A bf16 tensor is written as BF16, its bits as they are (1.0 = 0x3F80,
+// -2.5 = 0xC020, little-endian), and loads widened to F32, exactly.
+TEST_F(SafetensorsTest, WritesBf16TensorsAsBF16) {
+  std::string file = path("bf16.safetensors");
+  Tensor h = Tensor::fromVector<float>({2}, {1.0f, -2.5f}).to(DType::bf16);
+  saveSafetensors(file, {{"h", h}});
+  std::string json =
+      R"({"h":{"dtype":"BF16","shape":[2],"data_offsets":[0,4]}})";
+  std::string header = json;
+  header.resize((json.size() + 7) / 8 * 8, ' ');
+  EXPECT_EQ(readBytes(file), fileWithHeader(header, {0x80, 0x3F, 0x20, 0xC0}));
+  SafetensorsFile loaded = loadSafetensors(file);
+  EXPECT_EQ(loaded.find("h")->dtype(), DType::f32);
+  EXPECT_EQ(loaded.find("h")->toVector<float>(),
+            (std::vector<float>{1.0f, -2.5f}));
+}
+
 TEST_F(SafetensorsTest, LoadsAFileBuiltFromTheSpecification) {
   // Laid out the way the reference writer does: keys sorted, 8-byte
   // dtypes first, header padded with spaces.

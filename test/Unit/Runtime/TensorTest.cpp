@@ -3,9 +3,12 @@
 #include "runtime/Tensor.h"
 
 #include "test/Unit/Runtime/ExpectError.h"
+#include "test/Unit/Runtime/NearestBF16.h"
 
 #include <gtest/gtest.h>
 
+#include <bit>
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 
@@ -23,6 +26,8 @@ TEST(TensorTest, DTypeSizesAndNames) {
   EXPECT_EQ(sizeOf(DType::i32), 4u);
   EXPECT_EQ(sizeOf(DType::i64), 8u);
   EXPECT_EQ(sizeOf(DType::i1), 1u);
+  EXPECT_EQ(sizeOf(DType::bf16), 2u);
+  EXPECT_STREQ(name(DType::bf16), "bf16");
   EXPECT_STREQ(name(DType::f32), "f32");
   EXPECT_STREQ(name(DType::i32), "i32");
   EXPECT_STREQ(name(DType::i64), "i64");
@@ -213,3 +218,41 @@ TEST(TensorTest, AdoptWithoutReleaseIsAView) {
 }
 
 } // namespace
+
+// f32 -> bf16 rounds to the nearest (ties to even) as the test's own
+// reference does; overflow to infinity, NaN stays NaN; bf16 -> f32 exact;
+// other dtypes and undefined tensors are refused.
+TEST(TensorTest, ConvertsBetweenF32AndBf16) {
+  std::vector<float> in = {0.0f,
+                           -0.0f,
+                           1.0f,
+                           1.00390625f /* tie: down */,
+                           1.01171875f /* tie: up */,
+                           -2.5f,
+                           1e-30f,
+                           3.0e38f,
+                           0.1f,
+                           65504.0f};
+  for (int i = 0; i < 1000; ++i) {
+    in.push_back(std::ldexp(float(i * 7919 % 1000) - 500.0f, i % 40 - 20));
+  }
+  Tensor h =
+      Tensor::fromVector<float>({int64_t(in.size())}, in).to(DType::bf16);
+  ASSERT_EQ(h.dtype(), DType::bf16);
+  EXPECT_EQ(h.nbytes(), in.size() * 2);
+  std::vector<float> back = h.to(DType::f32).toVector<float>();
+  for (size_t i = 0; i < in.size(); ++i) {
+    EXPECT_EQ(std::bit_cast<uint32_t>(back[i]),
+              std::bit_cast<uint32_t>(kiln::test::nearestBF16(in[i])))
+        << in[i];
+  }
+  EXPECT_TRUE(std::isinf(BFloat16::round(3.4e38f).toFloat()));
+  EXPECT_TRUE(std::isnan(BFloat16::round(NAN).toFloat()));
+  EXPECT_EQ(BFloat16::round(-INFINITY).toFloat(), -INFINITY);
+  EXPECT_EQ(h.to(DType::bf16).toVector<BFloat16>(), h.toVector<BFloat16>());
+  EXPECT_KILN_ERROR(Tensor::zeros({2}, DType::i64).to(DType::bf16),
+                    "Tensor::to: cannot convert a tensor of dtype i64 "
+                    "(shape [2]) to bf16");
+  EXPECT_KILN_ERROR(Tensor().to(DType::f32),
+                    "cannot convert an undefined tensor");
+}
