@@ -42,7 +42,7 @@ SmallVector<Value> lowerEmbedding(EmbeddingOp op, EmbeddingOp::Adaptor adaptor,
   Value vocab = e.sizeValue(table, 0);
   SmallVector<IteratorType> iterators(rank, IteratorType::parallel);
   Value result = e.generic(
-      type, ids, e.empty(shape, e.f32()),
+      type, ids, e.empty(shape, type.getElementType()),
       {e.dropping(rank, rank - 1), e.identity(rank)}, iterators,
       [&](OpBuilder &b, Location loc, ValueRange args) -> Value {
         Value row = Emitter::clampIndex(b, loc, args[0], vocab);

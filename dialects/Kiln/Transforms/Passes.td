@@ -44,8 +44,8 @@ def KilnWidenBf16Pass : Pass<"kiln-widen-bf16"> {
     `kiln.cast` (to the nearest, ties to even). Products accumulate in f32,
     normalization statistics, softmax and losses are computed in f32; only
     what is stored between ops is bf16. Ops that only move elements
-    (reshape, transpose, slice, concat, update_slice) and constants stay in
-    bf16. The casts lower to elementwise linalg ops that kiln-fuse-elementwise
+    (reshape, transpose, slice, concat, update_slice, embedding's gather)
+    and constants stay in bf16. The casts lower to elementwise linalg ops that kiln-fuse-elementwise
     fuses into their elementwise neighbours, so a chain of elementwise ops
     reads and writes bf16 once. The first pass of the lowering to linalg.
 

@@ -35,10 +35,10 @@ RankedTensorType widened(Type type) {
 
 /// Ops that only move or select elements: they lower for any element type
 /// and stay in bf16 (half the bytes; an in-place cache update stays in
-/// place).
+/// place; an embedding gathers its rows without a copy of the table).
 bool movesOnly(Operation *op) {
   return isa<CastOp, ConstantOp, ReshapeOp, TransposeOp, SliceOp, ConcatOp,
-             UpdateSliceOp>(op);
+             UpdateSliceOp, EmbeddingOp>(op);
 }
 
 struct KilnWidenBf16Pass

@@ -51,3 +51,12 @@ func.func @round_trip(%x: tensor<8xbf16>) -> tensor<8xbf16> {
   %1 = kiln.cast %0 : (tensor<8xf32>) -> tensor<8xbf16>
   return %1 : tensor<8xbf16>
 }
+
+// An embedding gathers bf16 rows as they are (no f32 copy of the table).
+// CHECK-LABEL: func.func @gather
+// CHECK-NEXT: %[[E:.*]] = kiln.embedding %{{.*}}, %{{.*}} : (tensor<?xi64>, tensor<50x8xbf16>) -> tensor<?x8xbf16>
+// CHECK-NEXT: return %[[E]]
+func.func @gather(%ids: tensor<?xi64>, %table: tensor<50x8xbf16>) -> tensor<?x8xbf16> {
+  %0 = kiln.embedding %ids, %table : (tensor<?xi64>, tensor<50x8xbf16>) -> tensor<?x8xbf16>
+  return %0 : tensor<?x8xbf16>
+}
