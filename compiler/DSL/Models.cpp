@@ -159,12 +159,13 @@ Gpt::Gpt(Graph &graph, const GptConfig &config, SourceLoc loc)
       lnF(graph, "ln_f", gptNorm(config), loc) {}
 
 Var Gpt::operator()(Var idx, SourceLoc loc) const {
-  // x = wte[idx] + wpe[0:T] (then embedding dropout).
-  Var x = wpe(wte(idx, loc), {}, loc);
+  // x = wte[idx] + wpe[0:T] (then embedding dropout), in the activations'
+  // dtype.
+  Var x = cast(wpe(wte(idx, loc), {}, loc), config.activations, loc);
   for (const GptBlock &block : h) {
     x = block(x, loc);
   }
-  return linear(lnF(x, loc), wte.weight, {}, loc);
+  return cast(linear(lnF(x, loc), wte.weight, {}, loc), DType::f32, loc);
 }
 
 Graph &addGptForward(Module &module, const GptConfig &config,

@@ -39,6 +39,11 @@ struct GptConfig {
   double dropout = 0.0;
   /// N(0, initStd) for Linear weights and both embeddings.
   double initStd = 0.02;
+  /// The dtype of the activations between the embeddings and the logits:
+  /// f32, or bf16 (half the bytes; every op still computes in f32). The
+  /// parameters stay f32 (the ops with weights cast them), the logits and
+  /// the loss are f32. Decoding graphs (addGptDecode) keep f32.
+  DType activations = DType::f32;
 };
 
 /// gpt-tiny: V 65, d 128, H 4, L 4, d_ff 512, T 128 (818,048 parameters).

@@ -55,6 +55,16 @@ static void checkDType(const Var &var, std::initializer_list<DType> allowed,
                 names + "), got " + var.typeString());
 }
 
+/// A weight operand in the floating-point dtype of the activations `x` it
+/// is used with: an f32 weight (a parameter, the master copy) used by bf16
+/// activations is cast to bf16 where it is used; its gradient is cast back.
+static Var weightFor(const Var &x, Var weight, const SourceLoc &loc) {
+  if (weight && x && x.dtype() == DType::bf16 && weight.dtype() == DType::f32) {
+    return cast(weight, DType::bf16, loc);
+  }
+  return weight;
+}
+
 /// Checks a dropout probability, whatever the mode, so that a model that
 /// builds in evaluation also builds in training.
 static void checkProbability(double p, const char *op, const SourceLoc &loc) {
@@ -162,24 +172,27 @@ Var learnedPositionalEncoding(Var x, Var table, Var offset, SourceLoc loc) {
                                {{x, "input"},
                                 {table, "table"},
                                 {offset, "offset", Role::optionalScalar}});
-  return emit<mk::PositionalEncodingOp>(graph, loc, mk::PEKind::learned,
-                                        x.value(), table.value(),
-                                        offset.value());
+  return emit<mk::PositionalEncodingOp>(
+      graph, loc, mk::PEKind::learned, x.value(),
+      weightFor(x, table, loc).value(), offset.value());
 }
 
 Var layerNorm(Var x, Var gamma, Var beta, LayerNormOptions options,
               SourceLoc loc) {
   Graph &graph = checkOperands(
       loc, "layerNorm", {{x, "input"}, {gamma, "gamma"}, {beta, "beta"}});
-  return emit<mk::LayerNormOp>(graph, loc, x.value(), gamma.value(),
-                               beta.value(), llvm::APFloat(options.eps),
+  return emit<mk::LayerNormOp>(graph, loc, x.value(),
+                               weightFor(x, gamma, loc).value(),
+                               weightFor(x, beta, loc).value(),
+                               llvm::APFloat(options.eps),
                                toKiln(options.mode));
 }
 
 Var rmsNorm(Var x, Var weight, double eps, SourceLoc loc) {
   Graph &graph =
       checkOperands(loc, "rmsNorm", {{x, "input"}, {weight, "weight"}});
-  return emit<mk::RmsNormOp>(graph, loc, x.value(), weight.value(),
+  return emit<mk::RmsNormOp>(graph, loc, x.value(),
+                             weightFor(x, weight, loc).value(),
                              llvm::APFloat(eps));
 }
 
@@ -229,11 +242,14 @@ Var multiHeadAttention(Var query, Var keyValue, const AttentionWeights &weights,
   }
   DropoutSite site = dropoutSite(graph, options.dropout, op, loc);
   mlir::OpBuilder &b = builderOf(graph);
+  auto w = [&](const Var &weight) {
+    return weightFor(query, weight, loc).value();
+  };
   return emit<mk::MultiHeadAttentionOp>(
-      graph, loc, query.value(), keyValue.value(), weights.wq.value(),
-      weights.wk.value(), weights.wv.value(), weights.wo.value(),
-      weights.bq.value(), weights.bk.value(), weights.bv.value(),
-      weights.bo.value(), options.keyPaddingMask.value(), site.seed,
+      graph, loc, query.value(), keyValue.value(), w(weights.wq),
+      w(weights.wk), w(weights.wv), w(weights.wo), w(weights.bq),
+      w(weights.bk), w(weights.bv), w(weights.bo),
+      options.keyPaddingMask.value(), site.seed,
       b.getI64IntegerAttr(options.numHeads),
       options.causal ? b.getUnitAttr() : mlir::UnitAttr(),
       b.getF64FloatAttr(site.p),
@@ -275,11 +291,12 @@ Var feedForward(Var x, const FeedForwardWeights &weights,
                                 {weights.b2, "b2", Role::optionalTensor}});
   DropoutSite site = dropoutSite(graph, options.dropout, op, loc);
   mlir::OpBuilder &b = builderOf(graph);
+  auto w = [&](const Var &weight) { return weightFor(x, weight, loc).value(); };
   return emit<mk::FeedForwardOp>(
       graph, loc,
       mk::ActivationAttr::get(b.getContext(), toKiln(options.activation)),
-      x.value(), weights.w1.value(), weights.w2.value(), weights.b1.value(),
-      weights.b2.value(), site.seed, b.getF64FloatAttr(site.p),
+      x.value(), w(weights.w1), w(weights.w2), w(weights.b1), w(weights.b2),
+      site.seed, b.getF64FloatAttr(site.p),
       site.seed ? b.getI64IntegerAttr(site.stream) : mlir::IntegerAttr());
 }
 
@@ -291,8 +308,9 @@ Var linear(Var x, Var weight, Var bias, SourceLoc loc) {
   Graph &graph = checkOperands(
       loc, "linear",
       {{x, "input"}, {weight, "weight"}, {bias, "bias", Role::optionalTensor}});
-  return emit<mk::LinearOp>(graph, loc, x.value(), weight.value(),
-                            bias.value());
+  return emit<mk::LinearOp>(graph, loc, x.value(),
+                            weightFor(x, weight, loc).value(),
+                            weightFor(x, bias, loc).value());
 }
 
 Var matmul(Var lhs, Var rhs, bool transposeLhs, bool transposeRhs,

@@ -204,9 +204,13 @@ Var div(Var lhs, Var rhs, SourceLoc loc = SourceLoc::current());
 
 /// The elements of `x` (f32 or bf16) as `dtype` (f32 or bf16): rounded to
 /// the nearest bf16 (ties to even), or widened exactly; `x` itself when it
-/// has that dtype. Every other op takes one floating-point dtype for all its
-/// tensors (an f32 weight with bf16 activations needs a cast), and computes
-/// bf16 in f32 (docs/precision.md).
+/// has that dtype. Every kiln op takes one floating-point dtype for all its
+/// tensors and computes bf16 in f32 (docs/precision.md). The ops with
+/// weights (linear, layerNorm, rmsNorm, learnedPositionalEncoding's table,
+/// multiHeadAttention, feedForward) cast f32 weights to the activations'
+/// bf16 themselves, so f32 parameters (the master weights) serve bf16
+/// activations; elsewhere (add, matmul, ...) mixing f32 and bf16 is an
+/// error that asks for a cast.
 Var cast(Var x, DType dtype, SourceLoc loc = SourceLoc::current());
 
 /// Multiplies by a constant.

@@ -138,6 +138,9 @@ struct Options {
   /// CPU code's precision (JitOptions::precision), "fp32" or "bf16"; the
   /// RESULT lines name the peer "kiln" or "kiln-bf16".
   std::string precision = "fp32";
+  /// The GPT models' activations (GptConfig::activations): f32, or bf16
+  /// (the RESULT lines' peer gains "-bf16act").
+  DType activations = DType::f32;
   /// Not empty: instead of running the rows, predict their time on this
   /// GPU (h200, h100, a100) with the static cost model, without a GPU.
   std::string gpuPredict;
@@ -165,10 +168,13 @@ struct Options {
 /// given.
 /// The name of this side in RESULT, PROFILE and KERNEL lines.
 std::string peerName(const Options &options) {
+  std::string activations =
+      options.activations == DType::bf16 ? "-bf16act" : "";
   if (options.precision != "fp32") {
-    return "kiln-" + options.precision;
+    return "kiln-" + options.precision + activations;
   }
-  return options.gpuMath == "fp32" ? "kiln" : "kiln-" + options.gpuMath;
+  return (options.gpuMath == "fp32" ? "kiln" : "kiln-" + options.gpuMath) +
+         activations;
 }
 
 JitOptions jitOptions(const Options &options) {
@@ -356,6 +362,7 @@ void benchTrain(const std::string &name, const dsl::Module &module,
 void benchGpt(const std::string &name, dsl::models::GptConfig config,
               const Shape &shape, const Options &options, bool batch1) {
   dsl::Module module;
+  config.activations = options.activations;
   dsl::models::addGptLoss(module, config);
   Tensor idx = randomIds(shape.b, shape.t, shape.vocab, 1);
   Tensor targets = randomIds(shape.b, shape.t, shape.vocab, 2);
@@ -673,6 +680,11 @@ int main(int argc, char **argv) try {
       options.gpuMath = argv[++i];
     } else if (arg == "--precision" && i + 1 < argc) {
       options.precision = argv[++i];
+    } else if (arg == "--activations" && i + 1 < argc &&
+               (std::string(argv[i + 1]) == "f32" ||
+                std::string(argv[i + 1]) == "bf16")) {
+      options.activations =
+          std::string(argv[++i]) == "bf16" ? DType::bf16 : DType::f32;
     } else if (arg == "--gpu-predict" && i + 1 < argc) {
       options.gpuPredict = argv[++i];
     } else if (arg == "--gpu-profile") {
@@ -701,7 +713,7 @@ int main(int argc, char **argv) try {
                  "[--steps N] "
                  "[--cpu host|x86-64-v3|"
                  "x86-64-v4|<llvm cpu>] [--gpu native|sm_XX] [--gpu-math "
-                 "fp32|tf32|tf32x3] [--precision fp32|bf16] "
+                 "fp32|tf32|tf32x3] [--precision fp32|bf16] [--activations f32|bf16] "
                  "[--gpu-profile] [--gpu-predict h200|h100|a100] "
                  "[--unprepared-weights] [--prepared-ab] [--dump DIR]\n");
       return 2;

@@ -436,6 +436,12 @@ std::vector<::kiln::Arg> makeArgs(const ::kiln::FunctionSpec &spec,
         tensor.data<bool>()[k] = rng() % 2;
       }
       break;
+    case DType::bf16:
+      for (int64_t k = 0; k < n; ++k) {
+        tensor.data<::kiln::BFloat16>()[k] =
+            ::kiln::BFloat16::round(uniform(rng));
+      }
+      break;
     }
     args.emplace_back(std::move(tensor));
   }

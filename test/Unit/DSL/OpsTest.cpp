@@ -325,6 +325,11 @@ TEST_F(DslOpsTest, CastMakesBf16TensorsThatOpsKeep) {
   EXPECT_EQ(cast(h, DType::bf16).value(), h.value()); // no op to itself
   Var y = gelu(linear(h, cast(w, DType::bf16)));
   EXPECT_EQ(y.dtype(), DType::bf16);
+  // Ops with weights cast f32 weights to bf16 where bf16 activations use
+  // them (the master weights stay f32).
+  y = layerNorm(linear(y, weight("w2", {64, 32}), weight("b2", {64})),
+                weight("g", {64}), weight("beta", {64}));
+  EXPECT_EQ(y.dtype(), DType::bf16);
   // Numbers mixed with a bf16 Var become bf16 constants (3.1 rounded).
   y = 1.0 - (y + 3.1) * 0.5;
   EXPECT_EQ(y.dtype(), DType::bf16);
@@ -333,7 +338,7 @@ TEST_F(DslOpsTest, CastMakesBf16TensorsThatOpsKeep) {
   graph.finish({loss});
   module.verify();
   std::string ir = module.str();
-  EXPECT_EQ(count(ir, "kiln.cast"), 3) << ir;
+  EXPECT_EQ(count(ir, "kiln.cast"), 7) << ir;
   EXPECT_TRUE(contains(ir, "3.093750e+00")) << ir; // 3.1 in bf16
 }
 
@@ -341,7 +346,7 @@ TEST_F(DslOpsTest, MixingBf16AndF32IsAnErrorAtTheLine) {
   Var x = graph.input("x", {kDyn, 64}, DType::bf16);
   Var w = weight("w", {32, 64});
   int line = __LINE__ + 1;
-  std::string error = errorOf([&] { linear(x, w); });
+  std::string error = errorOf([&] { matmul(x, w, false, true); });
   EXPECT_TRUE(contains(error, at(line))) << error;
   EXPECT_TRUE(contains(error, "one floating-point element type")) << error;
   EXPECT_TRUE(contains(error, "kiln.cast converts")) << error;

@@ -343,7 +343,10 @@ inline std::vector<double> valuesOf(const Arg &arg) {
     case DType::i32:
       v[i] = t.data<int32_t>()[i];
       break;
-    default:
+    case DType::bf16:
+      v[i] = t.data<BFloat16>()[i].toFloat();
+      break;
+    case DType::i1:
       v[i] = t.data<bool>()[i] ? 1.0 : 0.0;
       break;
     }

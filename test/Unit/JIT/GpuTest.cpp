@@ -116,6 +116,10 @@ std::vector<Arg> inputsFor(const FunctionSpec &spec, int64_t dynamic,
       case DType::i1:
         t.data<bool>()[k] = k == 0 || r % 4 != 0;
         break;
+      case DType::bf16:
+        t.data<BFloat16>()[k] =
+            BFloat16::round(0.1f + float(r >> 40) / float(1 << 24));
+        break;
       }
     }
     args.emplace_back(t);

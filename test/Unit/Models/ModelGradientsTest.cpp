@@ -414,3 +414,63 @@ TEST(ModelGradients, Bf16GptAgainstFp32) {
         << std::sqrt(norm);
   }
 }
+
+// A GPT with bf16 activations (GptConfig::activations: every value between
+// the embeddings and the logits stored in bf16, computed in f32; f32
+// parameters cast where they are used, their gradients cast back; the
+// gradients of bf16 values bf16 too) against the same GPT in f32, from the
+// same parameters and inputs. Every op's result and every gradient is
+// rounded once more than in f32 (about 2^-8 each, through two layers
+// forward and back), so the tolerances, fixed before the code, are the
+// loss within 2^-6 of its value and each gradient within 2^-3 of its norm.
+// Runs on every CPU (the bf16 conversions need no AVX512-BF16), and also
+// with the bf16 precision where the host has it.
+TEST(ModelGradients, Bf16ActivationsGptAgainstFp32) {
+  dsl::models::GptConfig config;
+  config.vocabSize = 50;
+  config.dModel = 64;
+  config.numHeads = 2;
+  config.numLayers = 2;
+  config.dFF = 160;
+  config.maxSeqLen = 16;
+  dsl::Module fp32Module, bf16Module;
+  dsl::models::addGptLoss(fp32Module, config);
+  config.activations = DType::bf16;
+  dsl::models::addGptLoss(bf16Module, config);
+  EXPECT_NE(bf16Module.str().find("xbf16>"), std::string::npos);
+  Tensor idx = ref::randomIds({5, 13}, 50, 23),
+         targets = ref::randomIds({5, 13}, 50, 24);
+  CompiledModel full(fp32Module, /*seed=*/7);
+  LossAndGradients want =
+      full.gradients("loss", {{"idx", idx}, {"targets", targets}});
+  std::vector<std::string> precisions = {"fp32"};
+  if (__builtin_cpu_supports("avx512bf16")) {
+    precisions.push_back("bf16");
+  }
+  for (const std::string &precision : precisions) {
+    SCOPED_TRACE(precision);
+    JitOptions options;
+    options.precision = precision;
+    CompiledModel reduced(bf16Module, /*seed=*/7, options);
+    LossAndGradients got =
+        reduced.gradients("loss", {{"idx", idx}, {"targets", targets}});
+    EXPECT_NEAR(got.loss, want.loss, std::ldexp(std::fabs(want.loss), -6));
+    EXPECT_NE(got.loss, want.loss) << "no activation was rounded to bf16";
+    ASSERT_EQ(got.gradients.size(), want.gradients.size());
+    for (const auto &[name, g] : want.gradients) {
+      ASSERT_TRUE(got.gradients.count(name)) << name;
+      ASSERT_EQ(got.gradients.at(name).dtype(), DType::f32) << name;
+      std::vector<float> a = got.gradients.at(name).toVector<float>(),
+                         b = g.toVector<float>();
+      ASSERT_EQ(a.size(), b.size()) << name;
+      double difference = 0, norm = 0;
+      for (size_t i = 0; i < a.size(); ++i) {
+        difference += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+        norm += double(b[i]) * b[i];
+      }
+      EXPECT_LE(std::sqrt(difference), std::ldexp(std::sqrt(norm), -3))
+          << name << ": |bf16 activations - f32| " << std::sqrt(difference)
+          << ", |f32| " << std::sqrt(norm);
+    }
+  }
+}
