@@ -71,8 +71,9 @@ std::unique_ptr<Pass> inlineWithoutSimplifying() {
 void mlir::kiln::buildKilnToLinalgPipeline(OpPassManager &pm,
                                            int64_t attentionBlock,
                                            bool prepareWeights,
-                                           bool attentionKernel) {
-  pm.addPass(createKilnWidenBf16Pass());
+                                           bool attentionKernel,
+                                           bool roundingProducts) {
+  pm.addPass(createKilnWidenBf16Pass({.roundingProducts = roundingProducts}));
   pm.addPass(createConvertKilnToLinalgPass(
       {.attentionBlock = attentionBlock, .attentionKernel = attentionKernel}));
   pm.addPass(createCanonicalizerPass());
@@ -91,7 +92,8 @@ void mlir::kiln::buildKilnToLLVMPipeline(OpPassManager &pm,
                                          bool prepareWeights,
                                          llvm::StringRef precision) {
   pm.addPass(createKilnSetTargetPass({.cpu = cpu}));
-  buildKilnToLinalgPipeline(pm, kCpuAttentionBlock, prepareWeights);
+  buildKilnToLinalgPipeline(pm, kCpuAttentionBlock, prepareWeights,
+                            /*attentionKernel=*/false, precision == "bf16");
   buildLinalgToLLVMPipeline(pm, precision);
 }
 

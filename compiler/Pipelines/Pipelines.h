@@ -31,10 +31,13 @@ constexpr int64_t kCpuAttentionBlock = 64;
 /// key blocks that long: the CPU's), 0 materializes its scores.
 /// `prepareWeights` (CPU): products read the 2-D parameters they take
 /// transposed from prepared copies passed as arguments
-/// (kiln-prepare-weights).
+/// (kiln-prepare-weights). `roundingProducts` (the CPU's bf16 precision):
+/// products read f32 values where their bf16 operands are those values
+/// rounded (kiln-widen-bf16{rounding-products}).
 void buildKilnToLinalgPipeline(OpPassManager &pm, int64_t attentionBlock = 0,
                                bool prepareWeights = false,
-                               bool attentionKernel = false);
+                               bool attentionKernel = false,
+                               bool roundingProducts = false);
 /// Adds the passes from linalg on tensors (the output of kiln-to-linalg) to
 /// the LLVM dialect: bufferization, loops, LLVM, with tiles sized for the
 /// module's `kiln.target` (kiln-set-target; a module without one fails);

@@ -468,7 +468,8 @@ static void lower(LoweredModule &lowered, const LoweringOptions &options,
   PassManager llvmPm(context);
   if (options.gpuChip.empty()) {
     mlir::kiln::buildKilnToLinalgPipeline(
-        linalg, mlir::kiln::kCpuAttentionBlock, options.prepareWeights);
+        linalg, mlir::kiln::kCpuAttentionBlock, options.prepareWeights,
+        /*attentionKernel=*/false, options.precision == "bf16");
     mlir::kiln::buildLinalgToLLVMPipeline(llvmPm, options.precision);
   } else {
     mlir::kiln::buildKilnToLinalgPipeline(linalg, /*attentionBlock=*/0,

@@ -56,7 +56,20 @@ def KilnWidenBf16Pass : Pass<"kiln-widen-bf16"> {
     %g = kiln.gelu %w : (tensor<?x768xf32>) -> tensor<?x768xf32>
     %y = kiln.cast %g : (tensor<?x768xf32>) -> tensor<?x768xbf16>
     ```
+
+    With `rounding-products` (the CPU's bf16 precision, whose products round
+    their operands to bf16 while packing them: kiln-bf16-products), an
+    operand of a matrix product (linear's input and weight, matmul's, ffn's
+    input and weights, mha's inputs and projection weights; not biases)
+    that is an f32 value rounded by a kiln.cast is read as that f32 value:
+    the product sees the same bf16 values, and neither the rounded copy nor
+    its widening is made. (Products of at most 4 rows, which CPU code
+    streams in f32, then read the unrounded values.)
   }];
+  let options = [
+    Option<"roundingProducts", "rounding-products", "bool", "false",
+           "The products round their operands to bf16 themselves">
+  ];
   let dependentDialects = ["::mlir::kiln::KilnDialect"];
 }
 

@@ -41,8 +41,29 @@ bool movesOnly(Operation *op) {
              UpdateSliceOp, EmbeddingOp>(op);
 }
 
+/// The operands of `op` that only its matrix products read (not biases).
+SmallVector<OpOperand *> productOperands(Operation *op) {
+  if (auto linear = dyn_cast<LinearOp>(op)) {
+    return {&linear.getInputMutable(), &linear.getWeightMutable()};
+  }
+  if (auto matmul = dyn_cast<MatmulOp>(op)) {
+    return {&matmul.getLhsMutable(), &matmul.getRhsMutable()};
+  }
+  if (auto ffn = dyn_cast<FeedForwardOp>(op)) {
+    return {&ffn.getInputMutable(), &ffn.getW1Mutable(), &ffn.getW2Mutable()};
+  }
+  if (auto mha = dyn_cast<MultiHeadAttentionOp>(op)) {
+    return {&mha.getQueryMutable(), &mha.getKeyValueMutable(),
+            &mha.getWqMutable(),    &mha.getWkMutable(),
+            &mha.getWvMutable(),    &mha.getWoMutable()};
+  }
+  return {};
+}
+
 struct KilnWidenBf16Pass
     : mlir::kiln::impl::KilnWidenBf16PassBase<KilnWidenBf16Pass> {
+  using Base::Base;
+
   void runOnOperation() override {
     SmallVector<Operation *> ops;
     getOperation()->walk([&](Operation *op) {
@@ -60,6 +81,18 @@ struct KilnWidenBf16Pass
                               << op->getLoc() << "\n");
       OpBuilder b(op);
       Location loc = op->getLoc();
+      if (roundingProducts) {
+        // The products round their operands to bf16 as they pack them: an
+        // f32 value rounded to bf16 is read as that f32 value (the same
+        // bf16 values, without the rounded copy and its widening).
+        for (OpOperand *operand : productOperands(op)) {
+          auto rounded = operand->get().getDefiningOp<CastOp>();
+          if (rounded && widened(rounded.getType()) &&
+              getElementTypeOrSelf(rounded.getInput().getType()).isF32()) {
+            operand->set(rounded.getInput());
+          }
+        }
+      }
       for (OpOperand &operand : op->getOpOperands()) {
         if (RankedTensorType wide = widened(operand.get().getType())) {
           operand.set(CastOp::create(b, loc, wide, operand.get()));

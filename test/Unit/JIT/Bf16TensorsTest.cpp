@@ -476,3 +476,44 @@ TEST(Bf16Tensors, ArgumentsAreCheckedByDtype) {
         << e.what();
   }
 }
+
+namespace {
+const char *kRoundedOperands = R"(
+  func.func @from_f32(%x: tensor<?x?xf32>, %w: tensor<?x?xf32>) -> tensor<?x?xbf16> {
+    %xb = kiln.cast %x : (tensor<?x?xf32>) -> tensor<?x?xbf16>
+    %wb = kiln.cast %w : (tensor<?x?xf32>) -> tensor<?x?xbf16>
+    %0 = kiln.linear %xb, %wb : (tensor<?x?xbf16>, tensor<?x?xbf16>) -> tensor<?x?xbf16>
+    return %0 : tensor<?x?xbf16>
+  }
+  func.func @from_bf16(%x: tensor<?x?xbf16>, %w: tensor<?x?xbf16>) -> tensor<?x?xbf16> {
+    %0 = kiln.linear %x, %w : (tensor<?x?xbf16>, tensor<?x?xbf16>) -> tensor<?x?xbf16>
+    return %0 : tensor<?x?xbf16>
+  })";
+} // namespace
+
+// With the bf16 precision a product reads the f32 values its bf16 operands
+// were rounded from (kiln-widen-bf16{rounding-products}) and rounds them
+// while packing: bit for bit what it computes from the rounded values
+// passed in as bf16, at sizes across the tiles.
+TEST(Bf16Tensors, ProductsRoundTheirF32SourcesExactly) {
+  if (!hostHasBf16()) {
+    GTEST_SKIP() << "this CPU has no AVX512-BF16";
+  }
+  auto jit = compile(kRoundedOperands, "host", "bf16");
+  uint32_t seed = 900;
+  for (int64_t m : {int64_t(1), int64_t(17), int64_t(65)}) {
+    for (int64_t k : {int64_t(15), int64_t(33)}) {
+      for (int64_t n : {int64_t(16), int64_t(33)}) {
+        SCOPED_TRACE(fmt::format("m {} k {} n {}", m, k, n));
+        Tensor x = ref::randomTensor({m, k}, seed++);
+        Tensor w = ref::randomTensor({n, k}, seed++);
+        std::vector<BFloat16> a = jit->call("from_f32", {x, w})[0]
+                                      .toVector<BFloat16>();
+        std::vector<BFloat16> b =
+            jit->call("from_bf16", {x.to(DType::bf16), w.to(DType::bf16)})[0]
+                .toVector<BFloat16>();
+        EXPECT_EQ(a, b);
+      }
+    }
+  }
+}

@@ -3,6 +3,7 @@
 // f32 ops are untouched.
 // RUN: kiln-opt %s -kiln-widen-bf16 | FileCheck %s
 // RUN: kiln-opt %s -kiln-widen-bf16 -canonicalize | FileCheck %s --check-prefix=FOLD
+// RUN: kiln-opt %s -kiln-widen-bf16=rounding-products=true -canonicalize | FileCheck %s --check-prefix=ROUND
 
 // CHECK-LABEL: func.func @block
 // CHECK-SAME: (%[[X:[^:]*]]: tensor<?x8xbf16>, %[[W:[^:]*]]: tensor<4x8xf32>
@@ -59,4 +60,28 @@ func.func @round_trip(%x: tensor<8xbf16>) -> tensor<8xbf16> {
 func.func @gather(%ids: tensor<?xi64>, %table: tensor<50x8xbf16>) -> tensor<?x8xbf16> {
   %0 = kiln.embedding %ids, %table : (tensor<?xi64>, tensor<50x8xbf16>) -> tensor<?x8xbf16>
   return %0 : tensor<?x8xbf16>
+}
+
+// With rounding-products (the bf16 precision's products round their
+// operands themselves), a product's operand that is an f32 value rounded
+// to bf16 is read as the f32 value: the input and weight here, not the
+// bias (added in f32 after the product: its rounding stays), and not a
+// bf16 argument (no f32 source).
+// CHECK-LABEL: func.func @rounded_operands
+// CHECK: kiln.linear %{{.*}}, %{{.*}}, %{{.*}} : (tensor<?x8xf32>, tensor<4x8xf32>, tensor<4xf32>) -> tensor<?x4xf32>
+// ROUND-LABEL: func.func @rounded_operands
+// ROUND-SAME: (%[[X:[^:]*]]: tensor<?x8xf32>, %[[W:[^:]*]]: tensor<4x8xf32>, %[[B:[^:]*]]: tensor<4xf32>, %[[H:[^:]*]]: tensor<?x8xbf16>)
+// ROUND: %[[BB:.*]] = kiln.cast %[[B]] : (tensor<4xf32>) -> tensor<4xbf16>
+// ROUND: %[[BW:.*]] = kiln.cast %[[BB]] : (tensor<4xbf16>) -> tensor<4xf32>
+// ROUND: kiln.linear %[[X]], %[[W]], %[[BW]] : (tensor<?x8xf32>, tensor<4x8xf32>, tensor<4xf32>) -> tensor<?x4xf32>
+// ROUND: %[[HW:.*]] = kiln.cast %[[H]] : (tensor<?x8xbf16>) -> tensor<?x8xf32>
+// ROUND: kiln.linear %[[HW]], %[[W]] : (tensor<?x8xf32>, tensor<4x8xf32>) -> tensor<?x4xf32>
+func.func @rounded_operands(%x: tensor<?x8xf32>, %w: tensor<4x8xf32>, %b: tensor<4xf32>, %h: tensor<?x8xbf16>)
+    -> (tensor<?x4xbf16>, tensor<?x4xbf16>) {
+  %xb = kiln.cast %x : (tensor<?x8xf32>) -> tensor<?x8xbf16>
+  %wb = kiln.cast %w : (tensor<4x8xf32>) -> tensor<4x8xbf16>
+  %bb = kiln.cast %b : (tensor<4xf32>) -> tensor<4xbf16>
+  %0 = kiln.linear %xb, %wb, %bb : (tensor<?x8xbf16>, tensor<4x8xbf16>, tensor<4xbf16>) -> tensor<?x4xbf16>
+  %1 = kiln.linear %h, %wb : (tensor<?x8xbf16>, tensor<4x8xbf16>) -> tensor<?x4xbf16>
+  return %0, %1 : tensor<?x4xbf16>, tensor<?x4xbf16>
 }
