@@ -20,7 +20,14 @@ def KilnFuseElementwisePass : Pass<"kiln-fuse-elementwise"> {
     but is never fused into a contraction or a reduction, where it would be
     recomputed once per reduction step, nor into one consumer while it is
     kept for another (along a residual stream, every layer would recompute
-    all the ones before it).
+    all the ones before it). For bf16 values (kiln-widen-bf16's casts): a
+    widening (bf16 to f32, one load and a shift per element) also fuses into
+    consumers that read each of its elements once (an operand map that is a
+    permutation: a layer norm's or softmax's reductions over a bf16 row),
+    never into a contraction, which reads each element many times; and a
+    producer with several users never fuses into conversions, so that a
+    rounded residual sum is stored once in bf16 rather than recomputed in
+    each layer that widens it.
   }];
   let dependentDialects = ["::mlir::linalg::LinalgDialect"];
 }
