@@ -366,6 +366,30 @@ TEST(ModelGradients, EncoderDecoderWithoutIgnoreIndexAcrossTiles) {
       /*everyElement=*/false);
 }
 
+namespace {
+/// Expects `got` to have `want`'s gradients (f32, the same names and sizes),
+/// each within 2^`exponent` of its norm in L2.
+void expectGradientsNear(const LossAndGradients &got,
+                         const LossAndGradients &want, int exponent) {
+  ASSERT_EQ(got.gradients.size(), want.gradients.size());
+  for (const auto &[name, g] : want.gradients) {
+    ASSERT_TRUE(got.gradients.count(name)) << name;
+    ASSERT_EQ(got.gradients.at(name).dtype(), DType::f32) << name;
+    std::vector<float> a = got.gradients.at(name).toVector<float>(),
+                       b = g.toVector<float>();
+    ASSERT_EQ(a.size(), b.size()) << name;
+    double difference = 0, norm = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+      difference += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+      norm += double(b[i]) * b[i];
+    }
+    EXPECT_LE(std::sqrt(difference), std::ldexp(std::sqrt(norm), exponent))
+        << name << ": |got - want| " << std::sqrt(difference) << ", |want| "
+        << std::sqrt(norm);
+  }
+}
+} // namespace
+
 // The bf16 precision (JitOptions::precision) on a whole GPT: its loss and
 // every parameter's gradient against the same model compiled in fp32 from
 // the same parameters and inputs, with tolerances fixed from bf16's 8-bit
@@ -398,21 +422,7 @@ TEST(ModelGradients, Bf16GptAgainstFp32) {
       full.gradients("loss", {{"idx", idx}, {"targets", targets}});
   EXPECT_NEAR(got.loss, want.loss, std::ldexp(std::fabs(want.loss), -7));
   EXPECT_NE(got.loss, want.loss) << "no product was rounded to bf16";
-  ASSERT_EQ(got.gradients.size(), want.gradients.size());
-  for (const auto &[name, g] : want.gradients) {
-    ASSERT_TRUE(got.gradients.count(name)) << name;
-    std::vector<float> a = got.gradients.at(name).toVector<float>(),
-                       b = g.toVector<float>();
-    ASSERT_EQ(a.size(), b.size()) << name;
-    double difference = 0, norm = 0;
-    for (size_t i = 0; i < a.size(); ++i) {
-      difference += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
-      norm += double(b[i]) * b[i];
-    }
-    EXPECT_LE(std::sqrt(difference), std::ldexp(std::sqrt(norm), -4))
-        << name << ": |bf16 - fp32| " << std::sqrt(difference) << ", |fp32| "
-        << std::sqrt(norm);
-  }
+  expectGradientsNear(got, want, -4);
 }
 
 // A GPT with bf16 activations (GptConfig::activations: every value between
@@ -456,21 +466,6 @@ TEST(ModelGradients, Bf16ActivationsGptAgainstFp32) {
         reduced.gradients("loss", {{"idx", idx}, {"targets", targets}});
     EXPECT_NEAR(got.loss, want.loss, std::ldexp(std::fabs(want.loss), -6));
     EXPECT_NE(got.loss, want.loss) << "no activation was rounded to bf16";
-    ASSERT_EQ(got.gradients.size(), want.gradients.size());
-    for (const auto &[name, g] : want.gradients) {
-      ASSERT_TRUE(got.gradients.count(name)) << name;
-      ASSERT_EQ(got.gradients.at(name).dtype(), DType::f32) << name;
-      std::vector<float> a = got.gradients.at(name).toVector<float>(),
-                         b = g.toVector<float>();
-      ASSERT_EQ(a.size(), b.size()) << name;
-      double difference = 0, norm = 0;
-      for (size_t i = 0; i < a.size(); ++i) {
-        difference += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
-        norm += double(b[i]) * b[i];
-      }
-      EXPECT_LE(std::sqrt(difference), std::ldexp(std::sqrt(norm), -3))
-          << name << ": |bf16 activations - f32| " << std::sqrt(difference)
-          << ", |f32| " << std::sqrt(norm);
-    }
+    expectGradientsNear(got, want, -3);
   }
 }
