@@ -420,14 +420,18 @@ private:
 
   /// a stored [k, m] (m contiguous: a weight gradient's gᵀ): 16 rows by 32
   /// values of k at a time, rows k and k + 1 interleaved into pairs, the
-  /// 16 x 16 pairs transposed into 16 packed rows.
+  /// 16 x 16 pairs transposed into 16 packed rows. The cores split the
+  /// blocks of k, and each sweeps m along its 32 rows of a: reads along
+  /// the rows, which the prefetchers follow (sweeping k for one block of m
+  /// would read one cache line of every row of a wide gᵀ: 4096 columns
+  /// took 15% longer that way on Zen 4).
   void packColumnsAlongK(Value m, Value k, Value rowsPadded, Value pairsPadded,
                          Value aPacked) {
-    loop(arith::DivUIOp::create(b, rowsPadded, index(kLanes)), true,
-         [&](Value rowBlock) {
-           Value row0 = mul(rowBlock, kLanes);
-           loop(arith::DivUIOp::create(b, pairsPadded, index(kPairBlock)),
-                false, [&](Value block) {
+    loop(arith::DivUIOp::create(b, pairsPadded, index(kPairBlock)), true,
+         [&](Value block) {
+           loop(arith::DivUIOp::create(b, rowsPadded, index(kLanes)), false,
+                [&](Value rowBlock) {
+                  Value row0 = mul(rowBlock, kLanes);
                   Value k0 = mul(block, 2 * kPairBlock);
                   SmallVector<Value> columns;
                   for (int64_t j = 0; j < kPairBlock; ++j) {
