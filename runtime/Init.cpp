@@ -16,7 +16,6 @@
 #include <fmt/format.h>
 
 #include <cmath>
-#include <cstring>
 #include <limits>
 #include <numbers>
 
@@ -159,8 +158,11 @@ void kiln::initialize(Tensor &tensor, const Init &init, Rng &rng) {
     // The f32 values rounded: the same draws as an f32 tensor's.
     Tensor values = Tensor::empty(tensor.shape(), DType::f32);
     initialize(values, init, rng);
-    Tensor rounded = values.to(DType::bf16);
-    std::memcpy(tensor.raw(), rounded.raw(), rounded.nbytes());
+    const float *from = values.data<float>();
+    BFloat16 *to = tensor.data<BFloat16>();
+    for (int64_t i = 0, n = tensor.numel(); i < n; ++i) {
+      to[i] = BFloat16::round(from[i]);
+    }
     return;
   }
 

@@ -102,20 +102,20 @@ struct KilnConvertVectorToLLVMPass
     if (failed(target)) {
       return signalPassFailure();
     }
-    bool wide = mlir::kiln::cpu::TargetInfo::of(*target).vectorWidth() == 16;
+    mlir::kiln::cpu::TargetInfo info = mlir::kiln::cpu::TargetInfo::of(*target);
+    bool wide = info.vectorWidth() == 16;
     LLVM_DEBUG(llvm::dbgs() << DEBUG_TYPE ": transposes as "
                             << (wide ? "16x16 shuffles" : "1-D shuffles")
                             << " for " << target->getCpu() << "\n");
-    RewritePatternSet scalars(&getContext());
-    scalars.add<ScalarTransferRead, ScalarTransferWrite>(&getContext());
+    RewritePatternSet prelude(&getContext());
+    prelude.add<ScalarTransferRead, ScalarTransferWrite>(&getContext());
     // bf16 conversions (kiln.cast's): vcvtneps2bf16 where the target has
     // AVX512-BF16; elsewhere integer arithmetic (round to nearest even), not
     // LLVM's calls to __truncsfbf2 per element.
-    bool bf16 = mlir::kiln::cpu::TargetInfo::of(*target).avx512bf16;
-    if (!bf16) {
-      arith::populateExpandBFloat16Patterns(scalars);
+    if (!info.avx512bf16) {
+      arith::populateExpandBFloat16Patterns(prelude);
     }
-    if (failed(applyPatternsGreedily(getOperation(), std::move(scalars)))) {
+    if (failed(applyPatternsGreedily(getOperation(), std::move(prelude)))) {
       return signalPassFailure();
     }
     // x86vector's patterns only where its ops are (bf16 products).

@@ -388,6 +388,19 @@ void expectGradientsNear(const LossAndGradients &got,
         << std::sqrt(norm);
   }
 }
+
+/// The GPT both bf16 tests compare: products wide enough to take every
+/// packing path (d 64 = 32 pairs, 65 rows, feed-forward 160), two layers.
+dsl::models::GptConfig bf16TestGpt() {
+  dsl::models::GptConfig config;
+  config.vocabSize = 50;
+  config.dModel = 64;
+  config.numHeads = 2;
+  config.numLayers = 2;
+  config.dFF = 160;
+  config.maxSeqLen = 16;
+  return config;
+}
 } // namespace
 
 // The bf16 precision (JitOptions::precision) on a whole GPT: its loss and
@@ -402,13 +415,7 @@ TEST(ModelGradients, Bf16GptAgainstFp32) {
     GTEST_SKIP() << "this CPU has no AVX512-BF16 (the refusal is "
                     "Bf16Products.RefusedWhereTheTargetLacksAvx512Bf16)";
   }
-  dsl::models::GptConfig config;
-  config.vocabSize = 50;
-  config.dModel = 64;
-  config.numHeads = 2;
-  config.numLayers = 2;
-  config.dFF = 160;
-  config.maxSeqLen = 16;
+  dsl::models::GptConfig config = bf16TestGpt();
   dsl::Module module;
   dsl::models::addGptLoss(module, config);
   JitOptions bf16;
@@ -436,13 +443,7 @@ TEST(ModelGradients, Bf16GptAgainstFp32) {
 // Runs on every CPU (the bf16 conversions need no AVX512-BF16), and also
 // with the bf16 precision where the host has it.
 TEST(ModelGradients, Bf16ActivationsGptAgainstFp32) {
-  dsl::models::GptConfig config;
-  config.vocabSize = 50;
-  config.dModel = 64;
-  config.numHeads = 2;
-  config.numLayers = 2;
-  config.dFF = 160;
-  config.maxSeqLen = 16;
+  dsl::models::GptConfig config = bf16TestGpt();
   dsl::Module fp32Module, bf16Module;
   dsl::models::addGptLoss(fp32Module, config);
   config.activations = DType::bf16;
