@@ -90,11 +90,12 @@ void mlir::kiln::buildKilnToLinalgPipeline(OpPassManager &pm,
 void mlir::kiln::buildKilnToLLVMPipeline(OpPassManager &pm,
                                          const std::string &cpu,
                                          bool prepareWeights,
-                                         llvm::StringRef precision) {
+                                         llvm::StringRef precision,
+                                         llvm::StringRef bf16Kernels) {
   pm.addPass(createKilnSetTargetPass({.cpu = cpu}));
   buildKilnToLinalgPipeline(pm, kCpuAttentionBlock, prepareWeights,
                             /*attentionKernel=*/false, precision == "bf16");
-  buildLinalgToLLVMPipeline(pm, precision);
+  buildLinalgToLLVMPipeline(pm, precision, bf16Kernels);
 }
 
 /// Adds CPU tiling to a pass manager of functions on buffers: the decision
@@ -113,7 +114,8 @@ static void buildCpuTilingPipeline(
 }
 
 void mlir::kiln::buildLinalgToLLVMPipeline(OpPassManager &pm,
-                                           llvm::StringRef precision) {
+                                           llvm::StringRef precision,
+                                           llvm::StringRef bf16Kernels) {
   // Buffers: arguments updated in place, fills per user, freed early.
   pm.addNestedPass<func::FuncOp>(createKilnCloneFillsPerUsePass());
   pm.addPass(createKilnMarkInPlaceArgumentsPass());
@@ -130,7 +132,8 @@ void mlir::kiln::buildLinalgToLLVMPipeline(OpPassManager &pm,
   // of a few rows stream their weight instead.
   pm.addNestedPass<func::FuncOp>(createKilnVectorMatrixProductsPass());
   if (precision == "bf16") {
-    pm.addNestedPass<func::FuncOp>(createKilnBf16ProductsPass());
+    pm.addNestedPass<func::FuncOp>(
+        createKilnBf16ProductsPass({.kernels = bf16Kernels.str()}));
   }
   buildCpuTilingPipeline(pm.nest<func::FuncOp>());
   pm.addPass(createCanonicalizerPass());
@@ -382,6 +385,11 @@ struct CpuPipelineOptions : public PassPipelineOptions<CpuPipelineOptions> {
       llvm::cl::desc("Matrix products: fp32, or bf16 (bf16 values, f32 "
                      "sums; AVX512-BF16)"),
       llvm::cl::init("fp32")};
+  Option<std::string> bf16Kernels{
+      *this, "bf16-kernels",
+      llvm::cl::desc("With precision=bf16: auto, dot (vdpbf16ps), amx (AMX "
+                     "tiles) or amx-emulated"),
+      llvm::cl::init("auto")};
 };
 } // namespace
 
@@ -455,8 +463,14 @@ void mlir::kiln::registerKilnPipelines() {
             !why.empty()) {
           return errorHandler("kiln-to-llvm: " + why);
         }
+        if (llvm::Expected<cpu::Bf16Kernels> kernels =
+                cpu::bf16Kernels(options.bf16Kernels, TargetAttr());
+            !kernels) {
+          return errorHandler("kiln-to-llvm: " +
+                              llvm::toString(kernels.takeError()));
+        }
         buildKilnToLLVMPipeline(pm, options.cpu, options.prepareWeights,
-                                options.precision);
+                                options.precision, options.bf16Kernels);
         return success();
       },
       [](function_ref<void(const mlir::detail::PassOptions &)> optHandler) {

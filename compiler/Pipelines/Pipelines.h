@@ -43,14 +43,17 @@ void buildKilnToLinalgPipeline(OpPassManager &pm, int64_t attentionBlock = 0,
 /// module's `kiln.target` (kiln-set-target; a module without one fails);
 /// ends with kiln-check-lowered{stage=llvm}. `precision` "bf16": matrix
 /// products of bf16 values with f32 sums (kiln-bf16-products; the target
-/// must have AVX512-BF16: cpu::cpuPrecisionError); "fp32": all f32.
+/// must have AVX512-BF16: cpu::cpuPrecisionError), with `bf16Kernels`
+/// (kiln-bf16-products{kernels}); "fp32": all f32.
 void buildLinalgToLLVMPipeline(OpPassManager &pm,
-                               llvm::StringRef precision = "fp32");
+                               llvm::StringRef precision = "fp32",
+                               llvm::StringRef bf16Kernels = "auto");
 /// kiln-set-target{cpu} ("host" or an LLVM CPU name), kiln-to-linalg
 /// (attention by blocks), then linalg-to-LLVM: the kiln-to-llvm pipeline.
 void buildKilnToLLVMPipeline(OpPassManager &pm, const std::string &cpu = "host",
                              bool prepareWeights = false,
-                             llvm::StringRef precision = "fp32");
+                             llvm::StringRef precision = "fp32",
+                             llvm::StringRef bf16Kernels = "auto");
 /// What the GPU pipeline is asked for besides the target.
 struct GpuPipelineOptions {
   /// Parameters and optimizer state, and the results that update them, are

@@ -9,8 +9,10 @@
 #include "compiler/Codegen/CPU/Contraction.h"
 #include "compiler/Codegen/CPU/TargetInfo.h"
 
+#include "mlir/Dialect/AMX/AMXDialect.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Linalg/IR/LinalgInterfaces.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -42,6 +44,13 @@ constexpr int64_t kCols = 2 * kLanes;
 /// transposed in registers when the source holds the other dimension
 /// contiguous); the packed buffers' reduction extent is a multiple of it.
 constexpr int64_t kPairBlock = 16;
+/// AMX: a tile holds 16 rows of 64 bytes (16 f32 sums, or 16 bf16 pairs);
+/// the register tile is 2 x 2 tiles of sums (32 rows by one 32-column
+/// panel), with two tiles of a and two of b: the eight tile registers.
+constexpr int64_t kTileRows = 16;
+constexpr int64_t kAmxRows = 2 * kTileRows;
+
+using mlir::kiln::cpu::Bf16Kernels;
 
 /// A contraction out[batch.., m.., n..] += a * b on f32 buffers: each
 /// operand's batch loops first (in one order), then its other loops in two
@@ -241,7 +250,8 @@ Value slice(ImplicitLocOpBuilder &b, Value buffer, Value index) {
 /// Builds the packing and the register tiles of one product.
 class Builder {
 public:
-  Builder(const Product &product) : p(product), b(p.op.getLoc(), p.op) {
+  Builder(const Product &product, Bf16Kernels kernels)
+      : p(product), kernels(kernels), b(p.op.getLoc(), p.op) {
     p.a = collapse(b, p.a, p.aRuns);
     p.b = collapse(b, p.b, p.bRuns);
     p.out = collapse(b, p.out, p.outRuns);
@@ -258,7 +268,9 @@ public:
     Value n = memref::DimOp::create(b, p.b, first + p.bN);
     Value pairs = ceilDiv(k, 2);
     Value pairsPadded = mul(ceilDiv(pairs, kPairBlock), kPairBlock);
-    Value rowsPadded = mul(ceilDiv(m, kPairBlock), kPairBlock);
+    // AMX's register tiles take 32 rows of a at a time.
+    int64_t rowPad = amx() ? kAmxRows : kPairBlock;
+    Value rowsPadded = mul(ceilDiv(m, rowPad), rowPad);
     Value panels = ceilDiv(n, kCols);
     auto i32 = b.getI32Type();
     // a as bf16 pairs along k, [rows, pairs]; b as panels of 32 columns,
@@ -275,6 +287,9 @@ public:
       aSizes.insert(aSizes.begin(), batches);
       bShape.insert(bShape.begin(), ShapedType::kDynamic);
       bSizes.insert(bSizes.begin(), batches);
+    }
+    if (kernels == Bf16Kernels::amx) {
+      requestTiles();
     }
     Value aPacked = memref::AllocOp::create(b, MemRefType::get(aShape, i32),
                                             aSizes, b.getI64IntegerAttr(64));
@@ -304,19 +319,27 @@ private:
   void buildOne(Value m, Value k, Value n, Value pairs, Value pairsPadded,
                 Value rowsPadded, Value panels, Value aPacked, Value bPacked) {
     if (p.aK == 1) {
-      packRowsAlongK(m, k, pairsPadded, aPacked);
+      packRowsAlongK(m, amx() ? rowsPadded : m, pairsPadded, aPacked);
     } else {
       packColumnsAlongK(m, k, rowsPadded, pairsPadded, aPacked);
     }
     if (p.bK == 1) {
       packPanelsFromRowsAlongK(n, k, panels, pairsPadded, bPacked);
     } else {
-      packPanelsFromColumns(n, k, panels, pairs, bPacked);
+      packPanelsFromColumns(n, k, panels, amx() ? pairsPadded : pairs, bPacked);
     }
-    multiply(m, panels, pairs, aPacked, bPacked);
+    if (amx()) {
+      multiplyTiles(m, n, rowsPadded, panels, pairsPadded, aPacked, bPacked);
+    } else {
+      multiply(m, panels, pairs, aPacked, bPacked);
+    }
   }
 
+  /// Whether the products run on AMX's tiles (or their emulation).
+  bool amx() const { return kernels != Bf16Kernels::dot; }
+
   Product p; // collapsed a, b and out (2-D slices inside a batch loop)
+  Bf16Kernels kernels;
   /// Whether the loops a product marks run on all cores (not inside a
   /// batch loop that does).
   bool threads = true;
@@ -405,13 +428,13 @@ private:
   }
 
   /// a[m, k] with k contiguous: each row's 32 values from k = 32 kb are 16
-  /// pairs of its packed row.
-  void packRowsAlongK(Value m, Value k, Value pairsPadded, Value aPacked) {
-    loop(m, /*parallel=*/true, [&](Value row) {
+  /// pairs of its packed row; `rows` of them (rows past m are zeros).
+  void packRowsAlongK(Value m, Value rows, Value pairsPadded, Value aPacked) {
+    loop(rows, /*parallel=*/true, [&](Value row) {
       loop(arith::DivUIOp::create(b, pairsPadded, index(kPairBlock)), false,
            [&](Value block) {
-             Value v = read(p.a, at(p.aK, row, mul(block, 2 * kPairBlock)),
-                            2 * kPairBlock);
+             Value v = readRowOrZero(
+                 p.a, p.aK, row, m, mul(block, 2 * kPairBlock), 2 * kPairBlock);
              vector::StoreOp::create(b, asPairs(toBf16(v)), aPacked,
                                      ValueRange{row, mul(block, kPairBlock)});
            });
@@ -485,7 +508,8 @@ private:
   }
 
   /// b stored [k, n] (n contiguous): rows k and k + 1 of a panel's 32
-  /// columns interleaved into its pair row.
+  /// columns interleaved into its pair row, for `pairs` pairs (those past k
+  /// zeros).
   void packPanelsFromColumns(Value n, Value k, Value panels, Value pairs,
                              Value bPacked) {
     loop(panels, true, [&](Value panel) {
@@ -574,6 +598,245 @@ private:
       });
     });
   }
+
+  /// Asks Linux for AMX's tile state for this process (arch_prctl
+  /// ARCH_REQ_XCOMP_PERM, 0x1023, component XTILEDATA, 18; a tile
+  /// instruction without it faults): a system call per product, granted
+  /// once and answered at once afterwards, so that objects compiled ahead
+  /// of time need nothing of the program that calls them.
+  void requestTiles() {
+    auto i64 = b.getI64Type();
+    auto constant = [&](int64_t v) {
+      return arith::ConstantOp::create(b, b.getI64IntegerAttr(v)).getResult();
+    };
+    LLVM::InlineAsmOp::create(
+        b, TypeRange{i64},
+        ValueRange{constant(158 /* SYS_arch_prctl */), constant(0x1023),
+                   constant(18)},
+        "syscall", "={rax},{rax},{rdi},{rsi},~{rcx},~{r11},~{memory}",
+        /*has_side_effects=*/true, /*is_align_stack=*/false,
+        LLVM::tailcallkind::TailCallKind::None, LLVM::AsmDialectAttr(),
+        ArrayAttr());
+  }
+
+  // The tile instructions: AMX's, or with Bf16Kernels::amxEmulated, the
+  // same arithmetic on vectors of the tiles' shape (sums as
+  // vector<16x16xf32>, bf16 pairs as vector<16x16xi32>) by vdpbf16ps.
+
+  Type sumTile() {
+    return kernels == Bf16Kernels::amx
+               ? Type(amx::TileType::get({kTileRows, kLanes}, b.getF32Type()))
+               : Type(VectorType::get({kTileRows, kLanes}, b.getF32Type()));
+  }
+  Type pairTile() {
+    return kernels == Bf16Kernels::amx
+               ? Type(amx::TileType::get({kTileRows, 2 * kLanes},
+                                         b.getBF16Type()))
+               : Type(VectorType::get({kTileRows, kLanes}, b.getI32Type()));
+  }
+  Value tileZero(ImplicitLocOpBuilder &ib) {
+    if (kernels == Bf16Kernels::amx) {
+      return amx::TileZeroOp::create(ib, sumTile());
+    }
+    return arith::ConstantOp::create(
+        ib, DenseElementsAttr::get(cast<VectorType>(sumTile()), 0.0f));
+  }
+  /// The tile of 16 rows from `indices` of `buffer` (its rows the
+  /// second-innermost dimension; every element in bounds).
+  Value tileLoad(ImplicitLocOpBuilder &ib, Type type, Value buffer,
+                 ValueRange indices) {
+    if (kernels == Bf16Kernels::amx) {
+      return amx::TileLoadOp::create(ib, type, buffer, indices);
+    }
+    auto vectorType = cast<VectorType>(type);
+    Value pad = isa<FloatType>(vectorType.getElementType())
+                    ? arith::ConstantOp::create(ib, ib.getF32FloatAttr(0.0f))
+                          .getResult()
+                    : arith::ConstantOp::create(ib, ib.getI32IntegerAttr(0))
+                          .getResult();
+    return vector::TransferReadOp::create(ib, vectorType, buffer, indices, pad,
+                                          ArrayRef<bool>{true, true});
+  }
+  void tileStore(ImplicitLocOpBuilder &ib, Value tile, Value buffer,
+                 ValueRange indices) {
+    if (kernels == Bf16Kernels::amx) {
+      amx::TileStoreOp::create(ib, buffer, indices, tile);
+      return;
+    }
+    vector::TransferWriteOp::create(ib, tile, buffer, indices,
+                                    ArrayRef<bool>{true, true});
+  }
+  /// acc += a b: a's 16 rows of 16 pairs of k, b's 16 rows of pairs (one
+  /// pair of k for each of 16 columns), tdpbf16ps.
+  Value tileMul(ImplicitLocOpBuilder &ib, Value acc, Value a, Value bTile) {
+    if (kernels == Bf16Kernels::amx) {
+      return amx::TileMulFOp::create(ib, sumTile(), a, bTile, acc);
+    }
+    auto bf16x32 = vector(2 * kLanes, ib.getBF16Type());
+    auto i32x16 = vector(kLanes, ib.getI32Type());
+    SmallVector<Value> rows;
+    for (int64_t r = 0; r < kTileRows; ++r) {
+      rows.push_back(vector::ExtractOp::create(ib, acc, r));
+    }
+    for (int64_t pair = 0; pair < kLanes; ++pair) {
+      Value columns = vector::BitCastOp::create(
+          ib, bf16x32, vector::ExtractOp::create(ib, bTile, pair));
+      for (int64_t r = 0; r < kTileRows; ++r) {
+        Value aPair =
+            vector::ExtractOp::create(ib, a, ArrayRef<int64_t>{r, pair});
+        Value broadcast = vector::BitCastOp::create(
+            ib, bf16x32, vector::BroadcastOp::create(ib, i32x16, aPair));
+        rows[r] = x86vector::DotBF16Op::create(
+            ib, vector(kLanes, ib.getF32Type()), rows[r], broadcast, columns);
+      }
+    }
+    Value result = tileZero(ib);
+    for (int64_t r = 0; r < kTileRows; ++r) {
+      result = vector::InsertOp::create(ib, rows[r], result, r);
+    }
+    return result;
+  }
+
+  /// out[m, n] (+)= the packed product on tiles: per panel (two tiles of 16
+  /// columns) and block of 32 rows (two tiles of a), four tiles of sums over
+  /// every 16 pairs of k (the padded pairs are zeros in both packed
+  /// buffers). A block wholly inside out loads and stores its sums there
+  /// (or starts from zero tiles for a zero fill); one on an edge goes
+  /// through a 32 x 32 buffer of its own (a few per product: the edges),
+  /// whose rows and columns in range are copied in and out.
+  void multiplyTiles(Value m, Value n, Value rowsPadded, Value panels,
+                     Value pairsPadded, Value aPacked, Value bPacked) {
+    Value rowTiles = arith::DivUIOp::create(b, rowsPadded, index(kAmxRows));
+    Value steps = arith::DivUIOp::create(b, pairsPadded, index(kPairBlock));
+    bool zeroFill = p.fill && p.fill->getValue().isZero();
+    auto f32x16 = vector(kLanes, b.getF32Type());
+    loop(panels, true, [&](Value panel) {
+      Value column = mul(panel, kCols);
+      loop(rowTiles, true, [&](Value tile) {
+        Value row0 = mul(tile, kAmxRows);
+        // The four tiles of sums from `initial`, summed over k, given to
+        // `store`.
+        auto sums =
+            [&](llvm::function_ref<Value(int64_t, int64_t)> initial,
+                llvm::function_ref<void(int64_t, int64_t, Value)> store) {
+              SmallVector<Value> init;
+              for (int64_t i = 0; i < 2; ++i) {
+                for (int64_t j = 0; j < 2; ++j) {
+                  init.push_back(initial(i, j));
+                }
+              }
+              auto forOp = scf::ForOp::create(
+                  b, index(0), steps, index(1), init,
+                  [&](OpBuilder &nested, Location loc, Value step,
+                      ValueRange acc) {
+                    ImplicitLocOpBuilder ib(loc, nested);
+                    Value pair0 = arith::MulIOp::create(
+                        ib, step,
+                        arith::ConstantIndexOp::create(ib, kPairBlock));
+                    Value aTiles[2], bTiles[2];
+                    for (int64_t i = 0; i < 2; ++i) {
+                      Value row = arith::AddIOp::create(
+                          ib, row0,
+                          arith::ConstantIndexOp::create(ib, i * kTileRows));
+                      aTiles[i] = tileLoad(ib, pairTile(), aPacked,
+                                           ValueRange{row, pair0});
+                    }
+                    for (int64_t j = 0; j < 2; ++j) {
+                      bTiles[j] =
+                          tileLoad(ib, pairTile(), bPacked,
+                                   ValueRange{panel, pair0,
+                                              arith::ConstantIndexOp::create(
+                                                  ib, j * kLanes)});
+                    }
+                    SmallVector<Value> next;
+                    for (int64_t i = 0; i < 2; ++i) {
+                      for (int64_t j = 0; j < 2; ++j) {
+                        next.push_back(
+                            tileMul(ib, acc[2 * i + j], aTiles[i], bTiles[j]));
+                      }
+                    }
+                    scf::YieldOp::create(ib, next);
+                  });
+              for (int64_t i = 0; i < 2; ++i) {
+                for (int64_t j = 0; j < 2; ++j) {
+                  store(i, j, forOp.getResult(2 * i + j));
+                }
+              }
+            };
+        // The block through a buffer: rows and columns past out's are
+        // zeros going in and dropped coming out.
+        auto throughBuffer = [&]() {
+          Value block = memref::AllocOp::create(
+              b, MemRefType::get({kAmxRows, kCols}, b.getF32Type()),
+              b.getI64IntegerAttr(64));
+          loop(index(kAmxRows), false, [&](Value r) {
+            Value row = add(row0, r);
+            for (int64_t h = 0; h < 2; ++h) {
+              Value v = p.fill ? arith::ConstantOp::create(
+                                     b, DenseElementsAttr::get(
+                                            f32x16, p.fill->getValue()))
+                                     .getResult()
+                               : readRowOrZero(p.out, 1, row, m,
+                                               add(column, h * kLanes), kLanes);
+              vector::StoreOp::create(b, v, block,
+                                      ValueRange{r, index(h * kLanes)});
+            }
+          });
+          sums(
+              [&](int64_t i, int64_t j) {
+                return tileLoad(
+                    b, sumTile(), block,
+                    ValueRange{index(i * kTileRows), index(j * kLanes)});
+              },
+              [&](int64_t i, int64_t j, Value sum) {
+                tileStore(b, sum, block,
+                          ValueRange{index(i * kTileRows), index(j * kLanes)});
+              });
+          Value rowsLeft = arith::SubIOp::create(b, m, row0);
+          Value rows = arith::MinUIOp::create(b, rowsLeft, index(kAmxRows));
+          loop(rows, false, [&](Value r) {
+            for (int64_t h = 0; h < 2; ++h) {
+              Value v = vector::LoadOp::create(
+                  b, f32x16, block, ValueRange{r, index(h * kLanes)});
+              vector::TransferWriteOp::create(
+                  b, v, p.out,
+                  ValueRange{add(row0, r), add(column, h * kLanes)},
+                  ArrayRef<bool>{false});
+            }
+          });
+          memref::DeallocOp::create(b, block);
+        };
+        if (p.fill && !zeroFill) {
+          throughBuffer();
+          return;
+        }
+        Value rowsInside = arith::CmpIOp::create(b, arith::CmpIPredicate::ule,
+                                                 add(row0, kAmxRows), m);
+        Value columnsInside = arith::CmpIOp::create(
+            b, arith::CmpIPredicate::ule, add(column, kCols), n);
+        Value inside = arith::AndIOp::create(b, rowsInside, columnsInside);
+        auto ifOp = scf::IfOp::create(b, inside, /*withElseRegion=*/true);
+        {
+          OpBuilder::InsertionGuard guard(b);
+          b.setInsertionPoint(ifOp.thenBlock()->getTerminator());
+          auto at = [&](int64_t i, int64_t j) {
+            return SmallVector<Value>{add(row0, i * kTileRows),
+                                      add(column, j * kLanes)};
+          };
+          sums(
+              [&](int64_t i, int64_t j) {
+                return zeroFill ? tileZero(b)
+                                : tileLoad(b, sumTile(), p.out, at(i, j));
+              },
+              [&](int64_t i, int64_t j, Value sum) {
+                tileStore(b, sum, p.out, at(i, j));
+              });
+          b.setInsertionPoint(ifOp.elseBlock()->getTerminator());
+          throughBuffer();
+        }
+      });
+    });
+  }
 };
 
 struct KilnBf16ProductsPass
@@ -591,6 +854,13 @@ struct KilnBf16ProductsPass
       getOperation().emitError() << DEBUG_TYPE << ": " << why;
       return signalPassFailure();
     }
+    llvm::Expected<Bf16Kernels> chosen =
+        mlir::kiln::cpu::bf16Kernels(kernels, *target);
+    if (!chosen) {
+      getOperation().emitError()
+          << DEBUG_TYPE << ": " << llvm::toString(chosen.takeError());
+      return signalPassFailure();
+    }
     SmallVector<Product> products;
     getOperation()->walk([&](linalg::LinalgOp op) {
       if (std::optional<Product> p = match(op)) {
@@ -599,7 +869,7 @@ struct KilnBf16ProductsPass
     });
     for (const Product &p : products) {
       LLVM_DEBUG(llvm::dbgs() << DEBUG_TYPE << ": " << *p.op << "\n");
-      Builder(p).build();
+      Builder(p, *chosen).build();
       p.op->erase();
     }
   }

@@ -7,9 +7,15 @@
 #include "compiler/Codegen/CPU/Passes.h"
 #include "compiler/Codegen/CPU/TargetInfo.h"
 
+#include "mlir/Conversion/ControlFlowToLLVM/ControlFlowToLLVM.h"
+#include "mlir/Conversion/LLVMCommon/ConversionTarget.h"
+#include "mlir/Conversion/LLVMCommon/TypeConverter.h"
 #include "mlir/Conversion/VectorToLLVM/ConvertVectorToLLVMPass.h"
+#include "mlir/Dialect/AMX/AMXDialect.h"
+#include "mlir/Dialect/AMX/Transforms.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Arith/Transforms/Passes.h"
+#include "mlir/Dialect/ControlFlow/IR/ControlFlowOps.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
@@ -17,6 +23,7 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Pass/PassManager.h"
+#include "mlir/Transforms/DialectConversion.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
 #include "llvm/Support/Debug.h"
@@ -96,6 +103,28 @@ struct KilnConvertVectorToLLVMPass
         ->getDependentDialects(registry);
   }
 
+  /// AMX's tile ops to their intrinsics on LLVM's x86_amx values, with the
+  /// branches that carry tiles (the sums of a loop over k) and their
+  /// blocks: convert-vector-to-llvm's AMX patterns alone leave such
+  /// branches unconvertible.
+  LogicalResult lowerTiles() {
+    MLIRContext *context = &getContext();
+    LLVMTypeConverter converter(context);
+    RewritePatternSet patterns(context);
+    populateAMXLegalizeForLLVMExportPatterns(converter, patterns);
+    cf::populateControlFlowToLLVMConversionPatterns(converter, patterns);
+    LLVMConversionTarget target(*context);
+    configureAMXLegalizeForExportTarget(target);
+    target.markUnknownOpDynamicallyLegal([](Operation *) { return true; });
+    target.addDynamicallyLegalDialect<cf::ControlFlowDialect>(
+        [](Operation *op) {
+          return llvm::none_of(op->getOperandTypes(), [](Type type) {
+            return isa<amx::TileType>(type);
+          });
+        });
+    return applyPartialConversion(getOperation(), target, std::move(patterns));
+  }
+
   void runOnOperation() override {
     FailureOr<mlir::kiln::TargetAttr> target =
         mlir::kiln::cpu::requireTarget(getOperation(), DEBUG_TYPE);
@@ -118,14 +147,22 @@ struct KilnConvertVectorToLLVMPass
     if (failed(applyPatternsGreedily(getOperation(), std::move(prelude)))) {
       return signalPassFailure();
     }
-    // x86vector's patterns only where its ops are (bf16 products).
-    bool x86 = getOperation()
-                   ->walk([](Operation *op) {
-                     return isa<x86vector::X86VectorDialect>(op->getDialect())
-                                ? WalkResult::interrupt()
-                                : WalkResult::advance();
-                   })
-                   .wasInterrupted();
+    // x86vector's and AMX's patterns only where their ops are (bf16
+    // products).
+    auto uses = [&](auto isDialect) {
+      return getOperation()
+          ->walk([&](Operation *op) {
+            return isDialect(op->getDialect()) ? WalkResult::interrupt()
+                                               : WalkResult::advance();
+          })
+          .wasInterrupted();
+    };
+    bool x86 =
+        uses([](Dialect *d) { return isa<x86vector::X86VectorDialect>(d); });
+    if (uses([](Dialect *d) { return isa<amx::AMXDialect>(d); }) &&
+        failed(lowerTiles())) {
+      return signalPassFailure();
+    }
     OpPassManager pm(ModuleOp::getOperationName());
     pm.addPass(vectorToLLVM(wide ? vector::VectorTransposeLowering::Shuffle16x16
                                  : vector::VectorTransposeLowering::Shuffle1D,

@@ -199,8 +199,24 @@ def KilnBf16ProductsPass
     Run after kiln-vector-matrix-products, before kiln-tile-and-vectorize;
     the module's `kiln.target` (kiln-set-target) must have AVX512-BF16, or
     the pass fails and says so.
+
+    `kernels`: `auto` (the default) multiplies on AMX's tiles where the
+    target has AMX (amx-tile, amx-bf16), else with vdpbf16ps; `dot` always
+    with vdpbf16ps; `amx` on AMX's tiles (an error on a target without
+    AMX); `amx-emulated` runs the AMX kernels with each tile instruction
+    computed by vdpbf16ps code (to check their packing, tiling and edges on
+    any CPU with AVX512-BF16; slower than `dot`). The AMX kernels pack a in
+    blocks of 32 rows, b in the same panels, and sum 2 x 2 tiles of 16 x 16
+    (`amx.tile_mulf`, 16 pairs of k each) per 32 x 32 block of out; a
+    product asks Linux for the tile state first (arch_prctl).
   }];
-  let dependentDialects = ["::mlir::arith::ArithDialect",
+  let options = [
+    Option<"kernels", "kernels", "std::string", /*default=*/"\"auto\"",
+           "auto, dot (vdpbf16ps), amx (AMX tiles) or amx-emulated">
+  ];
+  let dependentDialects = ["::mlir::amx::AMXDialect",
+                           "::mlir::arith::ArithDialect",
+                           "::mlir::LLVM::LLVMDialect",
                            "::mlir::memref::MemRefDialect",
                            "::mlir::scf::SCFDialect",
                            "::mlir::vector::VectorDialect",

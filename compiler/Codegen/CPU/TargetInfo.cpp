@@ -16,6 +16,11 @@
 #include <fstream>
 #include <string>
 
+#if defined(__linux__) && defined(__x86_64__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+
 namespace mlir::kiln::cpu {
 
 int64_t TargetInfo::tileM() const {
@@ -76,6 +81,19 @@ int64_t hostCacheBytes(int level) {
 }
 } // namespace
 
+/// Whether this process may use AMX's tiles: Linux enables their state
+/// (XTILEDATA, component 18) per process on request (arch_prctl
+/// ARCH_REQ_XCOMP_PERM, 0x1023; Linux 5.16 and later), and a tile
+/// instruction without it faults. Asks once; granting is idempotent.
+static bool amxPermitted() {
+#if defined(__linux__) && defined(__x86_64__)
+  static const bool permitted = syscall(SYS_arch_prctl, 0x1023, 18) == 0;
+  return permitted;
+#else
+  return false;
+#endif
+}
+
 /// `features` as LLVM writes them ("+avx,+avx2,-avx512f"), sorted so that
 /// the attribute's text does not depend on a hash table's order.
 static std::string featureString(const llvm::StringMap<bool> &features) {
@@ -101,6 +119,14 @@ resolveTarget(MLIRContext *context, llvm::StringRef cpu, llvm::StringRef gpu) {
   if (cpu == "host") {
     name = llvm::sys::getHostCPUName().str();
     features = llvm::sys::getHostCPUFeatures();
+    // AMX the system does not let this process use is AMX it lacks.
+    if (features.lookup("amx-tile") && !amxPermitted()) {
+      for (auto &feature : features) {
+        if (feature.getKey().starts_with("amx")) {
+          feature.setValue(false);
+        }
+      }
+    }
     // Caches too small to be real (or unreadable) keep the defaults.
     if (int64_t bytes = hostCacheBytes(1); bytes >= 16 * 1024) {
       l1 = std::min<int64_t>(bytes, 128 * 1024);
@@ -132,14 +158,17 @@ resolveTarget(MLIRContext *context, llvm::StringRef cpu, llvm::StringRef gpu) {
 TargetInfo TargetInfo::of(TargetAttr target) {
   TargetInfo info;
   info.cpu = target.getCpu().str();
-  bool avx = false, avx512 = false;
+  bool avx = false, avx512 = false, amxTile = false, amxBf16 = false;
   llvm::SmallVector<llvm::StringRef> features;
   target.getFeatures().split(features, ',', -1, /*KeepEmpty=*/false);
   for (llvm::StringRef feature : features) {
     avx |= feature == "+avx";
     avx512 |= feature == "+avx512f";
     info.avx512bf16 |= feature == "+avx512bf16";
+    amxTile |= feature == "+amx-tile";
+    amxBf16 |= feature == "+amx-bf16";
   }
+  info.amx = amxTile && amxBf16;
   info.vectorBits = avx512 ? 512 : avx ? 256 : 128;
   info.vectorRegisters = avx512 ? 32 : 16;
   info.l1DataBytes = target.getL1DataBytes();
@@ -166,6 +195,30 @@ std::string cpuPrecisionError(llvm::StringRef precision, TargetAttr target) {
            info.cpu + "', which lacks it; use precision fp32";
   }
   return "";
+}
+
+llvm::Expected<Bf16Kernels> bf16Kernels(llvm::StringRef name,
+                                        TargetAttr target) {
+  if (name != "auto" && name != "dot" && name != "amx" &&
+      name != "amx-emulated") {
+    return llvm::createStringError(
+        "bf16 kernels '" + name.str() +
+        "' are none: use auto (the default), dot, amx or amx-emulated");
+  }
+  if (name == "amx-emulated") {
+    return Bf16Kernels::amxEmulated;
+  }
+  if (name == "dot" || !target) {
+    return Bf16Kernels::dot;
+  }
+  TargetInfo info = TargetInfo::of(target);
+  if (name == "amx" && !info.amx) {
+    return llvm::createStringError(
+        "bf16 kernels amx need a CPU with AMX (amx-tile and amx-bf16: "
+        "Sapphire Rapids and later), and the code is compiled for '" +
+        info.cpu + "', which lacks it; use auto or dot");
+  }
+  return info.amx ? Bf16Kernels::amx : Bf16Kernels::dot;
 }
 
 TargetAttr getTarget(Operation *op) {

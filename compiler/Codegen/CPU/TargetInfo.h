@@ -36,6 +36,11 @@ struct TargetInfo {
   /// twice the f32 FMA rate): Zen 4 and later, Cooper Lake, Sapphire Rapids
   /// and later. What the bf16 precision needs (kiln-bf16-products).
   bool avx512bf16 = false;
+  /// AMX with bf16 tiles (`amx-tile` and `amx-bf16`: `tdpbf16ps` multiplies
+  /// a 16 x 32 tile of bf16 by a 32 x 16 one into 16 x 16 f32 sums):
+  /// Sapphire Rapids and later. kiln-bf16-products' kernels use it when the
+  /// target has it.
+  bool amx = false;
 
   /// Thresholds measured on particular CPUs (the same for every target
   /// until a family measures otherwise).
@@ -117,6 +122,20 @@ llvm::Expected<TargetAttr> resolveTarget(MLIRContext *context,
 /// when `precision` can run there, else why not; with a null `target`, only
 /// whether `precision` names one.
 std::string cpuPrecisionError(llvm::StringRef precision, TargetAttr target);
+
+/// The kernels of the bf16 precision's products (kiln-bf16-products'
+/// `kernels`): vdpbf16ps register tiles (`dot`), AMX tiles (`amx`), or AMX's
+/// kernels with each tile instruction computed by vdpbf16ps code
+/// (`amx-emulated`: the AMX kernels' packing, tiling and edges checked on a
+/// CPU without AMX; slower than `dot`).
+enum class Bf16Kernels { dot, amx, amxEmulated };
+
+/// The kernels `name` asks for on `target`: "auto" (AMX where the target has
+/// it, else dot), "dot", "amx" (an error where the target lacks AMX) or
+/// "amx-emulated"; an error that says why for any other name. With a null
+/// target, only whether `name` is one of those.
+llvm::Expected<Bf16Kernels> bf16Kernels(llvm::StringRef name,
+                                        TargetAttr target);
 
 /// The `kiln.target` of the module that holds `op` (or of `op` itself), or
 /// null when there is none.

@@ -417,6 +417,16 @@ static void lower(LoweredModule &lowered, const LoweringOptions &options,
       !why.empty()) {
     throw Error("kiln: " + why);
   }
+  if (llvm::Expected<mlir::kiln::cpu::Bf16Kernels> kernels =
+          mlir::kiln::cpu::bf16Kernels(options.bf16Kernels, *target);
+      !kernels) {
+    throw Error("kiln: " + llvm::toString(kernels.takeError()));
+  }
+  if (options.bf16Kernels != "auto" && options.precision != "bf16") {
+    throw Error("kiln: bf16 kernels '" + options.bf16Kernels +
+                "' with precision '" + options.precision +
+                "': they choose how the bf16 precision multiplies");
+  }
   if (options.gpuMath != "fp32") {
     if (options.gpuChip.empty()) {
       throw Error("kiln: GPU math '" + options.gpuMath +
@@ -470,7 +480,8 @@ static void lower(LoweredModule &lowered, const LoweringOptions &options,
     mlir::kiln::buildKilnToLinalgPipeline(
         linalg, mlir::kiln::kCpuAttentionBlock, options.prepareWeights,
         /*attentionKernel=*/false, options.precision == "bf16");
-    mlir::kiln::buildLinalgToLLVMPipeline(llvmPm, options.precision);
+    mlir::kiln::buildLinalgToLLVMPipeline(llvmPm, options.precision,
+                                          options.bf16Kernels);
   } else {
     mlir::kiln::buildKilnToLinalgPipeline(linalg, /*attentionBlock=*/0,
                                           /*prepareWeights=*/false,
@@ -535,6 +546,8 @@ createTargetMachine(mlir::kiln::TargetAttr cpu, unsigned optLevel) {
   std::call_once(once, [] {
     llvm::InitializeNativeTarget();
     llvm::InitializeNativeTargetAsmPrinter();
+    // The AMX kernels' inline `syscall` (kiln-bf16-products) is assembled.
+    llvm::InitializeNativeTargetAsmParser();
   });
   llvm::Triple triple(llvm::sys::getProcessTriple());
   std::string error;

@@ -89,6 +89,10 @@ struct LoweringOptions {
   /// AVX512-BF16). Anything else, bf16 on a CPU without it or with gpuChip,
   /// is a kiln::Error before anything is compiled.
   std::string precision = "fp32";
+  /// With precision "bf16": kiln-bf16-products' kernels (auto, dot, amx,
+  /// amx-emulated: cpu::bf16Kernels checks them against the target). A
+  /// name other than auto with fp32 is a kiln::Error.
+  std::string bf16Kernels = "auto";
 };
 
 struct LoweredModule {

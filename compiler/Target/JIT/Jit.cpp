@@ -113,6 +113,7 @@ static LoweringOptions loweringOptions(const JitOptions &options) {
   lowering.prepareWeights = options.prepareWeights.value_or(false);
   lowering.gpuMath = options.gpuMath;
   lowering.precision = options.precision;
+  lowering.bf16Kernels = options.bf16Kernels;
   return lowering;
 }
 
@@ -279,6 +280,7 @@ std::shared_ptr<JitModule> JitModule::compileCached(ModuleOp module,
        << " pre=" << options.prePipeline << " gpu=" << options.gpu
        << " gpu_math=" << options.gpuMath << " cpu=" << options.cpu
        << " precision=" << options.precision
+       << " bf16_kernels=" << options.bf16Kernels
        << " asan=" << instrumentsAddresses(options)
        << " prepare=" << options.prepareWeights.value_or(false)
        << " functions=";

@@ -74,6 +74,16 @@ struct JitOptions {
   /// later, Sapphire Rapids and later): on any other, or with `gpu`, it is
   /// a kiln::Error before anything is compiled. See docs/precision.md.
   std::string precision = "fp32";
+  /// With precision "bf16": the products' kernels. "auto" (the default):
+  /// AMX's tiles (tdpbf16ps) where the CPU has AMX (Sapphire Rapids and
+  /// later) and Linux lets the process use them, else vdpbf16ps register
+  /// tiles; "dot": vdpbf16ps always; "amx": AMX's tiles (an error on a CPU
+  /// without AMX); "amx-emulated": the AMX kernels with each tile
+  /// instruction computed by vdpbf16ps code, to check them on a CPU
+  /// without AMX (slower than "dot"). Anything else, or a name other than
+  /// "auto" with precision fp32, is a kiln::Error before anything is
+  /// compiled.
+  std::string bf16Kernels = "auto";
   /// Instruments the generated CPU code with AddressSanitizer: every load
   /// and store is checked against the sanitizer's shadow memory, so that
   /// compiled code that reads or writes outside a buffer is reported where

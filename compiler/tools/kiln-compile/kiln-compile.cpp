@@ -58,6 +58,12 @@ static cl::opt<std::string>
               cl::desc("CPU code's matrix products: fp32 (default), or bf16 "
                        "(bf16 values, f32 sums; needs AVX512-BF16)"),
               cl::value_desc("fp32|bf16"), cl::init("fp32"));
+static cl::opt<std::string> bf16Kernels(
+    "bf16-kernels",
+    cl::desc("With --precision bf16: the products' kernels, auto (default: "
+             "AMX tiles where the CPU has AMX, else vdpbf16ps), dot, amx, or "
+             "amx-emulated (the AMX kernels on vdpbf16ps, for checking)"),
+    cl::value_desc("auto|dot|amx|amx-emulated"), cl::init("auto"));
 static cl::opt<unsigned> optLevel("O", cl::desc("LLVM optimization level"),
                                   cl::init(3), cl::Prefix);
 static cl::opt<std::string>
@@ -102,6 +108,7 @@ int main(int argc, char **argv) {
   options.lowering.gpuChip = gpu;
   options.lowering.gpuMath = gpuMath;
   options.lowering.precision = precision;
+  options.lowering.bf16Kernels = bf16Kernels;
   try {
     kiln::AotResult result =
         kiln::compileAheadOfTime((*buffer)->getBuffer().str(),

@@ -68,6 +68,22 @@ const char *kSource = R"(
 
 bool hostHasBf16() { return __builtin_cpu_supports("avx512bf16"); }
 
+/// Whether code for this host uses AMX (the CPU has it and Linux lets the
+/// process use its tiles): what JitOptions::cpu "host" resolves to.
+bool hostHasAmx() {
+  return precisionError("bf16") == "" && [] {
+    JitOptions options;
+    options.precision = "bf16";
+    options.bf16Kernels = "amx";
+    try {
+      JitModule::compileSource("func.func @f() { return }", options);
+    } catch (const Error &) {
+      return false;
+    }
+    return true;
+  }();
+}
+
 /// Element (i, j) of a row-major [rows, cols] tensor, or of its transpose.
 float at(const Tensor &t, int64_t i, int64_t j, bool transposed) {
   int64_t cols = t.shape()[1];
@@ -111,23 +127,51 @@ double checkProduct(const Tensor &got, int64_t m, int64_t n, int64_t k,
 
 } // namespace
 
-// Every size from 0 across the register tile (8 rows, 32 columns) and the
-// packing blocks (16 rows of a stored [k, m], 32 values of k), odd k (a
-// last pair with one value), for the three layouts; a linear with its bias
-// on 3-D rows (the deferred fill, rows collapsed).
-TEST(Bf16Products, MatchDoubleLoopsWithinTheBf16Bound) {
-  if (!hostHasBf16()) {
-    GTEST_SKIP() << "this CPU has no AVX512-BF16 (Bf16Products."
-                    "RefusedWhereTheTargetLacksAvx512Bf16 checks the error)";
+/// The products' kernels (JitOptions::bf16Kernels) each test runs: "dot"
+/// (vdpbf16ps register tiles), "amx" (AMX's tiles: only where the host has
+/// AMX) and "amx-emulated" (the AMX kernels' packing, blocks and edges,
+/// each tile instruction computed by vdpbf16ps code: on any host with
+/// AVX512-BF16). "auto" picks one of the first two.
+class Bf16Products : public ::testing::TestWithParam<std::string> {
+protected:
+  void SetUp() override {
+    if (!hostHasBf16()) {
+      GTEST_SKIP() << "this CPU has no AVX512-BF16 (Bf16ProductsErrors."
+                      "RefusedWhereTheTargetLacksAvx512Bf16 checks the error)";
+    }
+    if (GetParam() == "amx" && !hostHasAmx()) {
+      GTEST_SKIP() << "this CPU has no AMX (or the system does not let "
+                      "this process use it)";
+    }
   }
+};
+
+INSTANTIATE_TEST_SUITE_P(Kernels, Bf16Products,
+                         ::testing::Values("dot", "amx", "amx-emulated"),
+                         [](const auto &info) {
+                           std::string name = info.param;
+                           std::replace(name.begin(), name.end(), '-', '_');
+                           return name;
+                         });
+
+// Every size from 0 across the register tiles (8 rows, 32 columns; AMX:
+// 32 rows, two tiles of 16 columns) and the packing blocks (16 rows of a
+// stored [k, m], 32 values of k), odd k (a last pair with one value), for
+// the three layouts; a linear with its bias on 3-D rows (the deferred
+// fill, rows collapsed).
+TEST_P(Bf16Products, MatchDoubleLoopsWithinTheBf16Bound) {
   JitOptions options;
   options.precision = "bf16";
+  options.bf16Kernels = GetParam();
   auto jit = JitModule::compileSource(kSource, options);
   const std::vector<int64_t> sizes = {0, 1, 5, 15, 16, 17, 33, 65};
+  // Rows and columns also across AMX's blocks of 32 (31 and 32: a block
+  // one short of whole and a whole one).
+  const std::vector<int64_t> outSizes = {0, 1, 5, 15, 16, 17, 31, 32, 33, 65};
   uint32_t seed = 1;
   double worst = 0;
-  for (int64_t m : sizes) {
-    for (int64_t n : sizes) {
+  for (int64_t m : outSizes) {
+    for (int64_t n : outSizes) {
       for (int64_t k : sizes) {
         SCOPED_TRACE(fmt::format("m {} n {} k {}", m, n, k));
         Tensor a = ref::randomTensor({m, k}, seed++);
@@ -208,7 +252,7 @@ TEST(Bf16Products, MatchDoubleLoopsWithinTheBf16Bound) {
 // bf16 is compiled only for a CPU with AVX512-BF16: on any other target, or
 // under a name that is no precision, a kiln::Error says why before anything
 // is compiled (with a GPU: test/Target/AOT/precision.mlir).
-TEST(Bf16Products, RefusedWhereTheTargetLacksAvx512Bf16) {
+TEST(Bf16ProductsErrors, RefusedWhereTheTargetLacksAvx512Bf16) {
   auto message = [](const JitOptions &options) -> std::string {
     try {
       JitModule::compileSource(kSource, options);
@@ -249,4 +293,28 @@ TEST(Bf16Products, RefusedWhereTheTargetLacksAvx512Bf16) {
   zen4.precision = "bf16";
   zen4.cpu = "znver4";
   EXPECT_EQ(message(zen4), "");
+  // The kernels: AMX's where the target has none, an unknown name, or any
+  // but auto without the bf16 precision, are errors that say so.
+  zen4.bf16Kernels = "amx";
+  EXPECT_NE(message(zen4).find("bf16 kernels amx need a CPU with AMX"),
+            std::string::npos)
+      << message(zen4);
+  EXPECT_NE(message(zen4).find("'znver4'"), std::string::npos);
+  zen4.bf16Kernels = "tiles";
+  EXPECT_NE(message(zen4).find("bf16 kernels 'tiles' are none"),
+            std::string::npos)
+      << message(zen4);
+  JitOptions fp32;
+  fp32.cpu = "znver4";
+  fp32.bf16Kernels = "dot";
+  EXPECT_NE(message(fp32).find("with precision 'fp32'"), std::string::npos)
+      << message(fp32);
+  // Compiled for Sapphire Rapids on any host (not run), as AMX's kernels
+  // are by default there (test/AOT/bf16-amx.mlir checks the instructions).
+  JitOptions spr;
+  spr.precision = "bf16";
+  spr.cpu = "sapphirerapids";
+  EXPECT_EQ(message(spr), "");
+  spr.bf16Kernels = "amx";
+  EXPECT_EQ(message(spr), "");
 }

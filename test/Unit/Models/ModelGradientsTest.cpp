@@ -413,7 +413,7 @@ dsl::models::GptConfig bf16TestGpt() {
 TEST(ModelGradients, Bf16GptAgainstFp32) {
   if (!__builtin_cpu_supports("avx512bf16")) {
     GTEST_SKIP() << "this CPU has no AVX512-BF16 (the refusal is "
-                    "Bf16Products.RefusedWhereTheTargetLacksAvx512Bf16)";
+                    "Bf16ProductsErrors.RefusedWhereTheTargetLacksAvx512Bf16)";
   }
   dsl::models::GptConfig config = bf16TestGpt();
   dsl::Module module;
