@@ -620,19 +620,13 @@ private:
   }
 
   // The tile instructions: AMX's, or with Bf16Kernels::amxEmulated, the
-  // same arithmetic on vectors of the tiles' shape (sums as
-  // vector<16x16xf32>, bf16 pairs as vector<16x16xi32>) by vdpbf16ps.
+  // same arithmetic by vdpbf16ps: sums as vector<16x16xf32>, and the tiles
+  // of bf16 pairs read where the tile load would read them.
 
   Type sumTile() {
     return kernels == Bf16Kernels::amx
                ? Type(amx::TileType::get({kTileRows, kLanes}, b.getF32Type()))
                : Type(VectorType::get({kTileRows, kLanes}, b.getF32Type()));
-  }
-  Type pairTile() {
-    return kernels == Bf16Kernels::amx
-               ? Type(amx::TileType::get({kTileRows, 2 * kLanes},
-                                         b.getBF16Type()))
-               : Type(VectorType::get({kTileRows, kLanes}, b.getI32Type()));
   }
   Value tileZero(ImplicitLocOpBuilder &ib) {
     if (kernels == Bf16Kernels::amx) {
@@ -641,20 +635,15 @@ private:
     return arith::ConstantOp::create(
         ib, DenseElementsAttr::get(cast<VectorType>(sumTile()), 0.0f));
   }
-  /// The tile of 16 rows from `indices` of `buffer` (its rows the
+  /// The tile of 16 x 16 sums from `indices` of `buffer` (its rows the
   /// second-innermost dimension; every element in bounds).
-  Value tileLoad(ImplicitLocOpBuilder &ib, Type type, Value buffer,
-                 ValueRange indices) {
+  Value tileLoad(ImplicitLocOpBuilder &ib, Value buffer, ValueRange indices) {
     if (kernels == Bf16Kernels::amx) {
-      return amx::TileLoadOp::create(ib, type, buffer, indices);
+      return amx::TileLoadOp::create(ib, sumTile(), buffer, indices);
     }
-    auto vectorType = cast<VectorType>(type);
-    Value pad = isa<FloatType>(vectorType.getElementType())
-                    ? arith::ConstantOp::create(ib, ib.getF32FloatAttr(0.0f))
-                          .getResult()
-                    : arith::ConstantOp::create(ib, ib.getI32IntegerAttr(0))
-                          .getResult();
-    return vector::TransferReadOp::create(ib, vectorType, buffer, indices, pad,
+    Value pad = arith::ConstantOp::create(ib, ib.getF32FloatAttr(0.0f));
+    return vector::TransferReadOp::create(ib, cast<VectorType>(sumTile()),
+                                          buffer, indices, pad,
                                           ArrayRef<bool>{true, true});
   }
   void tileStore(ImplicitLocOpBuilder &ib, Value tile, Value buffer,
@@ -666,11 +655,44 @@ private:
     vector::TransferWriteOp::create(ib, tile, buffer, indices,
                                     ArrayRef<bool>{true, true});
   }
-  /// acc += a b: a's 16 rows of 16 pairs of k, b's 16 rows of pairs (one
-  /// pair of k for each of 16 columns), tdpbf16ps.
-  Value tileMul(ImplicitLocOpBuilder &ib, Value acc, Value a, Value bTile) {
+
+  /// A tile of 16 rows of 16 bf16 pairs (of a: rows by pairs of k; of b:
+  /// pairs of k by columns) at `indices` of a packed buffer of i32 pairs:
+  /// loaded (AMX), or where the emulation reads it.
+  struct PairTile {
+    Value tile;
+    Value buffer;
+    SmallVector<Value> indices;
+  };
+  PairTile pairTile(ImplicitLocOpBuilder &ib, Value buffer,
+                    ValueRange indices) {
+    PairTile t{Value(), buffer, SmallVector<Value>(indices)};
     if (kernels == Bf16Kernels::amx) {
-      return amx::TileMulFOp::create(ib, sumTile(), a, bTile, acc);
+      t.tile = amx::TileLoadOp::create(
+          ib, amx::TileType::get({kTileRows, 2 * kLanes}, ib.getBF16Type()),
+          buffer, indices);
+    }
+    return t;
+  }
+  /// `t`'s element at `indices` moved by `row` rows and `column` pairs.
+  static SmallVector<Value> within(ImplicitLocOpBuilder &ib, const PairTile &t,
+                                   Value row, Value column) {
+    SmallVector<Value> at = t.indices;
+    size_t rank = at.size();
+    at[rank - 2] = arith::AddIOp::create(ib, at[rank - 2], row);
+    if (column) {
+      at[rank - 1] = arith::AddIOp::create(ib, at[rank - 1], column);
+    }
+    return at;
+  }
+
+  /// acc += a b (tdpbf16ps): sum (m, n) adds a's pair (m, p) times b's pair
+  /// (p, n) for the 16 pairs p. Emulated: per pair, row p of b (16 pairs,
+  /// one per column) against the broadcast pair (m, p) of each row of a.
+  Value tileMul(ImplicitLocOpBuilder &ib, Value acc, const PairTile &a,
+                const PairTile &bTile) {
+    if (kernels == Bf16Kernels::amx) {
+      return amx::TileMulFOp::create(ib, sumTile(), a.tile, bTile.tile, acc);
     }
     auto bf16x32 = vector(2 * kLanes, ib.getBF16Type());
     auto i32x16 = vector(kLanes, ib.getI32Type());
@@ -678,21 +700,32 @@ private:
     for (int64_t r = 0; r < kTileRows; ++r) {
       rows.push_back(vector::ExtractOp::create(ib, acc, r));
     }
-    for (int64_t pair = 0; pair < kLanes; ++pair) {
-      Value columns = vector::BitCastOp::create(
-          ib, bf16x32, vector::ExtractOp::create(ib, bTile, pair));
-      for (int64_t r = 0; r < kTileRows; ++r) {
-        Value aPair =
-            vector::ExtractOp::create(ib, a, ArrayRef<int64_t>{r, pair});
-        Value broadcast = vector::BitCastOp::create(
-            ib, bf16x32, vector::BroadcastOp::create(ib, i32x16, aPair));
-        rows[r] = x86vector::DotBF16Op::create(
-            ib, vector(kLanes, ib.getF32Type()), rows[r], broadcast, columns);
-      }
-    }
+    auto pairs = scf::ForOp::create(
+        ib, arith::ConstantIndexOp::create(ib, 0),
+        arith::ConstantIndexOp::create(ib, kLanes),
+        arith::ConstantIndexOp::create(ib, 1), rows,
+        [&](OpBuilder &nested, Location loc, Value pair, ValueRange sums) {
+          ImplicitLocOpBuilder lb(loc, nested);
+          Value columns = vector::BitCastOp::create(
+              lb, bf16x32,
+              vector::LoadOp::create(lb, i32x16, bTile.buffer,
+                                     within(lb, bTile, pair, Value())));
+          SmallVector<Value> next;
+          for (int64_t r = 0; r < kTileRows; ++r) {
+            Value aPair = memref::LoadOp::create(
+                lb, a.buffer,
+                within(lb, a, arith::ConstantIndexOp::create(lb, r), pair));
+            Value broadcast = vector::BitCastOp::create(
+                lb, bf16x32, vector::BroadcastOp::create(lb, i32x16, aPair));
+            next.push_back(x86vector::DotBF16Op::create(
+                lb, vector(kLanes, lb.getF32Type()), sums[r], broadcast,
+                columns));
+          }
+          scf::YieldOp::create(lb, next);
+        });
     Value result = tileZero(ib);
     for (int64_t r = 0; r < kTileRows; ++r) {
-      result = vector::InsertOp::create(ib, rows[r], result, r);
+      result = vector::InsertOp::create(ib, pairs.getResult(r), result, r);
     }
     return result;
   }
@@ -733,17 +766,16 @@ private:
                     Value pair0 = arith::MulIOp::create(
                         ib, step,
                         arith::ConstantIndexOp::create(ib, kPairBlock));
-                    Value aTiles[2], bTiles[2];
+                    PairTile aTiles[2], bTiles[2];
                     for (int64_t i = 0; i < 2; ++i) {
                       Value row = arith::AddIOp::create(
                           ib, row0,
                           arith::ConstantIndexOp::create(ib, i * kTileRows));
-                      aTiles[i] = tileLoad(ib, pairTile(), aPacked,
-                                           ValueRange{row, pair0});
+                      aTiles[i] = pairTile(ib, aPacked, ValueRange{row, pair0});
                     }
                     for (int64_t j = 0; j < 2; ++j) {
                       bTiles[j] =
-                          tileLoad(ib, pairTile(), bPacked,
+                          pairTile(ib, bPacked,
                                    ValueRange{panel, pair0,
                                               arith::ConstantIndexOp::create(
                                                   ib, j * kLanes)});
@@ -785,7 +817,7 @@ private:
           sums(
               [&](int64_t i, int64_t j) {
                 return tileLoad(
-                    b, sumTile(), block,
+                    b, block,
                     ValueRange{index(i * kTileRows), index(j * kLanes)});
               },
               [&](int64_t i, int64_t j, Value sum) {
@@ -825,8 +857,7 @@ private:
           };
           sums(
               [&](int64_t i, int64_t j) {
-                return zeroFill ? tileZero(b)
-                                : tileLoad(b, sumTile(), p.out, at(i, j));
+                return zeroFill ? tileZero(b) : tileLoad(b, p.out, at(i, j));
               },
               [&](int64_t i, int64_t j, Value sum) {
                 tileStore(b, sum, p.out, at(i, j));

@@ -410,6 +410,8 @@ dsl::models::GptConfig bf16TestGpt() {
 // gradient within 2^-4 of its norm (errors of about 2^-8 per product
 // operand, through two layers forward and back). Products wide enough to
 // take every packing path (d 64 = 32 pairs, 65 rows, feed-forward 160).
+// With the host's kernels (AMX's tiles where it has AMX, else vdpbf16ps)
+// and with AMX's kernels emulated.
 TEST(ModelGradients, Bf16GptAgainstFp32) {
   if (!__builtin_cpu_supports("avx512bf16")) {
     GTEST_SKIP() << "this CPU has no AVX512-BF16 (the refusal is "
@@ -418,18 +420,26 @@ TEST(ModelGradients, Bf16GptAgainstFp32) {
   dsl::models::GptConfig config = bf16TestGpt();
   dsl::Module module;
   dsl::models::addGptLoss(module, config);
-  JitOptions bf16;
-  bf16.precision = "bf16";
-  CompiledModel reduced(module, /*seed=*/5, bf16), full(module, /*seed=*/5);
+  CompiledModel full(module, /*seed=*/5);
   Tensor idx = ref::randomIds({5, 13}, 50, 21),
          targets = ref::randomIds({5, 13}, 50, 22);
-  LossAndGradients got =
-      reduced.gradients("loss", {{"idx", idx}, {"targets", targets}});
   LossAndGradients want =
       full.gradients("loss", {{"idx", idx}, {"targets", targets}});
-  EXPECT_NEAR(got.loss, want.loss, std::ldexp(std::fabs(want.loss), -7));
-  EXPECT_NE(got.loss, want.loss) << "no product was rounded to bf16";
-  expectGradientsNear(got, want, -4);
+  for (std::string kernels : {"auto", "amx-emulated"}) {
+    SCOPED_TRACE(kernels);
+    JitOptions bf16;
+    bf16.precision = "bf16";
+    bf16.bf16Kernels = kernels;
+    // The emulation's unrolled tile arithmetic takes LLVM's optimizer a
+    // while; unoptimized, it computes the same.
+    bf16.optLevel = kernels == "amx-emulated" ? 0 : 3;
+    CompiledModel reduced(module, /*seed=*/5, bf16);
+    LossAndGradients got =
+        reduced.gradients("loss", {{"idx", idx}, {"targets", targets}});
+    EXPECT_NEAR(got.loss, want.loss, std::ldexp(std::fabs(want.loss), -7));
+    EXPECT_NE(got.loss, want.loss) << "no product was rounded to bf16";
+    expectGradientsNear(got, want, -4);
+  }
 }
 
 // A GPT with bf16 activations (GptConfig::activations: every value between
