@@ -138,6 +138,9 @@ struct Options {
   /// CPU code's precision (JitOptions::precision), "fp32" or "bf16"; the
   /// RESULT lines name the peer "kiln" or "kiln-bf16".
   std::string precision = "fp32";
+  /// With bf16: the products' kernels (JitOptions::bf16Kernels); any but
+  /// "auto" names the peer (kiln-bf16-amx, kiln-bf16-dot).
+  std::string bf16Kernels = "auto";
   /// The GPT models' activations (GptConfig::activations): f32, or bf16
   /// (the RESULT lines' peer gains "-bf16act").
   DType activations = DType::f32;
@@ -171,7 +174,9 @@ std::string peerName(const Options &options) {
   std::string activations =
       options.activations == DType::bf16 ? "-bf16act" : "";
   if (options.precision != "fp32") {
-    return "kiln-" + options.precision + activations;
+    std::string kernels =
+        options.bf16Kernels == "auto" ? "" : "-" + options.bf16Kernels;
+    return "kiln-" + options.precision + kernels + activations;
   }
   return (options.gpuMath == "fp32" ? "kiln" : "kiln-" + options.gpuMath) +
          activations;
@@ -183,6 +188,7 @@ JitOptions jitOptions(const Options &options) {
   jit.gpu = options.gpu;
   jit.gpuMath = options.gpuMath;
   jit.precision = options.precision;
+  jit.bf16Kernels = options.bf16Kernels;
   jit.dumpDirectory = options.dumpDirectory;
   jit.prepareWeights = options.prepareWeights;
   return jit;
@@ -680,6 +686,8 @@ int main(int argc, char **argv) try {
       options.gpuMath = argv[++i];
     } else if (arg == "--precision" && i + 1 < argc) {
       options.precision = argv[++i];
+    } else if (arg == "--bf16-kernels" && i + 1 < argc) {
+      options.bf16Kernels = argv[++i];
     } else if (arg == "--activations" && i + 1 < argc &&
                (std::string(argv[i + 1]) == "f32" ||
                 std::string(argv[i + 1]) == "bf16")) {
@@ -713,7 +721,8 @@ int main(int argc, char **argv) try {
                  "[--steps N] "
                  "[--cpu host|x86-64-v3|"
                  "x86-64-v4|<llvm cpu>] [--gpu native|sm_XX] [--gpu-math "
-                 "fp32|tf32|tf32x3] [--precision fp32|bf16] [--activations f32|bf16] "
+                 "fp32|tf32|tf32x3] [--precision fp32|bf16] [--bf16-kernels "
+                 "auto|dot|amx|amx-emulated] [--activations f32|bf16] "
                  "[--gpu-profile] [--gpu-predict h200|h100|a100] "
                  "[--unprepared-weights] [--prepared-ab] [--dump DIR]\n");
       return 2;

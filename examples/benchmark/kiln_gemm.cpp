@@ -111,6 +111,8 @@ int main(int argc, char **argv) {
         options.cpu = argv[++i];
       } else if (arg == "--precision" && i + 1 < argc) {
         options.precision = argv[++i];
+      } else if (arg == "--bf16-kernels" && i + 1 < argc) {
+        options.bf16Kernels = argv[++i];
       } else if (arg == "--dump" && i + 1 < argc) {
         options.dumpDirectory = argv[++i];
       } else if (arg == "--dynamic") {
@@ -122,7 +124,9 @@ int main(int argc, char **argv) {
         return 0;
       } else if (arg.rfind("--", 0) == 0) {
         fmt::print(stderr, "usage: kiln-gemm [--cpu host|x86-64-v3|x86-64-v4|"
-                           "<llvm cpu>] [--precision fp32|bf16] [--dynamic] "
+                           "<llvm cpu>] [--precision fp32|bf16] "
+                           "[--bf16-kernels auto|dot|amx|amx-emulated] "
+                           "[--dynamic] "
                            "[--dump DIR] [--list] "
                            "[shape name]\n");
         return 2;
@@ -136,8 +140,12 @@ int main(int argc, char **argv) {
                dynamic ? "dynamic" : "static", options.precision);
     // bf16 runs are reported as their own peer (the inputs, 0.5 and 0.25,
     // are exact in bf16, so the result check holds for both).
+    // The kernels name the peer when chosen (kiln-bf16-amx, kiln-bf16-dot).
     std::string peer =
         options.precision == "fp32" ? "kiln" : "kiln-" + options.precision;
+    if (options.bf16Kernels != "auto") {
+      peer += "-" + options.bf16Kernels;
+    }
     for (const GemmShape &s : kiln::bench::kGemmShapes) {
       if (!only.empty() && only != s.name) {
         continue;

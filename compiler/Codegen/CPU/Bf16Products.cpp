@@ -433,8 +433,10 @@ private:
     loop(rows, /*parallel=*/true, [&](Value row) {
       loop(arith::DivUIOp::create(b, pairsPadded, index(kPairBlock)), false,
            [&](Value block) {
-             Value v = readRowOrZero(
-                 p.a, p.aK, row, m, mul(block, 2 * kPairBlock), 2 * kPairBlock);
+             Value k0 = mul(block, 2 * kPairBlock);
+             Value v =
+                 amx() ? readRowOrZero(p.a, p.aK, row, m, k0, 2 * kPairBlock)
+                       : read(p.a, at(p.aK, row, k0), 2 * kPairBlock);
              vector::StoreOp::create(b, asPairs(toBf16(v)), aPacked,
                                      ValueRange{row, mul(block, kPairBlock)});
            });

@@ -47,8 +47,10 @@
 // EMU-NOT: amx.
 // EMU-NOT: llvm.inline_asm
 // EMU: scf.for {{.*}} iter_args({{.*}}) -> (vector<16x16xf32>, vector<16x16xf32>, vector<16x16xf32>, vector<16x16xf32>)
-// EMU-COUNT-4: vector.transfer_read {{.*}} : memref<{{.*}}xi32>, vector<16x16xi32>
-// EMU-COUNT-256: x86vector.avx512.dot
+// EMU: scf.for %{{.*}} = %{{.*}} to %c16{{.*}} iter_args(
+// EMU: vector.load %{{.*}}[%{{.*}}, %{{.*}}, %{{.*}}] : memref<?x?x32xi32>, vector<16xi32>
+// EMU-COUNT-16: x86vector.avx512.dot
+// EMU: scf.yield
 #a = affine_map<(b, t, n, k) -> (b, t, k)>
 #w = affine_map<(b, t, n, k) -> (n, k)>
 #o = affine_map<(b, t, n, k) -> (b, t, n)>
