@@ -106,6 +106,3 @@ if {"avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl"} <= flags:
 # bf16 products (vdpbf16ps) run where the CPU has AVX512-BF16.
 if "avx512_bf16" in flags:
     config.available_features.add("avx512bf16")
-# AMX's bf16 tiles (tdpbf16ps: Sapphire Rapids and later).
-if {"amx_tile", "amx_bf16"} <= flags:
-    config.available_features.add("amx")

@@ -781,8 +781,8 @@ int main(int argc, char **argv) try {
       onGpu ? "GPU " + options.gpu + " (" + options.gpuMath + " products)"
             : "CPU " + options.cpu + " (" + options.precision + " products" +
                   (options.precision == "bf16"
-                       ? ": peak_pct is of the fp32 peak, vdpbf16ps "
-                         "doubles it"
+                       ? ": peak_pct is of the fp32 FMA peak, which "
+                         "vdpbf16ps doubles and AMX's tiles exceed"
                        : "") +
                   ")",
       options.threads,

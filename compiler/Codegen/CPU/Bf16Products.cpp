@@ -289,7 +289,7 @@ public:
       bSizes.insert(bSizes.begin(), batches);
     }
     if (kernels == Bf16Kernels::amx) {
-      requestTiles();
+      tilesGranted = requestTiles();
     }
     Value aPacked = memref::AllocOp::create(b, MemRefType::get(aShape, i32),
                                             aSizes, b.getI64IntegerAttr(64));
@@ -328,9 +328,19 @@ private:
     } else {
       packPanelsFromColumns(n, k, panels, amx() ? pairsPadded : pairs, bPacked);
     }
-    if (amx()) {
+    if (kernels == Bf16Kernels::dot) {
+      multiply(m, panels, pairs, aPacked, bPacked);
+    } else if (kernels == Bf16Kernels::amxEmulated) {
       multiplyTiles(m, n, rowsPadded, panels, pairsPadded, aPacked, bPacked);
     } else {
+      // AMX's tiles where Linux granted them, else (an older kernel, a
+      // sandbox that refuses, a CPU without AMX running code compiled for
+      // one) the vdpbf16ps register tiles on the same packed buffers.
+      auto ifOp = scf::IfOp::create(b, tilesGranted, /*withElseRegion=*/true);
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPoint(ifOp.thenBlock()->getTerminator());
+      multiplyTiles(m, n, rowsPadded, panels, pairsPadded, aPacked, bPacked);
+      b.setInsertionPoint(ifOp.elseBlock()->getTerminator());
       multiply(m, panels, pairs, aPacked, bPacked);
     }
   }
@@ -340,6 +350,8 @@ private:
 
   Product p; // collapsed a, b and out (2-D slices inside a batch loop)
   Bf16Kernels kernels;
+  /// With AMX's kernels: whether Linux granted the tile state (an i1).
+  Value tilesGranted;
   /// Whether the loops a product marks run on all cores (not inside a
   /// batch loop that does).
   bool threads = true;
@@ -605,20 +617,26 @@ private:
   /// ARCH_REQ_XCOMP_PERM, 0x1023, component XTILEDATA, 18; a tile
   /// instruction without it faults): a system call per product, granted
   /// once and answered at once afterwards, so that objects compiled ahead
-  /// of time need nothing of the program that calls them.
-  void requestTiles() {
+  /// of time need nothing of the program that calls them, and nothing is
+  /// asked of a process that multiplies no product on tiles. Whether it was
+  /// granted (Linux 5.16 and later, unless a sandbox refuses).
+  Value requestTiles() {
     auto i64 = b.getI64Type();
     auto constant = [&](int64_t v) {
       return arith::ConstantOp::create(b, b.getI64IntegerAttr(v)).getResult();
     };
-    LLVM::InlineAsmOp::create(
+    auto call = LLVM::InlineAsmOp::create(
         b, TypeRange{i64},
         ValueRange{constant(158 /* SYS_arch_prctl */), constant(0x1023),
                    constant(18)},
-        "syscall", "={rax},{rax},{rdi},{rsi},~{rcx},~{r11},~{memory}",
+        "syscall",
+        "={rax},{rax},{rdi},{rsi},~{rcx},~{r11},~{memory},~{dirflag},~{fpsr},"
+        "~{flags}",
         /*has_side_effects=*/true, /*is_align_stack=*/false,
         LLVM::tailcallkind::TailCallKind::None, LLVM::AsmDialectAttr(),
         ArrayAttr());
+    return arith::CmpIOp::create(b, arith::CmpIPredicate::eq, call.getResult(0),
+                                 constant(0));
   }
 
   // The tile instructions: AMX's, or with Bf16Kernels::amxEmulated, the
@@ -743,7 +761,7 @@ private:
                      Value pairsPadded, Value aPacked, Value bPacked) {
     Value rowTiles = arith::DivUIOp::create(b, rowsPadded, index(kAmxRows));
     Value steps = arith::DivUIOp::create(b, pairsPadded, index(kPairBlock));
-    bool zeroFill = p.fill && p.fill->getValue().isZero();
+    bool zeroFill = p.fill && p.fill->getValue().isPosZero();
     auto f32x16 = vector(kLanes, b.getF32Type());
     loop(panels, true, [&](Value panel) {
       Value column = mul(panel, kCols);

@@ -208,7 +208,8 @@ def KilnBf16ProductsPass
     any CPU with AVX512-BF16; slower than `dot`). The AMX kernels pack a in
     blocks of 32 rows, b in the same panels, and sum 2 x 2 tiles of 16 x 16
     (`amx.tile_mulf`, 16 pairs of k each) per 32 x 32 block of out; a
-    product asks Linux for the tile state first (arch_prctl).
+    product asks Linux for the tile state first (arch_prctl) and, where it
+    is refused, multiplies with vdpbf16ps on the same packed buffers.
   }];
   let options = [
     Option<"kernels", "kernels", "std::string", /*default=*/"\"auto\"",

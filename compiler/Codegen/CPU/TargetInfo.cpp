@@ -16,11 +16,6 @@
 #include <fstream>
 #include <string>
 
-#if defined(__linux__) && defined(__x86_64__)
-#include <sys/syscall.h>
-#include <unistd.h>
-#endif
-
 namespace mlir::kiln::cpu {
 
 int64_t TargetInfo::tileM() const {
@@ -81,19 +76,6 @@ int64_t hostCacheBytes(int level) {
 }
 } // namespace
 
-/// Whether this process may use AMX's tiles: Linux enables their state
-/// (XTILEDATA, component 18) per process on request (arch_prctl
-/// ARCH_REQ_XCOMP_PERM, 0x1023; Linux 5.16 and later), and a tile
-/// instruction without it faults. Asks once; granting is idempotent.
-static bool amxPermitted() {
-#if defined(__linux__) && defined(__x86_64__)
-  static const bool permitted = syscall(SYS_arch_prctl, 0x1023, 18) == 0;
-  return permitted;
-#else
-  return false;
-#endif
-}
-
 /// `features` as LLVM writes them ("+avx,+avx2,-avx512f"), sorted so that
 /// the attribute's text does not depend on a hash table's order.
 static std::string featureString(const llvm::StringMap<bool> &features) {
@@ -119,14 +101,6 @@ resolveTarget(MLIRContext *context, llvm::StringRef cpu, llvm::StringRef gpu) {
   if (cpu == "host") {
     name = llvm::sys::getHostCPUName().str();
     features = llvm::sys::getHostCPUFeatures();
-    // AMX the system does not let this process use is AMX it lacks.
-    if (features.lookup("amx-tile") && !amxPermitted()) {
-      for (auto &feature : features) {
-        if (feature.getKey().starts_with("amx")) {
-          feature.setValue(false);
-        }
-      }
-    }
     // Caches too small to be real (or unreadable) keep the defaults.
     if (int64_t bytes = hostCacheBytes(1); bytes >= 16 * 1024) {
       l1 = std::min<int64_t>(bytes, 128 * 1024);

@@ -417,15 +417,15 @@ static void lower(LoweredModule &lowered, const LoweringOptions &options,
       !why.empty()) {
     throw Error("kiln: " + why);
   }
-  if (llvm::Expected<mlir::kiln::cpu::Bf16Kernels> kernels =
-          mlir::kiln::cpu::bf16Kernels(options.bf16Kernels, *target);
-      !kernels) {
-    throw Error("kiln: " + llvm::toString(kernels.takeError()));
-  }
   if (options.bf16Kernels != "auto" && options.precision != "bf16") {
     throw Error("kiln: bf16 kernels '" + options.bf16Kernels +
                 "' with precision '" + options.precision +
                 "': they choose how the bf16 precision multiplies");
+  }
+  if (llvm::Expected<mlir::kiln::cpu::Bf16Kernels> kernels =
+          mlir::kiln::cpu::bf16Kernels(options.bf16Kernels, *target);
+      !kernels) {
+    throw Error("kiln: " + llvm::toString(kernels.takeError()));
   }
   if (options.gpuMath != "fp32") {
     if (options.gpuChip.empty()) {

@@ -76,9 +76,10 @@ struct JitOptions {
   std::string precision = "fp32";
   /// With precision "bf16": the products' kernels. "auto" (the default):
   /// AMX's tiles (tdpbf16ps) where the CPU has AMX (Sapphire Rapids and
-  /// later) and Linux lets the process use them, else vdpbf16ps register
-  /// tiles; "dot": vdpbf16ps always; "amx": AMX's tiles (an error on a CPU
-  /// without AMX); "amx-emulated": the AMX kernels with each tile
+  /// later; each product falls back to vdpbf16ps when Linux does not grant
+  /// the process the tile state), else vdpbf16ps register tiles; "dot":
+  /// vdpbf16ps always; "amx": AMX's tiles (an error on a CPU without AMX);
+  /// "amx-emulated": the AMX kernels with each tile
   /// instruction computed by vdpbf16ps code, to check them on a CPU
   /// without AMX (slower than "dot"). Anything else, or a name other than
   /// "auto" with precision fp32, is a kiln::Error before anything is

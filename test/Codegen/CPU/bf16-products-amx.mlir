@@ -9,17 +9,20 @@
 
 // A linear layer on a target with AMX: the tile state asked of Linux, a
 // packed by rows of pairs (rows padded to blocks of 32, those past m
-// zeros), the weight by panels of 32 columns; per panel and block of 32
-// rows, a block wholly inside out sums four tiles from zero tiles (the
-// deferred fill) over every 16 pairs of k (two tiles of a, two of b, four
-// tdpbf16ps) and stores them in place; a block on an edge goes through a
-// 32 x 32 buffer.
+// zeros), the weight by panels of 32 columns; where the state was granted,
+// per panel and block of 32 rows, a block wholly inside out sums four
+// tiles from zero tiles (the deferred fill) over every 16 pairs of k (two
+// tiles of a, two of b, four tdpbf16ps) and stores them in place, a block
+// on an edge goes through a 32 x 32 buffer; where it was refused, the
+// vdpbf16ps tiles on the same packed buffers.
 // CHECK-LABEL: func.func @linear
-// CHECK: llvm.inline_asm has_side_effects "syscall", "={rax},{rax},{rdi},{rsi},~{rcx},~{r11},~{memory}"
+// CHECK: %[[ASKED:.*]] = llvm.inline_asm has_side_effects "syscall", "={rax},{rax},{rdi},{rsi},~{rcx},~{r11},~{memory},~{dirflag},~{fpsr},~{flags}" %{{.*}}, %{{.*}}, %{{.*}} : (i64, i64, i64) -> i64
+// CHECK: %[[GRANTED:.*]] = arith.cmpi eq, %[[ASKED]], %{{.*}} : i64
 // CHECK: %[[AP:.*]] = memref.alloc(%{{.*}}, %{{.*}}) {alignment = 64 : i64} : memref<?x?xi32>
 // CHECK: %[[BP:.*]] = memref.alloc(%{{.*}}, %{{.*}}) {alignment = 64 : i64} : memref<?x?x32xi32>
 // CHECK: } {kiln.parallel}
 // CHECK: } {kiln.parallel}
+// CHECK: scf.if %[[GRANTED]] {
 // CHECK: scf.for %[[PANEL:.*]] = {{.*}} {
 // CHECK: scf.for %[[BLOCK:.*]] = {{.*}} {
 // CHECK: %[[INSIDE:.*]] = arith.andi
@@ -40,6 +43,9 @@
 // CHECK: memref.dealloc %[[BUF]]
 // CHECK: } {kiln.parallel}
 // CHECK: } {kiln.parallel}
+// CHECK: } else {
+// CHECK: x86vector.avx512.dot
+// CHECK: memref.dealloc %[[AP]]
 // DOT-LABEL: func.func @linear
 // DOT-NOT: amx.
 // DOT: x86vector.avx512.dot
