@@ -314,8 +314,8 @@ struct GpuTextOptions : public PassPipelineOptions<GpuTextOptions> {
       llvm::cl::init(false)};
   Option<std::string> math{
       *this, "math",
-      llvm::cl::desc("The contractions' arithmetic: fp32, or tf32 or "
-                     "tf32x3 (tensor cores; sm_80 and newer)"),
+      llvm::cl::desc("The contractions' arithmetic: fp32, or tf32, "
+                     "tf32x3 or bf16 (tensor cores; sm_80 and newer)"),
       llvm::cl::init("fp32")};
   Option<std::string> costSizes{
       *this, "cost-sizes",

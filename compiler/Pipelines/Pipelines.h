@@ -60,7 +60,8 @@ struct GpuPipelineOptions {
   /// device buffers (kiln-host-interface{resident}).
   bool resident = false;
   /// The contractions' arithmetic (kiln-gpu-kernels{math}: "fp32", or
-  /// "tf32" or "tf32x3" on sm_80 and newer; checked by gpuMathError).
+  /// "tf32", "tf32x3" or "bf16" on sm_80 and newer; checked by
+  /// gpuMathError).
   std::string math = "fp32";
   /// Non-empty: kiln-gpu-cost-model{sizes} predicts each function's time on
   /// `costDevice` at these argument sizes ("idx=8x256,..."), into the

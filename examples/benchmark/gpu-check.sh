@@ -6,8 +6,9 @@
 # its own, in parallel; then Kiln's GPU benchmark rows (kiln-bench --gpu
 # native, then a profile of two more steps: each kernel's time from CUDA
 # events, launches and bytes copied per step; the same with TF32 products,
-# --gpu-math tf32, and gpt-small with tf32x3) and PyTorch's on the same
-# device (torch_gpu_peer.py: eager and torch.compile, fp32 and TF32); and
+# --gpu-math tf32, and gpt-small with tf32x3 and bf16) and PyTorch's on the
+# same device (torch_gpu_peer.py: eager and torch.compile, fp32 and TF32,
+# eager autocast bf16); and
 # prints one table. Each phase has a time limit, so the whole stays under 8
 # minutes; logs go to $OUT (or /tmp/kiln-gpu/out), at most 6 files.
 # Usage: gpu-check.sh [BUNDLE_DIR] [--steps N] [--models a,b] [--skip-tests]
@@ -119,6 +120,10 @@ if [[ ,$models, == *,gpt-small,* ]]; then
   timeout 120 "$bin/kiln-bench" --gpu native --gpu-math tf32x3 \
     --models gpt-small --steps "$steps" 2>&1 |
     tee -a "$out/kiln.log" || failed=1
+  phase "Kiln on the GPU, bf16 products (gpt-small)"
+  timeout 100 "$bin/kiln-bench" --gpu native --gpu-math bf16 \
+    --models gpt-small --steps "$steps" 2>&1 |
+    tee -a "$out/kiln.log" || failed=1
 fi
 
 if ((torch)); then
@@ -126,7 +131,8 @@ if ((torch)); then
   # Eager rows of every model first, then torch.compile's (slow to compile)
   # of gpt-small only, each with its own time limit.
   PYTHONUNBUFFERED=1 timeout 120 python3 "$here/torch_gpu_peer.py" \
-    --models "$models" --steps "$steps" --variants eager-fp32,eager-tf32 \
+    --models "$models" --steps "$steps" \
+    --variants eager-fp32,eager-tf32,eager-bf16 \
     2>&1 | tee "$out/torch.log" || failed=1
   if [[ ,$models, == *,gpt-small,* ]]; then
     PYTHONUNBUFFERED=1 timeout 180 python3 "$here/torch_gpu_peer.py" \

@@ -714,17 +714,18 @@ int main(int argc, char **argv) try {
         start = comma == std::string::npos ? list.size() + 1 : comma + 1;
       }
     } else {
-      fmt::print(stderr,
-                 "usage: kiln-bench [--models "
-                 "gpt-tiny,gpt-small,gpt2,encdec,llama-small] "
-                 "[--modes forward,forward-b1,train,prefill,decode,decode-b4] "
-                 "[--steps N] "
-                 "[--cpu host|x86-64-v3|"
-                 "x86-64-v4|<llvm cpu>] [--gpu native|sm_XX] [--gpu-math "
-                 "fp32|tf32|tf32x3] [--precision fp32|bf16] [--bf16-kernels "
-                 "auto|dot|amx|amx-emulated] [--activations f32|bf16] "
-                 "[--gpu-profile] [--gpu-predict h200|h100|a100] "
-                 "[--unprepared-weights] [--prepared-ab] [--dump DIR]\n");
+      fmt::print(
+          stderr,
+          "usage: kiln-bench [--models "
+          "gpt-tiny,gpt-small,gpt2,encdec,llama-small] "
+          "[--modes forward,forward-b1,train,prefill,decode,decode-b4] "
+          "[--steps N] "
+          "[--cpu host|x86-64-v3|"
+          "x86-64-v4|<llvm cpu>] [--gpu native|sm_XX] [--gpu-math "
+          "fp32|tf32|tf32x3|bf16] [--precision fp32|bf16] [--bf16-kernels "
+          "auto|dot|amx|amx-emulated] [--activations f32|bf16] "
+          "[--gpu-profile] [--gpu-predict h200|h100|a100] "
+          "[--unprepared-weights] [--prepared-ab] [--dump DIR]\n");
       return 2;
     }
   }

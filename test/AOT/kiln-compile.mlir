@@ -80,7 +80,7 @@ this is not IR
 // OPTCHIP: error: kiln-to-gpu: gpu '' is not an NVIDIA GPU architecture (sm_80, sm_90, ...)
 // TF32CHIP: kiln: math tf32 (tensor cores, mma.sync) needs an NVIDIA GPU of sm_80 or newer, and the code is compiled for 'sm_75'
 // TF32CPU: kiln: GPU math 'tf32' without a GPU: it applies to GPU code only
-// MATH: kiln: math 'fp16' is not a GPU math mode: use fp32 (the default), tf32 or tf32x3
+// MATH: kiln: math 'fp16' is not a GPU math mode: use fp32 (the default), tf32, tf32x3 or bf16
 // OPTTF32: error: kiln-to-gpu: math tf32 (tensor cores, mma.sync) needs an NVIDIA GPU of sm_80 or newer, and the code is compiled for 'sm_70'
 
 // COMPILE: kiln-compile: relu2 (1 functions, cpu x86-64-v2) in {{.*}} s (MLIR {{.*}} s, LLVM {{.*}} s) -> {{.*}}relu2.o, {{.*}}relu2.h

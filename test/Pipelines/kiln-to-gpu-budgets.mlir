@@ -15,6 +15,7 @@
 // for the FMAs).
 // RUN: kiln-opt %kiln_src/examples/gpt/gpt_tiny_block.mlir --kiln-to-gpu | %python %S/Inputs/ptxas-all.py %ptxas sm_90 --budget 128,49152 | FileCheck %s --check-prefix=BLOCK
 // RUN: kiln-opt %kiln_src/examples/gpt/gpt_tiny_block.mlir --kiln-to-gpu="math=tf32" | %python %S/Inputs/ptxas-all.py %ptxas sm_90 --budget 128,49152 | FileCheck %s --check-prefix=BLOCK
+// RUN: kiln-opt %kiln_src/examples/gpt/gpt_tiny_block.mlir --kiln-to-gpu="math=bf16" | %python %S/Inputs/ptxas-all.py %ptxas sm_90 --budget 128,49152 | FileCheck %s --check-prefix=BLOCK
 // RUN: kiln-opt %s -kiln-training-step="optimizer=adamw clip-norm=1.0" --kiln-to-gpu="gpu=sm_80 math=tf32" | %python %S/Inputs/ptxas-all.py %ptxas sm_80 --budget 128,49152 | FileCheck %s --check-prefix=STEP80
 // With math=tf32x3 a thread holds both TF32 parts of its fragments: the
 // products take up to about 175 registers (one block of 256 threads a

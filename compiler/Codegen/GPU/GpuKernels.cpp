@@ -15,9 +15,9 @@
 //    the reduction over more blocks (split-K, decided at run time for
 //    dynamic sizes); a second kernel adds the parts in order, so results do
 //    not depend on timing. By default the arithmetic is fp32 FMA on the
-//    CUDA cores, so results match the CPU's to rounding; `math=tf32` and
-//    `math=tf32x3` multiply on the tensor cores instead (mma.sync, each warp
-//    64 x 32 outputs; docs/gpu.md).
+//    CUDA cores, so results match the CPU's to rounding; `math=tf32`,
+//    `math=tf32x3` and `math=bf16` multiply on the tensor cores instead
+//    (mma.sync, each warp 64 x 32 outputs; docs/gpu.md).
 //  - kiln.flash_attention and kiln.flash_attention_grad become the attention
 //    kernels of FlashAttention.cpp.
 //  - A reduction over at least 32 elements (softmax's max and sum,
@@ -712,6 +712,9 @@ int64_t mmaRowOffset(int64_t i, int64_t h) {
 /// reduction steps (t, t + 4) of the lane's A and B elements.
 struct MmaLanes {
   Value rowBase, colBase, accColBase, t, t4;
+  /// bf16's reduction steps: a lane's A and B registers pair steps 2t and
+  /// 2t + 1.
+  Value t2, t21;
 
   /// For the thread `linearThread` of a block of kThreads x kThreads.
   static MmaLanes of(OpBuilder &b, Location loc, Value linearThread) {
@@ -732,6 +735,8 @@ struct MmaLanes {
     Value lane = rem(linearThread, 32), warp = div(linearThread, 32);
     lanes.t = rem(lane, 4);
     lanes.t4 = add(lanes.t, c(4));
+    lanes.t2 = mul(lanes.t, 2);
+    lanes.t21 = add(lanes.t2, c(1));
     // g / 4 * 16 + g % 4 with g = lane / 4.
     Value group = add(mul(div(lane, 16), 16), rem(div(lane, 4), 4));
     Value warpCol = mul(rem(warp, kWarpsN), kWarpTileN);
@@ -840,8 +845,65 @@ SmallVector<Value> multiplyOnTensorCores(OpBuilder &b, Location loc,
   return sums;
 }
 
+/// One step of kMmaK of the reduction on the tensor cores in bf16: the
+/// warp's 4 x 4 tiles of mma.sync.m16n8k8 with bf16 operands on the values
+/// staged in `lhsTile` and `rhsTile` (fp32 values rounded to bf16 already:
+/// their low 16 bits zero), as multiplyOnTensorCores. PTX's bf16 layout
+/// pairs the reduction: lane 4g + t holds A's rows g and g + 8 at steps 2t
+/// and 2t + 1 (one register each, the even step in the low half), B's
+/// column g at steps 2t and 2t + 1 (one register), and C as TF32's.
+SmallVector<Value> multiplyOnTensorCoresBf16(OpBuilder &b, Location loc,
+                                             const MmaLanes &lanes,
+                                             Value lhsTile, Value rhsTile,
+                                             ValueRange acc) {
+  Type i32 = b.getI32Type(), f32 = b.getF32Type();
+  auto constant = [&](uint32_t v) {
+    return arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(int32_t(v)))
+        .getResult();
+  };
+  // The bf16 pair (tile[even][x], tile[odd][x]) in one register.
+  auto pair = [&](Value tile, Value base, int64_t offset) {
+    Value x = arith::AddIOp::create(b, loc, base, index(b, loc, offset));
+    auto bits = [&](Value step) {
+      return arith::BitcastOp::create(
+          b, loc, i32,
+          memref::LoadOp::create(b, loc, tile, ValueRange{step, x}));
+    };
+    Value low = arith::ShRUIOp::create(b, loc, bits(lanes.t2), constant(16));
+    Value high =
+        arith::AndIOp::create(b, loc, bits(lanes.t21), constant(0xffff0000u));
+    return arith::OrIOp::create(b, loc, high, low).getResult();
+  };
+  SmallVector<Value, 4> bRegisters;
+  for (int64_t j = 0; j < kMmaTilesN; ++j) {
+    bRegisters.push_back(pair(rhsTile, lanes.colBase, 4 * j));
+  }
+  auto resultType =
+      LLVM::LLVMStructType::getLiteral(b.getContext(), {f32, f32, f32, f32});
+  SmallVector<Value> sums;
+  for (int64_t i = 0; i < kMmaTilesM; ++i) {
+    SmallVector<Value, 2> aRegisters = {
+        pair(lhsTile, lanes.rowBase, mmaRowOffset(i, 0)),
+        pair(lhsTile, lanes.rowBase, mmaRowOffset(i, 1))};
+    for (int64_t j = 0; j < kMmaTilesN; ++j) {
+      SmallVector<Value, 4> tile(acc.slice((i * kMmaTilesN + j) * 4, 4));
+      auto mma = NVVM::MmaOp::create(
+          b, loc, resultType, aRegisters, ValueRange{bRegisters[j]}, tile,
+          {kMmaM, kMmaN, kMmaK}, std::nullopt, std::nullopt,
+          std::array<NVVM::MMATypes, 2>{NVVM::MMATypes::bf16,
+                                        NVVM::MMATypes::bf16},
+          std::array<NVVM::MMALayout, 2>{NVVM::MMALayout::row,
+                                         NVVM::MMALayout::col});
+      for (int64_t e = 0; e < 4; ++e) {
+        sums.push_back(LLVM::ExtractValueOp::create(b, loc, mma, e));
+      }
+    }
+  }
+  return sums;
+}
+
 /// The arithmetic of contractions (kiln-gpu-kernels{math}).
-enum class ContractionMath { fp32, tf32, tf32x3 };
+enum class ContractionMath { fp32, tf32, tf32x3, bf16 };
 
 void buildContraction(RewriterBase &b, linalg::LinalgOp op,
                       const ContractionPlan &plan, Value initial,
@@ -1059,7 +1121,31 @@ void buildContraction(RewriterBase &b, linalg::LinalgOp op,
   // TF32: operands rounded to TF32 (to nearest, ties away: cvt.rna) as they
   // go into shared memory, once per element (tf32x3 splits them when it
   // reads them).
+  // bf16: rounded to bf16 (to nearest, ties to even; NaN stays NaN) in
+  // integer arithmetic, kept as fp32 with the low 16 bits zero.
   auto staged = [&](Value v) -> Value {
+    if (math == ContractionMath::bf16) {
+      Type i32 = b.getI32Type();
+      auto constant = [&](uint32_t c) {
+        return arith::ConstantOp::create(b, loc,
+                                         b.getI32IntegerAttr(int32_t(c)))
+            .getResult();
+      };
+      Value bits = arith::BitcastOp::create(b, loc, i32, v);
+      Value odd = arith::AndIOp::create(
+          b, loc, arith::ShRUIOp::create(b, loc, bits, constant(16)),
+          constant(1));
+      Value up = arith::AddIOp::create(
+          b, loc, bits, arith::AddIOp::create(b, loc, odd, constant(0x7fff)));
+      Value nan =
+          arith::CmpFOp::create(b, loc, arith::CmpFPredicate::UNO, v, v);
+      Value rounded = arith::SelectOp::create(
+          b, loc, nan, arith::OrIOp::create(b, loc, bits, constant(0x400000)),
+          up);
+      return arith::BitcastOp::create(
+          b, loc, b.getF32Type(),
+          arith::AndIOp::create(b, loc, rounded, constant(0xffff0000u)));
+    }
     if (math != ContractionMath::tf32) {
       return v;
     }
@@ -1093,9 +1179,14 @@ void buildContraction(RewriterBase &b, linalg::LinalgOp op,
     SmallVector<Value> next =
         loadTiles(arith::AddIOp::create(b, loc, k0, index(b, loc, kDepth)));
     if (tensorCores) {
-      SmallVector<Value> sums = multiplyOnTensorCores(
-          b, loc, *lanes, lhsTile, rhsTile, carried.take_front(kAccumulators),
-          /*split=*/math == ContractionMath::tf32x3);
+      SmallVector<Value> sums =
+          math == ContractionMath::bf16
+              ? multiplyOnTensorCoresBf16(b, loc, *lanes, lhsTile, rhsTile,
+                                          carried.take_front(kAccumulators))
+              : multiplyOnTensorCores(b, loc, *lanes, lhsTile, rhsTile,
+                                      carried.take_front(kAccumulators),
+                                      /*split=*/math ==
+                                          ContractionMath::tf32x3);
       gpu::BarrierOp::create(b, loc);
       llvm::append_range(sums, next);
       scf::YieldOp::create(b, loc, sums);
@@ -1288,7 +1379,8 @@ struct GpuKernels
     ContractionMath contractionMath = math == "tf32" ? ContractionMath::tf32
                                       : math == "tf32x3"
                                           ? ContractionMath::tf32x3
-                                          : ContractionMath::fp32;
+                                      : math == "bf16" ? ContractionMath::bf16
+                                                       : ContractionMath::fp32;
     IRRewriter rewriter(&getContext());
     // Attention: kernels of its own (FlashAttention.cpp).
     SmallVector<Operation *> attention;

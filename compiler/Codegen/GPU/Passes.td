@@ -50,14 +50,18 @@ def KilnGpuKernelsPass : Pass<"kiln-gpu-kernels", "::mlir::func::FuncOp"> {
     With `math=tf32x3`, operands are staged in fp32 and each fragment is
     split into big = tf32(x) and small = tf32(x - big); every tile takes
     three `mma.sync` (small_a big_b, big_a small_b, big_a big_b), about
-    fp32's accuracy.
+    fp32's accuracy. With `math=bf16`, operands are rounded to bf16 (to
+    nearest even) as they are staged, and each warp's 4 x 4 tiles are
+    `mma.sync.m16n8k8` with bf16 operands (two steps of k in a register)
+    and fp32 sums: the GPU counterpart of the CPU's bf16 precision.
   }];
   let options = [
     Option<"math", "math", "std::string", /*default=*/"\"fp32\"",
            "The contractions' arithmetic: fp32 (FMA on the CUDA cores, "
            "the CPU's results to rounding), tf32 (tensor cores, "
-           "mma.sync) or tf32x3 (three TF32 products, about fp32's "
-           "accuracy); tensor cores on sm_80 and newer">
+           "mma.sync), tf32x3 (three TF32 products, about fp32's "
+           "accuracy) or bf16 (bf16 operands, fp32 sums); tensor cores on "
+           "sm_80 and newer">
   ];
   let dependentDialects = ["::mlir::gpu::GPUDialect", "::mlir::scf::SCFDialect",
                            "::mlir::LLVM::LLVMDialect",

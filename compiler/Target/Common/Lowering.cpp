@@ -410,7 +410,7 @@ static void lower(LoweredModule &lowered, const LoweringOptions &options,
   if (options.precision != "fp32" && !options.gpuChip.empty()) {
     throw Error("kiln: precision '" + options.precision +
                 "' with a GPU: it applies to CPU code only (GPU code has "
-                "its math: fp32, tf32, tf32x3)");
+                "its math: fp32, tf32, tf32x3, bf16)");
   }
   if (std::string why =
           mlir::kiln::cpu::cpuPrecisionError(options.precision, *target);

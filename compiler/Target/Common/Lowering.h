@@ -55,8 +55,9 @@ struct LoweringOptions {
   bool gpuResidentState = false;
   /// With gpuChip: the contractions' arithmetic, "fp32" (FMA on the CUDA
   /// cores: results as the CPU's to fp32 rounding), "tf32" (tensor cores,
-  /// operands rounded to TF32) or "tf32x3" (three TF32 products, about
-  /// fp32's accuracy); the last two on sm_80 and newer. Anything else, or
+  /// operands rounded to TF32), "tf32x3" (three TF32 products, about
+  /// fp32's accuracy) or "bf16" (tensor cores, operands rounded to bf16);
+  /// the last three on sm_80 and newer. Anything else, or
   /// tensor cores without a GPU or on an older one, is a kiln::Error before
   /// anything is compiled.
   std::string gpuMath = "fp32";

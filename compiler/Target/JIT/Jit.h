@@ -57,8 +57,11 @@ struct JitOptions {
   /// times faster, each product's error up to about 2^-10 of
   /// sum |a| |b| (docs/gpu.md). "tf32x3": each operand split into two TF32
   /// parts and three tensor-core products summed, about fp32's accuracy.
-  /// Both need sm_80 or newer. Anything else, or tf32 or tf32x3 without a
-  /// GPU or on an older one, is a kiln::Error before anything is compiled.
+  /// "bf16": tensor cores with operands rounded to bf16 (to nearest even)
+  /// and fp32 sums, each product's error up to about 2^-7 of sum |a| |b|:
+  /// the GPU's counterpart of the CPU's precision "bf16". All three need
+  /// sm_80 or newer. Anything else, or one of them without a GPU or on an
+  /// older one, is a kiln::Error before anything is compiled.
   std::string gpuMath = "fp32";
   /// The CPU code is generated for: "host" (this machine's CPU and
   /// features), or an LLVM CPU name as kiln-compile's --cpu takes

@@ -3,7 +3,7 @@
 //   kiln-compile model.mlir -o model.o --header model.h --name model
 //                [--cpu host|x86-64|x86-64-v2|x86-64-v3|x86-64-v4|<llvm cpu>]
 //                [--functions forward,decode,train_step] [--gpu sm_90]
-//                [--gpu-math fp32|tf32|tf32x3]
+//                [--gpu-math fp32|tf32|tf32x3|bf16]
 //
 // Every public function of the module becomes a C entry point; see
 // compiler/Target/AOT/Aot.h.
@@ -50,9 +50,10 @@ static cl::opt<std::string>
 static cl::opt<std::string>
     gpuMath("gpu-math",
             cl::desc("With --gpu: the matrix products' arithmetic, fp32 "
-                     "(default), tf32 or tf32x3 (tensor cores; sm_80 and "
+                     "(default), tf32, tf32x3 or bf16 (tensor cores; sm_80 "
+                     "and "
                      "newer)"),
-            cl::value_desc("fp32|tf32|tf32x3"), cl::init("fp32"));
+            cl::value_desc("fp32|tf32|tf32x3|bf16"), cl::init("fp32"));
 static cl::opt<std::string>
     precision("precision",
               cl::desc("CPU code's matrix products: fp32 (default), or bf16 "

@@ -348,9 +348,10 @@ std::string mlir::kiln::gpuMathError(StringRef math, StringRef gpu) {
   if (math == "fp32") {
     return "";
   }
-  if (math != "tf32" && math != "tf32x3") {
+  if (math != "tf32" && math != "tf32x3" && math != "bf16") {
     return "math '" + math.str() +
-           "' is not a GPU math mode: use fp32 (the default), tf32 or tf32x3";
+           "' is not a GPU math mode: use fp32 (the default), tf32, tf32x3 "
+           "or bf16";
   }
   unsigned version = 0;
   if (!isGpuChip(gpu) || gpu.drop_front(3).getAsInteger(10, version) ||

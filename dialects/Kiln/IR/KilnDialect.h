@@ -104,9 +104,10 @@ bool isGpuChip(llvm::StringRef gpu);
 
 /// The one check of a GPU contraction math mode (kiln-gpu-kernels' `math`,
 /// kiln-to-gpu's, JitOptions::gpuMath, kiln-compile's --gpu-math) against
-/// the architecture `gpu` it would run on: "fp32" runs anywhere, "tf32" and
-/// "tf32x3" (tensor cores, mma.sync) need sm_80 or newer. Empty when `math` can
-/// run there, else why not (an unknown name, or an architecture too old).
+/// the architecture `gpu` it would run on: "fp32" runs anywhere, "tf32",
+/// "tf32x3" and "bf16" (tensor cores, mma.sync) need sm_80 or newer. Empty when
+/// `math` can run there, else why not (an unknown name, or an architecture too
+/// old).
 std::string gpuMathError(llvm::StringRef math, llvm::StringRef gpu);
 
 /// The attribute `kiln.cpu_tiles = #kiln.cpu_tiles<...>` (a CpuTilesAttr) of

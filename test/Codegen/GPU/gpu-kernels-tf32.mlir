@@ -2,7 +2,7 @@
 // RUN: kiln-opt %s --pass-pipeline="builtin.module(func.func(kiln-gpu-kernels{math=tf32}),gpu-kernel-outlining,lower-affine,nvvm-attach-target{chip=sm_80},gpu.module(kiln-align-workgroup-memory,convert-scf-to-cf,convert-gpu-to-nvvm,reconcile-unrealized-casts),gpu-module-to-binary{format=isa})" --split-input-file | FileCheck %s --check-prefix=PTX
 // RUN: kiln-opt %s --pass-pipeline="builtin.module(func.func(kiln-gpu-kernels))" --split-input-file | FileCheck %s --check-prefix=FP32
 // RUN: kiln-opt %S/Inputs/tf32-invalid.mlir --pass-pipeline="builtin.module(func.func(kiln-gpu-kernels{math=tf32}))" --split-input-file --verify-diagnostics
-// RUN: not kiln-opt %s --pass-pipeline="builtin.module(func.func(kiln-gpu-kernels{math=bf16}))" --split-input-file 2>&1 | FileCheck %s --check-prefix=UNKNOWN
+// RUN: not kiln-opt %s --pass-pipeline="builtin.module(func.func(kiln-gpu-kernels{math=fp16}))" --split-input-file 2>&1 | FileCheck %s --check-prefix=UNKNOWN
 // RUN: kiln-opt %s --pass-pipeline="builtin.module(func.func(kiln-gpu-kernels{math=tf32x3},canonicalize))" --split-input-file | FileCheck %s --check-prefix=X3
 // RUN: kiln-opt %s --pass-pipeline="builtin.module(func.func(kiln-gpu-kernels{math=tf32x3}),gpu-kernel-outlining,lower-affine,nvvm-attach-target{chip=sm_80},gpu.module(kiln-align-workgroup-memory,convert-scf-to-cf,convert-gpu-to-nvvm,reconcile-unrealized-casts),gpu-module-to-binary{format=isa})" --split-input-file | FileCheck %s --check-prefix=X3PTX
 
@@ -111,4 +111,4 @@ module attributes {kiln.target = #kiln.target<cpu = "x86-64", features = "", l1D
   }
 }
 
-// UNKNOWN: kiln-gpu-kernels: math 'bf16' is not a GPU math mode: use fp32 (the default), tf32 or tf32x3
+// UNKNOWN: kiln-gpu-kernels: math 'fp16' is not a GPU math mode: use fp32 (the default), tf32, tf32x3 or bf16

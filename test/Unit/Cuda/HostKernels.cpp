@@ -19,6 +19,10 @@
 //   .row.col.f32.tf32.tf32.f32 with the PTX ISA's fragment layouts (an
 //   operand's 13 low bits ignored, as the tensor cores do; products summed
 //   in double);
+// - kiln_emu_mma_m16n8k8_bf16(d, a0-a1, b0, c0-c3): mma.sync.m16n8k8
+//   .row.col.f32.bf16.bf16.f32 with the PTX ISA's fragment layouts (two
+//   bf16 a register, the lower index in the low half; products summed in
+//   double);
 // - kiln_emu_cvt_rna_tf32(x): cvt.rna.tf32.f32 (nearest, ties away from
 //   zero; NaN canonical);
 // - kiln_emu_host_address(p): a device pointer's host address;
@@ -323,6 +327,45 @@ void kiln_emu_mma_m16n8k8_tf32(float *d, uint32_t a0, uint32_t a1, uint32_t a2,
   std::memcpy(d, out, sizeof(out));
 }
 
+void kiln_emu_mma_m16n8k8_bf16(float *d, uint32_t a0, uint32_t a1, uint32_t b0,
+                               float c0, float c1, float c2, float c3) {
+  unsigned base = warp() * 32, l = lane();
+  current->a[(base + l) * 4] = a0;
+  current->a[(base + l) * 4 + 1] = a1;
+  current->b[(base + l) * 2] = b0;
+  wait(State::AtWarp);
+  // A (16 x 8, row): lane 4g + t holds (g, 2t), (g, 2t + 1) in a0 and
+  // (g + 8, 2t), (g + 8, 2t + 1) in a1. B (8 x 8, col): lane 4g + t holds
+  // (2t, g), (2t + 1, g) in b0. C and D as for TF32.
+  auto half = [](uint32_t reg, unsigned k) {
+    uint32_t bits = k % 2 == 0 ? reg << 16 : reg & 0xffff0000u;
+    float f;
+    std::memcpy(&f, &bits, 4);
+    return double(f);
+  };
+  auto elementA = [&](unsigned row, unsigned k) {
+    unsigned from = (row % 8) * 4 + k / 2;
+    return half(current->a[(base + from) * 4 + (row < 8 ? 0 : 1)], k);
+  };
+  auto elementB = [&](unsigned k, unsigned col) {
+    unsigned from = col * 4 + k / 2;
+    return half(current->b[(base + from) * 2], k);
+  };
+  unsigned g = l / 4, t = l % 4;
+  float c[4] = {c0, c1, c2, c3};
+  float out[4];
+  for (unsigned i = 0; i < 4; ++i) {
+    unsigned row = g + (i < 2 ? 0 : 8), col = 2 * t + i % 2;
+    double sum = c[i];
+    for (unsigned k = 0; k < 8; ++k) {
+      sum += elementA(row, k) * elementB(k, col);
+    }
+    out[i] = float(sum);
+  }
+  wait(State::AtWarp);
+  std::memcpy(d, out, sizeof(out));
+}
+
 uint32_t kiln_emu_cvt_rna_tf32(float x) {
   uint32_t bits;
   std::memcpy(&bits, &x, 4);
@@ -363,6 +406,7 @@ std::vector<std::pair<const char *, void *>> symbols() {
       {"kiln_emu_barrier", p(&kiln_emu_barrier)},
       {"kiln_emu_shfl", p(&kiln_emu_shfl)},
       {"kiln_emu_mma_m16n8k8_tf32", p(&kiln_emu_mma_m16n8k8_tf32)},
+      {"kiln_emu_mma_m16n8k8_bf16", p(&kiln_emu_mma_m16n8k8_bf16)},
       {"kiln_emu_cvt_rna_tf32", p(&kiln_emu_cvt_rna_tf32)},
       {"kiln_emu_host_address", p(&kiln_emu_host_address)},
       {"__nv_expf", p(F1(&::expf))},

@@ -26,6 +26,8 @@ uint64_t kiln_emu_shfl(uint32_t kind, uint32_t mask, uint32_t value,
 void kiln_emu_mma_m16n8k8_tf32(float *d, uint32_t a0, uint32_t a1, uint32_t a2,
                                uint32_t a3, uint32_t b0, uint32_t b1, float c0,
                                float c1, float c2, float c3);
+void kiln_emu_mma_m16n8k8_bf16(float *d, uint32_t a0, uint32_t a1, uint32_t b0,
+                               float c0, float c1, float c2, float c3);
 uint32_t kiln_emu_cvt_rna_tf32(float x);
 }
 
@@ -264,6 +266,44 @@ TEST(HostKernels, MmaComputesA16x8x8ProductFromTheWarpsFragments) {
     kiln_emu_mma_m16n8k8_tf32(&d[l * 4], a(g, t), a(g + 8, t), a(g, t + 4),
                               a(g + 8, t + 4), b(t, g), b(t + 4, g),
                               c(g, 2 * t), c(g, 2 * t + 1), c(g + 8, 2 * t),
+                              c(g + 8, 2 * t + 1));
+  };
+  std::string error;
+  ASSERT_TRUE(run(kernel, {1, 1, 1}, {32, 1, 1}, nullptr, error)) << error;
+  for (int l = 0; l < 32; ++l) {
+    int g = l / 4, t = l % 4;
+    int rows[4] = {g, g, g + 8, g + 8};
+    int cols[4] = {2 * t, 2 * t + 1, 2 * t, 2 * t + 1};
+    for (int r = 0; r < 4; ++r) {
+      int i = rows[r], j = cols[r];
+      double expected = i * j;
+      for (int k = 0; k < 8; ++k) {
+        expected += double(i - 2 * k) * double(k + 3 * j - 5);
+      }
+      EXPECT_EQ(d[l * 4 + r], float(expected)) << "D(" << i << ", " << j << ")";
+    }
+  }
+}
+
+TEST(HostKernels, Bf16MmaComputesA16x8x8ProductFromTheWarpsPairs) {
+  // The same integers (exact in bf16: below 2^8) in the PTX ISA's m16n8k8
+  // .bf16 fragments: lane 4g + t holds A's (g, 2t) and (g, 2t + 1) in its
+  // first register and (g + 8, 2t), (g + 8, 2t + 1) in its second, B's
+  // (2t, g) and (2t + 1, g) in one, each pair's lower k in the low half; C
+  // and D as TF32's.
+  static std::vector<float> d(32 * 4);
+  auto kernel = [](void **) {
+    int l = int(linear()), g = l / 4, t = l % 4;
+    auto pair = [](float low, float high) {
+      return (bitsOf(high) & 0xffff0000u) | (bitsOf(low) >> 16);
+    };
+    auto a = [](int i, int k) { return float(i - 2 * k); };
+    auto b = [](int k, int j) { return float(k + 3 * j - 5); };
+    auto c = [](int i, int j) { return float(i * j); };
+    kiln_emu_mma_m16n8k8_bf16(&d[l * 4], pair(a(g, 2 * t), a(g, 2 * t + 1)),
+                              pair(a(g + 8, 2 * t), a(g + 8, 2 * t + 1)),
+                              pair(b(2 * t, g), b(2 * t + 1, g)), c(g, 2 * t),
+                              c(g, 2 * t + 1), c(g + 8, 2 * t),
                               c(g + 8, 2 * t + 1));
   };
   std::string error;

@@ -340,8 +340,8 @@ TEST(GpuTarget, Tf32PutsProductsOnTheTensorCores) {
             std::string::npos);
   EXPECT_NE(refusal("sm_90", "TF32")
                 .find("math 'TF32' is not a GPU math "
-                      "mode: use fp32 (the default), tf32 "
-                      "or tf32x3"),
+                      "mode: use fp32 (the default), tf32, "
+                      "tf32x3 or bf16"),
             std::string::npos);
 }
 
@@ -803,6 +803,16 @@ TEST(GpuTarget, Tf32x3ContractionsMatchDoubleLoopsWithinFp32Tolerance) {
   SKIP_WITHOUT_GPU();
   checkContractions("tf32x3", 3e-5);
   EXPECT_EQ(slightlyAboveOneOnGpu("tf32x3"), 1.0f + std::ldexp(1.0f, -12));
+}
+
+// bf16 (JitOptions::gpuMath "bf16": the GPU's counterpart of the CPU's bf16
+// precision): each operand rounded to nearest even with an 8-bit
+// significand is off by at most 2^-8 of itself, a product by 2^-7 + 2^-16
+// of |a| |b|, and the sums are fp32's (3e-5 above); fixed before the code.
+TEST(GpuTarget, Bf16ContractionsMatchDoubleLoopsWithinBf16Rounding) {
+  SKIP_WITHOUT_GPU();
+  checkContractions("bf16", std::ldexp(1.0, -7) + std::ldexp(1.0, -16) + 3e-5);
+  EXPECT_EQ(slightlyAboveOneOnGpu("bf16"), 1.0f);
 }
 
 /// The attention kernels (kiln.flash_attention and kiln.flash_attention_grad)

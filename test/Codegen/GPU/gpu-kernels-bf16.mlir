@@ -1,0 +1,41 @@
+// RUN: kiln-opt %s --pass-pipeline="builtin.module(func.func(kiln-gpu-kernels{math=bf16},canonicalize))" | FileCheck %s
+// RUN: kiln-opt %s --pass-pipeline="builtin.module(func.func(kiln-gpu-kernels{math=bf16}),gpu-kernel-outlining,lower-affine,nvvm-attach-target{chip=sm_80},gpu.module(kiln-align-workgroup-memory,convert-scf-to-cf,convert-gpu-to-nvvm,reconcile-unrealized-casts),gpu-module-to-binary{format=isa})" | FileCheck %s --check-prefix=PTX
+// RUN: sed 's/"sm_80"/"sm_75"/' %s | not kiln-opt --pass-pipeline="builtin.module(func.func(kiln-gpu-kernels{math=bf16}))" 2>&1 | FileCheck %s --check-prefix=SM75
+
+// kiln-gpu-kernels{math=bf16}: the TF32 kernels' block, warps and tiles,
+// with the operands rounded to bf16 (to nearest even, in integer
+// arithmetic: NaN kept quiet) as they are stored in shared memory, and
+// mma.sync.m16n8k8 with bf16 operands: each step reads B's 4 registers
+// (two staged rows, 2t and 2t + 1, packed into one: the even row's upper
+// half low), then per m-tile A's 2 registers followed by its 4 products
+// (16 mma.sync a step). The module is compiled for sm_80.
+// CHECK-LABEL: func.func @matmul(
+// CHECK:         gpu.launch {{.*}} workgroup(%[[A:.*]] : memref<8x132xf32, #gpu.address_space<workgroup>>, %[[B:.*]] : memref<8x132xf32, #gpu.address_space<workgroup>>)
+// CHECK:           scf.for %{{.*}} = %c0 to %c64 step %c8 iter_args(
+// CHECK:             arith.cmpf uno
+// CHECK:             arith.andi %{{.*}}, %c-65536_i32
+// CHECK:             memref.store %{{.*}}, %[[A]]
+// CHECK:             memref.store %{{.*}}, %[[B]]
+// CHECK:             gpu.barrier
+// CHECK-COUNT-8:     memref.load %[[B]]
+// CHECK-NOT:         math.fma
+// CHECK-COUNT-4:     memref.load %[[A]]
+// CHECK-COUNT-4:     nvvm.mma.sync A[{{.*}}] B[{{.*}}] C[{{.*}}] {layoutA = #nvvm.mma_layout<row>, layoutB = #nvvm.mma_layout<col>, multiplicandAPtxType = #nvvm.mma_type<bf16>, multiplicandBPtxType = #nvvm.mma_type<bf16>, shape = #nvvm.shape<m = 16, n = 8, k = 8>} : (i32, i32, f32) -> !llvm.struct<(f32, f32, f32, f32)>
+// CHECK-COUNT-4:     memref.load %[[A]]
+// CHECK-COUNT-4:     nvvm.mma.sync
+// CHECK-COUNT-4:     memref.load %[[A]]
+// CHECK-COUNT-4:     nvvm.mma.sync
+// CHECK-COUNT-4:     memref.load %[[A]]
+// CHECK-COUNT-4:     nvvm.mma.sync
+// CHECK-NOT:         nvvm.mma.sync
+// CHECK:             gpu.barrier
+// CHECK:         return
+// PTX-LABEL: gpu.binary @matmul_kernel
+// PTX-SAME: mma.sync.aligned.m16n8k8.row.col.f32.bf16.bf16.f32
+// SM75: math bf16 (tensor cores, mma.sync) needs an NVIDIA GPU of sm_80 or newer
+module attributes {kiln.target = #kiln.target<cpu = "x86-64", features = "", l1DataBytes = 32768, l2Bytes = 1048576, gpu = "sm_80">} {
+  func.func @matmul(%a: memref<?x64xf32>, %b: memref<64x32xf32>, %c: memref<?x32xf32>) {
+    linalg.matmul ins(%a, %b : memref<?x64xf32>, memref<64x32xf32>) outs(%c : memref<?x32xf32>)
+    return
+  }
+}
