@@ -39,6 +39,7 @@
 #include "llvm/Support/TargetSelect.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -221,6 +222,27 @@ float tf32(uint32_t bits) {
   return f;
 }
 
+/// The end of an m16n8k8 mma.sync, once every lane has left its operands
+/// in the block's slots: the lane's four elements of D = A B + C (C and D:
+/// lane 4g + t holds (g, 2t), (g, 2t + 1), (g + 8, 2t), (g + 8, 2t + 1)),
+/// products summed in double from `elementA(row, k)` and
+/// `elementB(k, col)`, written to `d` after the warp has read its slots.
+template <typename A, typename B>
+void finishMma(float *d, std::array<float, 4> c, A elementA, B elementB) {
+  unsigned g = lane() / 4, t = lane() % 4;
+  float out[4];
+  for (unsigned i = 0; i < 4; ++i) {
+    unsigned row = g + (i < 2 ? 0 : 8), col = 2 * t + i % 2;
+    double sum = c[i];
+    for (unsigned k = 0; k < 8; ++k) {
+      sum += elementA(row, k) * elementB(k, col);
+    }
+    out[i] = float(sum);
+  }
+  wait(State::AtWarp);
+  std::memcpy(d, out, sizeof(out));
+}
+
 } // namespace
 
 extern "C" {
@@ -312,19 +334,7 @@ void kiln_emu_mma_m16n8k8_tf32(float *d, uint32_t a0, uint32_t a1, uint32_t a2,
     unsigned from = col * 4 + k % 4;
     return double(tf32(current->b[(base + from) * 2 + (k < 4 ? 0 : 1)]));
   };
-  unsigned g = l / 4, t = l % 4;
-  float c[4] = {c0, c1, c2, c3};
-  float out[4];
-  for (unsigned i = 0; i < 4; ++i) {
-    unsigned row = g + (i < 2 ? 0 : 8), col = 2 * t + i % 2;
-    double sum = c[i];
-    for (unsigned k = 0; k < 8; ++k) {
-      sum += elementA(row, k) * elementB(k, col);
-    }
-    out[i] = float(sum);
-  }
-  wait(State::AtWarp);
-  std::memcpy(d, out, sizeof(out));
+  finishMma(d, {c0, c1, c2, c3}, elementA, elementB);
 }
 
 void kiln_emu_mma_m16n8k8_bf16(float *d, uint32_t a0, uint32_t a1, uint32_t b0,
@@ -351,19 +361,7 @@ void kiln_emu_mma_m16n8k8_bf16(float *d, uint32_t a0, uint32_t a1, uint32_t b0,
     unsigned from = col * 4 + k / 2;
     return half(current->b[(base + from) * 2], k);
   };
-  unsigned g = l / 4, t = l % 4;
-  float c[4] = {c0, c1, c2, c3};
-  float out[4];
-  for (unsigned i = 0; i < 4; ++i) {
-    unsigned row = g + (i < 2 ? 0 : 8), col = 2 * t + i % 2;
-    double sum = c[i];
-    for (unsigned k = 0; k < 8; ++k) {
-      sum += elementA(row, k) * elementB(k, col);
-    }
-    out[i] = float(sum);
-  }
-  wait(State::AtWarp);
-  std::memcpy(d, out, sizeof(out));
+  finishMma(d, {c0, c1, c2, c3}, elementA, elementB);
 }
 
 uint32_t kiln_emu_cvt_rna_tf32(float x) {

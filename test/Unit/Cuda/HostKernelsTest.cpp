@@ -251,6 +251,25 @@ float floatOf(uint32_t b) {
   return f;
 }
 
+/// Checks the 32 lanes' D fragments (lane 4g + t: (g, 2t), (g, 2t + 1),
+/// (g + 8, 2t), (g + 8, 2t + 1)) of D = A B + C with A[i][k] = i - 2k,
+/// B[k][j] = k + 3j - 5, C[i][j] = i j, summed here in double.
+void expectIntegerProduct(const std::vector<float> &d) {
+  for (int l = 0; l < 32; ++l) {
+    int g = l / 4, t = l % 4;
+    int rows[4] = {g, g, g + 8, g + 8};
+    int cols[4] = {2 * t, 2 * t + 1, 2 * t, 2 * t + 1};
+    for (int r = 0; r < 4; ++r) {
+      int i = rows[r], j = cols[r];
+      double expected = i * j;
+      for (int k = 0; k < 8; ++k) {
+        expected += double(i - 2 * k) * double(k + 3 * j - 5);
+      }
+      EXPECT_EQ(d[l * 4 + r], float(expected)) << "D(" << i << ", " << j << ")";
+    }
+  }
+}
+
 TEST(HostKernels, MmaComputesA16x8x8ProductFromTheWarpsFragments) {
   // A[i][k] = i - 2k, B[k][j] = k + 3j - 5, C[i][j] = i * j: small
   // integers, exact in TF32 and fp32. Lane 4g + t holds, per the PTX ISA's
@@ -270,19 +289,7 @@ TEST(HostKernels, MmaComputesA16x8x8ProductFromTheWarpsFragments) {
   };
   std::string error;
   ASSERT_TRUE(run(kernel, {1, 1, 1}, {32, 1, 1}, nullptr, error)) << error;
-  for (int l = 0; l < 32; ++l) {
-    int g = l / 4, t = l % 4;
-    int rows[4] = {g, g, g + 8, g + 8};
-    int cols[4] = {2 * t, 2 * t + 1, 2 * t, 2 * t + 1};
-    for (int r = 0; r < 4; ++r) {
-      int i = rows[r], j = cols[r];
-      double expected = i * j;
-      for (int k = 0; k < 8; ++k) {
-        expected += double(i - 2 * k) * double(k + 3 * j - 5);
-      }
-      EXPECT_EQ(d[l * 4 + r], float(expected)) << "D(" << i << ", " << j << ")";
-    }
-  }
+  expectIntegerProduct(d);
 }
 
 TEST(HostKernels, Bf16MmaComputesA16x8x8ProductFromTheWarpsPairs) {
@@ -308,19 +315,7 @@ TEST(HostKernels, Bf16MmaComputesA16x8x8ProductFromTheWarpsPairs) {
   };
   std::string error;
   ASSERT_TRUE(run(kernel, {1, 1, 1}, {32, 1, 1}, nullptr, error)) << error;
-  for (int l = 0; l < 32; ++l) {
-    int g = l / 4, t = l % 4;
-    int rows[4] = {g, g, g + 8, g + 8};
-    int cols[4] = {2 * t, 2 * t + 1, 2 * t, 2 * t + 1};
-    for (int r = 0; r < 4; ++r) {
-      int i = rows[r], j = cols[r];
-      double expected = i * j;
-      for (int k = 0; k < 8; ++k) {
-        expected += double(i - 2 * k) * double(k + 3 * j - 5);
-      }
-      EXPECT_EQ(d[l * 4 + r], float(expected)) << "D(" << i << ", " << j << ")";
-    }
-  }
+  expectIntegerProduct(d);
 }
 
 TEST(HostKernels, MmaIgnoresTheLow13BitsOfItsOperands) {
