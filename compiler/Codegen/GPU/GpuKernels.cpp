@@ -1121,30 +1121,12 @@ void buildContraction(RewriterBase &b, linalg::LinalgOp op,
   // TF32: operands rounded to TF32 (to nearest, ties away: cvt.rna) as they
   // go into shared memory, once per element (tf32x3 splits them when it
   // reads them).
-  // bf16: rounded to bf16 (to nearest, ties to even; NaN stays NaN) in
-  // integer arithmetic, kept as fp32 with the low 16 bits zero.
+  // bf16: rounded to bf16 (to nearest even: cvt.rn.bf16.f32), kept as
+  // fp32 with the low 16 bits zero.
   auto staged = [&](Value v) -> Value {
     if (math == ContractionMath::bf16) {
-      Type i32 = b.getI32Type();
-      auto constant = [&](uint32_t c) {
-        return arith::ConstantOp::create(b, loc,
-                                         b.getI32IntegerAttr(int32_t(c)))
-            .getResult();
-      };
-      Value bits = arith::BitcastOp::create(b, loc, i32, v);
-      Value odd = arith::AndIOp::create(
-          b, loc, arith::ShRUIOp::create(b, loc, bits, constant(16)),
-          constant(1));
-      Value up = arith::AddIOp::create(
-          b, loc, bits, arith::AddIOp::create(b, loc, odd, constant(0x7fff)));
-      Value nan =
-          arith::CmpFOp::create(b, loc, arith::CmpFPredicate::UNO, v, v);
-      Value rounded = arith::SelectOp::create(
-          b, loc, nan, arith::OrIOp::create(b, loc, bits, constant(0x400000)),
-          up);
-      return arith::BitcastOp::create(
-          b, loc, b.getF32Type(),
-          arith::AndIOp::create(b, loc, rounded, constant(0xffff0000u)));
+      Value rounded = arith::TruncFOp::create(b, loc, b.getBF16Type(), v);
+      return arith::ExtFOp::create(b, loc, b.getF32Type(), rounded);
     }
     if (math != ContractionMath::tf32) {
       return v;

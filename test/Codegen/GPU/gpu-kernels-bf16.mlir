@@ -3,8 +3,8 @@
 // RUN: sed 's/"sm_80"/"sm_75"/' %s | not kiln-opt --pass-pipeline="builtin.module(func.func(kiln-gpu-kernels{math=bf16}))" 2>&1 | FileCheck %s --check-prefix=SM75
 
 // kiln-gpu-kernels{math=bf16}: the TF32 kernels' block, warps and tiles,
-// with the operands rounded to bf16 (to nearest even, in integer
-// arithmetic: NaN kept quiet) as they are stored in shared memory, and
+// with the operands rounded to bf16 (to nearest even: cvt.rn.bf16.f32) as
+// they are stored in shared memory, and
 // mma.sync.m16n8k8 with bf16 operands: each step reads B's 4 registers
 // (two staged rows, 2t and 2t + 1, packed into one: the even row's upper
 // half low), then per m-tile A's 2 registers followed by its 4 products
@@ -12,8 +12,8 @@
 // CHECK-LABEL: func.func @matmul(
 // CHECK:         gpu.launch {{.*}} workgroup(%[[A:.*]] : memref<8x132xf32, #gpu.address_space<workgroup>>, %[[B:.*]] : memref<8x132xf32, #gpu.address_space<workgroup>>)
 // CHECK:           scf.for %{{.*}} = %c0 to %c64 step %c8 iter_args(
-// CHECK:             arith.cmpf uno
-// CHECK:             arith.andi %{{.*}}, %c-65536_i32
+// CHECK:             arith.truncf %{{.*}} : f32 to bf16
+// CHECK-NEXT:        arith.extf %{{.*}} : bf16 to f32
 // CHECK:             memref.store %{{.*}}, %[[A]]
 // CHECK:             memref.store %{{.*}}, %[[B]]
 // CHECK:             gpu.barrier
@@ -31,6 +31,7 @@
 // CHECK:             gpu.barrier
 // CHECK:         return
 // PTX-LABEL: gpu.binary @matmul_kernel
+// PTX-SAME: cvt.rn.bf16.f32
 // PTX-SAME: mma.sync.aligned.m16n8k8.row.col.f32.bf16.bf16.f32
 // SM75: math bf16 (tensor cores, mma.sync) needs an NVIDIA GPU of sm_80 or newer
 module attributes {kiln.target = #kiln.target<cpu = "x86-64", features = "", l1DataBytes = 32768, l2Bytes = 1048576, gpu = "sm_80">} {
