@@ -31,8 +31,8 @@
 // CHECK:             gpu.barrier
 // CHECK:         return
 // PTX-LABEL: gpu.binary @matmul_kernel
-// PTX-SAME: cvt.rn.bf16.f32
 // PTX-SAME: mma.sync.aligned.m16n8k8.row.col.f32.bf16.bf16.f32
+// PTX-SAME: cvt.rn.bf16.f32
 // SM75: math bf16 (tensor cores, mma.sync) needs an NVIDIA GPU of sm_80 or newer
 module attributes {kiln.target = #kiln.target<cpu = "x86-64", features = "", l1DataBytes = 32768, l2Bytes = 1048576, gpu = "sm_80">} {
   func.func @matmul(%a: memref<?x64xf32>, %b: memref<64x32xf32>, %c: memref<?x32xf32>) {
