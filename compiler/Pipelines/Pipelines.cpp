@@ -259,6 +259,9 @@ void mlir::kiln::buildLinalgToGpuPipeline(OpPassManager &pm,
   kernels.addPass(createKilnAlignWorkgroupMemoryPass());
   kernels.addPass(createKilnApproximateMathPass());
   kernels.addPass(createSCFToControlFlowPass());
+  // cp.async (kiln-gpu-kernels' contractions on sm_80 and newer) first: it
+  // reads the memref descriptors convert-gpu-to-nvvm then lowers.
+  kernels.addPass(createConvertNVGPUToNVVMPass());
   kernels.addPass(createConvertGpuOpsToNVVMOps());
   kernels.addPass(createCanonicalizerPass());
   kernels.addPass(createReconcileUnrealizedCastsPass());

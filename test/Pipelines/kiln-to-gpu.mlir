@@ -43,13 +43,15 @@ func.func @f(%x: tensor<?x64xf32>, %w: tensor<128x64xf32>, %b: tensor<128xf32>) 
 // CHECK-SAME:    .entry kiln_kernel_0_kernel(
 // The matmul (reading the [N, K] weight as it is stored, along k) is tiled
 // through 16-byte aligned shared memory (kiln-gpu-kernels,
-// kiln-align-workgroup-memory) and read from it 128 bits at a time. GELU and
+// kiln-align-workgroup-memory): two stages of each tile, filled by cp.async
+// on this sm_90, read from it 128 bits at a time. GELU and
 // softmax (its two fills, the max and the sum over rows of 128, the
 // normalization) are one row-group kernel: a block per row, the reductions
 // with warp shuffles, barriers between the steps (three launches in all: the
 // bias, the product, the rest).
 // CHECK:       gpu.binary @kiln_kernel_1_kernel
-// CHECK-SAME:    .shared .align 16 .b8 __wg_kiln_kernel_1_kernel_0[4224]
+// CHECK-SAME:    .shared .align 16 .b8 __wg_kiln_kernel_1_kernel_0[8448]
+// CHECK-SAME:    cp.async.ca.shared.global
 // CHECK-SAME:    ld.shared.v4.{{[bf]}}32
 // CHECK-SAME:    fma.rn.f32
 // CHECK:       gpu.binary @kiln_kernel_2_kernel

@@ -21,6 +21,7 @@
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/SymbolTable.h"
@@ -524,6 +525,15 @@ void count(Evaluator &eval, Block &block, double times, Work &work) {
     if (auto store = dyn_cast<memref::StoreOp>(op)) {
       if (isGlobal(store.getMemRef())) {
         work.bytes += times * elementBytes(store.getMemRef());
+      }
+      continue;
+    }
+    if (auto copy = dyn_cast<nvgpu::DeviceAsyncCopyOp>(op)) {
+      // cp.async: the elements it reads from global memory (all of them
+      // where the source is counted as inside: an upper bound).
+      if (isGlobal(copy.getSrc())) {
+        work.bytes += times * double(copy.getDstElements().getZExtValue()) *
+                      elementBytes(copy.getSrc());
       }
       continue;
     }

@@ -10,10 +10,12 @@
 //    8 x 8 of them in registers (runs of 4, read from shared memory 128 bits
 //    at a time), with 8 x 128 tiles of each operand staged through shared
 //    memory, loaded by the whole block in the order that reads global
-//    memory contiguously, the next tiles read into registers while the block
-//    multiplies the current ones. A grid too small to fill the GPU splits
-//    the reduction over more blocks (split-K, decided at run time for
-//    dynamic sizes); a second kernel adds the parts in order, so results do
+//    memory contiguously. On sm_80 and newer the tiles are copied by
+//    cp.async into two stages of shared memory, the next one filling while
+//    the block multiplies the current one (one barrier a step); older GPUs
+//    read the next tiles into registers instead. A grid too small to fill the
+//    GPU splits the reduction over more blocks (split-K, decided at run time
+//    for dynamic sizes); a second kernel adds the parts in order, so results do
 //    not depend on timing. By default the arithmetic is fp32 FMA on the
 //    CUDA cores, so results match the CPU's to rounding; `math=tf32`,
 //    `math=tf32x3` and `math=bf16` multiply on the tensor cores instead
@@ -50,6 +52,7 @@
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/PatternMatch.h"
@@ -751,8 +754,9 @@ struct MmaLanes {
 };
 
 /// One step of kMmaK of the reduction on the tensor cores: the warp's 4 x 4
-/// tiles of mma.sync.m16n8k8 on the values staged in `lhsTile` and
-/// `rhsTile` (kDepth x kTile + kRun, k first), accumulating into `acc`
+/// tiles of mma.sync.m16n8k8 on the values staged in stage `stage` of
+/// `lhsTile` and `rhsTile` (stages x kDepth x kTile + kRun, k after the
+/// stage), accumulating into `acc`
 /// (accumulator (i * kMmaTilesN + j) * 4 + e is C's element e of tile (i,
 /// j)); returns the new accumulators. The staged values are TF32 already
 /// (math tf32), or, with `split` (math tf32x3), fp32 values that each
@@ -760,9 +764,9 @@ struct MmaLanes {
 /// is small_a big_b + big_a small_b + big_a big_b, three mma.sync, the
 /// small terms first (only small_a small_b, about 2^-22 of it, is left out).
 SmallVector<Value> multiplyOnTensorCores(OpBuilder &b, Location loc,
-                                         const MmaLanes &lanes, Value lhsTile,
-                                         Value rhsTile, ValueRange acc,
-                                         bool split) {
+                                         const MmaLanes &lanes, Value stage,
+                                         Value lhsTile, Value rhsTile,
+                                         ValueRange acc, bool split) {
   Type i32 = b.getI32Type(), f32 = b.getF32Type();
   // A fragment's element: its TF32 bits, and with `split` its remainder's.
   struct Element {
@@ -771,7 +775,7 @@ SmallVector<Value> multiplyOnTensorCores(OpBuilder &b, Location loc,
   auto fragment = [&](Value tile, Value row, Value base, int64_t offset) {
     Value v = memref::LoadOp::create(
         b, loc, tile,
-        ValueRange{row,
+        ValueRange{stage, row,
                    arith::AddIOp::create(b, loc, base, index(b, loc, offset))});
     if (!split) {
       return Element{arith::BitcastOp::create(b, loc, i32, v), Value()};
@@ -853,7 +857,7 @@ SmallVector<Value> multiplyOnTensorCores(OpBuilder &b, Location loc,
 /// and 2t + 1 (one register each, the even step in the low half), B's
 /// column g at steps 2t and 2t + 1 (one register), and C as TF32's.
 SmallVector<Value> multiplyOnTensorCoresBf16(OpBuilder &b, Location loc,
-                                             const MmaLanes &lanes,
+                                             const MmaLanes &lanes, Value stage,
                                              Value lhsTile, Value rhsTile,
                                              ValueRange acc) {
   Type i32 = b.getI32Type(), f32 = b.getF32Type();
@@ -867,7 +871,7 @@ SmallVector<Value> multiplyOnTensorCoresBf16(OpBuilder &b, Location loc,
     auto bits = [&](Value step) {
       return arith::BitcastOp::create(
           b, loc, i32,
-          memref::LoadOp::create(b, loc, tile, ValueRange{step, x}));
+          memref::LoadOp::create(b, loc, tile, ValueRange{stage, step, x}));
     };
     Value low = arith::ShRUIOp::create(b, loc, bits(lanes.t2), constant(16));
     Value high =
@@ -905,9 +909,19 @@ SmallVector<Value> multiplyOnTensorCoresBf16(OpBuilder &b, Location loc,
 /// The arithmetic of contractions (kiln-gpu-kernels{math}).
 enum class ContractionMath { fp32, tf32, tf32x3, bf16 };
 
+/// How a contraction's operand tiles reach shared memory.
+enum class Staging {
+  /// Read into registers a step ahead, stored to one shared buffer (any
+  /// GPU).
+  registers,
+  /// cp.async into two shared buffers, a step ahead (sm_80 and newer).
+  asyncCopies
+};
+
 void buildContraction(RewriterBase &b, linalg::LinalgOp op,
                       const ContractionPlan &plan, Value initial,
-                      ContractionMath math) {
+                      ContractionMath math, Staging staging) {
+  bool async = staging == Staging::asyncCopies;
   bool tensorCores = math != ContractionMath::fp32;
   Location loc = op.getLoc();
   const linalg::ContractionDimensions &dims = plan.dims;
@@ -997,9 +1011,10 @@ void buildContraction(RewriterBase &b, linalg::LinalgOp op,
   }
 
   // kRun columns of padding keep rows 16-byte aligned (128-bit loads) and
-  // put the threads that store a column along k in distinct banks.
+  // put the threads that store a column along k in distinct banks; cp.async
+  // fills one stage while the block reads the other.
   auto tileType = MemRefType::get(
-      {kDepth, kTile + kRun}, b.getF32Type(), AffineMap(),
+      {async ? 2 : 1, kDepth, kTile + kRun}, b.getF32Type(), AffineMap(),
       gpu::AddressSpaceAttr::get(b.getContext(), gpu::AddressSpace::Workgroup));
   auto launch =
       createLaunch(b, loc, gridX, gridY, index(b, loc, kThreads),
@@ -1071,40 +1086,54 @@ void buildContraction(RewriterBase &b, linalg::LinalgOp op,
     return {arith::DivUIOp::create(b, loc, linear, index(b, loc, kTile)),
             arith::RemUIOp::create(b, loc, linear, index(b, loc, kTile))};
   };
-  // This thread's elements of the tiles of both operands at k0 (zero
-  // outside the operand or past this part of the reduction).
+  // This thread's e-th element of operand `which`'s tile at k0: its place
+  // in the tile (kk, xx), along k and along m or n (gk, gx), and whether it
+  // lies inside the operand and this part of the reduction.
+  struct TileElement {
+    Value kk, xx, gk, gx, inside;
+  };
+  auto tileElement = [&](unsigned which, int64_t e, Value k0) {
+    auto [kk, xx] = tilePlace(which, e);
+    Value gk = arith::AddIOp::create(b, loc, k0, kk);
+    Value gx =
+        arith::AddIOp::create(b, loc, which == 0 ? m0 : n0, xx).getResult();
+    Value inside = arith::AndIOp::create(
+        b, loc,
+        arith::AndIOp::create(
+            b, loc,
+            arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, gk, kEnd),
+            arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, gx,
+                                  which == 0 ? m : n)),
+        inBatch);
+    return TileElement{kk, xx, gk, gx, inside};
+  };
+  // The indices into operand `which` of its element (gk, gx) of the batch
+  // `bIdx`.
+  auto operandAt = [&](unsigned which, Value gk, Value gx,
+                       ArrayRef<Value> bIdx) {
+    OpOperand *operand = op.getDpsInputOperand(which);
+    SmallVector<Value> kIdx = delinearize(b, loc, gk, kSizes);
+    SmallVector<Value> xIdx =
+        delinearize(b, loc, gx, which == 0 ? mSizes : nSizes);
+    SmallVector<Value> loops = which == 0 ? iteration(bIdx, xIdx, {}, kIdx)
+                                          : iteration(bIdx, {}, xIdx, kIdx);
+    return operandIndices(b, loc, op, *operand, loops);
+  };
+  // Registers: this thread's elements of the tiles of both operands at k0
+  // (zero outside the operand or past this part of the reduction).
   auto loadTiles = [&](Value k0) {
     SmallVector<Value> values;
     for (unsigned which = 0; which < 2; ++which) {
-      OpOperand *operand = op.getDpsInputOperand(which);
-      Value start = which == 0 ? m0 : n0;
-      Value extent = which == 0 ? m : n;
-      ArrayRef<Value> extentSizes = which == 0 ? mSizes : nSizes;
       for (int64_t e = 0; e < kLoadsPerThread; ++e) {
-        auto [kk, xx] = tilePlace(which, e);
-        Value gk = arith::AddIOp::create(b, loc, k0, kk);
-        Value gx = arith::AddIOp::create(b, loc, start, xx);
-        Value inside = arith::AndIOp::create(
-            b, loc,
-            arith::AndIOp::create(
-                b, loc,
-                arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, gk,
-                                      kEnd),
-                arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, gx,
-                                      extent)),
-            inBatch);
-        auto ifInside = scf::IfOp::create(b, loc, b.getF32Type(), inside,
-                                          /*withElseRegion=*/true);
+        TileElement element = tileElement(which, e, k0);
+        auto ifInside =
+            scf::IfOp::create(b, loc, b.getF32Type(), element.inside,
+                              /*withElseRegion=*/true);
         OpBuilder::InsertionGuard guard(b);
         b.setInsertionPointToStart(&ifInside.getThenRegion().front());
-        SmallVector<Value> kIdx = delinearize(b, loc, gk, kSizes);
-        SmallVector<Value> xIdx = delinearize(b, loc, gx, extentSizes);
-        SmallVector<Value> loops =
-            which == 0 ? iteration(batchIndices, xIdx, {}, kIdx)
-                       : iteration(batchIndices, {}, xIdx, kIdx);
-        Value v =
-            memref::LoadOp::create(b, loc, operand->get(),
-                                   operandIndices(b, loc, op, *operand, loops));
+        Value v = memref::LoadOp::create(
+            b, loc, op.getDpsInputOperand(which)->get(),
+            operandAt(which, element.gk, element.gx, batchIndices));
         scf::YieldOp::create(b, loc, v);
         b.setInsertionPointToStart(&ifInside.getElseRegion().front());
         scf::YieldOp::create(b, loc, zeroF);
@@ -1113,16 +1142,46 @@ void buildContraction(RewriterBase &b, linalg::LinalgOp op,
     }
     return values;
   };
+  // cp.async: this thread's elements of the tiles at k0 into stage `stage`,
+  // one group; an element outside copies no bytes and is filled with zero
+  // (its indices, never read, are clamped to the operand's first element).
+  SmallVector<Value> safeBatchIndices;
+  if (async) {
+    safeBatchIndices = delinearize(
+        b, loc, arith::SelectOp::create(b, loc, inBatch, batchIndex, zero),
+        safeBatchSizes);
+  }
+  auto copyTiles = [&](Value stage, Value k0) {
+    for (unsigned which = 0; which < 2; ++which) {
+      for (int64_t e = 0; e < kLoadsPerThread; ++e) {
+        TileElement element = tileElement(which, e, k0);
+        auto clamped = [&](Value v) {
+          return arith::SelectOp::create(b, loc, element.inside, v, zero)
+              .getResult();
+        };
+        Value gk = clamped(element.gk), gx = clamped(element.gx);
+        SmallVector<Value> from = operandAt(which, gk, gx, safeBatchIndices);
+        nvgpu::DeviceAsyncCopyOp::create(
+            b, loc, which == 0 ? lhsTile : rhsTile,
+            ValueRange{stage, element.kk, element.xx},
+            op.getDpsInputOperand(which)->get(), from, b.getIndexAttr(1),
+            /*srcElements=*/clamped(one), UnitAttr());
+      }
+    }
+    NVVM::CpAsyncCommitGroupOp::create(b, loc);
+  };
 
   std::optional<MmaLanes> lanes;
   if (tensorCores) {
     lanes = MmaLanes::of(b, loc, linearThread);
   }
-  // TF32: operands rounded to TF32 (to nearest, ties away: cvt.rna) as they
-  // go into shared memory, once per element (tf32x3 splits them when it
-  // reads them).
+  // TF32: operands rounded to TF32 (to nearest, ties away: cvt.rna) once
+  // per element, as they go into shared memory (registers) or by the thread
+  // that copied them once its copies have landed (cp.async); tf32x3 splits
+  // them when it reads them.
   // bf16: rounded to bf16 (to nearest even: cvt.rn.bf16.f32), kept as
   // fp32 with the low 16 bits zero.
+  bool rounded = math == ContractionMath::tf32 || math == ContractionMath::bf16;
   auto staged = [&](Value v) -> Value {
     if (math == ContractionMath::bf16) {
       Value rounded = arith::TruncFOp::create(b, loc, b.getBF16Type(), v);
@@ -1136,14 +1195,102 @@ void buildContraction(RewriterBase &b, linalg::LinalgOp op,
     return arith::BitcastOp::create(b, loc, b.getF32Type(), rounded);
   };
 
-  // Software pipelining through registers: the next tiles are read from
-  // global memory while the block multiplies the ones in shared memory.
+  // The block's products of the tiles in stage `stage` of shared memory,
+  // added to `acc`.
   constexpr int64_t kAccumulators = kPerThread * kPerThread;
+  auto multiplyTiles = [&](Value stage, ValueRange acc) -> SmallVector<Value> {
+    if (tensorCores) {
+      return math == ContractionMath::bf16
+                 ? multiplyOnTensorCoresBf16(b, loc, *lanes, stage, lhsTile,
+                                             rhsTile, acc)
+                 : multiplyOnTensorCores(
+                       b, loc, *lanes, stage, lhsTile, rhsTile, acc,
+                       /*split=*/math == ContractionMath::tf32x3);
+    }
+    auto inner =
+        scf::ForOp::create(b, loc, zero, index(b, loc, kDepth), one, acc);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(inner.getBody());
+    Value kk = inner.getInductionVar();
+    // Runs of kRun consecutive elements: 128-bit shared-memory loads.
+    SmallVector<Value> a, c;
+    for (int64_t r = 0; r < kPerThread; ++r) {
+      a.push_back(memref::LoadOp::create(
+          b, loc, lhsTile, ValueRange{stage, kk, localOutput(b, loc, ty, r)}));
+      c.push_back(memref::LoadOp::create(
+          b, loc, rhsTile, ValueRange{stage, kk, localOutput(b, loc, tx, r)}));
+    }
+    SmallVector<Value> sums;
+    for (int64_t i = 0; i < kPerThread; ++i) {
+      for (int64_t j = 0; j < kPerThread; ++j) {
+        sums.push_back(math::FmaOp::create(
+            b, loc, a[i], c[j], inner.getRegionIterArgs()[i * kPerThread + j]));
+      }
+    }
+    scf::YieldOp::create(b, loc, sums);
+    return SmallVector<Value>(inner.getResults());
+  };
+
   SmallVector<Value> init(kAccumulators, zeroF);
-  llvm::append_range(init, loadTiles(kBegin));
-  auto kLoop =
-      scf::ForOp::create(b, loc, kBegin, kEnd, index(b, loc, kDepth), init);
-  {
+  scf::ForOp kLoop;
+  if (async) {
+    // Two stages: step s multiplies stage s % 2 while the copies of step
+    // s + 1 fill the other. One barrier a step: after it, every thread's
+    // copies into this stage have landed, and every thread has finished
+    // reading the other stage (the step before), which the copies issued
+    // after it overwrite.
+    auto first = scf::IfOp::create(
+        b, loc,
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, kBegin, kEnd),
+        /*withElse=*/false);
+    {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(&first.getThenRegion().front());
+      copyTiles(zero, kBegin);
+    }
+    kLoop =
+        scf::ForOp::create(b, loc, kBegin, kEnd, index(b, loc, kDepth), init);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(kLoop.getBody());
+    Value k0 = kLoop.getInductionVar();
+    Value stage = arith::RemUIOp::create(
+        b, loc,
+        arith::DivUIOp::create(b, loc,
+                               arith::SubIOp::create(b, loc, k0, kBegin),
+                               index(b, loc, kDepth)),
+        index(b, loc, 2));
+    NVVM::CpAsyncWaitGroupOp::create(b, loc, 0);
+    if (rounded) {
+      for (unsigned which = 0; which < 2; ++which) {
+        Value tile = which == 0 ? lhsTile : rhsTile;
+        for (int64_t e = 0; e < kLoadsPerThread; ++e) {
+          auto [kk, xx] = tilePlace(which, e);
+          SmallVector<Value, 3> at = {stage, kk, xx};
+          memref::StoreOp::create(
+              b, loc, staged(memref::LoadOp::create(b, loc, tile, at)), tile,
+              at);
+        }
+      }
+    }
+    gpu::BarrierOp::create(b, loc);
+    Value next = arith::AddIOp::create(b, loc, k0, index(b, loc, kDepth));
+    auto more = scf::IfOp::create(
+        b, loc,
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, next, kEnd),
+        /*withElse=*/false);
+    {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(&more.getThenRegion().front());
+      copyTiles(arith::SubIOp::create(b, loc, one, stage), next);
+    }
+    scf::YieldOp::create(b, loc,
+                         multiplyTiles(stage, kLoop.getRegionIterArgs()));
+  } else {
+    // Software pipelining through registers: the next tiles are read from
+    // global memory while the block multiplies the ones in shared memory.
+    llvm::append_range(init, loadTiles(kBegin));
+    kLoop =
+        scf::ForOp::create(b, loc, kBegin, kEnd, index(b, loc, kDepth), init);
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(kLoop.getBody());
     Value k0 = kLoop.getInductionVar();
@@ -1154,54 +1301,17 @@ void buildContraction(RewriterBase &b, linalg::LinalgOp op,
         memref::StoreOp::create(
             b, loc,
             staged(carried[kAccumulators + which * kLoadsPerThread + e]),
-            which == 0 ? lhsTile : rhsTile, ValueRange{kk, xx});
+            which == 0 ? lhsTile : rhsTile, ValueRange{zero, kk, xx});
       }
     }
     gpu::BarrierOp::create(b, loc);
     SmallVector<Value> next =
         loadTiles(arith::AddIOp::create(b, loc, k0, index(b, loc, kDepth)));
-    if (tensorCores) {
-      SmallVector<Value> sums =
-          math == ContractionMath::bf16
-              ? multiplyOnTensorCoresBf16(b, loc, *lanes, lhsTile, rhsTile,
-                                          carried.take_front(kAccumulators))
-              : multiplyOnTensorCores(b, loc, *lanes, lhsTile, rhsTile,
-                                      carried.take_front(kAccumulators),
-                                      /*split=*/math ==
-                                          ContractionMath::tf32x3);
-      gpu::BarrierOp::create(b, loc);
-      llvm::append_range(sums, next);
-      scf::YieldOp::create(b, loc, sums);
-    } else {
-      auto inner = scf::ForOp::create(b, loc, zero, index(b, loc, kDepth), one,
-                                      carried.take_front(kAccumulators));
-      {
-        OpBuilder::InsertionGuard guard(b);
-        b.setInsertionPointToStart(inner.getBody());
-        Value kk = inner.getInductionVar();
-        // Runs of kRun consecutive elements: 128-bit shared-memory loads.
-        SmallVector<Value> a, c;
-        for (int64_t r = 0; r < kPerThread; ++r) {
-          a.push_back(memref::LoadOp::create(
-              b, loc, lhsTile, ValueRange{kk, localOutput(b, loc, ty, r)}));
-          c.push_back(memref::LoadOp::create(
-              b, loc, rhsTile, ValueRange{kk, localOutput(b, loc, tx, r)}));
-        }
-        SmallVector<Value> sums;
-        for (int64_t i = 0; i < kPerThread; ++i) {
-          for (int64_t j = 0; j < kPerThread; ++j) {
-            sums.push_back(math::FmaOp::create(
-                b, loc, a[i], c[j],
-                inner.getRegionIterArgs()[i * kPerThread + j]));
-          }
-        }
-        scf::YieldOp::create(b, loc, sums);
-      }
-      gpu::BarrierOp::create(b, loc);
-      SmallVector<Value> yielded(inner.getResults());
-      llvm::append_range(yielded, next);
-      scf::YieldOp::create(b, loc, yielded);
-    }
+    SmallVector<Value> sums =
+        multiplyTiles(zero, carried.take_front(kAccumulators));
+    gpu::BarrierOp::create(b, loc);
+    llvm::append_range(sums, next);
+    scf::YieldOp::create(b, loc, sums);
   }
 
   // Where each accumulator goes in the block's tile (row, column).
@@ -1363,6 +1473,11 @@ struct GpuKernels
                                           ? ContractionMath::tf32x3
                                       : math == "bf16" ? ContractionMath::bf16
                                                        : ContractionMath::fp32;
+    // cp.async (sm_80 and newer) where the module names such a GPU.
+    Staging staging =
+        target && mlir::kiln::gpuChipVersion(target.getGpu()) >= 80
+            ? Staging::asyncCopies
+            : Staging::registers;
     IRRewriter rewriter(&getContext());
     // Attention: kernels of its own (FlashAttention.cpp).
     SmallVector<Operation *> attention;
@@ -1409,7 +1524,8 @@ struct GpuKernels
       linalg::FillOp fill = fillBefore(op);
       SmallVector<Value> initial = initialValues(op, fill);
       if (auto plan = planContraction(op)) {
-        buildContraction(rewriter, op, *plan, initial.front(), contractionMath);
+        buildContraction(rewriter, op, *plan, initial.front(), contractionMath,
+                         staging);
       } else if (auto plan = planReduction(op)) {
         LLVM_DEBUG(llvm::dbgs() << DEBUG_TYPE ": block reduction "
                                 << op->getName().getStringRef() << "\n");

@@ -193,6 +193,30 @@ private:
       op->erase();
       return success();
     }
+    if (auto copy = dyn_cast<NVVM::CpAsyncOp>(op)) {
+      // kiln_emu_cp_async(dst, src, bytes, srcBytes): the copy lands at
+      // the thread's wait for its group.
+      Type ptr = LLVM::LLVMPointerType::get(op->getContext());
+      auto generic = [&](Value p) {
+        return LLVM::AddrSpaceCastOp::create(builder, loc, ptr, p).getResult();
+      };
+      Value bytes = i32(loc, copy.getSize());
+      call(loc, "kiln_emu_cp_async", voidType,
+           {generic(copy.getDst()), generic(copy.getSrc()), bytes,
+            copy.getCpSize() ? copy.getCpSize() : bytes});
+      op->erase();
+      return success();
+    }
+    if (isa<NVVM::CpAsyncCommitGroupOp>(op)) {
+      call(loc, "kiln_emu_cp_async_commit", voidType, {});
+      op->erase();
+      return success();
+    }
+    if (auto wait = dyn_cast<NVVM::CpAsyncWaitGroupOp>(op)) {
+      call(loc, "kiln_emu_cp_async_wait", voidType, {i32(loc, wait.getN())});
+      op->erase();
+      return success();
+    }
     if (auto mma = dyn_cast<NVVM::MmaOp>(op)) {
       NVVM::MMAShapeAttr shape = mma.getShape();
       std::optional<NVVM::MMATypes> type = mma.getMultiplicandAPtxType();

@@ -29,8 +29,12 @@ def KilnGpuKernelsPass : Pass<"kiln-gpu-kernels", "::mlir::func::FuncOp"> {
     parallel loops: a contraction (any loop order, any number of batch, m, n
     and k dimensions; f32) becomes a `gpu.launch` that computes 128 x 128
     outputs per block of 16 x 16 threads, 8 x 8 per thread in registers,
-    staging 8 x 128 tiles of both operands through shared memory (the next
-    ones read into registers during the current step). A grid of B blocks,
+    staging 8 x 128 tiles of both operands through shared memory: where
+    the module's `kiln.target` names sm_80 or newer, copied by `cp.async`
+    (`nvgpu.device_async_copy`, zero-filled outside the operand) into two
+    stages, the next filling while the block multiplies the current one,
+    one barrier a step; elsewhere the next ones read into registers during
+    the current step and stored to one stage. A grid of B blocks,
     B at most 132, splits the reduction into up to 264 / B parts (grid z;
     no more than k / 128, every part a multiple of 8 steps but the last; at
     run time when sizes are dynamic): each part's sums go to a buffer, which
@@ -66,6 +70,7 @@ def KilnGpuKernelsPass : Pass<"kiln-gpu-kernels", "::mlir::func::FuncOp"> {
   let dependentDialects = ["::mlir::gpu::GPUDialect", "::mlir::scf::SCFDialect",
                            "::mlir::LLVM::LLVMDialect",
                            "::mlir::NVVM::NVVMDialect",
+                           "::mlir::nvgpu::NVGPUDialect",
                            "::mlir::math::MathDialect",
                            "::mlir::affine::AffineDialect",
                            "::mlir::memref::MemRefDialect"];

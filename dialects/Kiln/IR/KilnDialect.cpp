@@ -338,11 +338,16 @@ LogicalResult CpuPackAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   return success();
 }
 
-bool mlir::kiln::isGpuChip(StringRef gpu) {
+unsigned mlir::kiln::gpuChipVersion(StringRef gpu) {
   unsigned version = 0;
-  return gpu.consume_front("sm_") && !gpu.getAsInteger(10, version) &&
-         version >= 50;
+  if (!gpu.consume_front("sm_") || gpu.getAsInteger(10, version) ||
+      version < 50) {
+    return 0;
+  }
+  return version;
 }
+
+bool mlir::kiln::isGpuChip(StringRef gpu) { return gpuChipVersion(gpu) != 0; }
 
 std::string mlir::kiln::gpuMathError(StringRef math, StringRef gpu) {
   if (math == "fp32") {
@@ -353,9 +358,7 @@ std::string mlir::kiln::gpuMathError(StringRef math, StringRef gpu) {
            "' is not a GPU math mode: use fp32 (the default), tf32, tf32x3 "
            "or bf16";
   }
-  unsigned version = 0;
-  if (!isGpuChip(gpu) || gpu.drop_front(3).getAsInteger(10, version) ||
-      version < 80) {
+  if (gpuChipVersion(gpu) < 80) {
     return "math " + math.str() +
            " (tensor cores, mma.sync) needs an NVIDIA GPU of sm_80 or newer, "
            "and the code is compiled for " +

@@ -102,6 +102,10 @@ constexpr llvm::StringLiteral kGpuCostAttr = "kiln.gpu_cost";
 /// the one check of a GPU target's spelling.
 bool isGpuChip(llvm::StringRef gpu);
 
+/// The version NN of an NVIDIA GPU architecture "sm_NN" (80 for "sm_80"),
+/// or 0 where `gpu` names none (isGpuChip).
+unsigned gpuChipVersion(llvm::StringRef gpu);
+
 /// The one check of a GPU contraction math mode (kiln-gpu-kernels' `math`,
 /// kiln-to-gpu's, JitOptions::gpuMath, kiln-compile's --gpu-math) against
 /// the architecture `gpu` it would run on: "fp32" runs anywhere, "tf32",

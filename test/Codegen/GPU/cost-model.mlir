@@ -16,8 +16,8 @@
 // 128 x 128 tile, k = 64 too short to split). Each thread: 8 steps of 8 x
 // 8 x 8 FMAs (1024 flops a step) and 64 additions into the output: 8256
 // flops, 2,113,536 for the block (the padded tile's). Bytes: the 8 operand
-// elements it stages before the loop and in each of the 8 steps (the last
-// step's guarded loads counted too), 9 x 8 x 4 = 288, and 64 stores of the
+// elements it copies (cp.async) before the loop and in each of the 8 steps (the last
+// step's guarded copies counted too), 9 x 8 x 4 = 288, and 64 stores of the
 // output (its zero fill is the product's starting value: no loads): 544,
 // 139,264 for the block. One block of the 264 an H200 holds: 0.34 x 67
 // TFLOP/s / 264 = 86.3 GFLOP/s, 24.49 us; memory, 139,264 B at 0.6 x 4.8

@@ -1,22 +1,25 @@
 // RUN: kiln-opt %s --pass-pipeline="builtin.module(func.func(kiln-gpu-kernels{math=bf16},canonicalize))" | FileCheck %s
-// RUN: kiln-opt %s --pass-pipeline="builtin.module(func.func(kiln-gpu-kernels{math=bf16}),gpu-kernel-outlining,lower-affine,nvvm-attach-target{chip=sm_80},gpu.module(kiln-align-workgroup-memory,convert-scf-to-cf,convert-gpu-to-nvvm,reconcile-unrealized-casts),gpu-module-to-binary{format=isa})" | FileCheck %s --check-prefix=PTX
+// RUN: kiln-opt %s --pass-pipeline="builtin.module(func.func(kiln-gpu-kernels{math=bf16}),gpu-kernel-outlining,lower-affine,nvvm-attach-target{chip=sm_80},gpu.module(kiln-align-workgroup-memory,convert-scf-to-cf,convert-nvgpu-to-nvvm,convert-gpu-to-nvvm,reconcile-unrealized-casts),gpu-module-to-binary{format=isa})" | FileCheck %s --check-prefix=PTX
 // RUN: sed 's/"sm_80"/"sm_75"/' %s | not kiln-opt --pass-pipeline="builtin.module(func.func(kiln-gpu-kernels{math=bf16}))" 2>&1 | FileCheck %s --check-prefix=SM75
 
-// kiln-gpu-kernels{math=bf16}: the TF32 kernels' block, warps and tiles,
-// with the operands rounded to bf16 (to nearest even: cvt.rn.bf16.f32) as
-// they are stored in shared memory, and
+// kiln-gpu-kernels{math=bf16}: the TF32 kernels' block, warps, tiles and
+// cp.async stages, with the operands rounded to bf16 (to nearest even:
+// cvt.rn.bf16.f32) in place by the thread that copied them, and
 // mma.sync.m16n8k8 with bf16 operands: each step reads B's 4 registers
 // (two staged rows, 2t and 2t + 1, packed into one: the even row's upper
 // half low), then per m-tile A's 2 registers followed by its 4 products
 // (16 mma.sync a step). The module is compiled for sm_80.
 // CHECK-LABEL: func.func @matmul(
-// CHECK:         gpu.launch {{.*}} workgroup(%[[A:.*]] : memref<8x132xf32, #gpu.address_space<workgroup>>, %[[B:.*]] : memref<8x132xf32, #gpu.address_space<workgroup>>)
+// CHECK:         gpu.launch {{.*}} workgroup(%[[A:.*]] : memref<2x8x132xf32, #gpu.address_space<workgroup>>, %[[B:.*]] : memref<2x8x132xf32, #gpu.address_space<workgroup>>)
 // CHECK:           scf.for %{{.*}} = %c0 to %c64 step %c8 iter_args(
-// CHECK:             arith.truncf %{{.*}} : f32 to bf16
+// CHECK:             nvvm.cp.async.wait.group 0
+// CHECK:             memref.load %[[A]]
+// CHECK-NEXT:        arith.truncf %{{.*}} : f32 to bf16
 // CHECK-NEXT:        arith.extf %{{.*}} : bf16 to f32
-// CHECK:             memref.store %{{.*}}, %[[A]]
+// CHECK-NEXT:        memref.store %{{.*}}, %[[A]]
 // CHECK:             memref.store %{{.*}}, %[[B]]
 // CHECK:             gpu.barrier
+// CHECK:             nvvm.cp.async.commit.group
 // CHECK-COUNT-8:     memref.load %[[B]]
 // CHECK-NOT:         math.fma
 // CHECK-COUNT-4:     memref.load %[[A]]
@@ -28,10 +31,13 @@
 // CHECK-COUNT-4:     memref.load %[[A]]
 // CHECK-COUNT-4:     nvvm.mma.sync
 // CHECK-NOT:         nvvm.mma.sync
-// CHECK:             gpu.barrier
+// CHECK-NOT:         gpu.barrier
+// CHECK:             scf.yield
 // CHECK:         return
 // PTX-LABEL: gpu.binary @matmul_kernel
+// PTX-SAME: cp.async.ca.shared.global
 // PTX-SAME: mma.sync.aligned.m16n8k8.row.col.f32.bf16.bf16.f32
+// PTX-SAME: cp.async.wait_group
 // PTX-SAME: cvt.rn.bf16.f32
 // SM75: math bf16 (tensor cores, mma.sync) needs an NVIDIA GPU of sm_80 or newer
 module attributes {kiln.target = #kiln.target<cpu = "x86-64", features = "", l1DataBytes = 32768, l2Bytes = 1048576, gpu = "sm_80">} {

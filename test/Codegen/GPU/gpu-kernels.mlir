@@ -15,7 +15,7 @@
 // CHECK:         %[[TM:.*]] = arith.ceildivui %[[M]], %c128
 // CHECK:         %[[GY:.*]] = arith.maxui %[[TM]], %c1
 // CHECK-NOT:     memref.alloc
-// CHECK:         gpu.launch blocks({{.*}}) in ({{.*}} = %c1, {{.*}} = %[[GY]], {{.*}} = %c1) threads({{.*}}) in ({{.*}} = %c16, {{.*}} = %c16, {{.*}} = %c1) workgroup(%[[A:.*]] : memref<8x132xf32, #gpu.address_space<workgroup>>, %[[B:.*]] : memref<8x132xf32, #gpu.address_space<workgroup>>)
+// CHECK:         gpu.launch blocks({{.*}}) in ({{.*}} = %c1, {{.*}} = %[[GY]], {{.*}} = %c1) threads({{.*}}) in ({{.*}} = %c16, {{.*}} = %c16, {{.*}} = %c1) workgroup(%[[A:.*]] : memref<1x8x132xf32, #gpu.address_space<workgroup>>, %[[B:.*]] : memref<1x8x132xf32, #gpu.address_space<workgroup>>)
 // CHECK-COUNT-8:   scf.if {{.*}} -> (f32)
 // CHECK:           scf.for %{{.*}} = %c0 to %c64 step %c8 iter_args(%{{.*}} = %cst,
 // CHECK-COUNT-4:     memref.store %{{.*}}, %[[A]]

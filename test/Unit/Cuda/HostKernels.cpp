@@ -25,6 +25,12 @@
 //   double);
 // - kiln_emu_cvt_rna_tf32(x): cvt.rna.tf32.f32 (nearest, ties away from
 //   zero; NaN canonical);
+// - kiln_emu_cp_async(dst, src, bytes, srcBytes),
+//   kiln_emu_cp_async_commit(), kiln_emu_cp_async_wait(n): cp.async.ca
+//   .shared.global (srcBytes of src, zeros to `bytes`), commit_group and
+//   wait_group n; a copy lands only when its thread waits for its group
+//   (never at a barrier or another thread's wait), so a kernel that reads a
+//   copy's destination before waiting for it reads what was there before;
 // - kiln_emu_host_address(p): a device pointer's host address;
 // - libdevice's __nv_* functions, as the host's libm computes them.
 //
@@ -32,6 +38,7 @@
 
 #include "HostKernels.h"
 
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/ExecutionEngine/Orc/AbsoluteSymbols.h"
 #include "llvm/ExecutionEngine/Orc/ExecutionUtils.h"
 #include "llvm/ExecutionEngine/Orc/LLJIT.h"
@@ -90,6 +97,17 @@ struct Thread {
   State state = State::Ready;
   /// At a warp operation: the lanes taking part (shfl.sync's membermask).
   uint32_t members = 0;
+  /// cp.async copies not landed yet, oldest first, and the number of groups
+  /// committed so far.
+  struct Copy {
+    char *dst;
+    const char *src;
+    uint32_t bytes, srcBytes;
+    /// The group it belongs to (committed), or UINT32_MAX (not yet).
+    uint32_t group;
+  };
+  std::vector<Copy> copies;
+  uint32_t groups = 0;
 };
 
 /// The block being run (one at a time: launches are serialized).
@@ -274,6 +292,35 @@ uint32_t kiln_emu_sreg(uint32_t which) {
 
 void kiln_emu_barrier() { wait(State::AtBarrier); }
 
+void kiln_emu_cp_async(char *dst, const char *src, uint32_t bytes,
+                       uint32_t srcBytes) {
+  self->copies.push_back(
+      {dst, src, bytes, std::min(srcBytes, bytes), UINT32_MAX});
+}
+
+void kiln_emu_cp_async_commit() {
+  for (Thread::Copy &copy : self->copies) {
+    if (copy.group == UINT32_MAX) {
+      copy.group = self->groups;
+    }
+  }
+  ++self->groups;
+}
+
+void kiln_emu_cp_async_wait(uint32_t n) {
+  // Every committed group but the newest n lands, in order.
+  auto landed = [&](const Thread::Copy &copy) {
+    return copy.group != UINT32_MAX && copy.group + n < self->groups;
+  };
+  for (const Thread::Copy &copy : self->copies) {
+    if (landed(copy)) {
+      std::memcpy(copy.dst, copy.src, copy.srcBytes);
+      std::memset(copy.dst + copy.srcBytes, 0, copy.bytes - copy.srcBytes);
+    }
+  }
+  llvm::erase_if(self->copies, landed);
+}
+
 uint64_t kiln_emu_shfl(uint32_t kind, uint32_t mask, uint32_t value,
                        uint32_t offset, uint32_t clamp) {
   uint32_t *slots = &current->slots[warp() * 32];
@@ -402,6 +449,9 @@ std::vector<std::pair<const char *, void *>> symbols() {
   return {
       {"kiln_emu_sreg", p(&kiln_emu_sreg)},
       {"kiln_emu_barrier", p(&kiln_emu_barrier)},
+      {"kiln_emu_cp_async", p(&kiln_emu_cp_async)},
+      {"kiln_emu_cp_async_commit", p(&kiln_emu_cp_async_commit)},
+      {"kiln_emu_cp_async_wait", p(&kiln_emu_cp_async_wait)},
       {"kiln_emu_shfl", p(&kiln_emu_shfl)},
       {"kiln_emu_mma_m16n8k8_tf32", p(&kiln_emu_mma_m16n8k8_tf32)},
       {"kiln_emu_mma_m16n8k8_bf16", p(&kiln_emu_mma_m16n8k8_bf16)},
@@ -574,6 +624,8 @@ bool runHostKernel(HostKernelEntry entry, PoisonShared poison,
           Thread &thread = run.threads[t];
           thread.sp = freshFiber(stack(t));
           thread.state = State::Ready;
+          thread.copies.clear();
+          thread.groups = 0;
         }
         run.running = threads;
         run.atBarrier = 0;

@@ -3,7 +3,9 @@
 // The fake driver's emulated GPU (HostKernels.h) with kernels written here
 // in C++ against the functions compiled kernels call (kiln_emu_*): thread and
 // block indices, barriers, shfl.sync in each mode with and without
-// segments, mma.sync's fragments, cvt.rna.tf32's rounding, and the error for
+// segments, mma.sync's fragments, cvt.rna.tf32's rounding, cp.async's
+// groups (a copy lands at its thread's wait, zeros past its source bytes),
+// and the error for
 // threads that wait for each other where none can pass. The expected
 // values are worked out by hand from the PTX ISA's definitions.
 //
@@ -13,6 +15,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -29,6 +32,10 @@ void kiln_emu_mma_m16n8k8_tf32(float *d, uint32_t a0, uint32_t a1, uint32_t a2,
 void kiln_emu_mma_m16n8k8_bf16(float *d, uint32_t a0, uint32_t a1, uint32_t b0,
                                float c0, float c1, float c2, float c3);
 uint32_t kiln_emu_cvt_rna_tf32(float x);
+void kiln_emu_cp_async(char *dst, const char *src, uint32_t bytes,
+                       uint32_t srcBytes);
+void kiln_emu_cp_async_commit();
+void kiln_emu_cp_async_wait(uint32_t n);
 }
 
 namespace {
@@ -349,6 +356,43 @@ TEST(HostKernels, CvtRnaRoundsToTf32TiesAwayFromZero) {
   EXPECT_EQ(kiln_emu_cvt_rna_tf32(-INFINITY), bitsOf(-INFINITY));
   EXPECT_EQ(kiln_emu_cvt_rna_tf32(NAN), 0x7fffffffu);
   EXPECT_EQ(floatOf(kiln_emu_cvt_rna_tf32(0x1p-130f)), 0x1p-130f);
+}
+
+// cp.async: a copy lands when its thread waits for its group, not before
+// (a read of the destination in between sees the old bytes) and not at a
+// barrier; wait_group n leaves the newest n committed groups pending (and
+// copies not yet committed); bytes past the source's are zeros.
+TEST(HostKernels, AsyncCopiesLandWhenTheirThreadWaitsForTheirGroup) {
+  static float src[4] = {1.5f, 2.5f, 3.5f, 4.5f};
+  static float dst[2][4];
+  static std::vector<float> seen[2];
+  auto kernel = [](void **) {
+    unsigned t = linear();
+    auto *to = reinterpret_cast<char *>(&dst[t][0]);
+    auto *from = reinterpret_cast<const char *>(&src[0]);
+    auto record = [&] { seen[t].insert(seen[t].end(), dst[t], dst[t] + 4); };
+    kiln_emu_cp_async(to, from, 4, 4);         // group 0
+    kiln_emu_cp_async(to + 4, from + 4, 8, 4); // group 0, zero-filled
+    kiln_emu_cp_async_commit();
+    kiln_emu_cp_async(to + 12, from + 12, 4, 4); // group 1
+    kiln_emu_cp_async_commit();
+    kiln_emu_cp_async(to + 12, from + 8, 4, 4); // never committed
+    kiln_emu_barrier();
+    record(); // nothing has landed
+    kiln_emu_cp_async_wait(1);
+    record(); // group 0
+    kiln_emu_cp_async_wait(0);
+    record(); // and group 1, not the uncommitted copy
+  };
+  for (auto &row : dst) {
+    std::fill(row, row + 4, -1.0f);
+  }
+  std::string error;
+  ASSERT_TRUE(run(kernel, {1, 1, 1}, {2, 1, 1}, nullptr, error)) << error;
+  std::vector<float> expected = {-1, -1, -1,   -1,   1.5f, 2.5f,
+                                 0,  -1, 1.5f, 2.5f, 0,    4.5f};
+  EXPECT_EQ(seen[0], expected);
+  EXPECT_EQ(seen[1], expected);
 }
 
 } // namespace

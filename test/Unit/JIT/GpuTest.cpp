@@ -666,9 +666,11 @@ TEST(GpuTarget, Bf16TensorsMatchTheCpu) {
 /// in double: |gpu - ref| <= 3e-5 * sum_k |a| |b| + 1e-6 (fp32 rounding of
 /// sums of up to 4,099 terms in another order; fixed before the kernels).
 /// Matrix products in plain, transposed and batched forms, compiled for
-/// this machine's GPU with `math` (JitOptions::gpuMath), against loops in
-/// double: |error| at most `tolerance` of sum |a| |b|, plus 1e-6.
-void checkContractions(const std::string &math, double tolerance) {
+/// `gpu` (this machine's GPU by default) with `math` (JitOptions::gpuMath),
+/// against loops in double: |error| at most `tolerance` of sum |a| |b|,
+/// plus 1e-6.
+void checkContractions(const std::string &math, double tolerance,
+                       const std::string &gpu = "native") {
   const char *source = R"(
     func.func @nn(%a: tensor<?x?xf32>, %b: tensor<?x?xf32>) -> tensor<?x?xf32> {
       %0 = kiln.matmul %a, %b : (tensor<?x?xf32>, tensor<?x?xf32>) -> tensor<?x?xf32>
@@ -686,9 +688,9 @@ void checkContractions(const std::string &math, double tolerance) {
       %0 = kiln.matmul %a, %b : (tensor<70x3000xf32>, tensor<3000x90xf32>) -> tensor<70x90xf32>
       return %0 : tensor<70x90xf32>
     })";
-  JitOptions options = gpuOptions("native");
+  JitOptions options = gpuOptions(gpu);
   options.gpuMath = math;
-  auto gpu = JitModule::compileSource(source, options);
+  auto compiled = JitModule::compileSource(source, options);
   std::mt19937_64 rng(29);
   auto random = [&](std::vector<int64_t> shape) {
     Tensor t = Tensor::empty(shape, DType::f32);
@@ -707,7 +709,7 @@ void checkContractions(const std::string &math, double tolerance) {
     };
     Tensor a = random(lhsT ? shapeOf(k, m) : shapeOf(m, k));
     Tensor b = random(rhsT ? shapeOf(n, k) : shapeOf(k, n));
-    std::vector<Tensor> out = gpu->call(name, {a, b});
+    std::vector<Tensor> out = compiled->call(name, {a, b});
     ASSERT_EQ(out.size(), 1u);
     ASSERT_EQ(out[0].shape(), shapeOf(m, n)) << name;
     std::string what = name + " " + std::to_string(batch) + "x" +
@@ -762,6 +764,14 @@ void checkContractions(const std::string &math, double tolerance) {
 TEST(GpuTarget, ContractionsMatchDoubleLoopsAcrossTilesAndSplits) {
   SKIP_WITHOUT_GPU();
   checkContractions("fp32", 3e-5);
+}
+
+// Compiled for sm_75, which has no cp.async, the operand tiles go through
+// registers into one shared buffer (this machine's GPU, sm_80 or newer,
+// runs the code as an older one would); the same sizes and tolerance.
+TEST(GpuTarget, ContractionsStagedThroughRegistersMatchDoubleLoops) {
+  SKIP_WITHOUT_GPU();
+  checkContractions("fp32", 3e-5, "sm_75");
 }
 
 /// (1 + 2^-12) x 1 as a 1 x 1 product on this machine's GPU with `math`:

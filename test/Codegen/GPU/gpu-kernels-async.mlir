@@ -1,0 +1,82 @@
+// RUN: kiln-opt %s --pass-pipeline="builtin.module(func.func(kiln-gpu-kernels,canonicalize))" | FileCheck %s
+// RUN: kiln-opt %s --pass-pipeline="builtin.module(func.func(kiln-gpu-kernels),gpu-kernel-outlining,lower-affine,nvvm-attach-target{chip=sm_80},gpu.module(kiln-align-workgroup-memory,convert-scf-to-cf,convert-nvgpu-to-nvvm,convert-gpu-to-nvvm,reconcile-unrealized-casts),gpu-module-to-binary{format=isa})" | FileCheck %s --check-prefix=PTX
+// RUN: sed 's/"sm_80"/"sm_75"/' %s | kiln-opt --pass-pipeline="builtin.module(func.func(kiln-gpu-kernels,canonicalize))" | FileCheck %s --check-prefix=SM75
+
+// kiln-gpu-kernels on a module compiled for sm_80: a contraction's operand
+// tiles are copied by cp.async (nvgpu.device_async_copy, one f32 each) into
+// two stages of shared memory. Before the loop, the first step's copies
+// (when this block's part of the reduction is not empty: k is dynamic
+// here, and may split) go to stage 0, one group; each
+// step s waits for its thread's copies (wait_group 0), meets the others
+// at the step's one barrier, issues the copies of step s + 1 into the
+// other stage (1 - s % 2) if there is one, and multiplies stage s % 2. An
+// element outside the operand copies no bytes (srcElements 0: zero-filled)
+// from indices clamped to 0.
+// CHECK-LABEL: func.func @matmul(
+// CHECK:         gpu.launch {{.*}} workgroup(%[[A:.*]] : memref<2x8x132xf32, #gpu.address_space<workgroup>>, %[[B:.*]] : memref<2x8x132xf32, #gpu.address_space<workgroup>>)
+// CHECK:           %[[KE:.*]] = arith.minui
+// CHECK:           %[[ANY:.*]] = arith.cmpi ult, %[[KB:.*]], %[[KE]] : index
+// CHECK:           scf.if %[[ANY]] {
+// CHECK:             %[[GK:.*]] = arith.select %[[IN:.*]], %{{.*}}, %c0 : index
+// CHECK-NEXT:        %[[GX:.*]] = arith.select %[[IN]], %{{.*}}, %c0 : index
+// CHECK-NEXT:        %[[N:.*]] = arith.select %[[IN]], %c1, %c0 : index
+// CHECK:             nvgpu.device_async_copy %arg0[%[[GX]], %[[GK]]], %[[A]][%c0, %{{.*}}, %{{.*}}], 1, %[[N]] : memref<?x?xf32> to memref<2x8x132xf32, #gpu.address_space<workgroup>>
+// CHECK-COUNT-3:     nvgpu.device_async_copy %arg0{{.*}}, %[[A]][%c0,
+// CHECK-COUNT-4:     nvgpu.device_async_copy %arg1{{.*}}, %[[B]][%c0,
+// CHECK-NEXT:        nvvm.cp.async.commit.group
+// CHECK-NEXT:      }
+// CHECK:           scf.for %[[K0:.*]] = %[[KB]] to %[[KE]] step %c8 iter_args(
+// CHECK:             %[[DONE:.*]] = arith.subi %[[K0]], %[[KB]]
+// CHECK-NEXT:        %[[STEP:.*]] = arith.divui %[[DONE]], %c8
+// CHECK:             %[[STAGE:.*]] = arith.remui %[[STEP]], %c2
+// CHECK-NEXT:        nvvm.cp.async.wait.group 0
+// CHECK-NEXT:        gpu.barrier
+// CHECK-NEXT:        %[[NEXT:.*]] = arith.addi %[[K0]], %c8
+// CHECK-NEXT:        %[[MORE:.*]] = arith.cmpi ult, %[[NEXT]], %[[KE]]
+// CHECK-NEXT:        scf.if %[[MORE]] {
+// CHECK-NEXT:          %[[OTHER:.*]] = arith.subi %c1, %[[STAGE]]
+// CHECK-COUNT-4:       nvgpu.device_async_copy %arg0{{.*}}, %[[A]][%[[OTHER]],
+// CHECK-COUNT-4:       nvgpu.device_async_copy %arg1{{.*}}, %[[B]][%[[OTHER]],
+// CHECK-NEXT:          nvvm.cp.async.commit.group
+// CHECK-NEXT:        }
+// CHECK:             scf.for %{{.*}} = %c0 to %c8 step %c1
+// CHECK-COUNT-8:       memref.load %[[A]][%[[STAGE]],
+// CHECK-COUNT-64:      math.fma
+// CHECK-NOT:         gpu.barrier
+// CHECK:             scf.yield
+// CHECK-NOT:       nvgpu.device_async_copy
+// CHECK-COUNT-64:  arith.addf
+// CHECK:           gpu.terminator
+
+// In the PTX code: 4-byte cp.async with a source size, groups committed and
+// waited for, 8,448 bytes of shared memory a tile (two stages), one
+// bar.sync in the loop.
+// PTX-LABEL: gpu.binary @matmul_kernel
+// PTX-SAME: .shared .align 16 .b8 __wg_matmul_kernel_0[8448]
+// PTX-SAME: cp.async.ca.shared.global [%rd{{[0-9]+}}], [%rd{{[0-9]+}}], 4, %r{{[0-9]+}};
+// PTX-SAME: cp.async.commit_group;
+// PTX-SAME: cp.async.wait_group \090;
+// PTX-SAME: bar.sync \090;
+// PTX-SAME: cp.async.ca.shared.global
+// PTX-SAME: cp.async.commit_group;
+// PTX-SAME: ld.shared.v4.{{[bf]}}32
+// PTX-SAME: fma.rn.f32
+// PTX-NOT:  bar.sync
+
+// Compiled for sm_75 (no cp.async), the tiles go through registers into
+// one stage, with a barrier before and after the block's products.
+// SM75-LABEL: func.func @matmul(
+// SM75-NOT:     nvgpu.
+// SM75:         gpu.launch {{.*}} workgroup(%{{.*}} : memref<1x8x132xf32, #gpu.address_space<workgroup>>, %{{.*}} : memref<1x8x132xf32, #gpu.address_space<workgroup>>)
+// SM75-NOT:     nvgpu.
+// SM75-NOT:     nvvm.cp.async
+// SM75:           gpu.barrier
+// SM75:           math.fma
+// SM75:           gpu.barrier
+// SM75:         return
+module attributes {kiln.target = #kiln.target<cpu = "x86-64", features = "", l1DataBytes = 32768, l2Bytes = 1048576, gpu = "sm_80">} {
+  func.func @matmul(%a: memref<?x?xf32>, %b: memref<?x?xf32>, %c: memref<?x?xf32>) {
+    linalg.matmul ins(%a, %b : memref<?x?xf32>, memref<?x?xf32>) outs(%c : memref<?x?xf32>)
+    return
+  }
+}
