@@ -626,6 +626,10 @@ struct ContractionPlan {
   /// Whether an operand's innermost dimension is a reduction dimension (its
   /// tile is then read along k, else along m or n).
   bool lhsAlongK = false, rhsAlongK = false;
+  /// Whether an operand read along m or n has the innermost of those
+  /// dimensions innermost in memory: four consecutive elements of a tile
+  /// row may then be one 16-byte cp.async (where the strides allow).
+  bool lhsVectors = false, rhsVectors = false;
 };
 
 std::optional<ContractionPlan> planContraction(linalg::LinalgOp op) {
@@ -659,8 +663,20 @@ std::optional<ContractionPlan> planContraction(linalg::LinalgOp op) {
     auto last = dyn_cast<AffineDimExpr>(map.getResults().back());
     return last && llvm::is_contained(dims->k, last.getPosition());
   };
+  auto innermost = [&](OpOperand *operand, ArrayRef<unsigned> xDims) {
+    AffineMap map = op.getMatchingIndexingMap(operand);
+    if (map.getNumResults() == 0 || xDims.empty()) {
+      return false;
+    }
+    auto last = dyn_cast<AffineDimExpr>(map.getResults().back());
+    return last && last.getPosition() == xDims.back();
+  };
   ContractionPlan plan{*dims, alongK(op.getDpsInputOperand(0)),
                        alongK(op.getDpsInputOperand(1))};
+  plan.lhsVectors =
+      !plan.lhsAlongK && innermost(op.getDpsInputOperand(0), dims->m);
+  plan.rhsVectors =
+      !plan.rhsAlongK && innermost(op.getDpsInputOperand(1), dims->n);
   return plan;
 }
 
@@ -1073,10 +1089,28 @@ void buildContraction(RewriterBase &b, linalg::LinalgOp op,
 
   // Where this thread's e-th element of a kDepth x kTile tile of operand
   // `which` (0: lhs along m, 1: rhs along n) goes: the block's threads read
-  // consecutive elements of the operand's innermost dimension.
+  // consecutive elements of the operand's innermost dimension; with cp.async
+  // and an operand that may be copied 16 bytes at a time (plan.*Vectors),
+  // the thread's 4 elements are consecutive in a tile row (kk = thread / 32,
+  // xx = thread % 32 * 4 + e), one copy where the call's strides allow.
   constexpr int64_t kLoadsPerThread = kDepth * kTile / (kThreads * kThreads);
+  static_assert(kLoadsPerThread == kRun,
+                "a thread's elements of a tile are one run of kRun");
+  auto inRuns = [&](unsigned which) {
+    return async && (which == 0 ? plan.lhsVectors : plan.rhsVectors);
+  };
   auto tilePlace = [&](unsigned which, int64_t e) -> std::pair<Value, Value> {
     bool alongK = which == 0 ? plan.lhsAlongK : plan.rhsAlongK;
+    if (inRuns(which)) {
+      Value row = arith::DivUIOp::create(b, loc, linearThread,
+                                         index(b, loc, kTile / kRun));
+      Value column = arith::MulIOp::create(
+          b, loc,
+          arith::RemUIOp::create(b, loc, linearThread,
+                                 index(b, loc, kTile / kRun)),
+          index(b, loc, kRun));
+      return {row, arith::AddIOp::create(b, loc, column, index(b, loc, e))};
+    }
     Value linear = arith::AddIOp::create(
         b, loc, linearThread, index(b, loc, e * kThreads * kThreads));
     if (alongK) {
@@ -1151,22 +1185,137 @@ void buildContraction(RewriterBase &b, linalg::LinalgOp op,
         b, loc, arith::SelectOp::create(b, loc, inBatch, batchIndex, zero),
         safeBatchSizes);
   }
+  // Whether operand `which` (plan.*Vectors) may be copied 16 bytes at a
+  // time in this call: its first element 16-byte aligned, its innermost
+  // dimension contiguous and a multiple of 4 long, its other strides
+  // multiples of 4 elements (uniform: every thread takes the same branch).
+  auto vectorsFit = [&](unsigned which) -> Value {
+    Value memref = op.getDpsInputOperand(which)->get();
+    auto meta = memref::ExtractStridedMetadataOp::create(b, loc, memref);
+    Value address = arith::AddIOp::create(
+        b, loc, memref::ExtractAlignedPointerAsIndexOp::create(b, loc, memref),
+        arith::MulIOp::create(b, loc, meta.getOffset(), index(b, loc, 4)));
+    auto multipleOf = [&](Value v, int64_t d) {
+      return arith::CmpIOp::create(
+                 b, loc, arith::CmpIPredicate::eq,
+                 arith::RemUIOp::create(b, loc, v, index(b, loc, d)), zero)
+          .getResult();
+    };
+    Value fits = multipleOf(address, 16);
+    int64_t rank = meta.getStrides().size();
+    for (int64_t d = 0; d < rank; ++d) {
+      Value ok =
+          d + 1 < rank
+              ? multipleOf(meta.getStrides()[d], 4)
+              : arith::AndIOp::create(
+                    b, loc,
+                    arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
+                                          meta.getStrides()[d], one),
+                    multipleOf(meta.getSizes()[d], 4))
+                    .getResult();
+      fits = arith::AndIOp::create(b, loc, fits, ok);
+    }
+    return fits;
+  };
+  Value fitLhs, fitRhs;
+  if (inRuns(0)) {
+    fitLhs = vectorsFit(0);
+  }
+  if (inRuns(1)) {
+    fitRhs = vectorsFit(1);
+  }
+  // Runs `body(vectors)` for operand `which`: under a branch on whether its
+  // 16-byte copies fit this call where its elements are copied in runs.
+  auto perOperand = [&](unsigned which,
+                        llvm::function_ref<void(bool vectors)> body) {
+    Value fits = which == 0 ? fitLhs : fitRhs;
+    if (!fits) {
+      body(false);
+      return;
+    }
+    auto branch = scf::IfOp::create(b, loc, fits, /*withElse=*/true);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(&branch.getThenRegion().front());
+    body(true);
+    b.setInsertionPointToStart(&branch.getElseRegion().front());
+    body(false);
+  };
   auto copyTiles = [&](Value stage, Value k0) {
     for (unsigned which = 0; which < 2; ++which) {
-      for (int64_t e = 0; e < kLoadsPerThread; ++e) {
-        TileElement element = tileElement(which, e, k0);
-        auto clamped = [&](Value v) {
-          return arith::SelectOp::create(b, loc, element.inside, v, zero)
-              .getResult();
-        };
-        Value gk = clamped(element.gk), gx = clamped(element.gx);
-        SmallVector<Value> from = operandAt(which, gk, gx, safeBatchIndices);
-        nvgpu::DeviceAsyncCopyOp::create(
-            b, loc, which == 0 ? lhsTile : rhsTile,
-            ValueRange{stage, element.kk, element.xx},
-            op.getDpsInputOperand(which)->get(), from, b.getIndexAttr(1),
-            /*srcElements=*/clamped(one), UnitAttr());
-      }
+      Value tile = which == 0 ? lhsTile : rhsTile;
+      Value operand = op.getDpsInputOperand(which)->get();
+      perOperand(which, [&](bool vectors) {
+        if (inRuns(which)) {
+          // A run of four elements along m or n, from (safeK, safeX): the
+          // run's start, or the operand's first element where the run lies
+          // outside (nothing is read then).
+          auto [kk, xx] = tilePlace(which, 0);
+          Value gk = arith::AddIOp::create(b, loc, k0, kk);
+          Value gx = arith::AddIOp::create(b, loc, which == 0 ? m0 : n0, xx);
+          Value extent = which == 0 ? m : n;
+          Value inK = arith::AndIOp::create(
+              b, loc,
+              arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, gk,
+                                    kEnd),
+              inBatch);
+          Value inside = arith::AndIOp::create(
+              b, loc, inK,
+              arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, gx,
+                                    extent));
+          Value safeK = arith::SelectOp::create(b, loc, inside, gk, zero);
+          Value safeX = arith::SelectOp::create(b, loc, inside, gx, zero);
+          if (vectors) {
+            // One copy; the elements past the extent (none, the innermost
+            // size being a multiple of 4) zero-filled.
+            Value count = arith::SelectOp::create(
+                b, loc, inside,
+                arith::MinUIOp::create(
+                    b, loc, arith::SubIOp::create(b, loc, extent, gx),
+                    index(b, loc, kRun)),
+                zero);
+            nvgpu::DeviceAsyncCopyOp::create(
+                b, loc, tile, ValueRange{stage, kk, xx}, operand,
+                operandAt(which, safeK, safeX, safeBatchIndices),
+                b.getIndexAttr(kRun), /*srcElements=*/count, b.getUnitAttr());
+            return;
+          }
+          // One element at a time: element e from (safeK, safeX + e), read
+          // where it lies inside (safeX + e may pass the extent where
+          // nothing is read).
+          for (int64_t e = 0; e < kRun; ++e) {
+            Value step = index(b, loc, e);
+            Value in = arith::AndIOp::create(
+                b, loc, inK,
+                arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult,
+                                      arith::AddIOp::create(b, loc, gx, step),
+                                      extent));
+            nvgpu::DeviceAsyncCopyOp::create(
+                b, loc, tile,
+                ValueRange{stage, kk, arith::AddIOp::create(b, loc, xx, step)},
+                operand,
+                operandAt(which, safeK,
+                          arith::AddIOp::create(b, loc, safeX, step),
+                          safeBatchIndices),
+                b.getIndexAttr(1),
+                /*srcElements=*/arith::SelectOp::create(b, loc, in, one, zero),
+                UnitAttr());
+          }
+          return;
+        }
+        for (int64_t e = 0; e < kLoadsPerThread; ++e) {
+          TileElement element = tileElement(which, e, k0);
+          auto clamped = [&](Value v) {
+            return arith::SelectOp::create(b, loc, element.inside, v, zero)
+                .getResult();
+          };
+          Value gk = clamped(element.gk), gx = clamped(element.gx);
+          SmallVector<Value> from = operandAt(which, gk, gx, safeBatchIndices);
+          nvgpu::DeviceAsyncCopyOp::create(
+              b, loc, tile, ValueRange{stage, element.kk, element.xx}, operand,
+              from, b.getIndexAttr(1),
+              /*srcElements=*/clamped(one), UnitAttr());
+        }
+      });
     }
     NVVM::CpAsyncCommitGroupOp::create(b, loc);
   };
@@ -1261,6 +1410,8 @@ void buildContraction(RewriterBase &b, linalg::LinalgOp op,
         index(b, loc, 2));
     NVVM::CpAsyncWaitGroupOp::create(b, loc, 0);
     if (rounded) {
+      // Each thread rounds what it copied (another's copies may not have
+      // landed yet).
       for (unsigned which = 0; which < 2; ++which) {
         Value tile = which == 0 ? lhsTile : rhsTile;
         for (int64_t e = 0; e < kLoadsPerThread; ++e) {

@@ -3,26 +3,53 @@
 // RUN: sed 's/"sm_80"/"sm_75"/' %s | kiln-opt --pass-pipeline="builtin.module(func.func(kiln-gpu-kernels,canonicalize))" | FileCheck %s --check-prefix=SM75
 
 // kiln-gpu-kernels on a module compiled for sm_80: a contraction's operand
-// tiles are copied by cp.async (nvgpu.device_async_copy, one f32 each) into
-// two stages of shared memory. Before the loop, the first step's copies
-// (when this block's part of the reduction is not empty: k is dynamic
-// here, and may split) go to stage 0, one group; each
-// step s waits for its thread's copies (wait_group 0), meets the others
-// at the step's one barrier, issues the copies of step s + 1 into the
-// other stage (1 - s % 2) if there is one, and multiplies stage s % 2. An
-// element outside the operand copies no bytes (srcElements 0: zero-filled)
-// from indices clamped to 0.
+// tiles are copied by cp.async (nvgpu.device_async_copy) into two stages
+// of shared memory. Before the loop, the first step's copies (when this
+// block's part of the reduction is not empty: k is dynamic here, and may
+// split) go to stage 0, one group; each step s waits for its thread's
+// copies (wait_group 0), meets the others at the step's one barrier,
+// issues the copies of step s + 1 into the other stage (1 - s % 2) if
+// there is one, and multiplies stage s % 2. a ([m, k], read along k) is
+// copied one f32 at a time; b ([k, n], read along n, n innermost) 16 bytes
+// at a time (4 floats of a tile row, one copy a thread, L1 bypassed) where
+// its first element is 16-byte aligned, its rows' stride a multiple of 4
+// and n a multiple of 4 (checked once a block, before the loop), else the
+// same 4 floats one at a time. An element outside the operand copies no bytes
+// (srcElements 0: zero-filled) from indices clamped to 0.
 // CHECK-LABEL: func.func @matmul(
 // CHECK:         gpu.launch {{.*}} workgroup(%[[A:.*]] : memref<2x8x132xf32, #gpu.address_space<workgroup>>, %[[B:.*]] : memref<2x8x132xf32, #gpu.address_space<workgroup>>)
 // CHECK:           %[[KE:.*]] = arith.minui
-// CHECK:           %[[ANY:.*]] = arith.cmpi ult, %[[KB:.*]], %[[KE]] : index
-// CHECK:           scf.if %[[ANY]] {
+// CHECK:           %{{.*}}, %{{.*}}, %[[SIZES:.*]]:2, %[[STRIDES:.*]]:2 = memref.extract_strided_metadata %arg1
+// CHECK-NEXT:      %[[PTR:.*]] = memref.extract_aligned_pointer_as_index %arg1
+// CHECK-NEXT:      %[[P16:.*]] = arith.remui %[[PTR]], %c16
+// CHECK-NEXT:      %[[ALIGNED:.*]] = arith.cmpi eq, %[[P16]], %c0
+// CHECK-NEXT:      %[[S4:.*]] = arith.remui %[[STRIDES]]#0, %c4
+// CHECK-NEXT:      %[[ROWS:.*]] = arith.cmpi eq, %[[S4]], %c0
+// CHECK-NEXT:      %[[BOTH:.*]] = arith.andi %[[ALIGNED]], %[[ROWS]]
+// CHECK-NEXT:      %[[N4:.*]] = arith.remui %[[SIZES]]#1, %c4
+// CHECK-NEXT:      %[[WIDE:.*]] = arith.cmpi eq, %[[N4]], %c0
+// CHECK-NEXT:      %[[FIT:.*]] = arith.andi %[[BOTH]], %[[WIDE]]
+// CHECK-NEXT:      %[[ANY:.*]] = arith.cmpi ult, %[[KB:.*]], %[[KE]] : index
+// CHECK-NEXT:      scf.if %[[ANY]] {
 // CHECK:             %[[GK:.*]] = arith.select %[[IN:.*]], %{{.*}}, %c0 : index
 // CHECK-NEXT:        %[[GX:.*]] = arith.select %[[IN]], %{{.*}}, %c0 : index
 // CHECK-NEXT:        %[[N:.*]] = arith.select %[[IN]], %c1, %c0 : index
-// CHECK:             nvgpu.device_async_copy %arg0[%[[GX]], %[[GK]]], %[[A]][%c0, %{{.*}}, %{{.*}}], 1, %[[N]] : memref<?x?xf32> to memref<2x8x132xf32, #gpu.address_space<workgroup>>
-// CHECK-COUNT-3:     nvgpu.device_async_copy %arg0{{.*}}, %[[A]][%c0,
-// CHECK-COUNT-4:     nvgpu.device_async_copy %arg1{{.*}}, %[[B]][%c0,
+// CHECK-NEXT:        nvgpu.device_async_copy %arg0[%[[GX]], %[[GK]]], %[[A]][%c0, %{{.*}}, %{{.*}}], 1, %[[N]] : memref<?x?xf32> to memref<2x8x132xf32, #gpu.address_space<workgroup>>
+// CHECK-COUNT-3:     nvgpu.device_async_copy %arg0{{.*}}, %[[A]][%c0, {{.*}}], 1,
+// CHECK:             scf.if %[[FIT]] {
+// CHECK:               %[[VK:.*]] = arith.select %[[VIN:.*]], %{{.*}}, %c0 : index
+// CHECK-NEXT:          %[[VX:.*]] = arith.select %[[VIN]], %{{.*}}, %c0 : index
+// CHECK:               %[[COUNT:.*]] = arith.select %[[VIN]], %{{.*}}, %c0 : index
+// CHECK-NEXT:          nvgpu.device_async_copy %arg1[%[[VK]], %[[VX]]], %[[B]][%c0, %[[ROW:.*]], %[[COL:.*]]], 4, %[[COUNT]] {bypassL1}
+// CHECK-NEXT:        } else {
+// The same run one element at a time (each read where it lies inside).
+// CHECK:               %[[SK:.*]] = arith.select %[[SIN:.*]], %{{.*}}, %c0 : index
+// CHECK-NEXT:          %[[SX:.*]] = arith.select %[[SIN]], %{{.*}}, %c0 : index
+// CHECK:               nvgpu.device_async_copy %arg1[%[[SK]], %[[SX]]], %[[B]][%c0, %[[ROW2:.*]], %{{.*}}], 1,
+// CHECK:               %[[SX1:.*]] = arith.addi %[[SX]], %c1
+// CHECK:               nvgpu.device_async_copy %arg1[%[[SK]], %[[SX1]]], %[[B]][%c0, %[[ROW2]], %{{.*}}], 1,
+// CHECK-COUNT-2:       nvgpu.device_async_copy %arg1{{.*}}, %[[B]][%c0, %[[ROW2]], {{.*}}], 1,
+// CHECK:             }
 // CHECK-NEXT:        nvvm.cp.async.commit.group
 // CHECK-NEXT:      }
 // CHECK:           scf.for %[[K0:.*]] = %[[KB]] to %[[KE]] step %c8 iter_args(
@@ -36,7 +63,11 @@
 // CHECK-NEXT:        scf.if %[[MORE]] {
 // CHECK-NEXT:          %[[OTHER:.*]] = arith.subi %c1, %[[STAGE]]
 // CHECK-COUNT-4:       nvgpu.device_async_copy %arg0{{.*}}, %[[A]][%[[OTHER]],
-// CHECK-COUNT-4:       nvgpu.device_async_copy %arg1{{.*}}, %[[B]][%[[OTHER]],
+// CHECK:               scf.if %[[FIT]] {
+// CHECK:                 nvgpu.device_async_copy %arg1{{.*}}, %[[B]][%[[OTHER]], {{.*}}], 4,
+// CHECK:               } else {
+// CHECK-COUNT-4:         nvgpu.device_async_copy %arg1{{.*}}, %[[B]][%[[OTHER]], {{.*}}], 1,
+// CHECK:               }
 // CHECK-NEXT:          nvvm.cp.async.commit.group
 // CHECK-NEXT:        }
 // CHECK:             scf.for %{{.*}} = %c0 to %c8 step %c1
@@ -48,12 +79,13 @@
 // CHECK-COUNT-64:  arith.addf
 // CHECK:           gpu.terminator
 
-// In the PTX code: 4-byte cp.async with a source size, groups committed and
-// waited for, 8,448 bytes of shared memory a tile (two stages), one
-// bar.sync in the loop.
+// In the PTX code: 4-byte cp.async (cached in L1) and 16-byte ones (not),
+// each with a source size, groups committed and waited for, 8,448 bytes of
+// shared memory a tile (two stages), one bar.sync in the loop.
 // PTX-LABEL: gpu.binary @matmul_kernel
 // PTX-SAME: .shared .align 16 .b8 __wg_matmul_kernel_0[8448]
 // PTX-SAME: cp.async.ca.shared.global [%rd{{[0-9]+}}], [%rd{{[0-9]+}}], 4, %r{{[0-9]+}};
+// PTX-SAME: cp.async.cg.shared.global [%rd{{[0-9]+}}], [%rd{{[0-9]+}}], 16, %r{{[0-9]+}};
 // PTX-SAME: cp.async.commit_group;
 // PTX-SAME: cp.async.wait_group \090;
 // PTX-SAME: bar.sync \090;

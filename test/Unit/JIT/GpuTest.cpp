@@ -742,11 +742,14 @@ void checkContractions(const std::string &math, double tolerance,
   };
   // (m, n, k): one element; empty outputs and an empty reduction; across
   // the 128 tiles and the 4-wide runs; long reductions split at run time
-  // (a small grid) and kept whole (a full one: 140 blocks, 264 / 140 = 1).
+  // (a small grid) and kept whole (a full one: 140 blocks, 264 / 140 = 1);
+  // m and n multiples of 4 (16-byte copies of nn's b and tn's a on sm_80
+  // and newer) across the tiles, with and without a split.
   std::vector<std::array<int64_t, 3>> sizes = {
       {1, 1, 1},      {0, 5, 7},      {5, 0, 7},      {5, 7, 0},
       {129, 131, 33}, {17, 257, 515}, {65, 33, 4099}, {3, 2, 1030},
-      {255, 129, 9},  {1, 300, 777}};
+      {255, 129, 9},  {1, 300, 777},  {132, 260, 37}, {4, 8, 1030},
+      {256, 4, 9}};
   for (const char *name : {"nn", "tn"}) {
     for (auto [m, n, k] : sizes) {
       check(name, 1, m, n, k);
@@ -774,22 +777,27 @@ TEST(GpuTarget, ContractionsStagedThroughRegistersMatchDoubleLoops) {
   checkContractions("fp32", 3e-5, "sm_75");
 }
 
-/// (1 + 2^-12) x 1 as a 1 x 1 product on this machine's GPU with `math`:
-/// 1 + 2^-12 is a quarter of TF32's last place above 1.
-float slightlyAboveOneOnGpu(const std::string &math) {
+/// x times x as a 1 x 1 by 1 x 4 product on this machine's GPU with
+/// `math`, each of the 4 results (b's row, a multiple of 4 wide, is copied
+/// 16 bytes at a time on sm_80 and newer; a's one element alone). The tests
+/// take an x that rounds up (to nearest) where dropping its low bits, as
+/// tensor cores do with what they are given, would round it down: the
+/// result shows that each operand was rounded.
+std::vector<float> squareOnGpu(const std::string &math, float x) {
   JitOptions options = gpuOptions("native");
   options.gpuMath = math;
   auto gpu = JitModule::compileSource(R"(
-    func.func @nn(%a: tensor<1x1xf32>, %b: tensor<1x1xf32>) -> tensor<1x1xf32> {
-      %0 = kiln.matmul %a, %b : (tensor<1x1xf32>, tensor<1x1xf32>) -> tensor<1x1xf32>
-      return %0 : tensor<1x1xf32>
+    func.func @nn(%a: tensor<1x1xf32>, %b: tensor<1x4xf32>) -> tensor<1x4xf32> {
+      %0 = kiln.matmul %a, %b : (tensor<1x1xf32>, tensor<1x4xf32>) -> tensor<1x4xf32>
+      return %0 : tensor<1x4xf32>
     })",
                                       options);
   Tensor a = Tensor::empty({1, 1}, DType::f32);
-  Tensor b = Tensor::empty({1, 1}, DType::f32);
-  a.data<float>()[0] = 1.0f + std::ldexp(1.0f, -12);
-  b.data<float>()[0] = 1.0f;
-  return gpu->call("nn", {a, b})[0].data<float>()[0];
+  Tensor b = Tensor::empty({1, 4}, DType::f32);
+  a.data<float>()[0] = x;
+  std::fill(b.data<float>(), b.data<float>() + 4, x);
+  Tensor out = gpu->call("nn", {a, b})[0];
+  return std::vector<float>(out.data<float>(), out.data<float>() + 4);
 }
 
 // TF32 (JitOptions::gpuMath): each operand rounded to nearest with a 10-bit
@@ -800,19 +808,25 @@ float slightlyAboveOneOnGpu(const std::string &math) {
 TEST(GpuTarget, Tf32ContractionsMatchDoubleLoopsWithinTf32Rounding) {
   SKIP_WITHOUT_GPU();
   checkContractions("tf32", 2e-3);
-  // And they do run on the tensor cores: 1 + 2^-12 is rounded to 1 before
-  // it is multiplied.
-  EXPECT_EQ(slightlyAboveOneOnGpu("tf32"), 1.0f);
+  // And both operands are rounded to TF32 before they are multiplied:
+  // 1 + 3 * 2^-12 (three quarters of TF32's last place above 1) becomes
+  // 1 + 2^-10, whose square fp32 holds exactly.
+  float up = 1.0f + std::ldexp(1.0f, -10);
+  EXPECT_EQ(squareOnGpu("tf32", 1.0f + 3 * std::ldexp(1.0f, -12)),
+            std::vector<float>(4, up * up));
 }
 
 // tf32x3: each operand split into two TF32 parts, three tensor-core
 // products; only small_a small_b (about 2^-22 of |a| |b|) and the parts'
-// own rounding (as small) are lost, so fp32's tolerance holds, and 1 +
-// 2^-12 (big 1, small 2^-12, both exact) times 1 is exact.
+// own rounding (as small) are lost, so fp32's tolerance holds: 1 + 3 *
+// 2^-12 (big 1 + 2^-10, small -2^-12, both exact) squared is 1 + 3 * 2^-11
+// + 2^-21, the exact square less small_a small_b = 2^-24.
 TEST(GpuTarget, Tf32x3ContractionsMatchDoubleLoopsWithinFp32Tolerance) {
   SKIP_WITHOUT_GPU();
   checkContractions("tf32x3", 3e-5);
-  EXPECT_EQ(slightlyAboveOneOnGpu("tf32x3"), 1.0f + std::ldexp(1.0f, -12));
+  EXPECT_EQ(squareOnGpu("tf32x3", 1.0f + 3 * std::ldexp(1.0f, -12)),
+            std::vector<float>(4, 1.0f + 3 * std::ldexp(1.0f, -11) +
+                                      std::ldexp(1.0f, -21)));
 }
 
 // bf16 (JitOptions::gpuMath "bf16": the GPU's counterpart of the CPU's bf16
@@ -822,7 +836,11 @@ TEST(GpuTarget, Tf32x3ContractionsMatchDoubleLoopsWithinFp32Tolerance) {
 TEST(GpuTarget, Bf16ContractionsMatchDoubleLoopsWithinBf16Rounding) {
   SKIP_WITHOUT_GPU();
   checkContractions("bf16", std::ldexp(1.0, -7) + std::ldexp(1.0, -16) + 3e-5);
-  EXPECT_EQ(slightlyAboveOneOnGpu("bf16"), 1.0f);
+  // 1 + 3 * 2^-9 (three quarters of bf16's last place above 1) becomes
+  // 1 + 2^-7.
+  float up = 1.0f + std::ldexp(1.0f, -7);
+  EXPECT_EQ(squareOnGpu("bf16", 1.0f + 3 * std::ldexp(1.0f, -9)),
+            std::vector<float>(4, up * up));
 }
 
 /// The attention kernels (kiln.flash_attention and kiln.flash_attention_grad)
