@@ -937,7 +937,13 @@ enum class Staging {
 void buildContraction(RewriterBase &b, linalg::LinalgOp op,
                       const ContractionPlan &plan, Value initial,
                       ContractionMath math, Staging staging) {
-  bool async = staging == Staging::asyncCopies;
+  // cp.async (nvgpu.device_async_copy) reads from memrefs whose innermost
+  // stride is 1 by their type; others go through registers.
+  bool async =
+      staging == Staging::asyncCopies &&
+      llvm::all_of(op.getDpsInputOperands(), [](OpOperand *operand) {
+        return cast<MemRefType>(operand->get().getType()).isLastDimUnitStride();
+      });
   bool tensorCores = math != ContractionMath::fp32;
   Location loc = op.getLoc();
   const linalg::ContractionDimensions &dims = plan.dims;
@@ -1280,8 +1286,10 @@ void buildContraction(RewriterBase &b, linalg::LinalgOp op,
             return;
           }
           // One element at a time: element e from (safeK, safeX + e), read
-          // where it lies inside (safeX + e may pass the extent where
-          // nothing is read).
+          // where it lies inside. Past the extent, safeX + e names up to 3
+          // elements beyond it (a row on where m or n spans several
+          // dimensions) that are never read (srcElements 0); clamping each
+          // took a register more than the 128 a thread has.
           for (int64_t e = 0; e < kRun; ++e) {
             Value step = index(b, loc, e);
             Value in = arith::AndIOp::create(

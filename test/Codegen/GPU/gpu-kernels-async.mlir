@@ -1,6 +1,6 @@
-// RUN: kiln-opt %s --pass-pipeline="builtin.module(func.func(kiln-gpu-kernels,canonicalize))" | FileCheck %s
-// RUN: kiln-opt %s --pass-pipeline="builtin.module(func.func(kiln-gpu-kernels),gpu-kernel-outlining,lower-affine,nvvm-attach-target{chip=sm_80},gpu.module(kiln-align-workgroup-memory,convert-scf-to-cf,convert-nvgpu-to-nvvm,convert-gpu-to-nvvm,reconcile-unrealized-casts),gpu-module-to-binary{format=isa})" | FileCheck %s --check-prefix=PTX
-// RUN: sed 's/"sm_80"/"sm_75"/' %s | kiln-opt --pass-pipeline="builtin.module(func.func(kiln-gpu-kernels,canonicalize))" | FileCheck %s --check-prefix=SM75
+// RUN: kiln-opt %s --pass-pipeline="builtin.module(func.func(kiln-gpu-kernels,canonicalize))" --split-input-file | FileCheck %s
+// RUN: kiln-opt %s --pass-pipeline="builtin.module(func.func(kiln-gpu-kernels),gpu-kernel-outlining,lower-affine,nvvm-attach-target{chip=sm_80},gpu.module(kiln-align-workgroup-memory,convert-scf-to-cf,convert-nvgpu-to-nvvm,convert-gpu-to-nvvm,reconcile-unrealized-casts),gpu-module-to-binary{format=isa})" --split-input-file | FileCheck %s --check-prefix=PTX
+// RUN: sed 's/"sm_80"/"sm_75"/' %s | kiln-opt --pass-pipeline="builtin.module(func.func(kiln-gpu-kernels,canonicalize))" --split-input-file | FileCheck %s --check-prefix=SM75
 
 // kiln-gpu-kernels on a module compiled for sm_80: a contraction's operand
 // tiles are copied by cp.async (nvgpu.device_async_copy) into two stages
@@ -109,6 +109,54 @@
 module attributes {kiln.target = #kiln.target<cpu = "x86-64", features = "", l1DataBytes = 32768, l2Bytes = 1048576, gpu = "sm_80">} {
   func.func @matmul(%a: memref<?x?xf32>, %b: memref<?x?xf32>, %c: memref<?x?xf32>) {
     linalg.matmul ins(%a, %b : memref<?x?xf32>, memref<?x?xf32>) outs(%c : memref<?x?xf32>)
+    return
+  }
+}
+
+// -----
+
+// An operand whose innermost stride is not 1 by its type is no source for
+// cp.async (nvgpu.device_async_copy's rule): the contraction stages its
+// tiles through registers, one stage, as on older GPUs.
+// CHECK-LABEL: func.func @strided(
+// CHECK-NOT:     nvgpu.
+// CHECK:         gpu.launch {{.*}} workgroup(%{{.*}} : memref<1x8x132xf32, #gpu.address_space<workgroup>>, %{{.*}} : memref<1x8x132xf32, #gpu.address_space<workgroup>>)
+// CHECK-NOT:     nvgpu.
+// CHECK-NOT:     nvvm.cp.async
+// CHECK:         return
+// PTX-LABEL: gpu.binary @strided_kernel
+module attributes {kiln.target = #kiln.target<cpu = "x86-64", features = "", l1DataBytes = 32768, l2Bytes = 1048576, gpu = "sm_80">} {
+  func.func @strided(%a: memref<?x?xf32, strided<[?, ?], offset: ?>>, %b: memref<?x?xf32>, %c: memref<?x?xf32>) {
+    linalg.matmul ins(%a, %b : memref<?x?xf32, strided<[?, ?], offset: ?>>, memref<?x?xf32>) outs(%c : memref<?x?xf32>)
+    return
+  }
+}
+
+// -----
+
+// b at an offset known only at run time: its first element, offset * 4
+// bytes past the aligned pointer, must be 16-byte aligned for its 16-byte
+// copies; its row stride a multiple of 4 floats, n too.
+// CHECK-LABEL: func.func @offset(
+// CHECK:         %{{.*}}, %[[OFF:.*]], %[[SIZES:.*]]:2, %[[STRIDES:.*]]:2 = memref.extract_strided_metadata %arg1
+// CHECK-NEXT:    %[[PTR:.*]] = memref.extract_aligned_pointer_as_index %arg1
+// CHECK-NEXT:    %[[BYTES:.*]] = arith.muli %[[OFF]], %c4
+// CHECK-NEXT:    %[[FIRST:.*]] = arith.addi %[[PTR]], %[[BYTES]]
+// CHECK-NEXT:    %[[P16:.*]] = arith.remui %[[FIRST]], %c16
+// CHECK-NEXT:    %[[ALIGNED:.*]] = arith.cmpi eq, %[[P16]], %c0
+// CHECK-NEXT:    %[[S4:.*]] = arith.remui %[[STRIDES]]#0, %c4
+// CHECK-NEXT:    %[[ROWS:.*]] = arith.cmpi eq, %[[S4]], %c0
+// CHECK-NEXT:    %[[BOTH:.*]] = arith.andi %[[ALIGNED]], %[[ROWS]]
+// CHECK-NEXT:    %[[N4:.*]] = arith.remui %[[SIZES]]#1, %c4
+// CHECK-NEXT:    %[[WIDE:.*]] = arith.cmpi eq, %[[N4]], %c0
+// CHECK-NEXT:    %[[FIT:.*]] = arith.andi %[[BOTH]], %[[WIDE]]
+// CHECK:         scf.if %[[FIT]] {
+// CHECK:           nvgpu.device_async_copy %arg1{{.*}}, 4, %{{.*}} {bypassL1}
+// PTX-LABEL: gpu.binary @offset_kernel
+// PTX-SAME: cp.async.cg.shared.global
+module attributes {kiln.target = #kiln.target<cpu = "x86-64", features = "", l1DataBytes = 32768, l2Bytes = 1048576, gpu = "sm_80">} {
+  func.func @offset(%a: memref<?x?xf32>, %b: memref<?x?xf32, strided<[?, 1], offset: ?>>, %c: memref<?x?xf32>) {
+    linalg.matmul ins(%a, %b : memref<?x?xf32>, memref<?x?xf32, strided<[?, 1], offset: ?>>) outs(%c : memref<?x?xf32>)
     return
   }
 }

@@ -28,9 +28,12 @@
 // - kiln_emu_cp_async(dst, src, bytes, srcBytes),
 //   kiln_emu_cp_async_commit(), kiln_emu_cp_async_wait(n): cp.async.ca
 //   .shared.global (srcBytes of src, zeros to `bytes`), commit_group and
-//   wait_group n; a copy lands only when its thread waits for its group
-//   (never at a barrier or another thread's wait), so a kernel that reads a
-//   copy's destination before waiting for it reads what was there before;
+//   wait_group n. In blocks of even index a copy lands only when its thread
+//   waits for its group (never at a barrier or another thread's wait), so a
+//   kernel that reads a copy's destination before waiting for it reads what
+//   was there before; in blocks of odd index it lands as it is issued, so a
+//   kernel that copies into what another thread may still read (no barrier
+//   between) overwrites it before that thread runs;
 // - kiln_emu_host_address(p): a device pointer's host address;
 // - libdevice's __nv_* functions, as the host's libm computes them.
 //
@@ -123,6 +126,9 @@ struct Block {
   std::vector<uint32_t> live, atWarp;
   /// Threads that have not returned, and those at the barrier.
   unsigned running = 0, atBarrier = 0;
+  /// Whether cp.async copies land as they are issued (odd blocks) rather
+  /// than at their thread's wait_group.
+  bool copiesLandAtIssue = false;
 };
 
 Block *current = nullptr;
@@ -294,8 +300,13 @@ void kiln_emu_barrier() { wait(State::AtBarrier); }
 
 void kiln_emu_cp_async(char *dst, const char *src, uint32_t bytes,
                        uint32_t srcBytes) {
-  self->copies.push_back(
-      {dst, src, bytes, std::min(srcBytes, bytes), UINT32_MAX});
+  srcBytes = std::min(srcBytes, bytes);
+  if (current->copiesLandAtIssue) {
+    std::memcpy(dst, src, srcBytes);
+    std::memset(dst + srcBytes, 0, bytes - srcBytes);
+    return;
+  }
+  self->copies.push_back({dst, src, bytes, srcBytes, UINT32_MAX});
 }
 
 void kiln_emu_cp_async_commit() {
@@ -620,6 +631,7 @@ bool runHostKernel(HostKernelEntry entry, PoisonShared poison,
           poison();
         }
         bool reverse = (x + y + z) % 2 == 1;
+        run.copiesLandAtIssue = reverse;
         for (unsigned t = 0; t < threads; ++t) {
           Thread &thread = run.threads[t];
           thread.sp = freshFiber(stack(t));

@@ -54,7 +54,10 @@ PoisonShared poisonShared(void *module);
 /// Runs `entry` over the grid, one block after another, calling `poison`
 /// (if any) before each; in a block of odd index the threads start in
 /// reverse order, so that a read of another thread's write that no barrier
-/// orders sees the value before the write in some blocks. False (with
+/// orders sees the value before the write in some blocks, and cp.async
+/// copies land as they are issued (in even blocks: at their thread's
+/// wait_group), so that both a read before the wait and a copy into what
+/// another thread still reads go wrong in some blocks. False (with
 /// `error` set) when the threads of a block wait for each other in a way
 /// that can never resolve (a barrier or a warp operation some threads never
 /// reach).

@@ -358,19 +358,24 @@ TEST(HostKernels, CvtRnaRoundsToTf32TiesAwayFromZero) {
   EXPECT_EQ(floatOf(kiln_emu_cvt_rna_tf32(0x1p-130f)), 0x1p-130f);
 }
 
-// cp.async: a copy lands when its thread waits for its group, not before
-// (a read of the destination in between sees the old bytes) and not at a
-// barrier; wait_group n leaves the newest n committed groups pending (and
-// copies not yet committed); bytes past the source's are zeros.
+// cp.async: in a block of even index a copy lands when its thread waits
+// for its group, not before (a read of the destination in between sees the
+// old bytes) and not at a barrier; wait_group n leaves the newest n
+// committed groups pending (and copies not yet committed); bytes past the
+// source's are zeros. In a block of odd index every copy lands as it is
+// issued (the uncommitted one too, last).
 TEST(HostKernels, AsyncCopiesLandWhenTheirThreadWaitsForTheirGroup) {
   static float src[4] = {1.5f, 2.5f, 3.5f, 4.5f};
-  static float dst[2][4];
-  static std::vector<float> seen[2];
+  static float dst[2][2][4];
+  static std::vector<float> seen[2][2];
   auto kernel = [](void **) {
-    unsigned t = linear();
-    auto *to = reinterpret_cast<char *>(&dst[t][0]);
+    unsigned t = linear(), block = kiln_emu_sreg(6);
+    float *row = dst[block][t];
+    auto *to = reinterpret_cast<char *>(row);
     auto *from = reinterpret_cast<const char *>(&src[0]);
-    auto record = [&] { seen[t].insert(seen[t].end(), dst[t], dst[t] + 4); };
+    auto record = [&] {
+      seen[block][t].insert(seen[block][t].end(), row, row + 4);
+    };
     kiln_emu_cp_async(to, from, 4, 4);         // group 0
     kiln_emu_cp_async(to + 4, from + 4, 8, 4); // group 0, zero-filled
     kiln_emu_cp_async_commit();
@@ -384,15 +389,21 @@ TEST(HostKernels, AsyncCopiesLandWhenTheirThreadWaitsForTheirGroup) {
     kiln_emu_cp_async_wait(0);
     record(); // and group 1, not the uncommitted copy
   };
-  for (auto &row : dst) {
-    std::fill(row, row + 4, -1.0f);
+  for (auto &block : dst) {
+    for (auto &row : block) {
+      std::fill(row, row + 4, -1.0f);
+    }
   }
   std::string error;
-  ASSERT_TRUE(run(kernel, {1, 1, 1}, {2, 1, 1}, nullptr, error)) << error;
-  std::vector<float> expected = {-1, -1, -1,   -1,   1.5f, 2.5f,
-                                 0,  -1, 1.5f, 2.5f, 0,    4.5f};
-  EXPECT_EQ(seen[0], expected);
-  EXPECT_EQ(seen[1], expected);
+  ASSERT_TRUE(run(kernel, {2, 1, 1}, {2, 1, 1}, nullptr, error)) << error;
+  std::vector<float> atWait = {-1, -1, -1,   -1,   1.5f, 2.5f,
+                               0,  -1, 1.5f, 2.5f, 0,    4.5f};
+  std::vector<float> atIssue = {1.5f, 2.5f, 0,    3.5f, 1.5f, 2.5f,
+                                0,    3.5f, 1.5f, 2.5f, 0,    3.5f};
+  for (unsigned t = 0; t < 2; ++t) {
+    EXPECT_EQ(seen[0][t], atWait) << "thread " << t;
+    EXPECT_EQ(seen[1][t], atIssue) << "thread " << t;
+  }
 }
 
 } // namespace

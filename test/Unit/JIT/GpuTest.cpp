@@ -684,6 +684,10 @@ void checkContractions(const std::string &math, double tolerance,
       %0 = kiln.matmul %a, %b {transpose_rhs} : (tensor<?x?x?xf32>, tensor<?x?x?xf32>) -> tensor<?x?x?xf32>
       return %0 : tensor<?x?x?xf32>
     }
+    func.func @bnn(%a: tensor<?x?x?xf32>, %b: tensor<?x?x?xf32>) -> tensor<?x?x?xf32> {
+      %0 = kiln.matmul %a, %b : (tensor<?x?x?xf32>, tensor<?x?x?xf32>) -> tensor<?x?x?xf32>
+      return %0 : tensor<?x?x?xf32>
+    }
     func.func @split(%a: tensor<70x3000xf32>, %b: tensor<3000x90xf32>) -> tensor<70x90xf32> {
       %0 = kiln.matmul %a, %b : (tensor<70x3000xf32>, tensor<3000x90xf32>) -> tensor<70x90xf32>
       return %0 : tensor<70x90xf32>
@@ -702,7 +706,8 @@ void checkContractions(const std::string &math, double tolerance,
   // a is [batch, m, k] (tn: [k, m]), b [batch, k, n] (nt: [batch, n, k]).
   auto check = [&](const std::string &name, int64_t batch, int64_t m, int64_t n,
                    int64_t k) {
-    bool batched = name == "nt", lhsT = name == "tn", rhsT = name == "nt";
+    bool batched = name == "nt" || name == "bnn", lhsT = name == "tn",
+         rhsT = name == "nt";
     auto shapeOf = [&](int64_t rows, int64_t cols) {
       return batched ? std::vector<int64_t>{batch, rows, cols}
                      : std::vector<int64_t>{rows, cols};
@@ -761,6 +766,11 @@ void checkContractions(const std::string &math, double tolerance,
   check("nt", 0, 4, 4, 4);
   check("nt", 40, 130, 70, 600);
   check("nt", 140, 65, 33, 300);
+  // Batched with b read along n (16-byte copies from each batch's b where
+  // n is a multiple of 4), and an empty batch.
+  check("bnn", 3, 132, 260, 37);
+  check("bnn", 2, 5, 7, 9);
+  check("bnn", 0, 4, 4, 4);
   check("split", 1, 70, 90, 3000);
 }
 
@@ -777,27 +787,29 @@ TEST(GpuTarget, ContractionsStagedThroughRegistersMatchDoubleLoops) {
   checkContractions("fp32", 3e-5, "sm_75");
 }
 
-/// x times x as a 1 x 1 by 1 x 4 product on this machine's GPU with
-/// `math`, each of the 4 results (b's row, a multiple of 4 wide, is copied
-/// 16 bytes at a time on sm_80 and newer; a's one element alone). The tests
-/// take an x that rounds up (to nearest) where dropping its low bits, as
-/// tensor cores do with what they are given, would round it down: the
-/// result shows that each operand was rounded.
+/// x times x at every element of a 128 x 1 by 1 x 128 product on this
+/// machine's GPU with `math`: a's column is copied by 32 threads one
+/// element at a time, b's row by 32 others in runs of 4 (16 bytes at a
+/// time on sm_80 and newer), and every warp multiplies its own part of the
+/// tile. The tests take an x that rounds up (to nearest) where dropping its
+/// low bits, as tensor cores do with what they are given, would round it
+/// down: each result shows that both of its operands were rounded, by
+/// whichever thread copied them.
 std::vector<float> squareOnGpu(const std::string &math, float x) {
   JitOptions options = gpuOptions("native");
   options.gpuMath = math;
   auto gpu = JitModule::compileSource(R"(
-    func.func @nn(%a: tensor<1x1xf32>, %b: tensor<1x4xf32>) -> tensor<1x4xf32> {
-      %0 = kiln.matmul %a, %b : (tensor<1x1xf32>, tensor<1x4xf32>) -> tensor<1x4xf32>
-      return %0 : tensor<1x4xf32>
+    func.func @nn(%a: tensor<128x1xf32>, %b: tensor<1x128xf32>) -> tensor<128x128xf32> {
+      %0 = kiln.matmul %a, %b : (tensor<128x1xf32>, tensor<1x128xf32>) -> tensor<128x128xf32>
+      return %0 : tensor<128x128xf32>
     })",
                                       options);
-  Tensor a = Tensor::empty({1, 1}, DType::f32);
-  Tensor b = Tensor::empty({1, 4}, DType::f32);
-  a.data<float>()[0] = x;
-  std::fill(b.data<float>(), b.data<float>() + 4, x);
+  Tensor a = Tensor::empty({128, 1}, DType::f32);
+  Tensor b = Tensor::empty({1, 128}, DType::f32);
+  std::fill(a.data<float>(), a.data<float>() + 128, x);
+  std::fill(b.data<float>(), b.data<float>() + 128, x);
   Tensor out = gpu->call("nn", {a, b})[0];
-  return std::vector<float>(out.data<float>(), out.data<float>() + 4);
+  return std::vector<float>(out.data<float>(), out.data<float>() + 128 * 128);
 }
 
 // TF32 (JitOptions::gpuMath): each operand rounded to nearest with a 10-bit
@@ -813,7 +825,7 @@ TEST(GpuTarget, Tf32ContractionsMatchDoubleLoopsWithinTf32Rounding) {
   // 1 + 2^-10, whose square fp32 holds exactly.
   float up = 1.0f + std::ldexp(1.0f, -10);
   EXPECT_EQ(squareOnGpu("tf32", 1.0f + 3 * std::ldexp(1.0f, -12)),
-            std::vector<float>(4, up * up));
+            std::vector<float>(128 * 128, up * up));
 }
 
 // tf32x3: each operand split into two TF32 parts, three tensor-core
@@ -825,8 +837,8 @@ TEST(GpuTarget, Tf32x3ContractionsMatchDoubleLoopsWithinFp32Tolerance) {
   SKIP_WITHOUT_GPU();
   checkContractions("tf32x3", 3e-5);
   EXPECT_EQ(squareOnGpu("tf32x3", 1.0f + 3 * std::ldexp(1.0f, -12)),
-            std::vector<float>(4, 1.0f + 3 * std::ldexp(1.0f, -11) +
-                                      std::ldexp(1.0f, -21)));
+            std::vector<float>(128 * 128, 1.0f + 3 * std::ldexp(1.0f, -11) +
+                                              std::ldexp(1.0f, -21)));
 }
 
 // bf16 (JitOptions::gpuMath "bf16": the GPU's counterpart of the CPU's bf16
@@ -840,7 +852,7 @@ TEST(GpuTarget, Bf16ContractionsMatchDoubleLoopsWithinBf16Rounding) {
   // 1 + 2^-7.
   float up = 1.0f + std::ldexp(1.0f, -7);
   EXPECT_EQ(squareOnGpu("bf16", 1.0f + 3 * std::ldexp(1.0f, -9)),
-            std::vector<float>(4, up * up));
+            std::vector<float>(128 * 128, up * up));
 }
 
 /// The attention kernels (kiln.flash_attention and kiln.flash_attention_grad)
