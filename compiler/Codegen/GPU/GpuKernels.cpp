@@ -710,7 +710,7 @@ Value localOutput(OpBuilder &b, Location loc, Value thread, int64_t r) {
 /// kTile + kRun floats apart) fall in 32 distinct banks.
 constexpr int64_t kWarpsM = 2, kWarpsN = 4, kWarpTileM = kTile / kWarpsM,
                   kWarpTileN = kTile / kWarpsN, kMmaM = 16, kMmaN = 8,
-                  kMmaK = 8, kMmaTilesM = kWarpTileM / kMmaM,
+                  kMmaK = 8, kMmaKBf16 = 16, kMmaTilesM = kWarpTileM / kMmaM,
                   kMmaTilesN = kWarpTileN / kMmaN;
 static_assert(kWarpsM * kWarpsN * 32 == kThreads * kThreads &&
                   kDepth == kMmaK &&
@@ -865,13 +865,15 @@ SmallVector<Value> multiplyOnTensorCores(OpBuilder &b, Location loc,
   return sums;
 }
 
-/// One step of kMmaK of the reduction on the tensor cores in bf16: the
-/// warp's 4 x 4 tiles of mma.sync.m16n8k8 with bf16 operands on the values
-/// staged in `lhsTile` and `rhsTile` (fp32 values rounded to bf16 already:
-/// their low 16 bits zero), as multiplyOnTensorCores. PTX's bf16 layout
-/// pairs the reduction: lane 4g + t holds A's rows g and g + 8 at steps 2t
-/// and 2t + 1 (one register each, the even step in the low half), B's
-/// column g at steps 2t and 2t + 1 (one register), and C as TF32's.
+/// One step of kMmaKBf16 (16) of the reduction on the tensor cores in
+/// bf16: the warp's 4 x 4 tiles of mma.sync.m16n8k16 with bf16 operands on
+/// the values staged in stage `stage` of `lhsTile` and `rhsTile` (16 deep;
+/// fp32 values rounded to bf16 already: their low 16 bits zero), as
+/// multiplyOnTensorCores. PTX's bf16 layout pairs the reduction: lane 4g + t
+/// holds A's rows g and g + 8 at steps 2t and 2t + 1 (a0, a1) and 2t + 8 and
+/// 2t + 9 (a2, a3; one register each, the even step in the low half), B's
+/// column g at steps 2t and 2t + 1 (b0) and 2t + 8 and 2t + 9 (b1), and C as
+/// TF32's.
 SmallVector<Value> multiplyOnTensorCoresBf16(OpBuilder &b, Location loc,
                                              const MmaLanes &lanes, Value stage,
                                              Value lhsTile, Value rhsTile,
@@ -881,35 +883,41 @@ SmallVector<Value> multiplyOnTensorCoresBf16(OpBuilder &b, Location loc,
     return arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(int32_t(v)))
         .getResult();
   };
-  // The bf16 pair (tile[even][x], tile[odd][x]) in one register.
-  auto pair = [&](Value tile, Value base, int64_t offset) {
+  // The bf16 pair (tile[even][x], tile[even + 1][x]) in one register, even
+  // = 2t + `half` * 8.
+  auto pair = [&](Value tile, Value base, int64_t offset, int64_t half) {
     Value x = arith::AddIOp::create(b, loc, base, index(b, loc, offset));
     auto bits = [&](Value step) {
+      Value row = arith::AddIOp::create(b, loc, step, index(b, loc, half * 8));
       return arith::BitcastOp::create(
           b, loc, i32,
-          memref::LoadOp::create(b, loc, tile, ValueRange{stage, step, x}));
+          memref::LoadOp::create(b, loc, tile, ValueRange{stage, row, x}));
     };
     Value low = arith::ShRUIOp::create(b, loc, bits(lanes.t2), constant(16));
     Value high =
         arith::AndIOp::create(b, loc, bits(lanes.t21), constant(0xffff0000u));
     return arith::OrIOp::create(b, loc, high, low).getResult();
   };
-  SmallVector<Value, 4> bRegisters;
+  SmallVector<SmallVector<Value, 2>, 4> bRegisters;
   for (int64_t j = 0; j < kMmaTilesN; ++j) {
-    bRegisters.push_back(pair(rhsTile, lanes.colBase, 4 * j));
+    bRegisters.push_back({pair(rhsTile, lanes.colBase, 4 * j, 0),
+                          pair(rhsTile, lanes.colBase, 4 * j, 1)});
   }
   auto resultType =
       LLVM::LLVMStructType::getLiteral(b.getContext(), {f32, f32, f32, f32});
   SmallVector<Value> sums;
   for (int64_t i = 0; i < kMmaTilesM; ++i) {
-    SmallVector<Value, 2> aRegisters = {
-        pair(lhsTile, lanes.rowBase, mmaRowOffset(i, 0)),
-        pair(lhsTile, lanes.rowBase, mmaRowOffset(i, 1))};
+    int64_t top = mmaRowOffset(i, 0), bottom = mmaRowOffset(i, 1);
+    SmallVector<Value, 4> aRegisters = {
+        pair(lhsTile, lanes.rowBase, top, 0),
+        pair(lhsTile, lanes.rowBase, bottom, 0),
+        pair(lhsTile, lanes.rowBase, top, 1),
+        pair(lhsTile, lanes.rowBase, bottom, 1)};
     for (int64_t j = 0; j < kMmaTilesN; ++j) {
       SmallVector<Value, 4> tile(acc.slice((i * kMmaTilesN + j) * 4, 4));
       auto mma = NVVM::MmaOp::create(
-          b, loc, resultType, aRegisters, ValueRange{bRegisters[j]}, tile,
-          {kMmaM, kMmaN, kMmaK}, std::nullopt, std::nullopt,
+          b, loc, resultType, aRegisters, bRegisters[j], tile,
+          {kMmaM, kMmaN, kMmaKBf16}, std::nullopt, std::nullopt,
           std::array<NVVM::MMATypes, 2>{NVVM::MMATypes::bf16,
                                         NVVM::MMATypes::bf16},
           std::array<NVVM::MMALayout, 2>{NVVM::MMALayout::row,
@@ -945,6 +953,8 @@ void buildContraction(RewriterBase &b, linalg::LinalgOp op,
         return cast<MemRefType>(operand->get().getType()).isLastDimUnitStride();
       });
   bool tensorCores = math != ContractionMath::fp32;
+  // The reduction steps a tile holds: bf16's m16n8k16 takes 16 at a time.
+  const int64_t depth = math == ContractionMath::bf16 ? kMmaKBf16 : kDepth;
   Location loc = op.getLoc();
   const linalg::ContractionDimensions &dims = plan.dims;
   SmallVector<Value> sizes = loopSizes(b, loc, op);
@@ -963,7 +973,7 @@ void buildContraction(RewriterBase &b, linalg::LinalgOp op,
   Value gridY = arith::MaxUIOp::create(b, loc, ceilDiv(b, loc, m, kTile), one);
   // Split-K: a grid of B blocks where kWantedBlocks / B is 2 or more splits
   // the reduction into up to that many parts, at most k / kMinSplit of
-  // them, each a multiple of kDepth steps but the last. The parts' sums go to
+  // them, each a multiple of `depth` steps but the last. The parts' sums go to
   // `partials` ([splits, batch * m * n]), which a second kernel adds to the
   // output in order: the result does not depend on timing. Sizes known to give
   // one part emit neither.
@@ -994,8 +1004,7 @@ void buildContraction(RewriterBase &b, linalg::LinalgOp op,
       int64_t parts = std::min(std::max<int64_t>(kWantedBlocks / blocks, 1),
                                std::max<int64_t>(*staticK / kMinSplit, 1));
       int64_t chunk = std::max<int64_t>(
-          ((*staticK + parts - 1) / parts + kDepth - 1) / kDepth * kDepth,
-          kDepth);
+          ((*staticK + parts - 1) / parts + depth - 1) / depth * depth, depth);
       maySplit = (*staticK + chunk - 1) / chunk > 1;
     }
   }
@@ -1015,9 +1024,9 @@ void buildContraction(RewriterBase &b, linalg::LinalgOp op,
         arith::MulIOp::create(
             b, loc,
             ceilDiv(b, loc, arith::CeilDivUIOp::create(b, loc, k, parts),
-                    kDepth),
-            index(b, loc, kDepth)),
-        index(b, loc, kDepth));
+                    depth),
+            index(b, loc, depth)),
+        index(b, loc, depth));
     splits = arith::MaxUIOp::create(
         b, loc, arith::CeilDivUIOp::create(b, loc, k, chunk), one);
     split =
@@ -1036,7 +1045,7 @@ void buildContraction(RewriterBase &b, linalg::LinalgOp op,
   // put the threads that store a column along k in distinct banks; cp.async
   // fills one stage while the block reads the other.
   auto tileType = MemRefType::get(
-      {async ? 2 : 1, kDepth, kTile + kRun}, b.getF32Type(), AffineMap(),
+      {async ? 2 : 1, depth, kTile + kRun}, b.getF32Type(), AffineMap(),
       gpu::AddressSpaceAttr::get(b.getContext(), gpu::AddressSpace::Workgroup));
   auto launch =
       createLaunch(b, loc, gridX, gridY, index(b, loc, kThreads),
@@ -1093,35 +1102,55 @@ void buildContraction(RewriterBase &b, linalg::LinalgOp op,
     return loops;
   };
 
-  // Where this thread's e-th element of a kDepth x kTile tile of operand
+  // Where this thread's e-th element of a depth x kTile tile of operand
   // `which` (0: lhs along m, 1: rhs along n) goes: the block's threads read
   // consecutive elements of the operand's innermost dimension; with cp.async
   // and an operand that may be copied 16 bytes at a time (plan.*Vectors),
-  // the thread's 4 elements are consecutive in a tile row (kk = thread / 32,
-  // xx = thread % 32 * 4 + e), one copy where the call's strides allow.
-  constexpr int64_t kLoadsPerThread = kDepth * kTile / (kThreads * kThreads);
-  static_assert(kLoadsPerThread == kRun,
-                "a thread's elements of a tile are one run of kRun");
+  // the thread's elements are runs of 4 consecutive in a tile row (run r =
+  // e / 4 at kk = thread / 32 + 8r, xx = thread % 32 * 4 + e % 4), one copy
+  // a run where the call's strides allow.
+  const int64_t loadsPerThread = depth * kTile / (kThreads * kThreads);
+  constexpr int64_t kRunRows = kThreads * kThreads * kRun / kTile;
+  static_assert(kDepth * kTile == kThreads * kThreads * kRun,
+                "a thread's elements of an 8-deep tile are one run of kRun");
   auto inRuns = [&](unsigned which) {
     return async && (which == 0 ? plan.lhsVectors : plan.rhsVectors);
   };
   auto tilePlace = [&](unsigned which, int64_t e) -> std::pair<Value, Value> {
     bool alongK = which == 0 ? plan.lhsAlongK : plan.rhsAlongK;
     if (inRuns(which)) {
-      Value row = arith::DivUIOp::create(b, loc, linearThread,
-                                         index(b, loc, kTile / kRun));
+      Value row = arith::AddIOp::create(
+          b, loc,
+          arith::DivUIOp::create(b, loc, linearThread,
+                                 index(b, loc, kTile / kRun)),
+          index(b, loc, e / kRun * kRunRows));
       Value column = arith::MulIOp::create(
           b, loc,
           arith::RemUIOp::create(b, loc, linearThread,
                                  index(b, loc, kTile / kRun)),
           index(b, loc, kRun));
-      return {row, arith::AddIOp::create(b, loc, column, index(b, loc, e))};
+      return {row,
+              arith::AddIOp::create(b, loc, column, index(b, loc, e % kRun))};
+    }
+    if (alongK && depth > kDepth) {
+      // Deep tiles (bf16): a thread's elements are consecutive along k in
+      // one row (half a row each: xx = thread / 2), so that its copies share
+      // one row's address (one per element kept more than the 128
+      // registers a thread has).
+      Value half =
+          arith::RemUIOp::create(b, loc, linearThread, index(b, loc, 2));
+      return {arith::AddIOp::create(
+                  b, loc,
+                  arith::MulIOp::create(b, loc, half,
+                                        index(b, loc, loadsPerThread)),
+                  index(b, loc, e)),
+              arith::DivUIOp::create(b, loc, linearThread, index(b, loc, 2))};
     }
     Value linear = arith::AddIOp::create(
         b, loc, linearThread, index(b, loc, e * kThreads * kThreads));
     if (alongK) {
-      return {arith::RemUIOp::create(b, loc, linear, index(b, loc, kDepth)),
-              arith::DivUIOp::create(b, loc, linear, index(b, loc, kDepth))};
+      return {arith::RemUIOp::create(b, loc, linear, index(b, loc, depth)),
+              arith::DivUIOp::create(b, loc, linear, index(b, loc, depth))};
     }
     return {arith::DivUIOp::create(b, loc, linear, index(b, loc, kTile)),
             arith::RemUIOp::create(b, loc, linear, index(b, loc, kTile))};
@@ -1164,7 +1193,7 @@ void buildContraction(RewriterBase &b, linalg::LinalgOp op,
   auto loadTiles = [&](Value k0) {
     SmallVector<Value> values;
     for (unsigned which = 0; which < 2; ++which) {
-      for (int64_t e = 0; e < kLoadsPerThread; ++e) {
+      for (int64_t e = 0; e < loadsPerThread; ++e) {
         TileElement element = tileElement(which, e, k0);
         auto ifInside =
             scf::IfOp::create(b, loc, b.getF32Type(), element.inside,
@@ -1246,71 +1275,77 @@ void buildContraction(RewriterBase &b, linalg::LinalgOp op,
     b.setInsertionPointToStart(&branch.getElseRegion().front());
     body(false);
   };
+  // Operand `which`'s run of four elements along m or n from its element
+  // `first` (a multiple of 4) at k0 into stage `stage`, from (safeK, safeX):
+  // the run's start, or the operand's first element where the run lies outside
+  // (nothing is read then).
+  auto copyRun = [&](unsigned which, int64_t first, Value stage, Value k0,
+                     bool vectors) {
+    Value tile = which == 0 ? lhsTile : rhsTile;
+    Value operand = op.getDpsInputOperand(which)->get();
+    auto [kk, xx] = tilePlace(which, first);
+    Value gk = arith::AddIOp::create(b, loc, k0, kk);
+    Value gx = arith::AddIOp::create(b, loc, which == 0 ? m0 : n0, xx);
+    Value extent = which == 0 ? m : n;
+    Value inK = arith::AndIOp::create(
+        b, loc,
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, gk, kEnd),
+        inBatch);
+    Value inside = arith::AndIOp::create(
+        b, loc, inK,
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, gx, extent));
+    Value safeK = arith::SelectOp::create(b, loc, inside, gk, zero);
+    Value safeX = arith::SelectOp::create(b, loc, inside, gx, zero);
+    if (vectors) {
+      // One copy; the elements past the extent (none, the innermost
+      // size being a multiple of 4) zero-filled.
+      Value count = arith::SelectOp::create(
+          b, loc, inside,
+          arith::MinUIOp::create(b, loc,
+                                 arith::SubIOp::create(b, loc, extent, gx),
+                                 index(b, loc, kRun)),
+          zero);
+      nvgpu::DeviceAsyncCopyOp::create(
+          b, loc, tile, ValueRange{stage, kk, xx}, operand,
+          operandAt(which, safeK, safeX, safeBatchIndices),
+          b.getIndexAttr(kRun), /*srcElements=*/count, b.getUnitAttr());
+      return;
+    }
+    // One element at a time: element e from (safeK, safeX + e), read
+    // where it lies inside. Past the extent, safeX + e names up to 3
+    // elements beyond it (a row on where m or n spans several
+    // dimensions) that are never read (srcElements 0); clamping each
+    // took a register more than the 128 a thread has.
+    for (int64_t e = 0; e < kRun; ++e) {
+      Value step = index(b, loc, e);
+      Value in = arith::AndIOp::create(
+          b, loc, inK,
+          arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult,
+                                arith::AddIOp::create(b, loc, gx, step),
+                                extent));
+      nvgpu::DeviceAsyncCopyOp::create(
+          b, loc, tile,
+          ValueRange{stage, kk, arith::AddIOp::create(b, loc, xx, step)},
+          operand,
+          operandAt(which, safeK, arith::AddIOp::create(b, loc, safeX, step),
+                    safeBatchIndices),
+          b.getIndexAttr(1),
+          /*srcElements=*/arith::SelectOp::create(b, loc, in, one, zero),
+          UnitAttr());
+    }
+  };
   auto copyTiles = [&](Value stage, Value k0) {
     for (unsigned which = 0; which < 2; ++which) {
       Value tile = which == 0 ? lhsTile : rhsTile;
       Value operand = op.getDpsInputOperand(which)->get();
       perOperand(which, [&](bool vectors) {
         if (inRuns(which)) {
-          // A run of four elements along m or n, from (safeK, safeX): the
-          // run's start, or the operand's first element where the run lies
-          // outside (nothing is read then).
-          auto [kk, xx] = tilePlace(which, 0);
-          Value gk = arith::AddIOp::create(b, loc, k0, kk);
-          Value gx = arith::AddIOp::create(b, loc, which == 0 ? m0 : n0, xx);
-          Value extent = which == 0 ? m : n;
-          Value inK = arith::AndIOp::create(
-              b, loc,
-              arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, gk,
-                                    kEnd),
-              inBatch);
-          Value inside = arith::AndIOp::create(
-              b, loc, inK,
-              arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, gx,
-                                    extent));
-          Value safeK = arith::SelectOp::create(b, loc, inside, gk, zero);
-          Value safeX = arith::SelectOp::create(b, loc, inside, gx, zero);
-          if (vectors) {
-            // One copy; the elements past the extent (none, the innermost
-            // size being a multiple of 4) zero-filled.
-            Value count = arith::SelectOp::create(
-                b, loc, inside,
-                arith::MinUIOp::create(
-                    b, loc, arith::SubIOp::create(b, loc, extent, gx),
-                    index(b, loc, kRun)),
-                zero);
-            nvgpu::DeviceAsyncCopyOp::create(
-                b, loc, tile, ValueRange{stage, kk, xx}, operand,
-                operandAt(which, safeK, safeX, safeBatchIndices),
-                b.getIndexAttr(kRun), /*srcElements=*/count, b.getUnitAttr());
-            return;
-          }
-          // One element at a time: element e from (safeK, safeX + e), read
-          // where it lies inside. Past the extent, safeX + e names up to 3
-          // elements beyond it (a row on where m or n spans several
-          // dimensions) that are never read (srcElements 0); clamping each
-          // took a register more than the 128 a thread has.
-          for (int64_t e = 0; e < kRun; ++e) {
-            Value step = index(b, loc, e);
-            Value in = arith::AndIOp::create(
-                b, loc, inK,
-                arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult,
-                                      arith::AddIOp::create(b, loc, gx, step),
-                                      extent));
-            nvgpu::DeviceAsyncCopyOp::create(
-                b, loc, tile,
-                ValueRange{stage, kk, arith::AddIOp::create(b, loc, xx, step)},
-                operand,
-                operandAt(which, safeK,
-                          arith::AddIOp::create(b, loc, safeX, step),
-                          safeBatchIndices),
-                b.getIndexAttr(1),
-                /*srcElements=*/arith::SelectOp::create(b, loc, in, one, zero),
-                UnitAttr());
+          for (int64_t r = 0; r < loadsPerThread / kRun; ++r) {
+            copyRun(which, r * kRun, stage, k0, vectors);
           }
           return;
         }
-        for (int64_t e = 0; e < kLoadsPerThread; ++e) {
+        for (int64_t e = 0; e < loadsPerThread; ++e) {
           TileElement element = tileElement(which, e, k0);
           auto clamped = [&](Value v) {
             return arith::SelectOp::create(b, loc, element.inside, v, zero)
@@ -1365,7 +1400,7 @@ void buildContraction(RewriterBase &b, linalg::LinalgOp op,
                        /*split=*/math == ContractionMath::tf32x3);
     }
     auto inner =
-        scf::ForOp::create(b, loc, zero, index(b, loc, kDepth), one, acc);
+        scf::ForOp::create(b, loc, zero, index(b, loc, depth), one, acc);
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(inner.getBody());
     Value kk = inner.getInductionVar();
@@ -1406,7 +1441,7 @@ void buildContraction(RewriterBase &b, linalg::LinalgOp op,
       copyTiles(zero, kBegin);
     }
     kLoop =
-        scf::ForOp::create(b, loc, kBegin, kEnd, index(b, loc, kDepth), init);
+        scf::ForOp::create(b, loc, kBegin, kEnd, index(b, loc, depth), init);
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(kLoop.getBody());
     Value k0 = kLoop.getInductionVar();
@@ -1414,7 +1449,7 @@ void buildContraction(RewriterBase &b, linalg::LinalgOp op,
         b, loc,
         arith::DivUIOp::create(b, loc,
                                arith::SubIOp::create(b, loc, k0, kBegin),
-                               index(b, loc, kDepth)),
+                               index(b, loc, depth)),
         index(b, loc, 2));
     NVVM::CpAsyncWaitGroupOp::create(b, loc, 0);
     if (rounded) {
@@ -1422,7 +1457,7 @@ void buildContraction(RewriterBase &b, linalg::LinalgOp op,
       // landed yet).
       for (unsigned which = 0; which < 2; ++which) {
         Value tile = which == 0 ? lhsTile : rhsTile;
-        for (int64_t e = 0; e < kLoadsPerThread; ++e) {
+        for (int64_t e = 0; e < loadsPerThread; ++e) {
           auto [kk, xx] = tilePlace(which, e);
           SmallVector<Value, 3> at = {stage, kk, xx};
           memref::StoreOp::create(
@@ -1432,7 +1467,7 @@ void buildContraction(RewriterBase &b, linalg::LinalgOp op,
       }
     }
     gpu::BarrierOp::create(b, loc);
-    Value next = arith::AddIOp::create(b, loc, k0, index(b, loc, kDepth));
+    Value next = arith::AddIOp::create(b, loc, k0, index(b, loc, depth));
     auto more = scf::IfOp::create(
         b, loc,
         arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, next, kEnd),
@@ -1449,23 +1484,22 @@ void buildContraction(RewriterBase &b, linalg::LinalgOp op,
     // global memory while the block multiplies the ones in shared memory.
     llvm::append_range(init, loadTiles(kBegin));
     kLoop =
-        scf::ForOp::create(b, loc, kBegin, kEnd, index(b, loc, kDepth), init);
+        scf::ForOp::create(b, loc, kBegin, kEnd, index(b, loc, depth), init);
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(kLoop.getBody());
     Value k0 = kLoop.getInductionVar();
     ValueRange carried = kLoop.getRegionIterArgs();
     for (unsigned which = 0; which < 2; ++which) {
-      for (int64_t e = 0; e < kLoadsPerThread; ++e) {
+      for (int64_t e = 0; e < loadsPerThread; ++e) {
         auto [kk, xx] = tilePlace(which, e);
         memref::StoreOp::create(
-            b, loc,
-            staged(carried[kAccumulators + which * kLoadsPerThread + e]),
+            b, loc, staged(carried[kAccumulators + which * loadsPerThread + e]),
             which == 0 ? lhsTile : rhsTile, ValueRange{zero, kk, xx});
       }
     }
     gpu::BarrierOp::create(b, loc);
     SmallVector<Value> next =
-        loadTiles(arith::AddIOp::create(b, loc, k0, index(b, loc, kDepth)));
+        loadTiles(arith::AddIOp::create(b, loc, k0, index(b, loc, depth)));
     SmallVector<Value> sums =
         multiplyTiles(zero, carried.take_front(kAccumulators));
     gpu::BarrierOp::create(b, loc);

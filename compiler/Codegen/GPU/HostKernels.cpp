@@ -221,22 +221,21 @@ private:
       NVVM::MMAShapeAttr shape = mma.getShape();
       std::optional<NVVM::MMATypes> type = mma.getMultiplicandAPtxType();
       bool bf16 = type == NVVM::MMATypes::bf16;
-      if (shape.getM() != 16 || shape.getN() != 8 || shape.getK() != 8 ||
+      if (shape.getM() != 16 || shape.getN() != 8 ||
+          shape.getK() != (bf16 ? 16 : 8) ||
           (type != NVVM::MMATypes::tf32 && !bf16) ||
           mma.getMultiplicandBPtxType() != type ||
           mma.getLayoutA() != NVVM::MMALayout::row ||
           mma.getLayoutB() != NVVM::MMALayout::col ||
-          mma.getOperandA().size() != (bf16 ? 2u : 4u) ||
-          mma.getOperandB().size() != (bf16 ? 1u : 2u) ||
+          mma.getOperandA().size() != 4 || mma.getOperandB().size() != 2 ||
           mma.getOperandC().size() != 4 ||
           !mma.getOperandC()[0].getType().isF32()) {
         return op->emitOpError(
-            "has no host emulation but for m16n8k8, TF32 or bf16 A (row) and "
-            "B (col), f32 C and D");
+            "has no host emulation but for m16n8k8 TF32 and m16n8k16 bf16, A "
+            "(row) and B (col), f32 C and D");
       }
-      // kiln_emu_mma_m16n8k8_tf32(d, a0..a3, b0, b1, c0..c3) and
-      // kiln_emu_mma_m16n8k8_bf16(d, a0, a1, b0, c0..c3) write the lane's
-      // four results to d[0..3].
+      // kiln_emu_mma_m16n8k8_tf32 and kiln_emu_mma_m16n8k16_bf16(d, a0..a3,
+      // b0, b1, c0..c3) write the lane's four results to d[0..3].
       Type f32 = builder.getF32Type();
       Type array = LLVM::LLVMArrayType::get(f32, 4);
       Type ptr = LLVM::LLVMPointerType::get(op->getContext());
@@ -252,7 +251,7 @@ private:
       llvm::append_range(args, mma.getOperandB());
       llvm::append_range(args, mma.getOperandC());
       call(loc,
-           bf16 ? "kiln_emu_mma_m16n8k8_bf16" : "kiln_emu_mma_m16n8k8_tf32",
+           bf16 ? "kiln_emu_mma_m16n8k16_bf16" : "kiln_emu_mma_m16n8k8_tf32",
            voidType, args);
       Value result =
           LLVM::UndefOp::create(builder, loc, mma.getRes().getType());

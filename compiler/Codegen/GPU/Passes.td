@@ -55,9 +55,10 @@ def KilnGpuKernelsPass : Pass<"kiln-gpu-kernels", "::mlir::func::FuncOp"> {
     split into big = tf32(x) and small = tf32(x - big); every tile takes
     three `mma.sync` (small_a big_b, big_a small_b, big_a big_b), about
     fp32's accuracy. With `math=bf16`, operands are rounded to bf16 (to
-    nearest even) as they are staged, and each warp's 4 x 4 tiles are
-    `mma.sync.m16n8k8` with bf16 operands (two steps of k in a register)
-    and fp32 sums: the GPU counterpart of the CPU's bf16 precision.
+    nearest even) as they are staged, the tiles are 16 steps of k deep,
+    and each warp's 4 x 4 tiles are `mma.sync.m16n8k16` with bf16 operands
+    (two steps of k in a register) and fp32 sums: the GPU counterpart of
+    the CPU's bf16 precision.
   }];
   let options = [
     Option<"math", "math", "std::string", /*default=*/"\"fp32\"",

@@ -19,7 +19,7 @@
 //   .row.col.f32.tf32.tf32.f32 with the PTX ISA's fragment layouts (an
 //   operand's 13 low bits ignored, as the tensor cores do; products summed
 //   in double);
-// - kiln_emu_mma_m16n8k8_bf16(d, a0-a1, b0, c0-c3): mma.sync.m16n8k8
+// - kiln_emu_mma_m16n8k16_bf16(d, a0-a3, b0-b1, c0-c3): mma.sync.m16n8k16
 //   .row.col.f32.bf16.bf16.f32 with the PTX ISA's fragment layouts (two
 //   bf16 a register, the lower index in the low half; products summed in
 //   double);
@@ -246,19 +246,19 @@ float tf32(uint32_t bits) {
   return f;
 }
 
-/// The end of an m16n8k8 mma.sync, once every lane has left its operands
+/// The end of an m16n8kK mma.sync, once every lane has left its operands
 /// in the block's slots: the lane's four elements of D = A B + C (C and D:
 /// lane 4g + t holds (g, 2t), (g, 2t + 1), (g + 8, 2t), (g + 8, 2t + 1)),
-/// products summed in double from `elementA(row, k)` and
+/// products over K steps summed in double from `elementA(row, k)` and
 /// `elementB(k, col)`, written to `d` after the warp has read its slots.
-template <typename A, typename B>
+template <unsigned K, typename A, typename B>
 void finishMma(float *d, std::array<float, 4> c, A elementA, B elementB) {
   unsigned g = lane() / 4, t = lane() % 4;
   float out[4];
   for (unsigned i = 0; i < 4; ++i) {
     unsigned row = g + (i < 2 ? 0 : 8), col = 2 * t + i % 2;
     double sum = c[i];
-    for (unsigned k = 0; k < 8; ++k) {
+    for (unsigned k = 0; k < K; ++k) {
       sum += elementA(row, k) * elementB(k, col);
     }
     out[i] = float(sum);
@@ -392,19 +392,22 @@ void kiln_emu_mma_m16n8k8_tf32(float *d, uint32_t a0, uint32_t a1, uint32_t a2,
     unsigned from = col * 4 + k % 4;
     return double(tf32(current->b[(base + from) * 2 + (k < 4 ? 0 : 1)]));
   };
-  finishMma(d, {c0, c1, c2, c3}, elementA, elementB);
+  finishMma<8>(d, {c0, c1, c2, c3}, elementA, elementB);
 }
 
-void kiln_emu_mma_m16n8k8_bf16(float *d, uint32_t a0, uint32_t a1, uint32_t b0,
-                               float c0, float c1, float c2, float c3) {
+void kiln_emu_mma_m16n8k16_bf16(float *d, uint32_t a0, uint32_t a1, uint32_t a2,
+                                uint32_t a3, uint32_t b0, uint32_t b1, float c0,
+                                float c1, float c2, float c3) {
   unsigned base = warp() * 32, l = lane();
-  current->a[(base + l) * 4] = a0;
-  current->a[(base + l) * 4 + 1] = a1;
-  current->b[(base + l) * 2] = b0;
+  uint32_t *a = &current->a[(base + l) * 4];
+  uint32_t *b = &current->b[(base + l) * 2];
+  a[0] = a0, a[1] = a1, a[2] = a2, a[3] = a3;
+  b[0] = b0, b[1] = b1;
   wait(State::AtWarp);
-  // A (16 x 8, row): lane 4g + t holds (g, 2t), (g, 2t + 1) in a0 and
-  // (g + 8, 2t), (g + 8, 2t + 1) in a1. B (8 x 8, col): lane 4g + t holds
-  // (2t, g), (2t + 1, g) in b0. C and D as for TF32.
+  // A (16 x 16, row): lane 4g + t holds (g, 2t), (g, 2t + 1) in a0,
+  // (g + 8, 2t), (g + 8, 2t + 1) in a1, and the same at 2t + 8, 2t + 9 in
+  // a2, a3. B (16 x 8, col): lane 4g + t holds (2t, g), (2t + 1, g) in b0
+  // and (2t + 8, g), (2t + 9, g) in b1. C and D as for TF32.
   auto half = [](uint32_t reg, unsigned k) {
     uint32_t bits = k % 2 == 0 ? reg << 16 : reg & 0xffff0000u;
     float f;
@@ -412,14 +415,15 @@ void kiln_emu_mma_m16n8k8_bf16(float *d, uint32_t a0, uint32_t a1, uint32_t b0,
     return double(f);
   };
   auto elementA = [&](unsigned row, unsigned k) {
-    unsigned from = (row % 8) * 4 + k / 2;
-    return half(current->a[(base + from) * 4 + (row < 8 ? 0 : 1)], k);
+    unsigned from = (row % 8) * 4 + k % 8 / 2;
+    unsigned reg = (row < 8 ? 0 : 1) + (k < 8 ? 0 : 2);
+    return half(current->a[(base + from) * 4 + reg], k);
   };
   auto elementB = [&](unsigned k, unsigned col) {
-    unsigned from = col * 4 + k / 2;
-    return half(current->b[(base + from) * 2], k);
+    unsigned from = col * 4 + k % 8 / 2;
+    return half(current->b[(base + from) * 2 + (k < 8 ? 0 : 1)], k);
   };
-  finishMma(d, {c0, c1, c2, c3}, elementA, elementB);
+  finishMma<16>(d, {c0, c1, c2, c3}, elementA, elementB);
 }
 
 uint32_t kiln_emu_cvt_rna_tf32(float x) {
@@ -465,7 +469,7 @@ std::vector<std::pair<const char *, void *>> symbols() {
       {"kiln_emu_cp_async_wait", p(&kiln_emu_cp_async_wait)},
       {"kiln_emu_shfl", p(&kiln_emu_shfl)},
       {"kiln_emu_mma_m16n8k8_tf32", p(&kiln_emu_mma_m16n8k8_tf32)},
-      {"kiln_emu_mma_m16n8k8_bf16", p(&kiln_emu_mma_m16n8k8_bf16)},
+      {"kiln_emu_mma_m16n8k16_bf16", p(&kiln_emu_mma_m16n8k16_bf16)},
       {"kiln_emu_cvt_rna_tf32", p(&kiln_emu_cvt_rna_tf32)},
       {"kiln_emu_host_address", p(&kiln_emu_host_address)},
       {"__nv_expf", p(F1(&::expf))},

@@ -29,8 +29,9 @@ uint64_t kiln_emu_shfl(uint32_t kind, uint32_t mask, uint32_t value,
 void kiln_emu_mma_m16n8k8_tf32(float *d, uint32_t a0, uint32_t a1, uint32_t a2,
                                uint32_t a3, uint32_t b0, uint32_t b1, float c0,
                                float c1, float c2, float c3);
-void kiln_emu_mma_m16n8k8_bf16(float *d, uint32_t a0, uint32_t a1, uint32_t b0,
-                               float c0, float c1, float c2, float c3);
+void kiln_emu_mma_m16n8k16_bf16(float *d, uint32_t a0, uint32_t a1, uint32_t a2,
+                                uint32_t a3, uint32_t b0, uint32_t b1, float c0,
+                                float c1, float c2, float c3);
 uint32_t kiln_emu_cvt_rna_tf32(float x);
 void kiln_emu_cp_async(char *dst, const char *src, uint32_t bytes,
                        uint32_t srcBytes);
@@ -261,7 +262,7 @@ float floatOf(uint32_t b) {
 /// Checks the 32 lanes' D fragments (lane 4g + t: (g, 2t), (g, 2t + 1),
 /// (g + 8, 2t), (g + 8, 2t + 1)) of D = A B + C with A[i][k] = i - 2k,
 /// B[k][j] = k + 3j - 5, C[i][j] = i j, summed here in double.
-void expectIntegerProduct(const std::vector<float> &d) {
+void expectIntegerProduct(const std::vector<float> &d, int depth = 8) {
   for (int l = 0; l < 32; ++l) {
     int g = l / 4, t = l % 4;
     int rows[4] = {g, g, g + 8, g + 8};
@@ -269,7 +270,7 @@ void expectIntegerProduct(const std::vector<float> &d) {
     for (int r = 0; r < 4; ++r) {
       int i = rows[r], j = cols[r];
       double expected = i * j;
-      for (int k = 0; k < 8; ++k) {
+      for (int k = 0; k < depth; ++k) {
         expected += double(i - 2 * k) * double(k + 3 * j - 5);
       }
       EXPECT_EQ(d[l * 4 + r], float(expected)) << "D(" << i << ", " << j << ")";
@@ -299,30 +300,32 @@ TEST(HostKernels, MmaComputesA16x8x8ProductFromTheWarpsFragments) {
   expectIntegerProduct(d);
 }
 
-TEST(HostKernels, Bf16MmaComputesA16x8x8ProductFromTheWarpsPairs) {
-  // The same integers (exact in bf16: below 2^8) in the PTX ISA's m16n8k8
+TEST(HostKernels, Bf16MmaComputesA16x8x16ProductFromTheWarpsPairs) {
+  // The same integers (exact in bf16: below 2^8) in the PTX ISA's m16n8k16
   // .bf16 fragments: lane 4g + t holds A's (g, 2t) and (g, 2t + 1) in its
-  // first register and (g + 8, 2t), (g + 8, 2t + 1) in its second, B's
-  // (2t, g) and (2t + 1, g) in one, each pair's lower k in the low half; C
-  // and D as TF32's.
+  // first register, (g + 8, 2t), (g + 8, 2t + 1) in its second, and the
+  // same at steps 2t + 8, 2t + 9 in its third and fourth; B's (2t, g) and
+  // (2t + 1, g) in one, (2t + 8, g), (2t + 9, g) in the other, each pair's
+  // lower k in the low half; C and D as TF32's.
   static std::vector<float> d(32 * 4);
   auto kernel = [](void **) {
     int l = int(linear()), g = l / 4, t = l % 4;
     auto pair = [](float low, float high) {
       return (bitsOf(high) & 0xffff0000u) | (bitsOf(low) >> 16);
     };
-    auto a = [](int i, int k) { return float(i - 2 * k); };
-    auto b = [](int k, int j) { return float(k + 3 * j - 5); };
+    auto a = [&](int i, int k) { return pair(i - 2 * k, i - 2 * (k + 1)); };
+    auto b = [&](int k, int j) {
+      return pair(k + 3 * j - 5, k + 1 + 3 * j - 5);
+    };
     auto c = [](int i, int j) { return float(i * j); };
-    kiln_emu_mma_m16n8k8_bf16(&d[l * 4], pair(a(g, 2 * t), a(g, 2 * t + 1)),
-                              pair(a(g + 8, 2 * t), a(g + 8, 2 * t + 1)),
-                              pair(b(2 * t, g), b(2 * t + 1, g)), c(g, 2 * t),
-                              c(g, 2 * t + 1), c(g + 8, 2 * t),
-                              c(g + 8, 2 * t + 1));
+    kiln_emu_mma_m16n8k16_bf16(
+        &d[l * 4], a(g, 2 * t), a(g + 8, 2 * t), a(g, 2 * t + 8),
+        a(g + 8, 2 * t + 8), b(2 * t, g), b(2 * t + 8, g), c(g, 2 * t),
+        c(g, 2 * t + 1), c(g + 8, 2 * t), c(g + 8, 2 * t + 1));
   };
   std::string error;
   ASSERT_TRUE(run(kernel, {1, 1, 1}, {32, 1, 1}, nullptr, error)) << error;
-  expectIntegerProduct(d);
+  expectIntegerProduct(d, 16);
 }
 
 TEST(HostKernels, MmaIgnoresTheLow13BitsOfItsOperands) {
