@@ -1078,6 +1078,16 @@ void buildContraction(RewriterBase &b, linalg::LinalgOp op,
   Value inBatch = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult,
                                         batchIndex, batch);
   Value zeroF = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0));
+  // Whether i < iEnd and j < jEnd in a batch that exists.
+  auto within = [&](Value i, Value iEnd, Value j, Value jEnd) -> Value {
+    return arith::AndIOp::create(
+        b, loc,
+        arith::AndIOp::create(
+            b, loc,
+            arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, i, iEnd),
+            arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, j, jEnd)),
+        inBatch);
+  };
   Value linearThread = arith::AddIOp::create(
       b, loc, arith::MulIOp::create(b, loc, ty, index(b, loc, kThreads)), tx);
 
@@ -1166,14 +1176,7 @@ void buildContraction(RewriterBase &b, linalg::LinalgOp op,
     Value gk = arith::AddIOp::create(b, loc, k0, kk);
     Value gx =
         arith::AddIOp::create(b, loc, which == 0 ? m0 : n0, xx).getResult();
-    Value inside = arith::AndIOp::create(
-        b, loc,
-        arith::AndIOp::create(
-            b, loc,
-            arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, gk, kEnd),
-            arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, gx,
-                                  which == 0 ? m : n)),
-        inBatch);
+    Value inside = within(gk, kEnd, gx, which == 0 ? m : n);
     return TileElement{kk, xx, gk, gx, inside};
   };
   // The indices into operand `which` of its element (gk, gx) of the batch
@@ -1535,14 +1538,7 @@ void buildContraction(RewriterBase &b, linalg::LinalgOp op,
         auto [localM, localN] = places[i * kPerThread + j];
         Value gm = arith::AddIOp::create(b, loc, m0, localM);
         Value gn = arith::AddIOp::create(b, loc, n0, localN);
-        Value inside = arith::AndIOp::create(
-            b, loc,
-            arith::AndIOp::create(
-                b, loc,
-                arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, gm, m),
-                arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, gn,
-                                      n)),
-            inBatch);
+        Value inside = within(gm, m, gn, n);
         auto ifInside = scf::IfOp::create(b, loc, inside, /*withElse=*/false);
         OpBuilder::InsertionGuard guard(b);
         b.setInsertionPointToStart(&ifInside.getThenRegion().front());
