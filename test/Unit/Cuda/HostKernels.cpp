@@ -246,6 +246,18 @@ float tf32(uint32_t bits) {
   return f;
 }
 
+/// The start of an m16n8kK mma.sync: leaves the lane's A and B registers
+/// in the block's slots and waits for the warp's other lanes; returns the
+/// warp's first slot.
+unsigned shareFragments(std::array<uint32_t, 4> aRegs,
+                        std::array<uint32_t, 2> bRegs) {
+  unsigned base = warp() * 32, l = lane();
+  std::copy(aRegs.begin(), aRegs.end(), &current->a[(base + l) * 4]);
+  std::copy(bRegs.begin(), bRegs.end(), &current->b[(base + l) * 2]);
+  wait(State::AtWarp);
+  return base;
+}
+
 /// The end of an m16n8kK mma.sync, once every lane has left its operands
 /// in the block's slots: the lane's four elements of D = A B + C (C and D:
 /// lane 4g + t holds (g, 2t), (g, 2t + 1), (g + 8, 2t), (g + 8, 2t + 1)),
@@ -373,12 +385,7 @@ uint64_t kiln_emu_shfl(uint32_t kind, uint32_t mask, uint32_t value,
 void kiln_emu_mma_m16n8k8_tf32(float *d, uint32_t a0, uint32_t a1, uint32_t a2,
                                uint32_t a3, uint32_t b0, uint32_t b1, float c0,
                                float c1, float c2, float c3) {
-  unsigned base = warp() * 32, l = lane();
-  uint32_t *a = &current->a[(base + l) * 4];
-  uint32_t *b = &current->b[(base + l) * 2];
-  a[0] = a0, a[1] = a1, a[2] = a2, a[3] = a3;
-  b[0] = b0, b[1] = b1;
-  wait(State::AtWarp);
+  unsigned base = shareFragments({a0, a1, a2, a3}, {b0, b1});
   // A (16 x 8, row): lane 4g + t holds (g, t), (g + 8, t), (g, t + 4),
   // (g + 8, t + 4). B (8 x 8, col): lane 4g + t holds (t, g), (t + 4, g).
   // C and D (16 x 8): lane 4g + t holds (g, 2t), (g, 2t + 1), (g + 8, 2t),
@@ -398,12 +405,7 @@ void kiln_emu_mma_m16n8k8_tf32(float *d, uint32_t a0, uint32_t a1, uint32_t a2,
 void kiln_emu_mma_m16n8k16_bf16(float *d, uint32_t a0, uint32_t a1, uint32_t a2,
                                 uint32_t a3, uint32_t b0, uint32_t b1, float c0,
                                 float c1, float c2, float c3) {
-  unsigned base = warp() * 32, l = lane();
-  uint32_t *a = &current->a[(base + l) * 4];
-  uint32_t *b = &current->b[(base + l) * 2];
-  a[0] = a0, a[1] = a1, a[2] = a2, a[3] = a3;
-  b[0] = b0, b[1] = b1;
-  wait(State::AtWarp);
+  unsigned base = shareFragments({a0, a1, a2, a3}, {b0, b1});
   // A (16 x 16, row): lane 4g + t holds (g, 2t), (g, 2t + 1) in a0,
   // (g + 8, 2t), (g + 8, 2t + 1) in a1, and the same at 2t + 8, 2t + 9 in
   // a2, a3. B (16 x 8, col): lane 4g + t holds (2t, g), (2t + 1, g) in b0
