@@ -197,6 +197,32 @@ TEST_P(Bf16Products, MatchDoubleLoopsWithinTheBf16Bound) {
   // Rounded to bf16 indeed: f32 products would stay within 2^-17 of the
   // double sums at these lengths.
   EXPECT_GT(worst, std::ldexp(1.0, -12));
+  // Blocks of rows: a long k (4097 pairs, padded to 4112: 131,584 bytes of
+  // packed a per tile of 8 rows) leaves room in half of an L2 of up to 2
+  // MiB for at most 7 tiles, so 57 and 65 rows cross blocks (the last one
+  // partial) on every CPU Kiln runs on; 32 columns fill one panel (stored
+  // unmasked), 33 leave a last one of one column (masked).
+  for (int64_t m : {57, 65}) {
+    for (int64_t n : {32, 33}) {
+      const int64_t k = 8193;
+      SCOPED_TRACE(fmt::format("blocks: m {} n {} k {}", m, n, k));
+      Tensor a = ref::randomTensor({m, k}, seed++);
+      Tensor b = ref::randomTensor({k, n}, seed++);
+      Tensor bt = ref::randomTensor({n, k}, seed++);
+      Tensor at_ = ref::randomTensor({k, m}, seed++);
+      auto aRows = [&](int64_t i, int64_t l) { return at(a, i, l, false); };
+      auto bRows = [&](int64_t l, int64_t j) { return at(b, l, j, false); };
+      checkProduct(jit->call("mm", {a, b})[0], m, n, k, aRows, bRows,
+                   nullptr);
+      checkProduct(
+          jit->call("mm_bt", {a, bt})[0], m, n, k, aRows,
+          [&](int64_t l, int64_t j) { return at(bt, l, j, true); }, nullptr);
+      checkProduct(
+          jit->call("mm_at", {at_, b})[0], m, n, k,
+          [&](int64_t i, int64_t l) { return at(at_, i, l, true); }, bRows,
+          nullptr);
+    }
+  }
   // Batched: each batch its own product (batches of 0, 1 and 3; sizes
   // across the tiles).
   for (int64_t batches : {0, 1, 3}) {
