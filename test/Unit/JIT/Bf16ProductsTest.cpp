@@ -169,25 +169,29 @@ TEST_P(Bf16Products, MatchDoubleLoopsWithinTheBf16Bound) {
   const std::vector<int64_t> outSizes = {0, 1, 5, 15, 16, 17, 31, 32, 33, 65};
   uint32_t seed = 1;
   double worst = 0;
+  // The three layouts of one m x n x k product against double loops.
+  auto checkLayouts = [&](int64_t m, int64_t n, int64_t k) {
+    Tensor a = ref::randomTensor({m, k}, seed++);
+    Tensor b = ref::randomTensor({k, n}, seed++);
+    Tensor bt = ref::randomTensor({n, k}, seed++);
+    Tensor at_ = ref::randomTensor({k, m}, seed++);
+    auto aRows = [&](int64_t i, int64_t l) { return at(a, i, l, false); };
+    auto bRows = [&](int64_t l, int64_t j) { return at(b, l, j, false); };
+    worst = std::max(worst, checkProduct(jit->call("mm", {a, b})[0], m, n, k,
+                                         aRows, bRows, nullptr));
+    checkProduct(
+        jit->call("mm_bt", {a, bt})[0], m, n, k, aRows,
+        [&](int64_t l, int64_t j) { return at(bt, l, j, true); }, nullptr);
+    checkProduct(
+        jit->call("mm_at", {at_, b})[0], m, n, k,
+        [&](int64_t i, int64_t l) { return at(at_, i, l, true); }, bRows,
+        nullptr);
+  };
   for (int64_t m : outSizes) {
     for (int64_t n : outSizes) {
       for (int64_t k : sizes) {
         SCOPED_TRACE(fmt::format("m {} n {} k {}", m, n, k));
-        Tensor a = ref::randomTensor({m, k}, seed++);
-        Tensor b = ref::randomTensor({k, n}, seed++);
-        Tensor bt = ref::randomTensor({n, k}, seed++);
-        Tensor at_ = ref::randomTensor({k, m}, seed++);
-        auto aRows = [&](int64_t i, int64_t l) { return at(a, i, l, false); };
-        auto bRows = [&](int64_t l, int64_t j) { return at(b, l, j, false); };
-        worst = std::max(worst, checkProduct(jit->call("mm", {a, b})[0], m, n,
-                                             k, aRows, bRows, nullptr));
-        checkProduct(
-            jit->call("mm_bt", {a, bt})[0], m, n, k, aRows,
-            [&](int64_t l, int64_t j) { return at(bt, l, j, true); }, nullptr);
-        checkProduct(
-            jit->call("mm_at", {at_, b})[0], m, n, k,
-            [&](int64_t i, int64_t l) { return at(at_, i, l, true); }, bRows,
-            nullptr);
+        checkLayouts(m, n, k);
         if (HasFailure()) {
           return;
         }
@@ -204,23 +208,8 @@ TEST_P(Bf16Products, MatchDoubleLoopsWithinTheBf16Bound) {
   // unmasked), 33 leave a last one of one column (masked).
   for (int64_t m : {57, 65}) {
     for (int64_t n : {32, 33}) {
-      const int64_t k = 8193;
-      SCOPED_TRACE(fmt::format("blocks: m {} n {} k {}", m, n, k));
-      Tensor a = ref::randomTensor({m, k}, seed++);
-      Tensor b = ref::randomTensor({k, n}, seed++);
-      Tensor bt = ref::randomTensor({n, k}, seed++);
-      Tensor at_ = ref::randomTensor({k, m}, seed++);
-      auto aRows = [&](int64_t i, int64_t l) { return at(a, i, l, false); };
-      auto bRows = [&](int64_t l, int64_t j) { return at(b, l, j, false); };
-      checkProduct(jit->call("mm", {a, b})[0], m, n, k, aRows, bRows,
-                   nullptr);
-      checkProduct(
-          jit->call("mm_bt", {a, bt})[0], m, n, k, aRows,
-          [&](int64_t l, int64_t j) { return at(bt, l, j, true); }, nullptr);
-      checkProduct(
-          jit->call("mm_at", {at_, b})[0], m, n, k,
-          [&](int64_t i, int64_t l) { return at(at_, i, l, true); }, bRows,
-          nullptr);
+      SCOPED_TRACE(fmt::format("blocks: m {} n {} k 8193", m, n));
+      checkLayouts(m, n, 8193);
     }
   }
   // Batched: each batch its own product (batches of 0, 1 and 3; sizes
