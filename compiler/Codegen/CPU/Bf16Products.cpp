@@ -372,6 +372,10 @@ private:
   Value ceilDiv(Value x, int64_t v) {
     return arith::DivUIOp::create(b, add(x, v - 1), index(v));
   }
+  Value ceilDiv(Value x, Value y) {
+    return arith::DivUIOp::create(
+        b, add(x, arith::SubIOp::create(b, y, index(1))), y);
+  }
   VectorType vector(int64_t n, Type element) {
     return VectorType::get({n}, element);
   }
@@ -563,10 +567,7 @@ private:
         arith::MaxUIOp::create(b, mul(pairsPadded, 4 * kRows), index(1));
     Value perBlock = arith::MaxUIOp::create(
         b, arith::DivUIOp::create(b, index(l2Bytes / 2), tileBytes), index(1));
-    Value rowBlocks = arith::DivUIOp::create(
-        b, arith::AddIOp::create(b, rowTiles,
-                                 arith::SubIOp::create(b, perBlock, index(1))),
-        perBlock);
+    Value rowBlocks = ceilDiv(rowTiles, perBlock);
     loop(rowBlocks, false, [&](Value rowBlock) {
       Value firstTile = arith::MulIOp::create(b, rowBlock, perBlock);
       Value blockTiles = arith::MinUIOp::create(
@@ -958,6 +959,7 @@ struct KilnBf16ProductsPass
           << DEBUG_TYPE << ": " << llvm::toString(chosen.takeError());
       return signalPassFailure();
     }
+    int64_t l2Bytes = mlir::kiln::cpu::TargetInfo::of(*target).l2Bytes;
     SmallVector<Product> products;
     getOperation()->walk([&](linalg::LinalgOp op) {
       if (std::optional<Product> p = match(op)) {
@@ -966,8 +968,7 @@ struct KilnBf16ProductsPass
     });
     for (const Product &p : products) {
       LLVM_DEBUG(llvm::dbgs() << DEBUG_TYPE << ": " << *p.op << "\n");
-      Builder(p, *chosen, mlir::kiln::cpu::TargetInfo::of(*target).l2Bytes)
-          .build();
+      Builder(p, *chosen, l2Bytes).build();
       p.op->erase();
     }
   }
