@@ -1,18 +1,21 @@
 //===- gemm_peer.cpp - BLAS libraries on the benchmark contractions -------===//
 //
 // The library side of the GEMM benchmark (run-gemm.sh builds it once per
-// library found: OpenBLAS or BLIS through CBLAS, oneDNN through
+// library found: OpenBLAS, BLIS or MKL through CBLAS, oneDNN through
 // dnnl_sgemm). Same shapes (gemm_shapes.h), same row-major layouts and the
 // same median as kiln_gemm.cpp; a batched shape is a loop of products, as
 // libtorch runs it. Threads are the library's (OMP_NUM_THREADS,
-// BLIS_NUM_THREADS). Prints `GEMM peer=<PEER_NAME> ...` lines.
+// BLIS_NUM_THREADS, MKL_NUM_THREADS). Prints `GEMM peer=<PEER_NAME> ...`
+// lines.
 //
 //===----------------------------------------------------------------------===//
 
 #include "gemm_shapes.h"
 
-#ifdef PEER_DNNL
+#if defined(PEER_DNNL)
 #include <oneapi/dnnl/dnnl.h>
+#elif defined(PEER_MKL)
+#include <mkl_cblas.h>
 #else
 #include <cblas.h>
 #endif

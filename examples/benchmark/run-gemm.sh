@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # The GEMM benchmark: Kiln's contraction against the BLAS libraries installed
 # (OpenBLAS, BLIS, oneDNN; apt-get install libopenblas-dev libopenblas0-openmp
-# libblis-dev libblis4-openmp libdnnl-dev) on every contraction of the
-# benchmark models (gemm_shapes.h), at 1 and 2 threads, in one run. Shape by
-# shape, Kiln and each library run one after the other (a burst of load on
-# this shared machine then hits them alike), in `--rounds` rounds; each
-# figure is the median over the rounds of each process's median time.
-# Usage: run-gemm.sh [BUILD_DIR] [--threads 1,2] [--rounds 3]
+# libblis-dev libblis4-openmp libdnnl-dev) and MKL (from PyPI, below) on
+# every contraction of the benchmark models (gemm_shapes.h), at 1 and 2
+# threads, in one run. Shape by shape, Kiln and each library run one after
+# the other (a burst of load on this shared machine then hits them alike),
+# in `--rounds` rounds; each figure is the median over the rounds of each
+# process's median time.
+# Usage: run-gemm.sh [BUILD_DIR] [--threads 1,2] [--rounds 3] [--no-mkl]
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -17,11 +18,13 @@ if [[ $# -gt 0 && $1 != --* ]]; then
 fi
 threads=1,2
 rounds=3
+use_mkl=1
 while [[ $# -gt 0 ]]; do
   case $1 in
     --threads) threads=$2; shift 2 ;;
     --rounds) rounds=$2; shift 2 ;;
-    *) echo "usage: run-gemm.sh [BUILD_DIR] [--threads 1,2] [--rounds 3]" >&2; exit 2 ;;
+    --no-mkl) use_mkl=0; shift ;;
+    *) echo "usage: run-gemm.sh [BUILD_DIR] [--threads 1,2] [--rounds 3] [--no-mkl]" >&2; exit 2 ;;
   esac
 done
 if ! [[ $rounds =~ ^[1-9][0-9]*$ ]]; then
@@ -58,6 +61,25 @@ fi
 if [[ -f /usr/include/oneapi/dnnl/dnnl.h ]]; then
   build_peer onednn -DPEER_DNNL -ldnnl
 fi
+# MKL from PyPI (mkl, mkl-include, mkl-devel) in a private virtual
+# environment (KILN_MKL_VENV, default BUILD_DIR/mkl-venv), installed on
+# first use where pip reaches PyPI; `--no-mkl` leaves it out.
+# (The wheels ship the library as libmkl_rt.so.N, without the plain name.)
+mkl_venv=${KILN_MKL_VENV:-$build/mkl-venv}
+mkl_rt() { ls "$mkl_venv"/lib/libmkl_rt.so* 2>/dev/null | head -1 || true; }
+if ((use_mkl)); then
+  if [[ ! -f $mkl_venv/include/mkl_cblas.h || -z $(mkl_rt) ]]; then
+    echo "run-gemm.sh: installing MKL into $mkl_venv (once)" >&2
+    if ! { python3 -m venv "$mkl_venv" &&
+      "$mkl_venv/bin/pip" install -q mkl mkl-include mkl-devel; }; then
+      echo "run-gemm.sh: MKL left out: pip could not install it" >&2
+    fi
+  fi
+  if [[ -f $mkl_venv/include/mkl_cblas.h && -n $(mkl_rt) ]]; then
+    build_peer mkl -DPEER_MKL -I"$mkl_venv/include" "$(mkl_rt)" \
+      -Wl,-rpath,"$mkl_venv/lib"
+  fi
+fi
 if ((${#peers[@]} == 0)); then
   echo "no BLAS library found: Kiln alone (apt-get install libopenblas-dev libopenblas0-openmp libblis-dev libdnnl-dev)" >&2
 fi
@@ -77,7 +99,8 @@ for ((r = 1; r <= rounds; ++r)); do
       OMP_NUM_THREADS=$t "$build/examples/kiln-gemm" "$shape" | grep '^GEMM' |
         sed "s/^GEMM /GEMM threads=$t /" >> "$results"
       for peer in "${peers[@]}"; do
-        OMP_NUM_THREADS=$t BLIS_NUM_THREADS=$t "$out/gemm_peer_$peer" "$shape" |
+        OMP_NUM_THREADS=$t BLIS_NUM_THREADS=$t MKL_NUM_THREADS=$t \
+          "$out/gemm_peer_$peer" "$shape" |
           sed "s/^GEMM /GEMM threads=$t /" >> "$results"
       done
     done
