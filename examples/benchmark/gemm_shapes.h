@@ -38,6 +38,7 @@ inline constexpr GemmShape kGemmShapes[] = {
     {"small head", 2048, 4096, 384, 1, "NT"},
     {"small head dX", 2048, 384, 4096, 1, "NN"},
     {"small head dW", 4096, 384, 2048, 1, "TN"},
+    {"small qkv dW", 1152, 384, 2048, 1, "TN"},
     {"small fc1 dW", 1536, 384, 2048, 1, "TN"},
     {"small fc2 dW", 384, 1536, 2048, 1, "TN"},
     {"small proj", 2048, 384, 384, 1, "NT"},

@@ -492,6 +492,22 @@ FailureOr<linalg::LinalgOp> applyCacheBlocking(RewriterBase &rewriter,
   // (the later ones accumulate): no pass over the output before the product.
   bool fillFirstBlock =
       sizes[k] != 0 && op->hasAttr(mlir::kiln::cpu::kFillAttr);
+  // An empty reduction (a dynamic K of 0) has no first block: the output
+  // is filled whole instead (it had returned whatever its buffer held).
+  if (fillFirstBlock && ShapedType::isDynamic(ranges[k])) {
+    Location loc = op.getLoc();
+    rewriter.setInsertionPoint(op);
+    Value zero = arith::ConstantIndexOp::create(rewriter, loc, 0);
+    Value empty =
+        arith::CmpIOp::create(rewriter, loc, arith::CmpIPredicate::eq,
+                              loopProduct(rewriter, op, {k}), zero);
+    auto value = op->getAttrOfType<TypedAttr>(mlir::kiln::cpu::kFillAttr);
+    scf::IfOp::create(rewriter, loc, empty, [&](OpBuilder &b, Location l) {
+      Value constant = arith::ConstantOp::create(b, l, value).getResult();
+      linalg::FillOp::create(b, l, constant, op.getDpsInits()[0]);
+      scf::YieldOp::create(b, l);
+    });
+  }
 
   SmallVector<OpFoldResult> tileSizes;
   for (int64_t s : sizes) {

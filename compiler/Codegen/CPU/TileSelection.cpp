@@ -11,6 +11,8 @@
 #include "mlir/Dialect/Linalg/Transforms/Transforms.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 
+#include <numeric>
+
 namespace mlir::kiln::cpu {
 
 bool isTiledContraction(linalg::LinalgOp op) {
@@ -139,7 +141,9 @@ TileParams TileParams::of(const TargetInfo &target, int64_t tileM,
           either(blockM, target.blockM()),
           target.packMinReuse,
           target.panelMinReuse,
-          target.parallelRowBlocks};
+          target.parallelRowBlocks,
+          target.l1DataBytes,
+          target.l2Bytes};
 }
 
 namespace {
@@ -176,6 +180,45 @@ bool rowsAlias(OpOperand *operand) {
   return succeeded(type.getStridesAndOffset(strides, offset)) &&
          (ShapedType::isDynamic(strides.front()) ||
           strides.front() * type.getElementTypeBitWidth() / 8 % 4096 == 0);
+}
+
+/// Do the rows of A stored transposed ([K, M], `operand`), read in place,
+/// fall out of the caches between the panels of B that read them? A
+/// register tile's column of A is one cache line per row, a row stride
+/// apart; the kc = min(K, blockK) rows of a k-block fall into 4096 /
+/// gcd(stride, 4096) of an x86 L1's 64 sets (each way 4 KiB), and when
+/// those sets hold fewer than kc lines every panel of B reads them again
+/// from L2, which keeps them only while the k-block of A ([kc, M]) fits in
+/// it. Beyond that they come from L3, a line a row apart, and a copy of A
+/// into contiguous [kc, blockM] blocks is faster. One Zen 5 core (1 MiB
+/// L2), K dynamic as the models compile it, medians of five alternating
+/// runs: gpt-small's fc1 weight gradient ([2048, 1536]ᵀ · [2048, 384], 6
+/// KiB rows in 2 sets, a 3 MiB k-block) 177.3 -> 202.5 GFLOP/s, its q|k|v
+/// one (1152 columns, 8 sets) 170.0 -> 195.8, the encoder-decoder's head
+/// gradient ([512, 8000]ᵀ · [512, 512], 16 sets, 16 MiB) 182.9 -> 204.9;
+/// two cores 363 -> 391, 381 -> 386 and 365 -> 402. Read in place stays
+/// faster where the k-block fits in L2 (the encoder-decoder's 512 x 512
+/// gradients, 1 MiB: 230 in place, 221 copied; gpt-small's 384-column ones,
+/// 768 KiB: 204-207 against 183-198).
+bool transposedLhsLeavesCaches(OpOperand *operand, int64_t k,
+                               const TileParams &p) {
+  auto type = cast<MemRefType>(operand->get().getType());
+  int64_t offset;
+  SmallVector<int64_t> strides;
+  if (failed(type.getStridesAndOffset(strides, offset)) ||
+      ShapedType::isDynamic(strides.front()) ||
+      ShapedType::isDynamic(type.getShape().back())) {
+    return false; // rowsAlias decides
+  }
+  int64_t elementBytes =
+      std::max<int64_t>(type.getElementTypeBitWidth() / 8, 1);
+  int64_t rowBytes = strides.front() * elementBytes;
+  int64_t rows = ShapedType::isDynamic(k) ? p.blockK : std::min(k, p.blockK);
+  int64_t sets =
+      std::min<int64_t>(64, 4096 / std::gcd<int64_t>(rowBytes, 4096));
+  int64_t ways = std::max<int64_t>(p.l1DataBytes / 4096, 1);
+  int64_t blockBytes = rows * type.getShape().back() * elementBytes;
+  return sets * ways < rows && blockBytes > p.l2Bytes;
 }
 
 /// The input of a linalg.generic contraction stored as B transposed: indexed
@@ -249,11 +292,30 @@ CacheBlocking chooseCacheBlocking(linalg::LinalgOp op, const TileParams &p) {
     sizes[k] = p.blockK;
   }
   OpOperand *lhsT = matrixOperand(op, k, m);
-  if (lhsT && !rowsAlias(lhsT)) {
+  if (lhsT && !rowsAlias(lhsT) &&
+      !transposedLhsLeavesCaches(lhsT, ranges[k], p)) {
     lhsT = nullptr; // read in place
   }
   if (lhsT && exceeds(m, p.blockM)) {
     sizes[m] = p.blockM;
+    // Enough row blocks to run them on all cores, each thread copying the
+    // blocks it multiplies (below): smaller blocks where the target's
+    // would be fewer, down to 8 register tiles. Copied by both threads
+    // together, block after block, gpt-small's q|k|v weight gradient
+    // ([2048, 1152]ᵀ · [2048, 384], 5 blocks of 256 rows) ran at 261
+    // GFLOP/s on two Zen 5 cores against 311 read in place; in 8 blocks of
+    // 144, 306-361 (five runs alternating with in place's 265-316).
+    int64_t rows = ranges[m];
+    if (!ShapedType::isDynamic(rows) &&
+        llvm::divideCeil(rows, sizes[m]) < uint64_t(p.parallelRowBlocks)) {
+      int64_t smaller =
+          llvm::divideCeil(llvm::divideCeil(rows, p.parallelRowBlocks),
+                           p.tileM) *
+          p.tileM;
+      if (smaller >= 8 * p.tileM) {
+        sizes[m] = smaller;
+      }
+    }
   }
   // The other parallel loops are batch loops (batch, heads). A B stored
   // transposed per batch (attention's keys) is copied batch by batch: the
@@ -338,7 +400,10 @@ CacheBlocking chooseCacheBlocking(linalg::LinalgOp op, const TileParams &p) {
     }
   }
   llvm::erase_if(packings, [&](Packing &packing) {
-    if (packing.transpose || rowsAlias(&op->getOpOperand(packing.operand))) {
+    // (A transposed A is copied as chosen above: its rows alias, or leave
+    // the caches.)
+    if (packing.transpose || rowsAlias(&op->getOpOperand(packing.operand)) ||
+        (lhsT && packing.operand == lhsT->getOperandNumber())) {
       return false;
     }
     packing.minReuse = p.panelMinReuse;

@@ -73,6 +73,7 @@ SmallVector<unsigned> chooseParallelDims(linalg::LinalgOp op);
 struct TileParams {
   int64_t tileM, tileN, width, blockK, blockN, blockM;
   int64_t packMinReuse, panelMinReuse, parallelRowBlocks;
+  int64_t l1DataBytes, l2Bytes; // the target's per-core caches
 
   static TileParams of(const TargetInfo &target, int64_t tileM = 0,
                        int64_t tileN = 0, int64_t width = 0, int64_t blockK = 0,

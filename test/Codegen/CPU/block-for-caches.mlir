@@ -66,6 +66,33 @@ func.func @dynamic_rows(%a: memref<?x1024xf32>, %b: memref<1024x2048xf32>, %c: m
 
 // -----
 
+// A dynamic reduction with a deferred fill: the first reduction block fills
+// the output, and a reduction of zero steps (no first block) fills it whole
+// before the blocks.
+// CHECK-LABEL: func.func @dynamic_reduction
+// CHECK: %[[K:.*]] = memref.dim %arg0, %c0
+// CHECK: %[[EMPTY:.*]] = arith.cmpi eq, %[[K]], %c0
+// CHECK-NEXT: scf.if %[[EMPTY]] {
+// CHECK-NEXT: %[[ZERO:.*]] = arith.constant 0.000000e+00 : f32
+// CHECK-NEXT: linalg.fill ins(%[[ZERO]] : f32) outs(%arg2 : memref<672x65xf32>)
+// CHECK-NEXT: }
+// CHECK: scf.for {{.*}} step %c512 {
+// CHECK: } {kiln.fill_first_block}
+#km = affine_map<(m, n, k) -> (k, m)>
+#kn = affine_map<(m, n, k) -> (k, n)>
+#mn = affine_map<(m, n, k) -> (m, n)>
+func.func @dynamic_reduction(%g: memref<?x672xf32>, %x: memref<?x65xf32>, %dw: memref<672x65xf32>) {
+  linalg.generic {indexing_maps = [#km, #kn, #mn], iterator_types = ["parallel", "parallel", "reduction"]} ins(%g, %x : memref<?x672xf32>, memref<?x65xf32>) outs(%dw : memref<672x65xf32>) attrs = {kiln.fill = 0.0 : f32, kiln.cpu_tiles = #kiln.cpu_tiles<tile = [8, 32, 1], threads = [0], blocks = [88, 0, 512], block_threads = [0], packs = [#kiln.cpu_pack<operand = 0, dims = [2, 0]>]>} {
+  ^bb0(%a: f32, %b: f32, %c: f32):
+    %p = arith.mulf %a, %b : f32
+    %s = arith.addf %c, %p : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+
+// -----
+
 // A weight gradient: rows blocked inside the column and reduction blocks,
 // on all cores, each thread copying the block of A it multiplies.
 // CHECK-LABEL: func.func @weight_gradient

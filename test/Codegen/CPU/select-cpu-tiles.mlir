@@ -148,6 +148,68 @@ func.func @weight_gradient(%g: memref<2048x1024xf32>, %x: memref<2048x384xf32>, 
 
 // -----
 
+// g [1030, 672]: rows 2,688 bytes apart fall into 32 of the L1's 64 sets,
+// which hold 256 of a k-block's 512 rows, and the k-block (1.3 MiB) does not
+// fit in the 512 KiB L2 of a named CPU: A copied block by block, rows in 8
+// blocks (88 = 11 tiles of 8, 84 = 14 of 6) so that every core takes whole
+// blocks, where the L2's 128 rows (126) would make 6.
+// V4-LABEL: func.func @rows_leave_the_caches
+// V4: kiln.cpu_tiles = #kiln.cpu_tiles<tile = [8, 32, 1], threads = [0], blocks = [88, 0, 512], block_threads = [0], packs = [#kiln.cpu_pack<operand = 0, dims = [2, 0]>]>
+// V3-LABEL: func.func @rows_leave_the_caches
+// V3: kiln.cpu_tiles = #kiln.cpu_tiles<tile = [6, 16, 1], threads = [0], blocks = [84, 0, 512], block_threads = [0], packs = [#kiln.cpu_pack<operand = 0, dims = [2, 0]>]>
+#km = affine_map<(m, n, k) -> (k, m)>
+#kn = affine_map<(m, n, k) -> (k, n)>
+#mn = affine_map<(m, n, k) -> (m, n)>
+func.func @rows_leave_the_caches(%g: memref<1030x672xf32>, %x: memref<1030x65xf32>, %dw: memref<672x65xf32>) {
+  linalg.generic {indexing_maps = [#km, #kn, #mn], iterator_types = ["parallel", "parallel", "reduction"]} ins(%g, %x : memref<1030x672xf32>, memref<1030x65xf32>) outs(%dw : memref<672x65xf32>) {
+  ^bb0(%a: f32, %b: f32, %c: f32):
+    %p = arith.mulf %a, %b : f32
+    %s = arith.addf %c, %p : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+
+// -----
+
+// g [256, 384]: its rows share 8 sets too, but the k-block (384 KiB) stays
+// in L2: read in place, unblocked.
+// V4-LABEL: func.func @block_fits_in_l2
+// V4: kiln.cpu_tiles = #kiln.cpu_tiles<tile = [8, 32, 1], threads = [0]>}
+#km = affine_map<(m, n, k) -> (k, m)>
+#kn = affine_map<(m, n, k) -> (k, n)>
+#mn = affine_map<(m, n, k) -> (m, n)>
+func.func @block_fits_in_l2(%g: memref<256x384xf32>, %x: memref<256x33xf32>, %dw: memref<384x33xf32>) {
+  linalg.generic {indexing_maps = [#km, #kn, #mn], iterator_types = ["parallel", "parallel", "reduction"]} ins(%g, %x : memref<256x384xf32>, memref<256x33xf32>) outs(%dw : memref<384x33xf32>) {
+  ^bb0(%a: f32, %b: f32, %c: f32):
+    %p = arith.mulf %a, %b : f32
+    %s = arith.addf %c, %p : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+
+// -----
+
+// g [2048, 200]: rows 800 bytes apart spread over every set: read in place,
+// only the reduction blocked.
+// V4-LABEL: func.func @rows_spread_over_the_sets
+// V4: kiln.cpu_tiles = #kiln.cpu_tiles<tile = [8, 17, 1], threads = [0], blocks = [0, 0, 512]>}
+#km = affine_map<(m, n, k) -> (k, m)>
+#kn = affine_map<(m, n, k) -> (k, n)>
+#mn = affine_map<(m, n, k) -> (m, n)>
+func.func @rows_spread_over_the_sets(%g: memref<2048x200xf32>, %x: memref<2048x17xf32>, %dw: memref<200x17xf32>) {
+  linalg.generic {indexing_maps = [#km, #kn, #mn], iterator_types = ["parallel", "parallel", "reduction"]} ins(%g, %x : memref<2048x200xf32>, memref<2048x17xf32>) outs(%dw : memref<200x17xf32>) {
+  ^bb0(%a: f32, %b: f32, %c: f32):
+    %p = arith.mulf %a, %b : f32
+    %s = arith.addf %c, %p : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+
+// -----
+
 // Attention scores Q·Kᵀ per batch: the keys (B stored transposed per batch)
 // copied batch by batch, the batches blocked by one and run on all cores.
 // V4-LABEL: func.func @scores

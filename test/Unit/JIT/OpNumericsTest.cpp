@@ -392,6 +392,79 @@ TEST(OpNumerics, ProductsOfAFewRowsStreamTheirWeight) {
   }
 }
 
+// Weight gradients gᵀ·x (g [K, M] read transposed) whose rows of g leave the
+// caches between the panels of x that read them (TileSelection.cpp): g is
+// copied block by block, in at least 8 blocks of rows so that the threads
+// take whole blocks. Compiled for named CPUs (32 KiB L1, 512 KiB L2): M 672
+// (rows 2,688 bytes apart, in 32 of the L1's sets; 88-row blocks on
+// AVX-512, the last of 56; 84 on AVX2), K across k-blocks of 512 (static
+// 1030; dynamic 513, 0, 1, 0, 513, 1030, 0: an empty reduction after a
+// call that left its result in the buffer, whose zero fill the first
+// k-block had done, had returned that result), N 65 across panels of 32;
+// g read in place where a k-block of it fits in L2 (K 256, M 384) or its
+// rows spread over every set (M 200). Against double loops.
+TEST(OpNumerics, WeightGradientsCopyRowsThatLeaveTheCaches) {
+  struct Shape {
+    int64_t k, m, n;
+  };
+  const std::vector<Shape> shapes = {{1030, 672, 65}, {256, 384, 33},
+                                     {1030, 200, 17}};
+  std::string source;
+  for (auto [k, m, n] : shapes) {
+    source += fmt::format(R"(
+      func.func @dw_{0}_{1}_{2}(%g: tensor<{0}x{1}xf32>, %x: tensor<{0}x{2}xf32>) -> tensor<{1}x{2}xf32> {{
+        %0 = kiln.matmul %g, %x {{transpose_lhs}} : (tensor<{0}x{1}xf32>, tensor<{0}x{2}xf32>) -> tensor<{1}x{2}xf32>
+        return %0 : tensor<{1}x{2}xf32>
+      }})",
+                          k, m, n);
+  }
+  source += R"(
+    func.func @dw_dynamic(%g: tensor<?x672xf32>, %x: tensor<?x65xf32>) -> tensor<672x65xf32> {
+      %0 = kiln.matmul %g, %x {transpose_lhs} : (tensor<?x672xf32>, tensor<?x65xf32>) -> tensor<672x65xf32>
+      return %0 : tensor<672x65xf32>
+    })";
+  auto expected = [](const Tensor &g, const Tensor &x) {
+    int64_t k = g.shape()[0], m = g.shape()[1], n = x.shape()[1];
+    Tensor out = Tensor::empty({m, n}, DType::f32);
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < n; ++j) {
+        double acc = 0;
+        for (int64_t l = 0; l < k; ++l) {
+          acc += double(g.data<float>()[l * m + i]) *
+                 x.data<float>()[l * n + j];
+        }
+        out.data<float>()[i * n + j] = float(acc);
+      }
+    }
+    return out;
+  };
+  const double atol = 1e-4, rtol = 1e-4;
+  for (const char *cpu : {"x86-64-v3", "x86-64-v4"}) {
+    SCOPED_TRACE(cpu);
+    JitOptions options;
+    options.cpu = cpu;
+    auto jit = JitModule::compileSource(source, options);
+    if (!diff::detail::hostRuns(cpu)) {
+      continue; // compiled, not run
+    }
+    for (auto [k, m, n] : shapes) {
+      SCOPED_TRACE(fmt::format("K {} M {} N {}", k, m, n));
+      Tensor g = ref::randomTensor({k, m}, 90);
+      Tensor x = ref::randomTensor({k, n}, 91);
+      ref::expectClose(
+          jit->call(fmt::format("dw_{}_{}_{}", k, m, n), {g, x})[0],
+          expected(g, x), atol, rtol);
+    }
+    for (int64_t k : {513, 0, 1, 0, 513, 1030, 0}) {
+      SCOPED_TRACE(fmt::format("dynamic K {}", k));
+      Tensor g = ref::randomTensor({k, 672}, 92);
+      Tensor x = ref::randomTensor({k, 65}, 93);
+      ref::expectClose(jit->call("dw_dynamic", {g, x})[0], expected(g, x), atol,
+                       rtol);
+    }
+  }
+}
+
 namespace {
 /// Per-position loss with label smoothing: lse - (1-s)x[t] - s·mean(x), with
 /// lse = 0 for log-probabilities.
