@@ -492,22 +492,6 @@ FailureOr<linalg::LinalgOp> applyCacheBlocking(RewriterBase &rewriter,
   // (the later ones accumulate): no pass over the output before the product.
   bool fillFirstBlock =
       sizes[k] != 0 && op->hasAttr(mlir::kiln::cpu::kFillAttr);
-  // An empty reduction (a dynamic K of 0) has no first block: the output
-  // is filled whole instead (it had returned whatever its buffer held).
-  if (fillFirstBlock && ShapedType::isDynamic(ranges[k])) {
-    Location loc = op.getLoc();
-    rewriter.setInsertionPoint(op);
-    Value zero = arith::ConstantIndexOp::create(rewriter, loc, 0);
-    Value empty =
-        arith::CmpIOp::create(rewriter, loc, arith::CmpIPredicate::eq,
-                              loopProduct(rewriter, op, {k}), zero);
-    auto value = op->getAttrOfType<TypedAttr>(mlir::kiln::cpu::kFillAttr);
-    scf::IfOp::create(rewriter, loc, empty, [&](OpBuilder &b, Location l) {
-      Value constant = arith::ConstantOp::create(b, l, value).getResult();
-      linalg::FillOp::create(b, l, constant, op.getDpsInits()[0]);
-      scf::YieldOp::create(b, l);
-    });
-  }
 
   SmallVector<OpFoldResult> tileSizes;
   for (int64_t s : sizes) {
@@ -558,8 +542,28 @@ FailureOr<linalg::LinalgOp> applyCacheBlocking(RewriterBase &rewriter,
                          ? tiled->loops[batchLoops].getOperation()
                          : blocked.getOperation();
   if (fillFirstBlock) {
-    Operation *blocks = tiled->loops[batchLoops + (sizes[n] != 0 ? 1 : 0)];
+    auto blocks = cast<scf::ForOp>(
+        tiled->loops[batchLoops + (sizes[n] != 0 ? 1 : 0)].getOperation());
     blocks->setAttr(kFillFirstBlockAttr, rewriter.getUnitAttr());
+    // A reduction of dynamic length may be empty (a weight gradient over a
+    // batch of no tokens): its loop still runs a first block, of no steps
+    // (the blocks' sizes come from the length, not from the loop's bound),
+    // which fills the output tile by tile. With no block at all such a
+    // product had returned whatever its buffer held (the previous call's
+    // result when the buffer was reused); a separate fill before the loop
+    // would stand between the parallel regions kiln-merge-parallel-regions
+    // joins.
+    if (ShapedType::isDynamic(ranges[k])) {
+      Location loc = blocks.getLoc();
+      rewriter.setInsertionPoint(blocks);
+      Value one = arith::ConstantIndexOp::create(rewriter, loc, 1);
+      Value first =
+          arith::AddIOp::create(rewriter, loc, blocks.getLowerBound(), one);
+      Value upper = arith::MaxSIOp::create(rewriter, loc,
+                                           blocks.getUpperBound(), first);
+      rewriter.modifyOpInPlace(
+          blocks, [&] { blocks.getUpperBoundMutable().assign(upper); });
+    }
   }
   // A block of B does not depend on the rows: copied before the row-block
   // loop, when there is one (its subview hoisted out of it), not once per
