@@ -310,6 +310,23 @@ TEST(OpNumerics, LinearAndBatchedMatmulWithTransposes) {
   }
 }
 
+namespace {
+/// Compiles `source` for each x86-64 level and runs `check` on the module
+/// where this host runs that level's code (elsewhere it is only compiled).
+void forEachCpuLevel(const std::string &source,
+                     const std::function<void(JitModule &)> &check) {
+  for (const char *cpu : {"x86-64-v3", "x86-64-v4"}) {
+    SCOPED_TRACE(cpu);
+    JitOptions options;
+    options.cpu = cpu;
+    auto jit = JitModule::compileSource(source, options);
+    if (diff::detail::hostRuns(cpu)) {
+      check(*jit);
+    }
+  }
+}
+} // namespace
+
 // Products of at most 4 rows with a weight stored [N, K] stream the weight
 // (kiln-vector-matrix-products): K split into vectors of 16 (AVX-512) or 8
 // (AVX2), so K = 24 is streamed by AVX2 code only and K = 20 by neither.
@@ -352,20 +369,13 @@ TEST(OpNumerics, ProductsOfAFewRowsStreamTheirWeight) {
   const std::vector<std::pair<int64_t, int64_t>> rows = {
       {1, 0}, {0, 3}, {1, 1}, {1, 2}, {3, 1}, {2, 2}, {1, 4}, {1, 5}, {3, 3}};
   const double atol = 5e-5, rtol = 1e-4;
-  for (const char *cpu : {"x86-64-v3", "x86-64-v4"}) {
-    SCOPED_TRACE(cpu);
-    JitOptions options;
-    options.cpu = cpu;
-    auto jit = JitModule::compileSource(source, options);
-    if (!diff::detail::hostRuns(cpu)) {
-      continue; // compiled, not run
-    }
+  forEachCpuLevel(source, [&](JitModule &jit) {
     for (auto [k, n] : shapes) {
       Tensor w = ref::randomTensor({n, k}, 70), bias = ref::randomTensor({n}, 71);
       for (auto [b, t] : rows) {
         SCOPED_TRACE(fmt::format("K {} N {} rows {}x{}", k, n, b, t));
         Tensor x = ref::randomTensor({b, t, k}, 72);
-        ref::expectClose(jit->call(fmt::format("lin_{}_{}", k, n),
+        ref::expectClose(jit.call(fmt::format("lin_{}_{}", k, n),
                                    {x, w, bias})[0],
                          ref::linear(x, w, &bias), atol, rtol);
       }
@@ -373,12 +383,12 @@ TEST(OpNumerics, ProductsOfAFewRowsStreamTheirWeight) {
     Tensor head = ref::randomTensor({65, 48}, 73);
     for (int64_t r : {0, 1, 3, 4, 5, 17}) {
       Tensor x = ref::randomTensor({r, 48}, 74);
-      ref::expectClose(jit->call("head", {x, head})[0],
+      ref::expectClose(jit.call("head", {x, head})[0],
                        ref::linear(x, head, nullptr), atol, rtol);
     }
     Tensor x1 = ref::randomTensor({1, 1, 32}, 75),
            w1 = ref::randomTensor({17, 32}, 76);
-    ref::expectClose(jit->call("one", {x1, w1})[0],
+    ref::expectClose(jit.call("one", {x1, w1})[0],
                      ref::linear(x1, w1, nullptr), atol, rtol);
     Tensor f1 = ref::randomTensor({80, 32}, 77), f2 = ref::randomTensor({32, 80}, 78);
     Tensor c1 = ref::randomTensor({80}, 79), c2 = ref::randomTensor({32}, 80);
@@ -386,10 +396,10 @@ TEST(OpNumerics, ProductsOfAFewRowsStreamTheirWeight) {
       Tensor x = ref::randomTensor({b, t, 32}, 81);
       Tensor h = mapRef(ref::linear(x, f1, &c1),
                         [](double v) { return std::max(v, 0.0); });
-      ref::expectClose(jit->call("ffn", {x, f1, f2, c1, c2})[0],
+      ref::expectClose(jit.call("ffn", {x, f1, f2, c1, c2})[0],
                        ref::linear(h, f2, &c2), atol, rtol);
     }
-  }
+  });
 }
 
 // Weight gradients gᵀ·x (g [K, M] read transposed) whose rows of g leave the
@@ -439,30 +449,23 @@ TEST(OpNumerics, WeightGradientsCopyRowsThatLeaveTheCaches) {
     return out;
   };
   const double atol = 1e-4, rtol = 1e-4;
-  for (const char *cpu : {"x86-64-v3", "x86-64-v4"}) {
-    SCOPED_TRACE(cpu);
-    JitOptions options;
-    options.cpu = cpu;
-    auto jit = JitModule::compileSource(source, options);
-    if (!diff::detail::hostRuns(cpu)) {
-      continue; // compiled, not run
-    }
+  forEachCpuLevel(source, [&](JitModule &jit) {
     for (auto [k, m, n] : shapes) {
       SCOPED_TRACE(fmt::format("K {} M {} N {}", k, m, n));
       Tensor g = ref::randomTensor({k, m}, 90);
       Tensor x = ref::randomTensor({k, n}, 91);
       ref::expectClose(
-          jit->call(fmt::format("dw_{}_{}_{}", k, m, n), {g, x})[0],
+          jit.call(fmt::format("dw_{}_{}_{}", k, m, n), {g, x})[0],
           expected(g, x), atol, rtol);
     }
     for (int64_t k : {513, 0, 1, 0, 513, 1030, 0}) {
       SCOPED_TRACE(fmt::format("dynamic K {}", k));
       Tensor g = ref::randomTensor({k, 672}, 92);
       Tensor x = ref::randomTensor({k, 65}, 93);
-      ref::expectClose(jit->call("dw_dynamic", {g, x})[0], expected(g, x), atol,
+      ref::expectClose(jit.call("dw_dynamic", {g, x})[0], expected(g, x), atol,
                        rtol);
     }
-  }
+  });
 }
 
 namespace {
