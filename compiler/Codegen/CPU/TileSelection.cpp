@@ -304,7 +304,7 @@ CacheBlocking chooseCacheBlocking(linalg::LinalgOp op, const TileParams &p) {
     // together, block after block, gpt-small's q|k|v weight gradient
     // ([2048, 1152]ᵀ · [2048, 384], 5 blocks of 256 rows) ran at 261
     // GFLOP/s on two Zen 5 cores against 311 read in place; in 8 blocks of
-    // 144, 306-361 (five runs alternating with in place's 265-316).
+    // 144, 306-361 (four runs alternating with in place's 265-316).
     int64_t rows = ranges[m];
     if (!ShapedType::isDynamic(rows) &&
         llvm::divideCeil(rows, sizes[m]) < uint64_t(p.parallelRowBlocks)) {

@@ -93,8 +93,11 @@ struct TileParams {
 /// at 60%). Such blocks are copied into one contiguous buffer first, when a
 /// block is read at least packMinReuse times (a run-time test for dynamic
 /// counts): B's [kc, nc] blocks, and, when A is stored transposed ([K, M]),
-/// A's [kc, mc] blocks, rows being blocked by `blockM` then. A linear's
-/// weight (B stored transposed) is always copied, transposed. A copy of B
+/// A's [kc, mc] blocks, rows being blocked by `blockM` then (or in at least
+/// parallelRowBlocks smaller blocks); such an A is copied too when its rows
+/// would leave the caches between the panels that read them (few L1 sets,
+/// a k-block larger than L2). A linear's weight (B stored transposed) is
+/// always copied, transposed. A copy of B
 /// is cut into micro-panels along its columns when the block is wider than
 /// one register tile. Empty `blocks` and `packs`: the op is left as it is.
 struct CacheBlocking {
