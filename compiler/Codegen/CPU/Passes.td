@@ -458,8 +458,9 @@ def KilnConvertVectorToLLVMPass
     products and the register transposes of kiln-tile-and-vectorize's
     transpose tiles (vector-width squares) lowered for the module's
     `kiln.target`: the AVX-512-specific 16x16 shuffle sequence where vectors
-    hold 16 f32, else one 1-D shuffle per tile (the default, extract/insert
-    per element, is far slower for 8x8 tiles). Transfers of 0-d vectors
+    hold 16 f32 (16x16 f32 transposes are kiln-lower-transposes' by then),
+    else one 1-D shuffle per tile (the default, extract/insert per element,
+    is far slower for 8x8 tiles). Transfers of 0-d vectors
     from and to memrefs become `memref.load` and `memref.store` first
     (fold-memref-alias-ops puts them on views whose innermost stride is not
     1, which convert-vector-to-llvm does not lower). A module without a
@@ -469,6 +470,30 @@ def KilnConvertVectorToLLVMPass
     "::mlir::LLVM::LLVMDialect",
     "::mlir::arith::ArithDialect",
     "::mlir::memref::MemRefDialect",
+    "::mlir::vector::VectorDialect",
+  ];
+}
+
+def KilnLowerTransposesPass
+    : Pass<"kiln-lower-transposes", "::mlir::ModuleOp"> {
+  let summary = "16x16 f32 transposes as AVX-512 shuffles folds cannot undo";
+  let description = [{
+    Where the module's `kiln.target` has 16 f32 in a vector (AVX-512),
+    rewrites each `vector.transpose` of a `vector<16x16xf32>` into the 64
+    two-input `vector.shuffle`s of a four-stage network (unpack within
+    128-bit lanes, shufps, two shuff32x4; each maps to one instruction)
+    with an empty `llvm.inline_asm` (no instruction, its operand tied to
+    its result) after each of the first three stages. Left as a transpose,
+    the canonicalizer after convert-vector-to-scf turns it into
+    `vector.to_elements`/`from_elements` (and LLVM turns MLIR's own
+    16x16 shuffle sequence into the same), 16 single-element inserts per
+    row that compile into ~20 KB of partial loads, broadcasts and blends.
+    Runs right after convert-vector-to-scf; other targets are left as
+    they are. A module without a target is an error.
+  }];
+  let dependentDialects = [
+    "::mlir::LLVM::LLVMDialect",
+    "::mlir::ub::UBDialect",
     "::mlir::vector::VectorDialect",
   ];
 }
