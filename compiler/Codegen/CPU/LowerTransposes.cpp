@@ -1,4 +1,4 @@
-//===- LowerTransposes.cpp - 16 x 16 transposes as AVX-512 shuffles -------===//
+//===- LowerTransposes.cpp - Register transposes as x86 shuffles ----------===//
 //
 // Implements kiln-lower-transposes.
 //
@@ -10,6 +10,8 @@
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/UB/IR/UBOps.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/Dialect/X86Vector/Transforms.h"
+#include "mlir/IR/ImplicitLocOpBuilder.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
@@ -27,6 +29,53 @@ using namespace mlir;
 
 namespace {
 
+/// Whether `op` transposes a square `n` x `n` f32 vector.
+bool isSquareF32Transpose(vector::TransposeOp op, int64_t n) {
+  VectorType type = op.getSourceVectorType();
+  return type.getShape() == ArrayRef<int64_t>{n, n} &&
+         type.getElementType().isF32() && !type.isScalable() &&
+         op.getPermutation() == ArrayRef<int64_t>{1, 0};
+}
+
+/// The rows of `op`'s source, one vector each.
+SmallVector<Value> sourceRows(PatternRewriter &rewriter,
+                              vector::TransposeOp op) {
+  SmallVector<Value> rows;
+  int64_t n = op.getSourceVectorType().getShape()[0];
+  for (int64_t i = 0; i < n; ++i) {
+    rows.push_back(vector::ExtractOp::create(rewriter, op.getLoc(),
+                                             op.getVector(),
+                                             ArrayRef<int64_t>{i}));
+  }
+  return rows;
+}
+
+/// Replaces `op` by its result rows `rows`. Rows read one by one (a
+/// transfer_write unrolled into 1-D writes) take them directly: a 2-D value
+/// built of all of them would be turned back into per-element inserts by
+/// the canonicalizer; other uses get them inserted into one.
+void replaceByRows(PatternRewriter &rewriter, vector::TransposeOp op,
+                   ArrayRef<Value> rows) {
+  VectorType type = op.getResultVectorType();
+  int64_t n = type.getShape()[0];
+  for (Operation *user : llvm::make_early_inc_range(op->getUsers())) {
+    auto extract = dyn_cast<vector::ExtractOp>(user);
+    if (extract && extract.getNumIndices() == 1 &&
+        extract.getDynamicPosition().empty() &&
+        extract.getResult().getType() == rows.front().getType() &&
+        extract.getStaticPosition()[0] >= 0 &&
+        extract.getStaticPosition()[0] < n) {
+      rewriter.replaceOp(extract, rows[extract.getStaticPosition()[0]]);
+    }
+  }
+  Value result = ub::PoisonOp::create(rewriter, op.getLoc(), type);
+  for (int64_t i = 0; i < n; ++i) {
+    result = vector::InsertOp::create(rewriter, op.getLoc(), rows[i], result,
+                                      ArrayRef<int64_t>{i});
+  }
+  rewriter.replaceOp(op, result);
+}
+
 /// A 16 x 16 f32 transpose as the 64 two-input shuffles of four stages
 /// (unpack within 128-bit lanes, shufps, two shuff32x4), the results of
 /// the first three stages each passed through an empty inline asm (no
@@ -36,19 +85,12 @@ struct Transpose16x16 : OpRewritePattern<vector::TransposeOp> {
 
   LogicalResult matchAndRewrite(vector::TransposeOp op,
                                 PatternRewriter &rewriter) const override {
-    VectorType type = op.getSourceVectorType();
-    if (type.getShape() != ArrayRef<int64_t>{16, 16} ||
-        !type.getElementType().isF32() || type.isScalable() ||
-        op.getPermutation() != ArrayRef<int64_t>{1, 0}) {
+    if (!isSquareF32Transpose(op, 16)) {
       return failure();
     }
     Location loc = op.getLoc();
-    auto row = VectorType::get({16}, type.getElementType());
-    SmallVector<Value> v;
-    for (int64_t i = 0; i < 16; ++i) {
-      v.push_back(vector::ExtractOp::create(rewriter, loc, op.getVector(),
-                                            ArrayRef<int64_t>{i}));
-    }
+    auto row = VectorType::get({16}, rewriter.getF32Type());
+    SmallVector<Value> v = sourceRows(rewriter, op);
     auto opaque = [&](SmallVector<Value> &values) {
       for (Value &value : values) {
         value = LLVM::InlineAsmOp::create(
@@ -120,25 +162,26 @@ struct Transpose16x16 : OpRewritePattern<vector::TransposeOp> {
         rows[4 * k + c] = lanes(w[4 * c + odd], w[4 * c + 2 + odd], second);
       }
     }
-    // Rows read one by one (a transfer_write unrolled into 1-D writes) take
-    // the shuffles directly: a 2-D value built of all 16 would be turned
-    // back into per-element inserts by the canonicalizer.
-    for (Operation *user : llvm::make_early_inc_range(op->getUsers())) {
-      auto extract = dyn_cast<vector::ExtractOp>(user);
-      if (extract && extract.getNumIndices() == 1 &&
-          extract.getDynamicPosition().empty() &&
-          extract.getResult().getType() == row &&
-          extract.getStaticPosition()[0] >= 0 &&
-          extract.getStaticPosition()[0] < 16) {
-        rewriter.replaceOp(extract, rows[extract.getStaticPosition()[0]]);
-      }
+    replaceByRows(rewriter, op, rows);
+    return success();
+  }
+};
+
+/// An 8 x 8 f32 transpose on AVX2 as x86vector's 8x8 sequence (unpack,
+/// shufps, blends as inline asm, vperm2f128): 24 instructions, where the
+/// canonicalizer would make the transpose 8 single-element inserts a row.
+struct Transpose8x8 : OpRewritePattern<vector::TransposeOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(vector::TransposeOp op,
+                                PatternRewriter &rewriter) const override {
+    if (!isSquareF32Transpose(op, 8)) {
+      return failure();
     }
-    Value result = ub::PoisonOp::create(rewriter, loc, type);
-    for (int64_t i = 0; i < 16; ++i) {
-      result = vector::InsertOp::create(rewriter, loc, rows[i], result,
-                                        ArrayRef<int64_t>{i});
-    }
-    rewriter.replaceOp(op, result);
+    SmallVector<Value> rows = sourceRows(rewriter, op);
+    ImplicitLocOpBuilder b(op.getLoc(), rewriter);
+    x86vector::avx2::transpose8x8xf32(b, rows);
+    replaceByRows(rewriter, op, rows);
     return success();
   }
 };
@@ -154,13 +197,16 @@ struct KilnLowerTransposesPass
       return signalPassFailure();
     }
     mlir::kiln::cpu::TargetInfo info = mlir::kiln::cpu::TargetInfo::of(*target);
-    if (info.vectorWidth() != 16) {
+    RewritePatternSet patterns(&getContext());
+    if (info.vectorWidth() == 16) {
+      patterns.add<Transpose16x16>(&getContext());
+    } else if (info.vectorWidth() == 8) {
+      patterns.add<Transpose8x8>(&getContext());
+    } else {
       LLVM_DEBUG(llvm::dbgs() << DEBUG_TYPE ": nothing to do for "
                               << target->getCpu() << "\n");
       return;
     }
-    RewritePatternSet patterns(&getContext());
-    patterns.add<Transpose16x16>(&getContext());
     // Only the transposes: no folding of what the patterns create.
     if (failed(applyPatternsGreedily(
             getOperation(), std::move(patterns),

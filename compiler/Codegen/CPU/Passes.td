@@ -476,7 +476,7 @@ def KilnConvertVectorToLLVMPass
 
 def KilnLowerTransposesPass
     : Pass<"kiln-lower-transposes", "::mlir::ModuleOp"> {
-  let summary = "16x16 f32 transposes as AVX-512 shuffles folds cannot undo";
+  let summary = "Register transposes as x86 shuffles that folds cannot undo";
   let description = [{
     Where the module's `kiln.target` has 16 f32 in a vector (AVX-512),
     rewrites each `vector.transpose` of a `vector<16x16xf32>` into the 64
@@ -488,8 +488,12 @@ def KilnLowerTransposesPass
     `vector.to_elements`/`from_elements` (and LLVM turns MLIR's own
     16x16 shuffle sequence into the same), 16 single-element inserts per
     row that compile into ~20 KB of partial loads, broadcasts and blends.
-    Runs right after convert-vector-to-scf; other targets are left as
-    they are. A module without a target is an error.
+    Where it has 8 (AVX2), each `vector<8x8xf32>` transpose becomes
+    x86vector's 8x8 sequence (unpack, shufps, vblendps as inline asm,
+    vperm2f128). Rows of the result read by `vector.extract` take the last
+    shuffles directly. Runs right after convert-vector-to-scf; other
+    shapes and targets are left as they are. A module without a target is
+    an error.
   }];
   let dependentDialects = [
     "::mlir::LLVM::LLVMDialect",

@@ -3,8 +3,9 @@
 // 128-bit lanes; shufps 0x44/0xEE; shuff32x4 0x88/0xDD twice), an empty
 // inline asm after each of the first three; rows read one by one take
 // the last shuffles directly, and only a 2-D use gets them inserted (in
-// order); other shapes and element types, and every transpose for
-// x86-64-v3, are left alone; without a target it fails.
+// order); on AVX2 (x86-64-v3) an 8x8 f32 transpose becomes x86vector's
+// 8x8 sequence (blends as inline asm); other shapes and element types are
+// left alone; without a target it fails.
 // RUN: not kiln-opt %s -kiln-lower-transposes 2>&1 | FileCheck %s --check-prefix=NONE
 // RUN: kiln-opt %s -kiln-set-target=cpu=x86-64-v4 -kiln-lower-transposes | FileCheck %s --check-prefix=V4
 // RUN: kiln-opt %s -kiln-set-target=cpu=x86-64-v3 -kiln-lower-transposes | FileCheck %s --check-prefix=V3
@@ -39,6 +40,14 @@
 // V3-LABEL: func.func @transpose16
 // V3: vector.transpose %{{.*}}, [1, 0] : vector<16x16xf32> to vector<16x16xf32>
 // V3-NOT: llvm.inline_asm
+// V3-LABEL: func.func @others
+// V3-NOT: vector<8x8xf32> to vector<8x8xf32>
+// V3: vector.shuffle %{{.*}}, %{{.*}} [0, 8, 1, 9, 4, 12, 5, 13] : vector<8xf32>, vector<8xf32>
+// V3: llvm.inline_asm asm_dialect = intel "vblendps $0, $1, $2, 0xcc"
+// V3: vector.shuffle %{{.*}}, %{{.*}} [0, 1, 2, 3, 8, 9, 10, 11] : vector<8xf32>, vector<8xf32>
+// V3: vector.insert %{{.*}}, %{{.*}} [7] : vector<8xf32> into vector<8x8xf32>
+// V3: vector.transpose %{{.*}}, [1, 0] : vector<16x16xi32> to vector<16x16xi32>
+// V3: vector.transpose %{{.*}}, [1, 0] : vector<16x8xf32> to vector<8x16xf32>
 
 // COUNT-LABEL: func.func @transpose16
 // COUNT-COUNT-64: vector.shuffle
