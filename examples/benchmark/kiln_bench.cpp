@@ -38,6 +38,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -152,9 +153,10 @@ struct Options {
   /// On the GPU: after the timed steps, profile a few more (each kernel's
   /// launches and time, the bytes copied each way) and print them per step.
   bool gpuProfile = false;
-  /// Off: the models' weights are transposed inside every call, as
-  /// without JitOptions::prepareWeights (to measure what preparing saves).
-  bool prepareWeights = true;
+  /// JitOptions::prepareWeights: unset, the model's default (on for CPUs
+  /// without AVX-512); off, the models' weights are transposed inside
+  /// every call (to measure what preparing saves); on, prepared.
+  std::optional<bool> prepareWeights;
   /// Forward rows: also time the model compiled without prepared weights,
   /// call by call alternating with the prepared one in this process (both
   /// in the same vCPU layout), and print both medians.
@@ -699,6 +701,8 @@ int main(int argc, char **argv) try {
       options.gpuProfile = true;
     } else if (arg == "--unprepared-weights") {
       options.prepareWeights = false;
+    } else if (arg == "--prepared-weights") {
+      options.prepareWeights = true;
     } else if (arg == "--prepared-ab") {
       options.preparedAB = true;
     } else if (arg == "--dump" && i + 1 < argc) {
@@ -725,9 +729,18 @@ int main(int argc, char **argv) try {
           "fp32|tf32|tf32x3|bf16] [--precision fp32|bf16] [--bf16-kernels "
           "auto|dot|amx|amx-emulated] [--activations f32|bf16] "
           "[--gpu-profile] [--gpu-predict h200|h100|a100] "
-          "[--unprepared-weights] [--prepared-ab] [--dump DIR]\n");
+          "[--unprepared-weights|--prepared-weights] [--prepared-ab] "
+          "[--dump DIR]\n");
       return 2;
     }
+  }
+  if (options.preparedAB) {
+    if (options.prepareWeights == false) {
+      fmt::print(stderr, "--prepared-ab compares prepared weights with "
+                         "unprepared ones: drop --unprepared-weights\n");
+      return 2;
+    }
+    options.prepareWeights = true; // the second model is unprepared
   }
   if (options.gpuProfile && options.gpu.empty()) {
     fmt::print(stderr, "--gpu-profile needs --gpu\n");

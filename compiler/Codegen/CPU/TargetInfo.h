@@ -102,6 +102,17 @@ struct TargetInfo {
   /// 100 GFLOP/s, 126 rows 103, 252 rows 109, unblocked 77; each n-block
   /// copies A again, so larger blocks copy less). A multiple of tileM.
   int64_t blockM() const;
+  /// Whether a CompiledModel prepares its weights (JitOptions::
+  /// prepareWeights) when its options leave it open: only where vectors
+  /// hold fewer than 16 f32. With AVX-512 the transposed copy of each
+  /// weight block that the products make instead costs nothing measurable
+  /// (kiln-lower-transposes' 16x16 shuffles; one Zen 5, 2026-12-02,
+  /// `kiln-bench --prepared-ab`, unprepared / prepared: gpt-small forward
+  /// 0.99-1.01, batch 1 0.97-1.02, the encoder-decoder's 0.98-1.00,
+  /// gpt-tiny 1.03), while the copies hold every linear weight twice (183
+  /// MiB for the encoder-decoder); AVX2 code on the same machine gains 2-4%
+  /// at batch 1 from them.
+  bool prepareWeightsByDefault() const { return f32Lanes() < 16; }
 };
 
 /// Resolves "host" (this machine's CPU, features and caches) or an LLVM CPU

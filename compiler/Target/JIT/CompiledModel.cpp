@@ -6,6 +6,7 @@
 
 #include "compiler/Target/JIT/CompiledModel.h"
 
+#include "compiler/Codegen/CPU/TargetInfo.h"
 #include "compiler/DSL/DSL.h"
 
 #include "mlir/IR/BuiltinOps.h"
@@ -18,16 +19,30 @@
 
 namespace kiln {
 
-/// `options` with the weights prepared once unless they say otherwise (CPU
-/// code; the GPU's ignores it).
-static JitOptions withPreparedWeights(JitOptions options) {
-  options.prepareWeights = options.prepareWeights.value_or(true);
+/// `options` with JitOptions::prepareWeights decided: as they say, else as
+/// the target CPU's default (TargetInfo::prepareWeightsByDefault; on where
+/// the CPU cannot be resolved, which the compile then reports). The GPU's
+/// code ignores it.
+static JitOptions withPreparedWeights(const dsl::Module &module,
+                                      JitOptions options) {
+  if (options.prepareWeights) {
+    return options;
+  }
+  llvm::Expected<mlir::kiln::TargetAttr> target =
+      mlir::kiln::cpu::resolveTarget(module.op()->getContext(), options.cpu);
+  if (!target) {
+    llvm::consumeError(target.takeError());
+    options.prepareWeights = true;
+    return options;
+  }
+  options.prepareWeights =
+      mlir::kiln::cpu::TargetInfo::of(*target).prepareWeightsByDefault();
   return options;
 }
 
 CompiledModel::CompiledModel(const dsl::Module &module, uint64_t seed,
                              const JitOptions &options)
-    : options_(withPreparedWeights(options)) {
+    : options_(withPreparedWeights(module, options)) {
   module.verify();
   jit_ = JitModule::compileCached(module.op(), options_);
   parameters_ = jit_->initParameters(seed);

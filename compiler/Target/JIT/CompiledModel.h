@@ -38,8 +38,9 @@ public:
   /// Compiles every graph of `module` (once per process for the same IR)
   /// and allocates its parameters, initialized as the model declares them
   /// from a generator seeded with `seed`. CPU code is compiled with
-  /// JitOptions::prepareWeights on unless `options` turns it off: the model
-  /// keeps the prepared layouts of its parameters.
+  /// JitOptions::prepareWeights as `options` say, else on for CPUs without
+  /// AVX-512 only (JitOptions::prepareWeights): the model keeps the
+  /// prepared layouts of its parameters.
   explicit CompiledModel(const dsl::Module &module, uint64_t seed = 0,
                          const JitOptions &options = {});
 

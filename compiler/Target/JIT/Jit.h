@@ -104,8 +104,10 @@ struct JitOptions {
   /// PreparedWeights it is given; a positional call() must pass the
   /// parameter's transpose. Functions that update arguments in place
   /// (training and decoding steps) are left as they are. The copies take
-  /// as much memory as the weights they are made of. Unset: on in a
-  /// CompiledModel (which keeps the copies), off otherwise.
+  /// as much memory as the weights they are made of. Unset: off, except in
+  /// a CompiledModel (which keeps the copies) for a CPU whose vectors hold
+  /// fewer than 16 f32 (AVX2 and older: with AVX-512 the copies inside the
+  /// products cost nothing measurable; TargetInfo::prepareWeightsByDefault).
   std::optional<bool> prepareWeights;
 };
 

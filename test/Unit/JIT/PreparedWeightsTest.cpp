@@ -25,6 +25,13 @@
 namespace kiln {
 namespace {
 
+/// JitOptions with the weights prepared whatever the host's default.
+JitOptions prepared() {
+  JitOptions options;
+  options.prepareWeights = true;
+  return options;
+}
+
 using dsl::kDynamic;
 
 TEST(PreparedWeights, TransposeMatchesANaiveLoop) {
@@ -137,7 +144,7 @@ TEST(PreparedWeights, ProductsReadTransposesOfTheirWeights) {
   for (auto [k, n] : std::vector<std::pair<int64_t, int64_t>>{
            {1, 1}, {15, 17}, {16, 16}, {33, 65}, {65, 33}}) {
     Linears l(k, n);
-    CompiledModel model(l.module, 5);
+    CompiledModel model(l.module, 5, prepared());
     const FunctionSpec &spec = model.jit().spec("f");
     std::vector<std::pair<std::string, std::vector<int64_t>>> prepared;
     for (const ArgSpec &arg : spec.args) {
@@ -160,7 +167,7 @@ TEST(PreparedWeights, ProductsReadTransposesOfTheirWeights) {
 // call; a positional call takes the transposes as arguments.
 TEST(PreparedWeights, CopiesFollowTheParameters) {
   Linears l(17, 33);
-  CompiledModel model(l.module, 2);
+  CompiledModel model(l.module, 2, prepared());
   expectLinears(model, l, 2, 9, 1);
   ParameterStore &store = model.parameters();
   Tensor w1 = store.get("w1");
@@ -207,8 +214,9 @@ TEST(PreparedWeights, CopiesFollowTheParameters) {
 // Steps that update their arguments in place keep their signatures: a
 // decoding step (its products of a few rows stream the weights as stored)
 // and a training step (its parameters change at every call); so do
-// functions compiled without prepareWeights. A prepared argument in the IR
-// a user compiles is refused.
+// functions compiled without prepareWeights, and a CompiledModel's for an
+// AVX-512 CPU unless its options ask for them. A prepared argument in the
+// IR a user compiles is refused.
 TEST(PreparedWeights, StepsThatUpdateInPlaceAreLeftAlone) {
   auto hasPrepared = [](const FunctionSpec &spec) {
     for (const ArgSpec &arg : spec.args) {
@@ -228,7 +236,7 @@ TEST(PreparedWeights, StepsThatUpdateInPlaceAreLeftAlone) {
   dsl::Module decode;
   dsl::models::addGptDecode(decode, config);
   dsl::models::addGptLoss(decode, config);
-  CompiledModel model(decode, 1);
+  CompiledModel model(decode, 1, prepared());
   EXPECT_FALSE(hasPrepared(model.jit().spec("decode")));
   EXPECT_TRUE(hasPrepared(model.jit().spec("loss")));
 
@@ -244,6 +252,16 @@ TEST(PreparedWeights, StepsThatUpdateInPlaceAreLeftAlone) {
   off.prepareWeights = false;
   CompiledModel unprepared(loss, 1, off);
   EXPECT_FALSE(hasPrepared(unprepared.jit().spec("loss")));
+
+  // Left open, a CompiledModel prepares them for CPUs without AVX-512
+  // only (compiled here for both levels, whichever this host runs).
+  for (auto [cpu, want] : std::vector<std::pair<std::string, bool>>{
+           {"x86-64-v3", true}, {"x86-64-v4", false}}) {
+    JitOptions open;
+    open.cpu = cpu;
+    CompiledModel byTarget(loss, 1, open);
+    EXPECT_EQ(hasPrepared(byTarget.jit().spec("loss")), want) << cpu;
+  }
 
   const char *ir = R"(
     func.func @f(%w: tensor<2x3xf32> {kiln.kind = "prepared", kiln.name = "w"})
