@@ -168,7 +168,7 @@ struct Transpose16x16 : OpRewritePattern<vector::TransposeOp> {
 };
 
 /// An 8 x 8 f32 transpose on AVX2 as x86vector's 8x8 sequence (unpack,
-/// shufps, blends as inline asm, vperm2f128): 24 instructions, where the
+/// shufps, blends as inline asm, vperm2f128): 32 instructions, where the
 /// canonicalizer would make the transpose 8 single-element inserts a row.
 struct Transpose8x8 : OpRewritePattern<vector::TransposeOp> {
   using OpRewritePattern::OpRewritePattern;
