@@ -68,6 +68,10 @@ void replaceByRows(PatternRewriter &rewriter, vector::TransposeOp op,
       rewriter.replaceOp(extract, rows[extract.getStaticPosition()[0]]);
     }
   }
+  if (op->use_empty()) {
+    rewriter.eraseOp(op);
+    return;
+  }
   Value result = ub::PoisonOp::create(rewriter, op.getLoc(), type);
   for (int64_t i = 0; i < n; ++i) {
     result = vector::InsertOp::create(rewriter, op.getLoc(), rows[i], result,

@@ -484,10 +484,10 @@ def KilnLowerTransposesPass
     128-bit lanes, shufps, two shuff32x4; each maps to one instruction)
     with an empty `llvm.inline_asm` (no instruction, its operand tied to
     its result) after each of the first three stages. Left as a transpose,
-    the canonicalizer after convert-vector-to-scf turns it into
-    `vector.to_elements`/`from_elements` (and LLVM turns MLIR's own
-    16x16 shuffle sequence into the same), 16 single-element inserts per
-    row that compile into ~20 KB of partial loads, broadcasts and blends.
+    the canonicalizer after convert-scf-to-cf turns it into
+    `vector.to_elements`/`from_elements` before convert-vector-to-llvm
+    sees it, 16 single-element inserts per row that compile into partial
+    loads, broadcasts and blends.
     Where it has 8 (AVX2), each `vector<8x8xf32>` transpose becomes
     x86vector's 8x8 sequence (unpack, shufps, vblendps as inline asm,
     vperm2f128). Rows of the result read by `vector.extract` take the last
