@@ -5,6 +5,7 @@
 #include "mlir/IR/BuiltinOps.h"
 
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/bit.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
@@ -29,13 +30,22 @@ int64_t TargetInfo::blockK() const {
   return std::clamp<int64_t>(k / 16 * 16, 16, 512);
 }
 
-int64_t TargetInfo::blockN() const {
-  int64_t n = l2Bytes / (2 * blockK() * int64_t(sizeof(float)));
+int64_t TargetInfo::blockKLongReduction() const {
+  if (f32Lanes() != 8) {
+    return blockK();
+  }
+  int64_t fit = l1DataBytes / ((tileM() + tileN()) * int64_t(sizeof(float)));
+  return std::clamp<int64_t>(int64_t(llvm::bit_floor(uint64_t(fit))), 16,
+                             blockK());
+}
+
+int64_t TargetInfo::blockN(int64_t kc) const {
+  int64_t n = l2Bytes / (2 * (kc > 0 ? kc : blockK()) * int64_t(sizeof(float)));
   return std::max(tileN(), n / tileN() * tileN());
 }
 
-int64_t TargetInfo::blockM() const {
-  int64_t m = l2Bytes / (2 * blockK() * int64_t(sizeof(float)));
+int64_t TargetInfo::blockM(int64_t kc) const {
+  int64_t m = l2Bytes / (2 * (kc > 0 ? kc : blockK()) * int64_t(sizeof(float)));
   return std::max(tileM(), m / tileM() * tileM());
 }
 

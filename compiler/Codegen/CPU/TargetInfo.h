@@ -92,16 +92,35 @@ struct TargetInfo {
   /// model shapes: 512 x 256 blocks beat 304 x 416 by 3-10%, fewer passes
   /// over C), a multiple of 16.
   int64_t blockK() const;
+  /// The reduction block of a contraction with an operand stored
+  /// transposed (a linear's weight, [N, K]; a weight gradient's A, [K, M])
+  /// whose reduction is dynamic or longer than two blockK blocks, on
+  /// targets with 8 f32 lanes (AVX2): the largest power of two of steps for
+  /// which a register tile's rows of A and one panel of B ((tileM + tileN)
+  /// x kc floats, 6 + 16 with AVX2) fit in L1 together, so that the rows of
+  /// A stay in L1 while the panels of a block stream past them (at 512
+  /// steps the 32 KiB panel of AVX2 code evicts them from a 32 KiB L1); 256
+  /// on a Zen 3, with 256 columns a block. Other contractions, and other
+  /// targets (AVX-512 on Zen 5 measured 512 x 256 blocks 3-10% faster than
+  /// smaller k-blocks), take blockK. One Zen 3 core, K dynamic, the two
+  /// choices compiled in one process and called alternately (medians of 12
+  /// pairs, two sweeps): the weight gradients 1.02-1.20x (gpt-small's
+  /// q|k|v 1.12/1.12, the encoder-decoder's head 1.18/1.12), the products
+  /// with K of 1536-3072 1.15-1.25x; the products with K of 768 lost 20%
+  /// and those of K <= 512 up to 7% (they keep blockK).
+  int64_t blockKLongReduction() const;
   /// The column (N) block: a kc x nc block of B fills at most half of L2,
   /// so every row tile of the contraction reads it from L2 rather than
-  /// from memory. A multiple of tileN.
-  int64_t blockN() const;
+  /// from memory. A multiple of tileN. `kc`: the k-block's steps (0:
+  /// blockK).
+  int64_t blockN(int64_t kc = 0) const;
   /// The row (M) block of a product whose A is stored transposed ([K, M],
   /// a weight gradient gᵀ·x): a kc x mc block of A, copied contiguously,
   /// fills at most half of L2 (measured on Zen 5 with AVX2 code: 60 rows
   /// 100 GFLOP/s, 126 rows 103, 252 rows 109, unblocked 77; each n-block
   /// copies A again, so larger blocks copy less). A multiple of tileM.
-  int64_t blockM() const;
+  /// `kc`: the k-block's steps (0: blockK).
+  int64_t blockM(int64_t kc = 0) const;
   /// Whether a CompiledModel prepares its weights (JitOptions::
   /// prepareWeights) when its options leave it open: only where vectors
   /// hold fewer than 16 f32. With AVX-512 the transposed copy of each

@@ -133,12 +133,16 @@ TileParams TileParams::of(const TargetInfo &target, int64_t tileM,
   auto either = [](int64_t given, int64_t derived) {
     return given > 0 ? given : derived;
   };
+  int64_t longK = either(blockK, target.blockKLongReduction());
   return {either(tileM, target.tileM()),
           either(tileN, target.tileN()),
           either(width, target.vectorWidth()),
           either(blockK, target.blockK()),
           either(blockN, target.blockN()),
           either(blockM, target.blockM()),
+          longK,
+          either(blockN, target.blockN(longK)),
+          either(blockM, target.blockM(longK)),
           target.packMinReuse,
           target.panelMinReuse,
           target.parallelRowBlocks,
@@ -185,7 +189,7 @@ bool rowsAlias(OpOperand *operand) {
 /// Do the rows of A stored transposed ([K, M], `operand`), read in place,
 /// fall out of the caches between the panels of B that read them? A
 /// register tile's column of A is one cache line per row, a row stride
-/// apart; the kc = min(K, blockK) rows of a k-block fall into 4096 /
+/// apart; the kc = min(K, k-block) rows of a k-block fall into 4096 /
 /// gcd(stride, 4096) of an x86 L1's 64 sets (each way 4 KiB), and when
 /// those sets hold fewer than kc lines every panel of B reads them again
 /// from L2, which keeps them only while the k-block of A ([kc, M]) fits in
@@ -200,7 +204,7 @@ bool rowsAlias(OpOperand *operand) {
 /// faster where the k-block fits in L2 (the encoder-decoder's 512 x 512
 /// gradients, 1 MiB: 230 in place, 221 copied; gpt-small's 384-column ones,
 /// 768 KiB: 204-207 against 183-198).
-bool transposedLhsLeavesCaches(OpOperand *operand, int64_t k,
+bool transposedLhsLeavesCaches(OpOperand *operand, int64_t k, int64_t kc,
                                const TileParams &p) {
   auto type = cast<MemRefType>(operand->get().getType());
   int64_t offset;
@@ -213,7 +217,7 @@ bool transposedLhsLeavesCaches(OpOperand *operand, int64_t k,
   int64_t elementBytes =
       std::max<int64_t>(type.getElementTypeBitWidth() / 8, 1);
   int64_t rowBytes = strides.front() * elementBytes;
-  int64_t rows = ShapedType::isDynamic(k) ? p.blockK : std::min(k, p.blockK);
+  int64_t rows = ShapedType::isDynamic(k) ? kc : std::min(k, kc);
   int64_t sets =
       std::min<int64_t>(64, 4096 / std::gcd<int64_t>(rowBytes, 4096));
   int64_t ways = std::max<int64_t>(p.l1DataBytes / 4096, 1);
@@ -285,19 +289,28 @@ CacheBlocking chooseCacheBlocking(linalg::LinalgOp op, const TileParams &p) {
   unsigned m = parallel[parallel.size() - 2], n = parallel.back(),
            k = reduction.front();
   SmallVector<int64_t> sizes(op.getNumLoops(), 0);
-  if (exceeds(n, p.blockN)) {
-    sizes[n] = p.blockN;
-  }
-  if (exceeds(k, p.blockK)) {
-    sizes[k] = p.blockK;
-  }
   OpOperand *lhsT = matrixOperand(op, k, m);
+  // A long or dynamic reduction with an operand stored transposed takes the
+  // target's k-block for those (TargetInfo::blockKLongReduction).
+  int64_t blockK = p.blockK, blockN = p.blockN, blockM = p.blockM;
+  if ((lhsT || transposedOperand(op, n, k, {})) &&
+      (ShapedType::isDynamic(ranges[k]) || ranges[k] > 2 * p.blockK)) {
+    blockK = p.blockKLong;
+    blockN = p.blockNLong;
+    blockM = p.blockMLong;
+  }
+  if (exceeds(n, blockN)) {
+    sizes[n] = blockN;
+  }
+  if (exceeds(k, blockK)) {
+    sizes[k] = blockK;
+  }
   if (lhsT && !rowsAlias(lhsT) &&
-      !transposedLhsLeavesCaches(lhsT, ranges[k], p)) {
+      !transposedLhsLeavesCaches(lhsT, ranges[k], blockK, p)) {
     lhsT = nullptr; // read in place
   }
-  if (lhsT && exceeds(m, p.blockM)) {
-    sizes[m] = p.blockM;
+  if (lhsT && exceeds(m, blockM)) {
+    sizes[m] = blockM;
     // Enough row blocks to run them on all cores, each thread copying the
     // blocks it multiplies (below): smaller blocks where the target's
     // would be fewer, down to 8 register tiles. Copied by both threads

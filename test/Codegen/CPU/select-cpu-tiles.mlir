@@ -124,15 +124,54 @@ func.func @linear(%x: memref<64x1024xf32>, %w: memref<1024x1024xf32>, %y: memref
 
 // -----
 
+// A linear whose reduction (2049) is longer than two k-blocks: AVX2 takes
+// k-blocks of 256, the most for which a register tile's rows of A and one
+// panel of B ((6 + 16) x 256 floats) fit in the 32 KiB L1 together, and
+// blocks of 256 columns (TargetInfo::blockKLongReduction); AVX-512 keeps 512
+// and 128. A dynamic reduction takes them too; the linear above (1024 steps,
+// two k-blocks) and a product without a transposed operand (below) do not.
+// V4-LABEL: func.func @long_linear
+// V4: kiln.cpu_tiles = #kiln.cpu_tiles<tile = [8, 32, 1], threads = [0], blocks = [0, 128, 512], packs = [#kiln.cpu_pack<operand = 1, dims = [1, 2], transpose = true, panel_dim = 1, panel_width = 32>]>
+// V4: kiln.cpu_tiles = #kiln.cpu_tiles<tile = [8, 32, 1], threads = [0], blocks = [0, 128, 512], packs = [#kiln.cpu_pack<operand = 1, dims = [1, 2], transpose = true, panel_dim = 1, panel_width = 32>]>
+// V4: linalg.matmul {kiln.cpu_tiles = #kiln.cpu_tiles<tile = [8, 32, 1], threads = [0], blocks = [0, 128, 512], packs = [#kiln.cpu_pack<operand = 1, dims = [2, 1], panel_dim = 1, panel_width = 32>]>}
+// V3-LABEL: func.func @long_linear
+// V3: kiln.cpu_tiles = #kiln.cpu_tiles<tile = [6, 16, 1], threads = [0], blocks = [0, 256, 256], packs = [#kiln.cpu_pack<operand = 1, dims = [1, 2], transpose = true, panel_dim = 1, panel_width = 16>]>
+// V3: kiln.cpu_tiles = #kiln.cpu_tiles<tile = [6, 16, 1], threads = [0], blocks = [0, 256, 256], packs = [#kiln.cpu_pack<operand = 1, dims = [1, 2], transpose = true, panel_dim = 1, panel_width = 16>]>
+// V3: linalg.matmul {kiln.cpu_tiles = #kiln.cpu_tiles<tile = [6, 16, 1], threads = [0], blocks = [0, 128, 512], packs = [#kiln.cpu_pack<operand = 1, dims = [2, 1], panel_dim = 1, panel_width = 16>]>}
+#mk = affine_map<(m, n, k) -> (m, k)>
+#nk = affine_map<(m, n, k) -> (n, k)>
+#mn = affine_map<(m, n, k) -> (m, n)>
+func.func @long_linear(%x: memref<512x2049xf32>, %w: memref<384x2049xf32>, %y: memref<512x384xf32>,
+                       %xd: memref<512x?xf32>, %wd: memref<384x?xf32>,
+                       %b: memref<2049x384xf32>) {
+  linalg.generic {indexing_maps = [#mk, #nk, #mn], iterator_types = ["parallel", "parallel", "reduction"]} ins(%x, %w : memref<512x2049xf32>, memref<384x2049xf32>) outs(%y : memref<512x384xf32>) {
+  ^bb0(%a: f32, %bb: f32, %c: f32):
+    %p = arith.mulf %a, %bb : f32
+    %s = arith.addf %c, %p : f32
+    linalg.yield %s : f32
+  }
+  linalg.generic {indexing_maps = [#mk, #nk, #mn], iterator_types = ["parallel", "parallel", "reduction"]} ins(%xd, %wd : memref<512x?xf32>, memref<384x?xf32>) outs(%y : memref<512x384xf32>) {
+  ^bb0(%a: f32, %bb: f32, %c: f32):
+    %p = arith.mulf %a, %bb : f32
+    %s = arith.addf %c, %p : f32
+    linalg.yield %s : f32
+  }
+  linalg.matmul ins(%x, %b : memref<512x2049xf32>, memref<2049x384xf32>) outs(%y : memref<512x384xf32>)
+  return
+}
+
+// -----
+
 // A weight gradient gᵀ·x with g [2048, 1024] (rows 4 KiB apart): rows blocked
-// too (128 on AVX-512, 126 = 21 register tiles on AVX2), each block of A
-// copied (384 columns read it); 8 or more row blocks run on all cores. B's
-// rows (1,536 bytes apart) do not alias, but 1,024 rows read each block:
-// micro-panels.
+// too (128 on AVX-512; on AVX2, whose reduction of 2048 takes k-blocks of 256
+// and blocks of 256 columns (TargetInfo::blockKLongReduction), 132 = 22
+// register tiles, so that there are 8), each block of A copied (384 columns
+// read it); 8 or more row blocks run on all cores. B's rows (1,536 bytes
+// apart) do not alias, but 1,024 rows read each block: micro-panels.
 // V4-LABEL: func.func @weight_gradient
 // V4: kiln.cpu_tiles = #kiln.cpu_tiles<tile = [8, 32, 1], threads = [0], blocks = [128, 128, 512], block_threads = [0], packs = [#kiln.cpu_pack<operand = 1, dims = [2, 1], panel_dim = 1, panel_width = 32>, #kiln.cpu_pack<operand = 0, dims = [2, 0]>]>
 // V3-LABEL: func.func @weight_gradient
-// V3: kiln.cpu_tiles = #kiln.cpu_tiles<tile = [6, 16, 1], threads = [0], blocks = [126, 128, 512], block_threads = [0], packs = [#kiln.cpu_pack<operand = 1, dims = [2, 1], panel_dim = 1, panel_width = 16>, #kiln.cpu_pack<operand = 0, dims = [2, 0]>]>
+// V3: kiln.cpu_tiles = #kiln.cpu_tiles<tile = [6, 16, 1], threads = [0], blocks = [132, 256, 256], block_threads = [0], packs = [#kiln.cpu_pack<operand = 1, dims = [2, 1], panel_dim = 1, panel_width = 16>, #kiln.cpu_pack<operand = 0, dims = [2, 0]>]>
 #km = affine_map<(m, n, k) -> (k, m)>
 #kn = affine_map<(m, n, k) -> (k, n)>
 #mn = affine_map<(m, n, k) -> (m, n)>
@@ -151,12 +190,14 @@ func.func @weight_gradient(%g: memref<2048x1024xf32>, %x: memref<2048x384xf32>, 
 // g [1030, 672]: rows 2,688 bytes apart fall into 32 of the L1's 64 sets,
 // which hold 256 of a k-block's 512 rows, and the k-block (1.3 MiB) does not
 // fit in the 512 KiB L2 of a named CPU: A copied block by block, rows in 8
-// blocks (88 = 11 tiles of 8, 84 = 14 of 6) so that every core takes whole
-// blocks, where the L2's 128 rows (126) would make 6.
+// blocks (88 = 11 tiles of 8) so that every core takes whole blocks, where
+// the L2's 128 rows would make 6. On AVX2 the reduction of 1030 takes
+// k-blocks of 256 (TargetInfo::blockKLongReduction), whose 256 rows the 32
+// sets hold: A read in place.
 // V4-LABEL: func.func @rows_leave_the_caches
 // V4: kiln.cpu_tiles = #kiln.cpu_tiles<tile = [8, 32, 1], threads = [0], blocks = [88, 0, 512], block_threads = [0], packs = [#kiln.cpu_pack<operand = 0, dims = [2, 0]>]>
 // V3-LABEL: func.func @rows_leave_the_caches
-// V3: kiln.cpu_tiles = #kiln.cpu_tiles<tile = [6, 16, 1], threads = [0], blocks = [84, 0, 512], block_threads = [0], packs = [#kiln.cpu_pack<operand = 0, dims = [2, 0]>]>
+// V3: kiln.cpu_tiles = #kiln.cpu_tiles<tile = [6, 16, 1], threads = [0], blocks = [0, 0, 256]>
 #km = affine_map<(m, n, k) -> (k, m)>
 #kn = affine_map<(m, n, k) -> (k, n)>
 #mn = affine_map<(m, n, k) -> (m, n)>

@@ -35,7 +35,9 @@
 //   kernel that copies into what another thread may still read (no barrier
 //   between) overwrites it before that thread runs;
 // - kiln_emu_host_address(p): a device pointer's host address;
-// - libdevice's __nv_* functions, as the host's libm computes them.
+// - libdevice's __nv_* functions, as the host's libm computes them;
+// - __truncsfbf2 (f32 to bf16, to nearest even), which LLVM calls where the
+//   host CPU has no bf16 conversion instruction (no AVX512-BF16: Zen 3).
 //
 //===----------------------------------------------------------------------===//
 
@@ -454,6 +456,21 @@ double rsqrtD(double x) { return 1.0 / std::sqrt(x); }
 int isnanF(float x) { return std::isnan(x); }
 int isinfF(float x) { return std::isinf(x); }
 
+/// f32 to bf16, rounded to nearest even (`cvt.rn.bf16.f32`), a NaN kept
+/// quiet: LLVM's call for an `fptrunc` to bf16 on x86 CPUs without
+/// AVX512-BF16 (compiler-rt's `__truncsfbf2`, which the JIT does not link;
+/// Zen 3 ran every bf16 kernel into "symbols not found").
+__bf16 truncSfBf2(float x) {
+  uint32_t bits;
+  std::memcpy(&bits, &x, sizeof bits);
+  uint16_t half = std::isnan(x)
+                      ? uint16_t((bits >> 16) | 0x40)
+                      : uint16_t((bits + 0x7fff + ((bits >> 16) & 1)) >> 16);
+  __bf16 result;
+  std::memcpy(&result, &half, sizeof result);
+  return result;
+}
+
 /// The symbols host kernels may call, by name.
 std::vector<std::pair<const char *, void *>> symbols() {
   using F1 = float (*)(float);
@@ -474,6 +491,7 @@ std::vector<std::pair<const char *, void *>> symbols() {
       {"kiln_emu_mma_m16n8k16_bf16", p(&kiln_emu_mma_m16n8k16_bf16)},
       {"kiln_emu_cvt_rna_tf32", p(&kiln_emu_cvt_rna_tf32)},
       {"kiln_emu_host_address", p(&kiln_emu_host_address)},
+      {"__truncsfbf2", p(&truncSfBf2)},
       {"__nv_expf", p(F1(&::expf))},
       {"__nv_exp2f", p(F1(&::exp2f))},
       {"__nv_expm1f", p(F1(&::expm1f))},

@@ -276,8 +276,10 @@ TEST(DifferentialBlocks, MatmulTransposeLhsAcrossCacheBlocks) {
 ///
 /// An unbatched weight-gradient product Aᵀ·B with A [K, M] stored
 /// transposed, as kiln-autodiff emits for a linear's weight: 300 rows cross
-/// the row block (TargetInfo::blockM: 256 on a 1 MiB L2, 126 for named AVX2
-/// CPUs), so with M dynamic each block of A (a partial one last) is copied,
+/// the row block (TargetInfo::blockM: 256 on a 1 MiB L2, 126 for named
+/// AVX-512 CPUs; 252 for AVX2, whose dynamic reduction takes k-blocks of 256,
+/// TargetInfo::blockKLongReduction), so with M dynamic each block of A (a
+/// partial one last) is copied,
 /// 40 columns (at least 32) making it worth copying; K through one block,
 /// past it (600) and a short one (17).
 TEST(DifferentialBlocks, MatmulTransposeLhsCopiedBlocks) {
