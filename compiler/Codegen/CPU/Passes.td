@@ -245,7 +245,10 @@ def KilnSelectCpuTilesPass
       tiles (`nc` columns, `kc` reduction steps) so that a register tile's
       rows of A stay in L1 and a `kc x nc` block of B stays in L2 while
       every row tile reads it (TargetInfo::blockK/blockN: 512 x 256 with a
-      48 KiB L1 and 1 MiB L2 on AVX-512). A block of B is copied into
+      48 KiB L1 and 1 MiB L2 on AVX-512; on AVX2, a long or dynamic
+      reduction with an operand stored transposed takes 256 x 256 on a
+      32 KiB L1 and 512 KiB L2, so that a tile's rows of A and a panel of
+      B share L1: TargetInfo::blockKLongReduction). A block of B is copied into
       micro-panels (each register tile's columns contiguous) when at least
       `panelMinReuse` rows read it, or at least `packMinReuse` when its rows
       lie a multiple of 4 KiB apart (a run-time test when the rows are

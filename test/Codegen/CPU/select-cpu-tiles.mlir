@@ -213,6 +213,29 @@ func.func @rows_leave_the_caches(%g: memref<1030x672xf32>, %x: memref<1030x65xf3
 
 // -----
 
+// g [?, 640]: rows 2,560 bytes apart fall into 8 sets, which hold 64 rows:
+// fewer than a k-block's 512 (AVX-512) or 256 (AVX2, whose dynamic reduction
+// takes k-blocks of 256), and a k-block does not fit in L2: A copied on both,
+// in 8 row blocks (80 = 10 tiles of 8; 84 = 14 tiles of 6, the last of 52).
+// V4-LABEL: func.func @rows_leave_the_caches_dynamic
+// V4: kiln.cpu_tiles = #kiln.cpu_tiles<tile = [8, 32, 1], threads = [0], blocks = [80, 0, 512], block_threads = [0], packs = [#kiln.cpu_pack<operand = 0, dims = [2, 0]>]>
+// V3-LABEL: func.func @rows_leave_the_caches_dynamic
+// V3: kiln.cpu_tiles = #kiln.cpu_tiles<tile = [6, 16, 1], threads = [0], blocks = [84, 0, 256], block_threads = [0], packs = [#kiln.cpu_pack<operand = 0, dims = [2, 0]>]>
+#km = affine_map<(m, n, k) -> (k, m)>
+#kn = affine_map<(m, n, k) -> (k, n)>
+#mn = affine_map<(m, n, k) -> (m, n)>
+func.func @rows_leave_the_caches_dynamic(%g: memref<?x640xf32>, %x: memref<?x65xf32>, %dw: memref<640x65xf32>) {
+  linalg.generic {indexing_maps = [#km, #kn, #mn], iterator_types = ["parallel", "parallel", "reduction"]} ins(%g, %x : memref<?x640xf32>, memref<?x65xf32>) outs(%dw : memref<640x65xf32>) {
+  ^bb0(%a: f32, %b: f32, %c: f32):
+    %p = arith.mulf %a, %b : f32
+    %s = arith.addf %c, %p : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+
+// -----
+
 // g [256, 384]: its rows share 8 sets too, but the k-block (384 KiB) stays
 // in L2: read in place, unblocked.
 // V4-LABEL: func.func @block_fits_in_l2
