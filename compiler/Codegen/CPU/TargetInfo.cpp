@@ -5,10 +5,10 @@
 #include "mlir/IR/BuiltinOps.h"
 
 #include "llvm/ADT/STLExtras.h"
-#include "llvm/ADT/bit.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/bit.h"
 #include "llvm/TargetParser/Host.h"
 #include "llvm/TargetParser/X86TargetParser.h"
 
@@ -40,12 +40,14 @@ int64_t TargetInfo::blockKLongReduction() const {
 }
 
 int64_t TargetInfo::blockN(int64_t kc) const {
-  int64_t n = l2Bytes / (2 * (kc > 0 ? kc : blockK()) * int64_t(sizeof(float)));
+  int64_t steps = kc > 0 ? kc : blockK();
+  int64_t n = l2Bytes / (2 * steps * int64_t(sizeof(float)));
   return std::max(tileN(), n / tileN() * tileN());
 }
 
 int64_t TargetInfo::blockM(int64_t kc) const {
-  int64_t m = l2Bytes / (2 * (kc > 0 ? kc : blockK()) * int64_t(sizeof(float)));
+  int64_t steps = kc > 0 ? kc : blockK();
+  int64_t m = l2Bytes / (2 * steps * int64_t(sizeof(float)));
   return std::max(tileM(), m / tileM() * tileM());
 }
 
