@@ -74,8 +74,9 @@ struct TileParams {
   int64_t tileM, tileN, width, blockK, blockN, blockM;
   /// The k-block of a contraction with an operand stored transposed and a
   /// long or dynamic reduction (TargetInfo::blockKLongReduction), and the
-  /// column and row blocks that go with it; blockK, blockN and blockM
-  /// where `block-k` is given.
+  /// column and row blocks that go with it (from L2 for that k-block). A
+  /// given `block-k`, `block-n` or `block-m` sets the long reduction's
+  /// block too.
   int64_t blockKLong, blockNLong, blockMLong;
   int64_t packMinReuse, panelMinReuse, parallelRowBlocks;
   int64_t l1DataBytes, l2Bytes; // the target's per-core caches
