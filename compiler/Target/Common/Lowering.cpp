@@ -604,13 +604,14 @@ static bool multipliesAndAddsVectors(const llvm::Loop &loop,
 /// run time copied 2-8 times, with a remainder loop) for contractions' k
 /// loops and turns it off for every other loop Kiln emits
 /// (llvm.loop.unroll.runtime.disable): those are already tiled and
-/// vectorized, their copies did not run faster, and they were most of the
-/// backend's time on dynamic shapes. Measured on AMD Zen 3, 2026-12-03: an
-/// attention block's gradient at dynamic sizes compiled for x86-64-v4 in
-/// 3.2-3.9 s of LLVM time instead of 4.7-6.3 s; in-process A/B runs of the
-/// 42 GEMM shapes and of layernorm, GELU and softmax chains were within
-/// noise (turning it off for the k loops too made weight gradients 4-10%
-/// slower). Complete unrolling of loops with a known trip count is kept.
+/// vectorized, their copies did not run faster, and making them took about
+/// a third of LLVM's time on dynamic shapes. Measured on AMD Zen 3,
+/// 2026-12-03: an attention block's gradient at dynamic sizes compiled for
+/// x86-64-v4 in 3.2-3.9 s of LLVM time instead of 4.7-6.3 s; in-process A/B
+/// runs of the 42 GEMM shapes and of layernorm, GELU and softmax chains
+/// were within noise (turning it off for the k loops too made weight
+/// gradients 4-10% slower). Complete unrolling of loops with a known trip
+/// count is kept.
 static void limitRuntimeUnrolling(llvm::Function &fn) {
   llvm::DominatorTree dominators(fn);
   llvm::LoopInfo loops(dominators);
