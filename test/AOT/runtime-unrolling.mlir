@@ -1,8 +1,8 @@
 // LLVM unrolls at run time only the loops whose own blocks multiply and add
 // vectors (a contraction's k loops); every other loop Kiln emits carries
 // llvm.loop.unroll.runtime.disable (the JIT and ahead-of-time objects share
-// the step). znver3, whose scheduling model asks for runtime unrolling,
-// unrolled this product's k loops by 2 and its block copies by 8.
+// the step). znver3's scheduling model asks for runtime unrolling, which
+// LLVM would otherwise also apply to this product's block copies.
 // RUN: rm -rf %t && mkdir -p %t
 // RUN: kiln-compile %s -o %t/m.o --header %t/m.h --name m --cpu znver3 --dump-dir %t
 // RUN: FileCheck %s < %t/m.ll

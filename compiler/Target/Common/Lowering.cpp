@@ -663,13 +663,14 @@ void optimizeModule(llvm::Module &module, llvm::TargetMachine &machine,
   // vectorize, and the SLP vectorizer's cost model, quadratic in a block's
   // length, took 200 of the 222 s an encoder-decoder's GPU training step
   // took to compile (GPU glue passes each launch dozens of arguments).
+  // Kernels keep LLVM's runtime unrolling for their k loops alone.
   for (llvm::Function &fn : module) {
-    if (!fn.isDeclaration() && fn.hasOptNone()) {
-      fn.addFnAttr(llvm::Attribute::NoImplicitFloat);
+    if (fn.isDeclaration()) {
+      continue;
     }
-  }
-  for (llvm::Function &fn : module) {
-    if (!fn.isDeclaration() && !fn.hasOptNone()) {
+    if (fn.hasOptNone()) {
+      fn.addFnAttr(llvm::Attribute::NoImplicitFloat);
+    } else {
       limitRuntimeUnrolling(fn);
     }
   }
