@@ -574,10 +574,17 @@ FailureOr<linalg::LinalgOp> applyCacheBlocking(RewriterBase &rewriter,
     moveLoopInvariantCode(cast<LoopLikeOpInterface>(rowBlocks));
   }
   // Row blocks on all cores: each thread copies the blocks of A it
-  // multiplies, right before it does.
+  // multiplies, right before it does (as micro-panels when the packing
+  // says so: AVX2, TileSelection.cpp).
   bool threadRowBlocks = rowBlocks && llvm::is_contained(blockThreads, m);
   for (const Packing &p : packings) {
     if (threadRowBlocks && llvm::is_contained(p.dims, int64_t(m))) {
+      if (p.panelWidth) {
+        linkPanels(blocked, p,
+                   packPanels(rewriter, blocked, blocked, blocked, Value(), p,
+                              bounds(p)));
+        continue;
+      }
       pack(rewriter, blocked, blocked, blocked, p, bounds(p));
       continue;
     }

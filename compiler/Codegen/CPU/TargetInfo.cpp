@@ -31,7 +31,7 @@ int64_t TargetInfo::blockK() const {
 }
 
 int64_t TargetInfo::blockKLongReduction() const {
-  if (f32Lanes() != 8) {
+  if (!tileRowsAndPanelInL1()) {
     return blockK();
   }
   int64_t fit = l1DataBytes / ((tileM() + tileN()) * int64_t(sizeof(float)));

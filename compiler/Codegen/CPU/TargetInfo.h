@@ -109,6 +109,15 @@ struct TargetInfo {
   /// with K of 1536-3072 1.15-1.25x; the products with K of 768 lost 20%
   /// and those of K <= 512 up to 7% (they keep blockK).
   int64_t blockKLongReduction() const;
+  /// Whether a register tile's rows of A and one panel of B are to stay in
+  /// L1 together, as blockKLongReduction sizes them: targets with 8 f32
+  /// lanes (AVX2). A weight gradient's A ([K, M], read transposed) then
+  /// has its row blocks copied into micro-panels of tileM rows
+  /// (chooseCacheBlocking): read in place or as one row-major block, a
+  /// tile's column of A is one 64-byte line per step, kc lines, and with
+  /// the panel it fills a 32 KiB L1 at kc = 256; in micro-panels it is 24
+  /// bytes a step.
+  bool tileRowsAndPanelInL1() const { return f32Lanes() == 8; }
   /// The column (N) block: a kc x nc block of B fills at most half of L2,
   /// so every row tile of the contraction reads it from L2 rather than
   /// from memory. A multiple of tileN. `kc`: the k-block's steps (0:

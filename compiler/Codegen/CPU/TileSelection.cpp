@@ -146,6 +146,7 @@ TileParams TileParams::of(const TargetInfo &target, int64_t tileM,
           target.packMinReuse,
           target.panelMinReuse,
           target.parallelRowBlocks,
+          target.tileRowsAndPanelInL1(),
           target.l1DataBytes,
           target.l2Bytes};
 }
@@ -305,30 +306,52 @@ CacheBlocking chooseCacheBlocking(linalg::LinalgOp op, const TileParams &p) {
   if (exceeds(k, blockK)) {
     sizes[k] = blockK;
   }
-  if (lhsT && !rowsAlias(lhsT) &&
-      !transposedLhsLeavesCaches(lhsT, ranges[k], blockK, p)) {
-    lhsT = nullptr; // read in place
-  }
-  if (lhsT && exceeds(m, blockM)) {
-    sizes[m] = blockM;
-    // Enough row blocks to run them on all cores, each thread copying the
-    // blocks it multiplies (below): smaller blocks where the target's
-    // would be fewer, down to 8 register tiles. Copied by both threads
-    // together, block after block, gpt-small's q|k|v weight gradient
-    // ([2048, 1152]ᵀ · [2048, 384], 5 blocks of 256 rows) ran at 261
-    // GFLOP/s on two Zen 5 cores against 311 read in place; in 8 blocks of
-    // 144, 306-361 (four runs alternating with in place's 265-316).
-    int64_t rows = ranges[m];
+  // The row block of a transposed A that is copied block by block: the
+  // target's, or enough to run the blocks on all cores, each thread copying
+  // the blocks it multiplies (below): smaller blocks where the target's
+  // would be fewer, down to 8 register tiles. Copied by both threads
+  // together, block after block, gpt-small's q|k|v weight gradient
+  // ([2048, 1152]ᵀ · [2048, 384], 5 blocks of 256 rows) ran at 261 GFLOP/s
+  // on two Zen 5 cores against 311 read in place; in 8 blocks of 144,
+  // 306-361 (four runs alternating with in place's 265-316).
+  int64_t rows = ranges[m], rowBlock = 0;
+  if (exceeds(m, blockM)) {
+    rowBlock = blockM;
     if (!ShapedType::isDynamic(rows) &&
-        llvm::divideCeil(rows, sizes[m]) < uint64_t(p.parallelRowBlocks)) {
+        llvm::divideCeil(rows, rowBlock) < uint64_t(p.parallelRowBlocks)) {
       int64_t smaller =
           llvm::divideCeil(llvm::divideCeil(rows, p.parallelRowBlocks),
                            p.tileM) *
           p.tileM;
       if (smaller >= 8 * p.tileM) {
-        sizes[m] = smaller;
+        rowBlock = smaller;
       }
     }
+  }
+  bool threadRows = rowBlock != 0 && !ShapedType::isDynamic(rows) &&
+                    llvm::divideCeil(rows, rowBlock) >=
+                        uint64_t(p.parallelRowBlocks);
+  // Where a register tile's rows of A are to stay in L1 beside a panel of B
+  // (AVX2), a transposed A whose row blocks run on all cores is always
+  // copied, into micro-panels of its tile's rows (each thread its own
+  // blocks, below). One Zen 3 core, K dynamic as the models compile it,
+  // both choices compiled in one process and called alternately (medians
+  // of 12 or more pairs, two sweeps): the weight gradients of gpt-small
+  // 1.04-1.12x and of the encoder-decoder 1.01-1.25x (read in place or
+  // copied row-major before). With rows that do not make enough blocks
+  // for the threads, each block's copy would be shared by both cores (the
+  // tiles' row loop runs on all of them): gpt-tiny's fc2 gradient
+  // ([2048, 128]ᵀ · [2048, 512]) ran at 0.64x on two cores; those, and
+  // columns too few (or too dynamic) to repay a copy, keep the rules below.
+  bool lhsPanels = lhsT && p.lhsPanels && threadRows &&
+                   !ShapedType::isDynamic(ranges[n]) &&
+                   ranges[n] >= p.packMinReuse;
+  if (lhsT && !lhsPanels && !rowsAlias(lhsT) &&
+      !transposedLhsLeavesCaches(lhsT, ranges[k], blockK, p)) {
+    lhsT = nullptr; // read in place
+  }
+  if (lhsT) {
+    sizes[m] = rowBlock;
   }
   // The other parallel loops are batch loops (batch, heads). A B stored
   // transposed per batch (attention's keys) is copied batch by batch: the
@@ -399,8 +422,10 @@ CacheBlocking chooseCacheBlocking(linalg::LinalgOp op, const TileParams &p) {
   // is wider than one register tile (a linalg.generic can read a
   // transposed B's panels as (k, n)); then B is copied whatever its stride
   // (+10% for the [2048, 384] B of a weight gradient on Zen 4). A transposed
-  // A stays one row-major block (micro-panels of its rows measured slower:
-  // a copy scattered over many panels costs more than it saves).
+  // A is cut into micro-panels of its tile's rows where lhsPanels says
+  // (above); elsewhere it stays one row-major block (AVX-512 on Zen 5
+  // measured micro-panels of its rows slower: a copy scattered over many
+  // panels cost more than it saved).
   for (Packing &packing : packings) {
     int64_t dim =
         packing.dims[0] == int64_t(k) ? packing.dims[1] : packing.dims[0];
@@ -410,6 +435,9 @@ CacheBlocking chooseCacheBlocking(linalg::LinalgOp op, const TileParams &p) {
         extent > p.tileN) {
       packing.panelDim = dim;
       packing.panelWidth = p.tileN;
+    } else if (lhsPanels && packing.operand == lhsT->getOperandNumber()) {
+      packing.panelDim = dim;
+      packing.panelWidth = p.tileM;
     }
   }
   llvm::erase_if(packings, [&](Packing &packing) {
@@ -437,10 +465,8 @@ CacheBlocking chooseCacheBlocking(linalg::LinalgOp op, const TileParams &p) {
   // core's copy).
   if (batchedB) {
     llvm::append_range(result.threads, batch);
-  } else if (sizes[m] != 0 && !ShapedType::isDynamic(ranges[m]) &&
-             int64_t(llvm::divideCeil(ranges[m], sizes[m])) >=
-                 p.parallelRowBlocks &&
-             lhsT && llvm::any_of(packings, [&](const Packing &packing) {
+  } else if (threadRows && lhsT &&
+             llvm::any_of(packings, [&](const Packing &packing) {
                return packing.operand == lhsT->getOperandNumber();
              })) {
     result.threads.push_back(m);

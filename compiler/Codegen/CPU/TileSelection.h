@@ -79,6 +79,9 @@ struct TileParams {
   /// block too.
   int64_t blockKLong, blockNLong, blockMLong;
   int64_t packMinReuse, panelMinReuse, parallelRowBlocks;
+  /// A transposed A's row blocks, when they run on all cores, are copied
+  /// into micro-panels of tileM rows (TargetInfo::tileRowsAndPanelInL1).
+  bool lhsPanels;
   int64_t l1DataBytes, l2Bytes; // the target's per-core caches
 
   static TileParams of(const TargetInfo &target, int64_t tileM = 0,
@@ -102,10 +105,12 @@ struct TileParams {
 /// A's [kc, mc] blocks, rows being blocked by `blockM` then (or in at least
 /// parallelRowBlocks smaller blocks); such an A is copied too when its rows
 /// would leave the caches between the panels that read them (few L1 sets,
-/// a k-block larger than L2). A linear's weight (B stored transposed) is
-/// always copied, transposed. A copy of B
-/// is cut into micro-panels along its columns when the block is wider than
-/// one register tile. Empty `blocks` and `packs`: the op is left as it is.
+/// a k-block larger than L2), and, where TileParams::lhsPanels (AVX2),
+/// whenever its row blocks run on all cores, cut into micro-panels of
+/// tileM rows. A linear's weight (B stored transposed) is always copied,
+/// transposed. A copy of B is cut into micro-panels along its columns when
+/// the block is wider than one register tile. Empty `blocks` and `packs`:
+/// the op is left as it is.
 struct CacheBlocking {
   SmallVector<int64_t> blocks;
   SmallVector<int64_t> threads;

@@ -120,6 +120,40 @@ func.func @weight_gradient(%g: memref<2048x1024xf32>, %x: memref<2048x384xf32>, 
 
 // -----
 
+// The same on AVX2's tiles, A's blocks copied into micro-panels of the
+// tile's 6 rows (select-cpu-tiles.mlir says when): each thread allocates
+// and fills its own [14, 257, 6] panels (84 rows; a row of padding per
+// panel), the last panel of a block apart when the block's rows are not a
+// multiple of 6 (the last of 640 rows' 8 blocks has 52), and the op reads
+// the panels (kiln.panel_reads, followed by kiln-tile-and-peel).
+// CHECK-LABEL: func.func @weight_gradient_panels
+// CHECK: scf.for {{.*}} step %c256 {
+// CHECK: scf.for {{.*}} step %c84 {
+// CHECK: %[[PANELS:.*]] = memref.alloc() {alignment = 64 : i64, kiln.panel_buffer = 0 : i64} : memref<14x257x6xf32>
+// CHECK: memref.expand_shape {{.*}} into memref<?x?x6xf32
+// CHECK: memref.transpose
+// CHECK: linalg.copy
+// CHECK: scf.if
+// CHECK: memref.subview %[[PANELS]]
+// CHECK: linalg.copy
+// CHECK: linalg.generic {{.*}} kiln.panel_reads = [array<i64: 0, 0, 6, 0>]
+// CHECK: memref.dealloc %[[PANELS]]
+// CHECK: } {kiln.parallel}
+#km = affine_map<(m, n, k) -> (k, m)>
+#kn = affine_map<(m, n, k) -> (k, n)>
+#mn = affine_map<(m, n, k) -> (m, n)>
+func.func @weight_gradient_panels(%g: memref<?x640xf32>, %x: memref<?x384xf32>, %dw: memref<640x384xf32>) {
+  linalg.generic {indexing_maps = [#km, #kn, #mn], iterator_types = ["parallel", "parallel", "reduction"]} ins(%g, %x : memref<?x640xf32>, memref<?x384xf32>) outs(%dw : memref<640x384xf32>) attrs = {kiln.fill = 0.0 : f32, kiln.cpu_tiles = #kiln.cpu_tiles<tile = [6, 16, 1], threads = [0], blocks = [84, 0, 256], block_threads = [0], packs = [#kiln.cpu_pack<operand = 0, dims = [2, 0], panel_dim = 0, panel_width = 6>]>} {
+  ^bb0(%a: f32, %b: f32, %c: f32):
+    %p = arith.mulf %a, %b : f32
+    %s = arith.addf %c, %p : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+
+// -----
+
 // ERR: error: 'linalg.generic' op has a 'kiln.cpu_tiles' with cache blocks, which need a contraction with rows, columns and one reduction loop, and a tile size per loop
 #id = affine_map<(d0, d1) -> (d0, d1)>
 func.func @elementwise_blocks(%a: memref<64x64xf32>, %b: memref<64x64xf32>) {

@@ -167,11 +167,13 @@ func.func @long_linear(%x: memref<512x2049xf32>, %w: memref<384x2049xf32>, %y: m
 // and blocks of 256 columns (TargetInfo::blockKLongReduction), 132 = 22
 // register tiles, so that there are 8), each block of A copied (384 columns
 // read it); 8 or more row blocks run on all cores. B's rows (1,536 bytes
-// apart) do not alias, but 1,024 rows read each block: micro-panels.
+// apart) do not alias, but 1,024 rows read each block: micro-panels. On
+// AVX2 A's blocks are copied into micro-panels of the tile's 6 rows too
+// (TargetInfo::tileRowsAndPanelInL1).
 // V4-LABEL: func.func @weight_gradient
 // V4: kiln.cpu_tiles = #kiln.cpu_tiles<tile = [8, 32, 1], threads = [0], blocks = [128, 128, 512], block_threads = [0], packs = [#kiln.cpu_pack<operand = 1, dims = [2, 1], panel_dim = 1, panel_width = 32>, #kiln.cpu_pack<operand = 0, dims = [2, 0]>]>
 // V3-LABEL: func.func @weight_gradient
-// V3: kiln.cpu_tiles = #kiln.cpu_tiles<tile = [6, 16, 1], threads = [0], blocks = [132, 256, 256], block_threads = [0], packs = [#kiln.cpu_pack<operand = 1, dims = [2, 1], panel_dim = 1, panel_width = 16>, #kiln.cpu_pack<operand = 0, dims = [2, 0]>]>
+// V3: kiln.cpu_tiles = #kiln.cpu_tiles<tile = [6, 16, 1], threads = [0], blocks = [132, 256, 256], block_threads = [0], packs = [#kiln.cpu_pack<operand = 1, dims = [2, 1], panel_dim = 1, panel_width = 16>, #kiln.cpu_pack<operand = 0, dims = [2, 0], panel_dim = 0, panel_width = 6>]>
 #km = affine_map<(m, n, k) -> (k, m)>
 #kn = affine_map<(m, n, k) -> (k, n)>
 #mn = affine_map<(m, n, k) -> (m, n)>
@@ -193,11 +195,13 @@ func.func @weight_gradient(%g: memref<2048x1024xf32>, %x: memref<2048x384xf32>, 
 // blocks (88 = 11 tiles of 8) so that every core takes whole blocks, where
 // the L2's 128 rows would make 6. On AVX2 the reduction of 1030 takes
 // k-blocks of 256 (TargetInfo::blockKLongReduction), whose 256 rows the 32
-// sets hold: A read in place.
+// sets would hold, but a tile's column of A in place is 256 lines of L1
+// beside a 16 KiB panel of B: A is copied into micro-panels of 6 rows, in
+// 8 blocks of 84 rows on all cores (TargetInfo::tileRowsAndPanelInL1).
 // V4-LABEL: func.func @rows_leave_the_caches
 // V4: kiln.cpu_tiles = #kiln.cpu_tiles<tile = [8, 32, 1], threads = [0], blocks = [88, 0, 512], block_threads = [0], packs = [#kiln.cpu_pack<operand = 0, dims = [2, 0]>]>
 // V3-LABEL: func.func @rows_leave_the_caches
-// V3: kiln.cpu_tiles = #kiln.cpu_tiles<tile = [6, 16, 1], threads = [0], blocks = [0, 0, 256]>
+// V3: kiln.cpu_tiles = #kiln.cpu_tiles<tile = [6, 16, 1], threads = [0], blocks = [84, 0, 256], block_threads = [0], packs = [#kiln.cpu_pack<operand = 0, dims = [2, 0], panel_dim = 0, panel_width = 6>]>
 #km = affine_map<(m, n, k) -> (k, m)>
 #kn = affine_map<(m, n, k) -> (k, n)>
 #mn = affine_map<(m, n, k) -> (m, n)>
@@ -216,11 +220,12 @@ func.func @rows_leave_the_caches(%g: memref<1030x672xf32>, %x: memref<1030x65xf3
 // g [?, 640]: rows 2,560 bytes apart fall into 8 sets, which hold 64 rows:
 // fewer than a k-block's 512 (AVX-512) or 256 (AVX2, whose dynamic reduction
 // takes k-blocks of 256), and a k-block does not fit in L2: A copied on both,
-// in 8 row blocks (80 = 10 tiles of 8; 84 = 14 tiles of 6, the last of 52).
+// in 8 row blocks (80 = 10 tiles of 8; 84 = 14 tiles of 6, the last of 52),
+// on AVX2 into micro-panels of 6 rows.
 // V4-LABEL: func.func @rows_leave_the_caches_dynamic
 // V4: kiln.cpu_tiles = #kiln.cpu_tiles<tile = [8, 32, 1], threads = [0], blocks = [80, 0, 512], block_threads = [0], packs = [#kiln.cpu_pack<operand = 0, dims = [2, 0]>]>
 // V3-LABEL: func.func @rows_leave_the_caches_dynamic
-// V3: kiln.cpu_tiles = #kiln.cpu_tiles<tile = [6, 16, 1], threads = [0], blocks = [84, 0, 256], block_threads = [0], packs = [#kiln.cpu_pack<operand = 0, dims = [2, 0]>]>
+// V3: kiln.cpu_tiles = #kiln.cpu_tiles<tile = [6, 16, 1], threads = [0], blocks = [84, 0, 256], block_threads = [0], packs = [#kiln.cpu_pack<operand = 0, dims = [2, 0], panel_dim = 0, panel_width = 6>]>
 #km = affine_map<(m, n, k) -> (k, m)>
 #kn = affine_map<(m, n, k) -> (k, n)>
 #mn = affine_map<(m, n, k) -> (m, n)>
@@ -236,10 +241,35 @@ func.func @rows_leave_the_caches_dynamic(%g: memref<?x640xf32>, %x: memref<?x65x
 
 // -----
 
+// The same g with 16 columns of x: too few reads of a block of g (fewer than
+// 32) to repay its copy, on AVX2 too (no panels): rows blocked, read in
+// place.
+// V4-LABEL: func.func @few_columns
+// V4: kiln.cpu_tiles = #kiln.cpu_tiles<tile = [8, 16, 1], threads = [0], blocks = [80, 0, 512]>}
+// V3-LABEL: func.func @few_columns
+// V3: kiln.cpu_tiles = #kiln.cpu_tiles<tile = [6, 16, 1], threads = [0], blocks = [84, 0, 256]>}
+#km = affine_map<(m, n, k) -> (k, m)>
+#kn = affine_map<(m, n, k) -> (k, n)>
+#mn = affine_map<(m, n, k) -> (m, n)>
+func.func @few_columns(%g: memref<?x640xf32>, %x: memref<?x16xf32>, %dw: memref<640x16xf32>) {
+  linalg.generic {indexing_maps = [#km, #kn, #mn], iterator_types = ["parallel", "parallel", "reduction"]} ins(%g, %x : memref<?x640xf32>, memref<?x16xf32>) outs(%dw : memref<640x16xf32>) {
+  ^bb0(%a: f32, %b: f32, %c: f32):
+    %p = arith.mulf %a, %b : f32
+    %s = arith.addf %c, %p : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+
+// -----
+
 // g [256, 384]: its rows share 8 sets too, but the k-block (384 KiB) stays
-// in L2: read in place, unblocked.
+// in L2: read in place, unblocked. AVX2 copies it into micro-panels of 6
+// rows in 8 blocks of 48 rows, on all cores.
 // V4-LABEL: func.func @block_fits_in_l2
 // V4: kiln.cpu_tiles = #kiln.cpu_tiles<tile = [8, 32, 1], threads = [0]>}
+// V3-LABEL: func.func @block_fits_in_l2
+// V3: kiln.cpu_tiles = #kiln.cpu_tiles<tile = [6, 16, 1], threads = [0], blocks = [48, 0, 0], block_threads = [0], packs = [#kiln.cpu_pack<operand = 0, dims = [2, 0], panel_dim = 0, panel_width = 6>]>}
 #km = affine_map<(m, n, k) -> (k, m)>
 #kn = affine_map<(m, n, k) -> (k, n)>
 #mn = affine_map<(m, n, k) -> (m, n)>
@@ -256,9 +286,13 @@ func.func @block_fits_in_l2(%g: memref<256x384xf32>, %x: memref<256x33xf32>, %dw
 // -----
 
 // g [2048, 200]: rows 800 bytes apart spread over every set: read in place,
-// only the reduction blocked.
+// only the reduction blocked. AVX2 too: its 200 rows make too few blocks
+// for the threads to copy their own panels (blocks of at least 8 tiles),
+// and a block's copy shared by both cores cost more than it saved.
 // V4-LABEL: func.func @rows_spread_over_the_sets
 // V4: kiln.cpu_tiles = #kiln.cpu_tiles<tile = [8, 17, 1], threads = [0], blocks = [0, 0, 512]>}
+// V3-LABEL: func.func @rows_spread_over_the_sets
+// V3: kiln.cpu_tiles = #kiln.cpu_tiles<tile = [6, 16, 1], threads = [0], blocks = [0, 0, 256]>}
 #km = affine_map<(m, n, k) -> (k, m)>
 #kn = affine_map<(m, n, k) -> (k, n)>
 #mn = affine_map<(m, n, k) -> (m, n)>

@@ -24,7 +24,7 @@
 // AVX2: memref.alloc() {alignment = 64 : i64} : memref<8x513x16xf32>
 // AVX2: scf.for {{.*}} -> (vector<6x16xf32>)
 // AVX2-LABEL: func.func @packed_lhs_t
-// AVX2: memref.alloc() {alignment = 64 : i64} : memref<256x252xf32>
+// AVX2: memref.alloc() {alignment = 64 : i64} : memref<42x257x6xf32>
 // AVX2: scf.for {{.*}} -> (vector<6x16xf32>)
 // AVX2-COUNT-6: vector.transfer_read {{.*}} vector<16x1xf32>
 // AVX2-LABEL: func.func @batched_keys
@@ -189,10 +189,11 @@ func.func @few_rows_unpacked(%x: memref<128x512xf32>, %w: memref<512x2000xf32>, 
 // blocked too (128 on a 512 KiB L2 with AVX-512; with AVX2, whose dynamic
 // reduction takes k-blocks of 256 (TargetInfo::blockKLongReduction), 252 -
 // a multiple of the register tile's rows), each [512, 128] block of A is
-// copied (64
-// columns reuse it: no run-time test), and a register tile's column of A is
-// read element by element, each a broadcasting load, instead of one vector
-// whose elements would each need a shuffle.
+// copied (64 columns reuse it: no run-time test; AVX2 copies each
+// [256, 252] block into 42 micro-panels of 6 rows, TargetInfo::
+// tileRowsAndPanelInL1), and a register tile's column of A is read element
+// by element, each a broadcasting load, instead of one vector whose
+// elements would each need a shuffle.
 // CHECK-LABEL: func.func @packed_lhs_t
 // CHECK: %[[ABUF:.+]] = memref.alloc() {alignment = 64 : i64} : memref<512x128xf32>
 // CHECK-NOT: scf.if

@@ -407,16 +407,19 @@ TEST(OpNumerics, ProductsOfAFewRowsStreamTheirWeight) {
 // copied block by block, in at least 8 blocks of rows so that the threads
 // take whole blocks. Compiled for named CPUs (32 KiB L1, 512 KiB L2): M 672
 // with K 1030 (rows 2,688 bytes apart, in 32 of the L1's sets; on AVX-512
-// 88-row blocks, the last of 56, K across k-blocks of 512; AVX2's k-blocks
-// of 256 for a long reduction, TargetInfo::blockKLongReduction, fit in
-// those sets, so AVX2 reads g in place across them), and a dynamic K
-// with M 640 (rows in 8 sets: copied on both, 80-row blocks on AVX-512, 84
-// on AVX2, the last of 52; K 513, 0, 1, 0, 513, 1030, 0 across k-blocks of
+// 88-row blocks, the last of 56, K across k-blocks of 512; AVX2, whose
+// k-blocks of 256 for a long reduction, TargetInfo::blockKLongReduction,
+// fit in those sets, copies g into micro-panels of its tiles' 6 rows in 8
+// blocks of 84 on all cores, TargetInfo::tileRowsAndPanelInL1), and a
+// dynamic K with M 640 (rows in 8 sets: copied on both, 80-row blocks on
+// AVX-512, 84 on AVX2 in panels, the last block of 52 rows ending in a
+// panel of 4; K 513, 0, 1, 0, 513, 1030, 0 across k-blocks of
 // 512 and 256: an empty reduction after a call that left its result in the
 // buffer, whose zero fill the first k-block had done, had returned that
 // result), N 65 across panels of 32; g read in place where a k-block of it
-// fits in L2 (K 256, M 384) or its rows spread over every set (M 200).
-// Against double loops.
+// fits in L2 (K 256, M 384; AVX2 copies it into panels, 8 blocks of 48
+// rows) or its rows spread over every set (M 200, on AVX2 too: too few
+// rows for 8 blocks). Against double loops.
 TEST(OpNumerics, WeightGradientsCopyRowsThatLeaveTheCaches) {
   struct Shape {
     int64_t k, m, n;
